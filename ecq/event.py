@@ -26,7 +26,7 @@ class Event:
     0-based arrival index, which orders events that the engine saw.
     """
 
-    __slots__ = ("src", "type", "start", "end", "attrs", "prob", "id", "arrival", "parts")
+    __slots__ = ("src", "type", "start", "end", "attrs", "prob", "id", "arrival", "parts", "_prev", "_pmb")
 
     def __init__(
         self,
@@ -48,6 +48,10 @@ class Event:
         self.arrival = -1
         # For derived events (a sub-pattern's match), the match's events; else None.
         self.parts: Any = None
+        # Set by the SIQ that stores the event: the previous stored instance of the same
+        # class and source (the per-source back chain), and the event's PMB.
+        self._prev: Event | None = None
+        self._pmb: Any = None
 
     def __repr__(self) -> str:
         name = self.id if self.id is not None else f"#{self.arrival}"

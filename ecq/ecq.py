@@ -1,0 +1,173 @@
+"""Event-centric composable queues (SCEMon §4): one :class:`ECQ` per event class.
+
+An ECQ holds the class's :class:`~ecq.siq.SIQ`, its **CLT** (one :class:`CLink` per
+query position the class fills) and its **R-CLT** (:class:`RCLink`: the CLinks grouped by
+the ECQ they probe, so an arriving instance probes each predecessor ECQ once for every
+query that needs it). Everything derived from the CLT is kept as query bitsets, updated
+incrementally on register/unregister.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ecq.conditions import PredFn
+from ecq.event import Event
+from ecq.siq import SIQ
+
+if TYPE_CHECKING:
+    from ecq.network import QState
+
+__all__ = ["ECQ", "CLink", "RCLink", "SlotFilter"]
+
+NEG_INF = float("-inf")
+
+
+@dataclass(frozen=True)
+class CLink:
+    """Composition link: query ``q`` uses this class at component ``position``."""
+
+    q: QState
+    position: int
+
+
+@dataclass
+class RCLink:
+    """Reverse link to a predecessor ECQ: ``masks[i]`` holds the sequence queries whose
+    component ``i`` this class fills and whose component ``i - 1`` that ECQ fills."""
+
+    target: str
+    masks: dict[int, int] = field(default_factory=dict)
+
+    def add(self, position: int, bit: int) -> None:
+        self.masks[position] = self.masks.get(position, 0) | bit
+
+    def remove(self, position: int, bit: int) -> None:
+        left = self.masks.get(position, 0) & ~bit
+        if left:
+            self.masks[position] = left
+        else:
+            self.masks.pop(position, None)
+
+
+class SlotFilter:
+    """Which queries at one position accept an instance: ``always`` (no filter) plus one
+    group per distinct filter, so a filter shared by many queries runs once per event."""
+
+    __slots__ = ("always", "groups")
+
+    def __init__(self) -> None:
+        self.always = 0
+        # filter key -> [predicate, bits]
+        self.groups: dict[tuple[object, ...], list[object]] = {}
+
+    def add(self, bit: int, pred: PredFn | None, key: tuple[object, ...]) -> None:
+        if pred is None:
+            self.always |= bit
+            return
+        group = self.groups.get(key)
+        if group is None:
+            self.groups[key] = [pred, bit]
+        else:
+            group[1] = int(group[1]) | bit  # type: ignore[call-overload]
+
+    def remove(self, bit: int, key: tuple[object, ...]) -> None:
+        if self.always & bit:
+            self.always &= ~bit
+            return
+        group = self.groups.get(key)
+        if group is not None:
+            left = int(group[1]) & ~bit  # type: ignore[call-overload]
+            if left:
+                group[1] = left
+            else:
+                del self.groups[key]
+
+    def passing(self, event: Event) -> int:
+        """Bits of the queries whose filter ``event`` passes. O(distinct filters)."""
+        bits = self.always
+        for pred, group_bits in self.groups.values():
+            if pred(event):  # type: ignore[operator]
+                bits |= group_bits  # type: ignore[operator]
+        return bits
+
+    def empty(self) -> bool:
+        return not self.always and not self.groups
+
+
+class ECQ:
+    """The queue of one event class, shared by all queries and all sources."""
+
+    __slots__ = (
+        "cls",
+        "siq",
+        "clt",
+        "rclt",
+        "seq_filters",
+        "seq_final",
+        "seq_more",
+        "cnj_filters",
+        "cnj_more",
+        "disj",
+        "windows",
+        "window",
+        "frozen",
+    )
+
+    def __init__(self, cls: str) -> None:
+        self.cls = cls
+        self.siq = SIQ()
+        self.clt: list[CLink] = []
+        self.rclt: dict[str, RCLink] = {}
+        # Sequence positions this class fills: filters, and which queries end there
+        # (``seq_final``) or go on (``seq_more``).
+        self.seq_filters: dict[int, SlotFilter] = {}
+        self.seq_final: dict[int, int] = {}
+        self.seq_more: dict[int, int] = {}
+        # Conjunction components: filters by component, and the queries that store.
+        self.cnj_filters: dict[int, SlotFilter] = {}
+        self.cnj_more = 0
+        # Disjunctions using this class, in registration order.
+        self.disj: list[CLink] = []
+        # Windows of the storing queries that use the class (a query counts once).
+        self.windows: Counter[float] = Counter()
+        self.window = NEG_INF
+        # The drop horizon reached before the last change of ``window`` (docs/semantics.md).
+        self.frozen = NEG_INF
+
+    def horizon(self, clock: float) -> float:
+        """Instances with ``start`` below this are dropped for good."""
+        moving = clock - self.window
+        return moving if moving > self.frozen else self.frozen
+
+    def set_windows(self, clock: float, add: float | None = None, remove: float | None = None) -> None:
+        """Record that a storing query with window ``add`` started, or ``remove`` stopped,
+        using this class; freezes the horizon reached so far before ``window`` moves."""
+        if self.window != NEG_INF:
+            self.frozen = self.horizon(clock)
+        if add is not None:
+            self.windows[add] += 1
+        if remove is not None:
+            self.windows[remove] -= 1
+            if self.windows[remove] <= 0:
+                del self.windows[remove]
+        self.window = max(self.windows) if self.windows else NEG_INF
+        if self.window == NEG_INF:
+            # No query stores the class any more: every instance is dropped, and a query
+            # that stores it later starts afresh (it sees only later events anyway).
+            self.frozen = NEG_INF
+            self.siq = SIQ()
+
+    def __repr__(self) -> str:
+        return f"ECQ({self.cls}, clinks={len(self.clt)}, stored={len(self.siq)})"
+
+    def _check(self) -> None:
+        self.siq._check()
+        for e in self.siq:
+            assert e.type == self.cls
+            if e._pmb is not None:
+                e._pmb._check()
+        for rl in self.rclt.values():
+            assert all(bits for bits in rl.masks.values())

@@ -1,0 +1,54 @@
+"""Reserved words of the query language, shared by the parser and the printer.
+
+Kept in one place so that the printer refuses exactly the names the parser would not
+read back as names (a class called ``WHERE`` cannot be written as query text).
+"""
+
+from __future__ import annotations
+
+__all__ = ["CLAUSE_KEYWORDS", "RESERVED", "AGGREGATES", "FUNCTIONS", "DURATION_UNITS", "NO_OP_EQUIVS"]
+
+# Words that start a clause: they end a pattern, a condition or a RETURN list.
+CLAUSE_KEYWORDS = frozenset({"QUERY", "PATTERN", "EVENT", "WHERE", "WITHIN", "MODE", "RETURN", "PROBABILITY"})
+
+# Words that can never be a class name, an alias or a component reference
+# (compared upper-cased: keywords are case-insensitive).
+RESERVED = CLAUSE_KEYWORDS | frozenset(
+    {"AND", "OR", "NOT", "IN", "BETWEEN", "AS", "TRUE", "FALSE", "SEQ", "ANY", "WITH"}
+)
+
+# Aggregates over a Kleene component; ``count`` is the only one without an attribute.
+AGGREGATES = frozenset({"count", "sum", "avg", "min", "max"})
+
+# Scalar functions.
+FUNCTIONS = frozenset({"abs"})
+
+# Duration units: name -> (multiplier, divisor) to seconds; division keeps ``ms`` exact.
+DURATION_UNITS: dict[str, tuple[int, int]] = {
+    "ms": (1, 1000),
+    "msec": (1, 1000),
+    "msecs": (1, 1000),
+    "millisecond": (1, 1000),
+    "milliseconds": (1, 1000),
+    "s": (1, 1),
+    "sec": (1, 1),
+    "secs": (1, 1),
+    "second": (1, 1),
+    "seconds": (1, 1),
+    "unit": (1, 1),
+    "units": (1, 1),
+    "min": (60, 1),
+    "mins": (60, 1),
+    "minute": (60, 1),
+    "minutes": (60, 1),
+    "h": (3600, 1),
+    "hr": (3600, 1),
+    "hrs": (3600, 1),
+    "hour": (3600, 1),
+    "hours": (3600, 1),
+    "day": (86400, 1),
+    "days": (86400, 1),
+}
+
+# Equivalence tests that name the always-on same-source condition: parsed and dropped.
+NO_OP_EQUIVS = frozenset({"symbol", "src"})

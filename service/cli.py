@@ -1,0 +1,155 @@
+"""The ``scemon`` command.
+
+Thin on purpose: the work is in :mod:`service.replay`; this module turns options into
+calls and turns every user mistake (a bad query, a bad event, a missing file) into one
+line on stderr and exit status 1 — a traceback is for bugs, not for typos.
+"""
+
+from __future__ import annotations
+
+import errno
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from ecq.errors import ScemonError
+from service import replay as files
+from service.progress import LazyProgress
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    name="scemon",
+    help="scemon: complex event processing over one shared network of event-centric queues.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class EventFormat(StrEnum):
+    jsonl = "jsonl"
+    csv = "csv"
+
+
+QueriesOption = Annotated[
+    Path,
+    typer.Option(
+        "--queries",
+        "-q",
+        help="Queries file: query text where each query begins with QUERY <name>, or a JSON list of "
+        '{"name", "text"} or {"name", "pattern", ...} (AST JSON) objects. A first "[" means JSON.',
+        show_default=False,
+    ),
+]
+
+
+@app.callback()
+def main() -> None:
+    """Register pattern queries and run events through them.
+
+    Today: `parse` checks a queries file, `replay` runs an events file through it.
+    """
+
+
+@app.command()
+def parse(queries: QueriesOption) -> None:
+    """Check a queries file and print each query in canonical form.
+
+    Exits 1 with the file, line and column of the first query that does not parse or
+    that the engine rejects.
+    """
+    with _user_errors():
+        specs = files.read_queries(queries)
+        parsed = files.canonical_queries(specs, queries)
+        files.build_engine(specs, queries)  # what the engine rejects beyond the grammar
+    from ecq.language import format_query
+
+    blocks = []
+    for query in parsed:
+        text = format_query(query).strip()
+        if not text.upper().startswith("QUERY"):
+            text = f"QUERY {query.name}\n{text}"
+        blocks.append(text)
+    typer.echo("\n\n".join(blocks))
+
+
+@app.command()
+def replay(
+    queries: QueriesOption,
+    events: Annotated[
+        Path,
+        typer.Option(
+            "--events",
+            "-e",
+            help="Events file, in arrival order: JSON Lines (one event object per line) or CSV "
+            "(header with src,type,start and optional id,end,prob; other columns are attributes).",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        str | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Where to write the matches as JSON Lines; '-' or none for stdout. A file is "
+            "written only if the whole replay succeeds.",
+            show_default=False,
+        ),
+    ] = None,
+    fmt: Annotated[
+        EventFormat | None,
+        typer.Option("--format", "-f", help="Events file format; default: csv for *.csv, else jsonl."),
+    ] = None,
+) -> None:
+    """Run an events file through the queries and write the matches.
+
+    Every query and every event is checked before the first event is processed; on the
+    first bad one the command exits 1 naming its file, line and field, having written
+    nothing. Matches are written one per line in emission order, as {query, src, start,
+    end, events, attrs, prob, seq}. `events` holds the events' ids; an event without an
+    id is named by its 0-based line number in a JSON Lines file, or its 0-based data row
+    number in a CSV file (header and blank rows not counted). At the end of the input
+    time advances to infinity, so matches waiting for a window to close are written too.
+    A one-line summary goes to stderr.
+    """
+    with _user_errors(), LazyProgress() as progress:
+        specs = files.read_queries(queries)
+        engine = files.build_engine(specs, queries)
+        progress.phase("reading events")
+        batch = files.read_events(events, fmt.value if fmt else None, progress.update)
+        progress.phase("matching", total=len(batch))
+        with files.open_output(out) as stream:
+            counts = files.run(engine, batch, stream, progress=progress.update)
+    per_query = ", ".join(f"{name} {counts[name]}" for name, _ in specs)
+    total = sum(counts.values())
+    typer.echo(f"{len(batch)} events, {total} matches ({per_query})", err=True)
+
+
+@contextmanager
+def _user_errors() -> Iterator[None]:
+    """Report a user's mistake on one line and exit 1."""
+    try:
+        yield
+    except ScemonError as err:
+        _fail(str(err))
+    except OSError as err:
+        if err.errno == errno.EPIPE:
+            raise  # the reader went away (`| head`): typer exits quietly
+        reason = err.strerror or str(err)
+        _fail(f"{err.filename}: {reason}" if err.filename is not None else reason)
+
+
+def _fail(message: str) -> NoReturn:
+    first = message.split("\n", 1)[0]
+    typer.echo(f"error: {first}", err=True)
+    raise typer.Exit(1)
+
+
+if __name__ == "__main__":
+    sys.exit(app())

@@ -1,0 +1,81 @@
+"""A progress bar that stays out of the way.
+
+Small replays finish before a bar would be readable, and a bar on a pipe or a log file is
+noise, so the bar appears only on a terminal, on stderr (stdout carries the matches),
+once the work is big or slow, and it vanishes when done.
+"""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+
+__all__ = ["LazyProgress"]
+
+
+class LazyProgress:
+    """Phases of work with a count each; a transient rich bar is shown once a phase's
+    total exceeds ``min_items`` or the work has taken longer than ``min_seconds``."""
+
+    def __init__(
+        self, min_items: int = 50_000, min_seconds: float = 2.0, enabled: bool | None = None
+    ) -> None:
+        self._console = Console(stderr=True)
+        self._enabled = self._console.is_terminal if enabled is None else enabled
+        self._min_items = min_items
+        self._min_seconds = min_seconds
+        self._started = time.monotonic()
+        self._bar: Progress | None = None
+        self._task: TaskID | None = None
+        self._description = ""
+        self._total: int | None = None
+
+    def __enter__(self) -> LazyProgress:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def phase(self, description: str, total: int | None = None) -> None:
+        """Start counting a new phase (``total`` unknown: a count without a bar end)."""
+        self._description, self._total = description, total
+        if self._bar is not None:
+            self._task = self._bar.add_task(description, total=total)
+        elif total is not None and total > self._min_items:
+            self._show()
+
+    def update(self, done: int) -> None:
+        """Report that ``done`` items of the current phase are finished."""
+        if self._bar is None:
+            if not self._enabled or time.monotonic() - self._started < self._min_seconds:
+                return
+            self._show()
+        assert self._bar is not None and self._task is not None
+        self._bar.update(self._task, completed=done)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    def _show(self) -> None:
+        if not self._enabled:
+            return
+        self._bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=self._console,
+            transient=True,
+        )
+        self._bar.start()
+        self._task = self._bar.add_task(self._description, total=self._total)
