@@ -89,7 +89,8 @@ class QueryFileError(QueryError):
 def read_queries(path: Path) -> list[QuerySpec]:
     """Read a queries file: a JSON list of ``{"name", "text"}`` or ``{"name", "pattern",
     ...}`` (the AST's JSON form) entries, or query text where each query begins with
-    ``QUERY <name>``. The content decides: a first non-blank ``[`` means JSON.
+    ``QUERY <name>``. The content decides: a first non-blank ``[`` means JSON (so does
+    ``{``, to say that a single object is not a list).
 
     Query text is parsed here; JSON entries with ``text`` are left for the engine to
     parse (their errors surface in :func:`build_engine`). Raises :class:`QueryFileError`.
@@ -98,10 +99,13 @@ def read_queries(path: Path) -> list[QuerySpec]:
         text = path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as err:
         raise QueryFileError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
-    if text.lstrip().startswith("["):
+    body = text.lstrip()
+    if body.startswith(("[", "{")):  # query text never starts with either
         specs = _read_json_queries(path, text)
-    else:
+    elif body:
         specs = _read_text_queries(path, text)
+    else:
+        specs = []
     if not specs:
         raise QueryFileError(f"{path}: no queries found")
     seen: set[str] = set()

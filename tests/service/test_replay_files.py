@@ -41,7 +41,13 @@ def test_jsonl_events_in_file_order_with_fields(tmp_path: Path) -> None:
     events = read_events(write(tmp_path, "e.jsonl", text))
     assert [e.type for e in events] == ["A", "B"]
     first, second = events
-    assert (first.id, first.src, first.start, first.end, first.attrs) == ("a1", "card-1", 1.0, 2.0, {"payment": 9.5})
+    assert (first.id, first.src, first.start, first.end, first.attrs) == (
+        "a1",
+        "card-1",
+        1.0,
+        2.0,
+        {"payment": 9.5},
+    )
     assert (second.src, second.start, second.end, second.prob) == (7, 3.0, 3.0, 0.5)
 
 
@@ -234,7 +240,11 @@ def test_text_queries_file_gives_named_queries(tmp_path: Path) -> None:
 
 
 def test_text_queries_file_with_syntax_error_names_file_and_line(tmp_path: Path) -> None:
-    path = write(tmp_path, "q.txt", "QUERY ok\nPATTERN SEQ(A, B) WITHIN 1 h\n\nQUERY bad\nPATTERN SEQ(A,, B)\nWITHIN 1 h\n")
+    path = write(
+        tmp_path,
+        "q.txt",
+        "QUERY ok\nPATTERN SEQ(A, B) WITHIN 1 h\n\nQUERY bad\nPATTERN SEQ(A,, B)\nWITHIN 1 h\n",
+    )
     with pytest.raises(QueryFileError) as info:
         read_queries(path)
     message = str(info.value)
