@@ -14,9 +14,22 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# All three checks run even when one fails, so one run shows every problem; the target
+# fails if any of them did.
 test: install
+	@status=0; \
+	$(BIN)/ruff check . || status=1; \
+	$(BIN)/mypy || status=1; \
+	$(BIN)/pytest || status=1; \
+	exit $$status
+
+lint: install
 	$(BIN)/ruff check .
+
+typecheck: install
 	$(BIN)/mypy
+
+pytest: install
 	$(BIN)/pytest
 
 demo: install

@@ -128,7 +128,8 @@ def replay(
             counts = files.run(engine, batch, stream, progress=progress.update)
     per_query = ", ".join(f"{name} {counts[name]}" for name, _ in specs)
     total = sum(counts.values())
-    typer.echo(f"{len(batch)} events, {total} matches ({per_query})", err=True)
+    noun = "match" if total == 1 else "matches"
+    typer.echo(f"{len(batch)} events, {total} {noun} ({per_query})", err=True)
 
 
 @contextmanager

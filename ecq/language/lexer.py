@@ -28,7 +28,19 @@ from dataclasses import dataclass
 from ecq.errors import ParseError
 from ecq.language.source import excerpt
 
-__all__ = ["Token", "tokenize", "IDENT", "NUMBER", "MONEY", "PERCENT", "STRING", "POSREF", "DERIVED", "OP", "EOF"]
+__all__ = [
+    "Token",
+    "tokenize",
+    "IDENT",
+    "NUMBER",
+    "MONEY",
+    "PERCENT",
+    "STRING",
+    "POSREF",
+    "DERIVED",
+    "OP",
+    "EOF",
+]
 
 IDENT = "IDENT"
 NUMBER = "NUMBER"
@@ -233,7 +245,9 @@ class _Lexer:
             if _is_name_char(self.peek()):
                 self.scan_name()
                 bad = self.text[start : self.i]
-                raise self.error(f"bad positional reference {bad!r}: write $x1, $x2, ...", self.line, self.column, bad)
+                raise self.error(
+                    f"bad positional reference {bad!r}: write $x1, $x2, ...", self.line, self.column, bad
+                )
             self.emit(POSREF, start, "<POSREF>")
             return
         raise self.error(

@@ -31,4 +31,6 @@ def semantic_error_at(message: str, span: tuple[int, int, str] | None, text: str
     if span is None:
         return SemanticError(message)
     line, column, token = span
-    return SemanticError(message, line, column, token, excerpt(text, line, column) if text is not None else None)
+    return SemanticError(
+        message, line, column, token, excerpt(text, line, column) if text is not None else None
+    )

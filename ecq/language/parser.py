@@ -1,0 +1,175 @@
+"""Query text to AST: the entry points and the clauses around a pattern.
+
+::
+
+    query := [QUERY name] [PATTERN | EVENT] pattern clause*
+    clause := WHERE condition | WITHIN duration | MODE (RECENT | ALL)
+            | RETURN expr [AS name] (, expr [AS name])* | PROBABILITY [>=] p
+
+The clauses may come in any order (each starts with its own keyword, so this is
+unambiguous), each at most once. The pattern grammar is in :mod:`.patterns`, the
+condition grammar in :mod:`.conditions`. Nothing here is ever evaluated with
+``eval``/``exec``: the AST is compiled to closures elsewhere.
+"""
+
+from __future__ import annotations
+
+from ecq.language.ast import Expr, Query, ReturnItem
+from ecq.language.conditions import parse_condition, parse_expression
+from ecq.language.keywords import CLAUSE_KEYWORDS, DURATION_UNITS
+from ecq.language.lexer import IDENT, NUMBER, PERCENT, STRING, Token
+from ecq.language.patterns import parse_pattern
+from ecq.language.spans import Span, collect_spans
+from ecq.language.stream import TokenStream
+
+__all__ = ["parse_query", "parse_queries"]
+
+_CLAUSES = ("WHERE", "WITHIN", "MODE", "RETURN", "PROBABILITY")
+
+
+def parse_query(text: str) -> Query:
+    """Parse one query; raises :class:`ecq.errors.ParseError` with the place of the
+    first syntax error."""
+    ts = TokenStream(text)
+    query = _query(ts)
+    if ts.at("QUERY"):
+        raise ts.error("a second query starts here; use parse_queries() for a text of several queries")
+    return query
+
+
+def parse_queries(text: str) -> list[Query]:
+    """Parse a text of several queries, each starting with ``QUERY <name>``."""
+    ts = TokenStream(text)
+    out = []
+    while not ts.at_end():
+        if not ts.at("QUERY"):
+            raise ts.error(f"expected QUERY <name> to start a query, found {ts.describe(ts.peek())}")
+        out.append(_query(ts))
+    return out
+
+
+def _query(ts: TokenStream) -> Query:
+    """One query, ending before the next QUERY or at the end of the text."""
+    clauses: dict[str, Span] = {}
+    name: str | None = None
+    if ts.at("QUERY"):
+        ts.next()
+        tok = ts.peek()
+        if tok.kind == STRING or (tok.kind == IDENT and tok.key not in CLAUSE_KEYWORDS):
+            ts.next()
+            name = _name(tok)
+            clauses["name"] = _span(tok)
+        else:
+            raise ts.error(f"expected a query name after QUERY, found {ts.describe(tok)}")
+    if ts.at("PATTERN", "EVENT"):
+        ts.next()
+    pattern = parse_pattern(ts)
+    where: Expr | None = None
+    within: float | None = None
+    mode = "recent"
+    returns: tuple[ReturnItem, ...] = ()
+    probability: float | None = None
+    seen: set[str] = set()
+    while ts.at(*_CLAUSES):
+        tok = ts.next()
+        if tok.key in seen:
+            raise ts.error(f"duplicate {tok.key} clause", tok)
+        seen.add(tok.key)
+        if tok.key == "WHERE":
+            where = parse_condition(ts)
+        elif tok.key == "WITHIN":
+            within = _duration(ts)
+            clauses["within"] = _span(tok)
+        elif tok.key == "MODE":
+            mode = _mode(ts)
+            clauses["mode"] = _span(tok)
+        elif tok.key == "RETURN":
+            returns = _returns(ts)
+        else:
+            probability = _probability(ts)
+            clauses["probability"] = _span(tok)
+    if not (ts.at_end() or ts.at("QUERY")):
+        found = ts.peek().text
+        raise ts.error(
+            f"expected WHERE, WITHIN, MODE, RETURN, PROBABILITY or the end of the query, found {found!r}"
+        )
+    query = Query(
+        pattern=pattern,
+        where=where,
+        within=within,
+        mode=mode,
+        returns=returns,
+        probability=probability,
+        name=name,
+    )
+    query.spans.update(collect_spans(ts, query, clauses))
+    return query
+
+
+def _name(tok: Token) -> str:
+    """A query or output name written as a word or as a string."""
+    return tok.value if tok.kind == STRING and isinstance(tok.value, str) else tok.text
+
+
+def _span(tok: Token) -> Span:
+    return (tok.line, tok.column, tok.text)
+
+
+def _duration(ts: TokenStream) -> float:
+    """``<number> [unit]`` in seconds; a bare number is seconds."""
+    tok = ts.peek()
+    if tok.kind != NUMBER:
+        raise ts.error(
+            f"expected a duration (a number and a unit, e.g. 5 s) after WITHIN, found {ts.describe(tok)}"
+        )
+    ts.next()
+    assert isinstance(tok.value, (int, float))
+    unit = ts.peek()
+    if unit.kind != IDENT or unit.key in CLAUSE_KEYWORDS:
+        return float(tok.value)
+    ts.next()
+    factor = DURATION_UNITS.get(unit.text.lower())
+    if factor is None:
+        known = "ms, s, sec(s), second(s), min(s), minute(s), h, hour(s), day(s), units"
+        raise ts.error(f"unknown duration unit {unit.text!r} (known: {known})", unit)
+    multiplier, divisor = factor
+    return float(tok.value * multiplier / divisor)
+
+
+def _mode(ts: TokenStream) -> str:
+    tok = ts.peek()
+    if tok.kind == IDENT and tok.key in ("RECENT", "ALL"):
+        ts.next()
+        return tok.key.lower()
+    raise ts.error(f"expected RECENT or ALL after MODE, found {ts.describe(tok)}")
+
+
+def _returns(ts: TokenStream) -> tuple[ReturnItem, ...]:
+    items = []
+    while True:
+        start = ts.peek()
+        expr = parse_expression(ts)
+        name = None
+        if ts.accept("AS"):
+            tok = ts.peek()
+            if tok.kind not in (IDENT, STRING):
+                raise ts.error(f"expected a name after AS, found {ts.describe(tok)}")
+            ts.next()
+            name = _name(tok)
+        items.append(ts.mark(ReturnItem(expr, name), start))
+        if not ts.accept(","):
+            return tuple(items)
+
+
+def _probability(ts: TokenStream) -> float:
+    if not ts.accept(">="):
+        if ts.peek().kind not in (NUMBER, PERCENT):
+            raise ts.error(f"expected '>=' after PROBABILITY, found {ts.describe(ts.peek())}")
+    tok = ts.peek()
+    if tok.kind not in (NUMBER, PERCENT):
+        raise ts.error(f"expected a probability between 0 and 1, found {ts.describe(tok)}")
+    assert isinstance(tok.value, (int, float))
+    if not 0 <= tok.value <= 1:
+        raise ts.error(f"a probability must be between 0 and 1, not {tok.text}", tok)
+    ts.next()
+    return float(tok.value)

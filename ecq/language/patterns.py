@@ -1,0 +1,228 @@
+"""Grammar of patterns: the three surface forms into one AST.
+
+::
+
+    pattern   := SCEMON WITH item (, item)*           -- Sequence / Conjunction / Disjunction
+               | disj
+    disj      := conj (| conj)*                       -- ZStream infix, | loosest
+    conj      := seq (& seq)*
+    seq       := component (; component)*
+    item      := disj                                 -- inside SEQ(...), AND(...), OR(...), WITH
+    component := [!] base [+ | ^n | {n} | {m,}] [alias [ '[' ']' ]]
+    base      := class | @query | ANY(class, ...) | SEQ(item, ...) | AND(...) | OR(...) | ( pattern )
+
+Operators of one level are flattened (``A; B; C`` is one ``Seq`` of three). An operand
+that is itself a pattern of a tighter level (``A & B; C``), a parenthesised pattern or a
+nested ``SEQ/AND/OR(...)`` becomes a :class:`Component` with ``sub``. A pattern that is a
+single such plain component (``(A; B)``, ``SEQ(A, B)`` at the top) *is* that
+sub-pattern: parentheses around a whole pattern are not a sub-pattern. Any other single
+component ``X`` is ``Seq((X,))``.
+
+Structural errors raised here, each at the offending token: ``!!B``; a negated component
+with a Kleene closure; adjacent negated components in a sequence; a sequence or
+conjunction without a positive component (``PATTERN !B``); a Kleene closure on the last
+positive component of a sequence (``SEQ(A, B+)``, ``SEQ(A, B+, !C)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ecq.language.ast import Component, Conj, Disj, Kleene, Pattern, Seq
+from ecq.language.keywords import RESERVED
+from ecq.language.lexer import DERIVED, IDENT, NUMBER, Token
+from ecq.language.stream import TokenStream
+
+__all__ = ["parse_pattern"]
+
+_PatternClass = type[Seq] | type[Conj] | type[Disj]
+_SCEMON: dict[str, _PatternClass] = {"SEQUENCE": Seq, "CONJUNCTION": Conj, "DISJUNCTION": Disj}
+_FUNCTIONAL: dict[str, _PatternClass] = {"SEQ": Seq, "AND": Conj, "OR": Disj}
+_NAMES: dict[_PatternClass, str] = {Seq: "sequence", Conj: "conjunction", Disj: "disjunction"}
+
+_Parsed = Component | Pattern
+
+
+def parse_pattern(ts: TokenStream) -> Pattern:
+    """The pattern of a query, in any of the three surface forms."""
+    start = ts.peek()
+    if start.kind == IDENT and start.key in _SCEMON and ts.peek(1).key == "WITH":
+        ts.next()
+        ts.next()
+        return _build(ts, _SCEMON[start.key], _items(ts), start)
+    if not _starts_component(ts.peek()):
+        raise ts.error(f"expected a pattern, found {ts.describe(ts.peek())}")
+    return _as_pattern(ts, _disj(ts), start)
+
+
+def _starts_component(tok: Token) -> bool:
+    if tok.kind == IDENT:
+        return tok.key not in RESERVED or tok.key in ("SEQ", "AND", "OR", "ANY")
+    return tok.kind == DERIVED or tok.key in ("!", "(")
+
+
+def _as_pattern(ts: TokenStream, parsed: _Parsed, start: Token) -> Pattern:
+    if not isinstance(parsed, Component):
+        return parsed
+    if parsed.sub is not None and not parsed.negated and parsed.kleene is None and parsed.alias is None:
+        return parsed.sub
+    return _build(ts, Seq, [parsed], start)
+
+
+def _as_component(ts: TokenStream, parsed: _Parsed, start: Token) -> Component:
+    if isinstance(parsed, Component):
+        return parsed
+    return ts.mark(Component(sub=parsed), start)
+
+
+def _items(ts: TokenStream) -> list[Component]:
+    """Comma-separated components of a functional or SCEMon pattern."""
+    out = []
+    while True:
+        start = ts.peek()
+        if not _starts_component(start):
+            raise ts.error(f"expected a component, found {ts.describe(start)}")
+        out.append(_as_component(ts, _disj(ts), start))
+        if not ts.accept(","):
+            return out
+
+
+def _infix(
+    ts: TokenStream, op: str, cls: _PatternClass, operand: Callable[[TokenStream], _Parsed]
+) -> _Parsed:
+    start = ts.peek()
+    parts = [operand(ts)]
+    starts = [start]
+    while ts.at(op):
+        ts.next()
+        starts.append(ts.peek())
+        parts.append(operand(ts))
+    if len(parts) == 1:
+        return parts[0]
+    comps = [_as_component(ts, p, s) for p, s in zip(parts, starts, strict=True)]
+    return _build(ts, cls, comps, start)
+
+
+def _disj(ts: TokenStream) -> _Parsed:
+    return _infix(ts, "|", Disj, _conj)
+
+
+def _conj(ts: TokenStream) -> _Parsed:
+    return _infix(ts, "&", Conj, _seq)
+
+
+def _seq(ts: TokenStream) -> _Parsed:
+    return _infix(ts, ";", Seq, _component)
+
+
+def _component(ts: TokenStream) -> Component:
+    start = ts.peek()
+    neg_tok = ts.accept("!")
+    if neg_tok is not None and ts.at("!"):
+        raise ts.error("two negations in a row")
+    classes: tuple[str, ...] = ()
+    sub: Pattern | None = None
+    any_of = False
+    tok = ts.peek()
+    if tok.kind == IDENT and tok.key in _FUNCTIONAL and ts.peek(1).key == "(":
+        ts.next()
+        ts.next()
+        items = _items(ts)
+        ts.expect(")", f"expected ',' or ')' after component, found {ts.describe(ts.peek())}")
+        sub = _build(ts, _FUNCTIONAL[tok.key], items, tok)
+    elif tok.kind == IDENT and tok.key == "ANY" and ts.peek(1).key == "(":
+        ts.next()
+        ts.next()
+        names = [_class_name(ts)]
+        while ts.accept(","):
+            names.append(_class_name(ts))
+        ts.expect(")", f"expected ',' or ')' after a class in ANY(...), found {ts.describe(ts.peek())}")
+        classes, any_of = tuple(names), True
+    elif tok.key == "(":
+        ts.next()
+        inner_start = ts.peek()
+        if not _starts_component(inner_start):
+            raise ts.error(f"expected a pattern after '(', found {ts.describe(inner_start)}")
+        sub = _as_pattern(ts, _disj(ts), inner_start)
+        ts.expect(")", f"expected ')' to close the '(' at line {tok.line}, column {tok.column}")
+    else:
+        classes = (_class_name(ts),)
+    kleene, kleene_tok = _kleene(ts)
+    if neg_tok is not None and kleene_tok is not None:
+        raise ts.error("a negated component cannot have a Kleene closure", kleene_tok)
+    alias = None
+    if ts.at_name():
+        alias = ts.next().text
+        if ts.at("[") and ts.peek(1).key == "]":  # SASE+ array alias: B+ b[]
+            ts.next()
+            ts.next()
+    comp = Component(
+        classes=classes, sub=sub, negated=neg_tok is not None, kleene=kleene, alias=alias, any_of=any_of
+    )
+    ts.component_tokens[id(comp)] = (neg_tok, kleene_tok)
+    return ts.mark(comp, start)
+
+
+def _class_name(ts: TokenStream) -> str:
+    tok = ts.peek()
+    if tok.kind == DERIVED or ts.at_name():
+        return ts.next().text
+    if tok.kind == IDENT:
+        raise ts.error(f"expected a class name, found the keyword {tok.text!r}")
+    raise ts.error(f"expected a class name, found {ts.describe(tok)}")
+
+
+def _count(ts: TokenStream, after: str) -> int:
+    tok = ts.peek()
+    if tok.kind != NUMBER or not isinstance(tok.value, int) or tok.value < 1:
+        raise ts.error(f"expected a whole number of at least 1 after {after!r}")
+    ts.next()
+    return tok.value
+
+
+def _kleene(ts: TokenStream) -> tuple[Kleene | None, Token | None]:
+    tok = ts.peek()
+    if ts.accept("+"):
+        return Kleene(1, False), tok
+    if ts.accept("^"):
+        return Kleene(_count(ts, "^"), True), tok
+    if ts.accept("{"):
+        n = _count(ts, "{")
+        if ts.accept(","):
+            ts.expect("}", "expected '}' after '{m,' (an upper bound {m,n} is not supported)")
+            return Kleene(n, False), tok
+        ts.expect("}", "expected '}' or ',' in a Kleene count {n} / {m,}")
+        return Kleene(n, True), tok
+    return None, None
+
+
+def _build(ts: TokenStream, cls: _PatternClass, comps: list[Component], start: Token) -> Pattern:
+    """Make the pattern node and check the structural rules of the module docstring."""
+    pattern: Pattern = cls(tuple(comps))
+    ts.mark(pattern, start)
+    if cls is Disj:
+        return pattern
+    positives = [c for c in comps if not c.negated]
+    if not positives:
+        neg_tok, _ = ts.component_tokens.get(id(comps[0]), (None, None))
+        if len(comps) == 1:
+            raise ts.error("a negation cannot be the only component of a pattern", neg_tok or start)
+        raise ts.error(
+            f"a {_NAMES[cls]} needs at least one positive (not negated) component", neg_tok or start
+        )
+    if cls is Seq:
+        for before, comp in zip(comps, comps[1:], strict=False):
+            if before.negated and comp.negated:
+                neg_tok, _ = ts.component_tokens.get(id(comp), (None, None))
+                raise ts.error(
+                    "two adjacent negated components in a sequence (write one !ANY(...) instead)",
+                    neg_tok or start,
+                )
+        last = positives[-1]
+        if last.kleene is not None:
+            _, kleene_tok = ts.component_tokens.get(id(last), (None, None))
+            raise ts.error(
+                "a Kleene closure cannot be on the last positive component of a sequence (nothing would end it)",
+                kleene_tok or start,
+            )
+    return pattern
