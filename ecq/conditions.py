@@ -1,20 +1,21 @@
 """Compile WHERE / RETURN expressions to closures (no ``eval``/``exec``, ever).
 
 A compiled expression takes an *environment*: for a multi-component condition, a list
-indexed by component position whose entries are events (or, for a Kleene component, the
-list of its events); for a single-component filter, the event itself (``single=True``
-avoids building a list per test on the hot path).
+indexed by component position whose entries are an event, a Kleene group (a list of
+events) or ``None`` (not bound); for a single-component filter, the event itself
+(``single=True`` avoids building a list per test on the hot path).
 
 Values follow ``docs/semantics.md``: a missing attribute, or arithmetic on something that
-is not a number, gives :data:`MISSING`; a comparison that reads :data:`MISSING` is false
-(true inside a negated component's conditions); mismatched kinds compare false except
-``!=``.
+is not a number (or whose result is not finite), gives :data:`MISSING`; a comparison that
+reads :data:`MISSING` is false — true inside a negated component's conditions
+(``negated=True``); mismatched kinds compare false except ``!=``.
 """
 
 from __future__ import annotations
 
+import math
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from ecq.language.ast import (
@@ -32,7 +33,16 @@ from ecq.language.ast import (
     Not,
 )
 
-__all__ = ["MISSING", "ValueFn", "PredFn", "compile_value", "compile_predicate", "FALLBACK_FIELDS"]
+__all__ = [
+    "MISSING",
+    "ValueFn",
+    "PredFn",
+    "compile_value",
+    "compile_predicate",
+    "compare_values",
+    "lookup",
+    "FALLBACK_FIELDS",
+]
 
 
 class _Missing:
@@ -46,6 +56,7 @@ MISSING: Any = _Missing()
 
 ValueFn = Callable[[Any], Any]
 PredFn = Callable[[Any], bool]
+Resolver = Callable[[str], int]
 
 # Event fields a condition may read when ``attrs`` lacks the name.
 FALLBACK_FIELDS = frozenset({"start", "end", "src", "type", "prob"})
@@ -59,16 +70,19 @@ _CMP: dict[str, Callable[[Any, Any], bool]] = {
     ">=": operator.ge,
 }
 
-_NUM = (int, float)
+
+def _is_number(value: Any) -> bool:
+    t = type(value)
+    return t is int or t is float
 
 
-def _kind(value: Any) -> int:
-    # 0 number, 1 string, 2 boolean; bool first because bool is an int subclass.
-    if value is True or value is False:
-        return 2
-    if isinstance(value, str):
-        return 1
-    return 0
+def lookup(event: Any, name: str) -> Any:
+    """An event's attribute, falling back to its own field for ``start end src type
+    prob``; :data:`MISSING` otherwise."""
+    v = event.attrs.get(name, MISSING)
+    if v is MISSING and name in FALLBACK_FIELDS:
+        return getattr(event, name)
+    return v
 
 
 def compare_values(op: str, left: Any, right: Any, missing: bool = False) -> bool:
@@ -76,160 +90,204 @@ def compare_values(op: str, left: Any, right: Any, missing: bool = False) -> boo
     if left is MISSING or right is MISSING:
         return missing
     tl, tr = type(left), type(right)
-    if (tl is float or tl is int) and (tr is float or tr is int):
+    if ((tl is float or tl is int) and (tr is float or tr is int)) or (tl is str and tr is str):
         return _CMP[op](left, right)
-    kl, kr = _kind(left), _kind(right)
-    if kl != kr:
-        return op == "!="
-    if kl == 2 and op not in ("=", "!="):
-        return False
-    return _CMP[op](left, right)
+    if tl is bool and tr is bool:
+        return _CMP[op](left, right) if op in ("=", "!=") else False
+    return op == "!="
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, _NUM) and value is not True and value is not False
+def _finite(value: Any) -> Any:
+    if type(value) is float and not math.isfinite(value):
+        return MISSING
+    return value
 
 
-Resolver = Callable[[str], int]
-AggReader = Callable[[Agg], ValueFn]
+def _arith_op(op: str, a: Any, b: Any) -> Any:
+    if not (_is_number(a) and _is_number(b)):
+        return MISSING
+    if op == "+":
+        return _finite(a + b)
+    if op == "-":
+        return _finite(a - b)
+    if op == "*":
+        return _finite(a * b)
+    if b == 0:
+        return MISSING
+    return _finite(a / b)
 
 
-def compile_value(
-    expr: Expr,
-    resolve: Resolver,
-    single: bool = False,
-    aggregate: AggReader | None = None,
-    missing: bool = False,
-) -> ValueFn:
-    """A closure computing ``expr``'s value from an environment.
+class _Compiler:
+    """Compiles one expression tree; ``single`` and ``negated`` as in the module doc."""
 
-    ``resolve`` maps a component reference as written to its position. With
-    ``single=True`` the environment is one event and every reference reads it.
-    ``aggregate`` compiles aggregate nodes (Kleene groups); ``missing`` is the truth value
-    of a comparison that reads a missing value (used when a predicate is nested inside).
-    """
-    if isinstance(expr, Lit):
-        value = expr.value
-        return lambda env: value
-    if isinstance(expr, AttrRef):
-        return _attr_reader(None if single else resolve(expr.ref), expr.attr)
-    if isinstance(expr, Agg):
-        if aggregate is None:
-            raise ValueError("aggregate outside a Kleene context")
-        return aggregate(expr)
-    if isinstance(expr, Arith):
-        lf = compile_value(expr.left, resolve, single, aggregate, missing)
-        rf = compile_value(expr.right, resolve, single, aggregate, missing)
-        return _arith(expr.op, lf, rf)
-    if isinstance(expr, Neg):
-        inner = compile_value(expr.operand, resolve, single, aggregate, missing)
+    def __init__(self, resolve: Resolver, single: bool, negated: bool, n_components: int) -> None:
+        self.resolve = resolve
+        self.single = single
+        self.negated = negated
+        self.n = n_components
 
-        def neg(env: Any) -> Any:
-            v = inner(env)
-            return -v if _is_number(v) else MISSING
+    def value(self, expr: Expr) -> ValueFn:
+        if isinstance(expr, Lit):
+            constant = expr.value
+            return lambda env: constant
+        if isinstance(expr, AttrRef):
+            return self._attr(expr)
+        if isinstance(expr, Agg):
+            return self._aggregate(expr)
+        if isinstance(expr, Arith):
+            lf, rf, op = self.value(expr.left), self.value(expr.right), expr.op
+            return lambda env: _arith_op(op, lf(env), rf(env))
+        if isinstance(expr, Neg):
+            inner = self.value(expr.operand)
 
-        return neg
-    if isinstance(expr, Func):
-        if expr.name == "abs" and len(expr.args) == 1:
-            arg = compile_value(expr.args[0], resolve, single, aggregate, missing)
+            def neg(env: Any) -> Any:
+                v = inner(env)
+                return -v if _is_number(v) else MISSING
+
+            return neg
+        if isinstance(expr, Func):
+            if expr.name != "abs" or len(expr.args) != 1:
+                raise ValueError(f"unknown function {expr.name}/{len(expr.args)}")
+            arg = self.value(expr.args[0])
 
             def absolute(env: Any) -> Any:
                 v = arg(env)
                 return abs(v) if _is_number(v) else MISSING
 
             return absolute
-        raise ValueError(f"unknown function {expr.name}/{len(expr.args)}")
-    # A boolean expression used as a value.
-    pred = compile_predicate(expr, resolve, single, aggregate, missing)
-    return pred
+        # A condition used as a value is a boolean.
+        return self.predicate(expr)
 
+    def truth(self, expr: Expr) -> PredFn:
+        """The truth of ``expr`` as an operand of AND/OR/NOT: a boolean ``True`` is true,
+        a missing value is ``negated``, anything else false."""
+        if isinstance(expr, (Compare, BoolOp, Not, InList, Equiv)):
+            return self.predicate(expr)
+        val = self.value(expr)
+        negated = self.negated
 
-def compile_predicate(
-    expr: Expr,
-    resolve: Resolver,
-    single: bool = False,
-    aggregate: AggReader | None = None,
-    missing: bool = False,
-) -> PredFn:
-    """A closure deciding ``expr`` on an environment (see :func:`compile_value`)."""
-    if isinstance(expr, Compare):
-        lf = compile_value(expr.left, resolve, single, aggregate, missing)
-        rf = compile_value(expr.right, resolve, single, aggregate, missing)
-        op = expr.op
-        fn = _CMP[op]
+        def truth(env: Any) -> bool:
+            v = val(env)
+            return negated if v is MISSING else v is True
 
-        def compare(env: Any) -> bool:
-            a = lf(env)
-            b = rf(env)
-            ta, tb = type(a), type(b)
-            if (ta is float or ta is int) and (tb is float or tb is int):
-                return fn(a, b)  # type: ignore[no-any-return]
-            return compare_values(op, a, b, missing)
+        return truth
 
-        return compare
-    if isinstance(expr, BoolOp):
-        parts = [compile_predicate(o, resolve, single, aggregate, missing) for o in expr.operands]
-        if expr.op == "and":
-            return lambda env: all(p(env) for p in parts)
-        return lambda env: any(p(env) for p in parts)
-    if isinstance(expr, Not):
-        inner = compile_predicate(expr.operand, resolve, single, aggregate, missing)
-        return lambda env: not inner(env)
-    if isinstance(expr, InList):
-        value = compile_value(expr.operand, resolve, single, aggregate, missing)
-        options = [compile_value(v, resolve, single, aggregate, missing) for v in expr.values]
+    def predicate(self, expr: Expr) -> PredFn:
+        if isinstance(expr, Compare):
+            lf, rf, op, missing = self.value(expr.left), self.value(expr.right), expr.op, self.negated
+            fn = _CMP[op]
 
-        def member(env: Any) -> bool:
-            v = value(env)
-            return any(compare_values("=", v, o(env), missing) for o in options)
+            def compare(env: Any) -> bool:
+                a = lf(env)
+                b = rf(env)
+                ta, tb = type(a), type(b)
+                if (ta is float or ta is int) and (tb is float or tb is int):
+                    return fn(a, b)
+                return compare_values(op, a, b, missing)
 
-        return member
-    if isinstance(expr, Lit):
-        truth = expr.value is True
-        return lambda env: truth
-    if isinstance(expr, Equiv):
-        raise ValueError("equivalence tests are expanded by the query compiler")
-    # A value used as a condition: true only for the boolean true.
-    val = compile_value(expr, resolve, single, aggregate, missing)
-    return lambda env: val(env) is True
+            return compare
+        if isinstance(expr, BoolOp):
+            parts = [self.truth(o) for o in expr.operands]
+            if expr.op == "and":
+                return lambda env: all(p(env) for p in parts)
+            return lambda env: any(p(env) for p in parts)
+        if isinstance(expr, Not):
+            inner = self.truth(expr.operand)
+            return lambda env: not inner(env)
+        if isinstance(expr, InList):
+            val = self.value(expr.operand)
+            options = [self.value(v) for v in expr.values]
+            missing = self.negated
 
+            def member(env: Any) -> bool:
+                v = val(env)
+                return any(compare_values("=", v, o(env), missing) for o in options)
 
-def _attr_reader(index: int | None, name: str) -> ValueFn:
-    fallback = name in FALLBACK_FIELDS
-    if index is None:
-        if fallback:
+            return member
+        if isinstance(expr, Equiv):
+            return self._equiv(expr)
+        return self.truth(expr)
 
-            def read_self_or_field(ev: Any) -> Any:
-                v = ev.attrs.get(name, MISSING)
-                return getattr(ev, name) if v is MISSING else v
+    def _attr(self, expr: AttrRef) -> ValueFn:
+        name = expr.attr
+        if self.single:
+            return lambda ev: lookup(ev, name)
+        index = self.resolve(expr.ref)
 
-            return read_self_or_field
-        return lambda ev: ev.attrs.get(name, MISSING)
-    if fallback:
-
-        def read_or_field(env: Sequence[Any]) -> Any:
+        def read(env: Any) -> Any:
             ev = env[index]
-            v = ev.attrs.get(name, MISSING)
-            return getattr(ev, name) if v is MISSING else v
+            if ev is None or type(ev) is list:
+                return MISSING
+            return lookup(ev, name)
 
-        return read_or_field
-    return lambda env: env[index].attrs.get(name, MISSING)
+        return read
+
+    def _aggregate(self, expr: Agg) -> ValueFn:
+        if self.single:
+            raise ValueError("an aggregate reads a Kleene group, not one event")
+        index = self.resolve(expr.ref)
+        func, name = expr.func, expr.attr
+
+        def aggregate(env: Any) -> Any:
+            group = env[index]
+            if type(group) is not list:
+                return MISSING
+            if func == "count":
+                return len(group)
+            if name is None:
+                return MISSING
+            values = [lookup(ev, name) for ev in group]
+            if not values or not all(_is_number(v) for v in values):
+                return MISSING
+            if func == "min":
+                return min(values)
+            if func == "max":
+                return max(values)
+            total: Any = 0
+            for v in values:
+                total = _arith_op("+", total, v)
+            return total if func == "sum" else _arith_op("/", total, len(values))
+
+        return aggregate
+
+    def _equiv(self, expr: Equiv) -> PredFn:
+        """``[a]``: every bound event's ``a`` is equal; ``[a='v']``: every one equals
+        ``v``. Kleene groups count each element; a sub-pattern instance counts its
+        primitive events. Missing: false, or skipped inside a negated component's
+        conditions."""
+        name = expr.attr
+        if name in ("symbol", "src") and expr.value is None:
+            return lambda env: True
+        target = expr.value.value if expr.value is not None else MISSING
+        negated = self.negated
+        single = self.single
+
+        def equiv(env: Any) -> bool:
+            values = []
+            bound = [env] if single else env
+            for b in bound:
+                if b is None:
+                    continue
+                for inst in b if type(b) is list else (b,):
+                    for ev in inst.flat or (inst,):
+                        v = lookup(ev, name)
+                        if v is MISSING:
+                            if negated:
+                                continue
+                            return False
+                        values.append(v)
+            if target is not MISSING:
+                return all(compare_values("=", v, target) for v in values)
+            return all(compare_values("=", values[0], v) for v in values[1:]) if values else True
+
+        return equiv
 
 
-def _arith(op: str, lf: ValueFn, rf: ValueFn) -> ValueFn:
-    def apply(env: Any) -> Any:
-        a = lf(env)
-        b = rf(env)
-        if not (_is_number(a) and _is_number(b)):
-            return MISSING
-        if op == "+":
-            return a + b
-        if op == "-":
-            return a - b
-        if op == "*":
-            return a * b
-        if b == 0:
-            return MISSING
-        return a / b
+def compile_value(expr: Expr, resolve: Resolver, single: bool = False, negated: bool = False) -> ValueFn:
+    """A closure computing ``expr``'s value from an environment (see module doc)."""
+    return _Compiler(resolve, single, negated, 0).value(expr)
 
-    return apply
+
+def compile_predicate(expr: Expr, resolve: Resolver, single: bool = False, negated: bool = False) -> PredFn:
+    """A closure deciding ``expr`` on an environment (see module doc)."""
+    return _Compiler(resolve, single, negated, 0).predicate(expr)

@@ -26,7 +26,22 @@ class Event:
     0-based arrival index, which orders events that the engine saw.
     """
 
-    __slots__ = ("src", "type", "start", "end", "attrs", "prob", "id", "arrival", "parts", "_prev", "_pmb")
+    __slots__ = (
+        "src",
+        "type",
+        "start",
+        "end",
+        "attrs",
+        "prob",
+        "id",
+        "arrival",
+        "moment",
+        "parts",
+        "flat",
+        "prims",
+        "_prev",
+        "_pmb",
+    )
 
     def __init__(
         self,
@@ -46,8 +61,17 @@ class Event:
         self.prob = float(prob)
         self.id = id
         self.arrival = -1
-        # For derived events (a sub-pattern's match), the match's events; else None.
+        # The engine's moment of arrival: 2*op+1 for an event, 2*op for what the clock
+        # makes at the start of an op (docs/semantics.md). Sequences need strictly
+        # increasing moments.
+        self.moment = -1
+        # Derived events (a sub-pattern's or a query's match): ``parts`` is the match's
+        # ``events`` entries, ``flat`` its primitive events (what an equivalence test
+        # reads; None for an ``@name`` instance, read as itself) and ``prims`` their
+        # arrival indexes. All None for a primitive event.
         self.parts: Any = None
+        self.flat: list[Event] | None = None
+        self.prims: frozenset[int] | None = None
         # Set by the SIQ that stores the event: the previous stored instance of the same
         # class and source (the per-source back chain), and the event's PMB.
         self._prev: Event | None = None

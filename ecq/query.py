@@ -1,15 +1,24 @@
 """Compile a query's AST into an immutable :class:`CompiledQuery`.
 
-Compilation resolves every component reference (alias, unique class name, ``$xN``),
-expands SASE equivalence tests, splits ``WHERE`` into conjuncts and sorts them into
-*filters* (one component: tested before an event is stored for the query) and *checks*
-(several components: tested as soon as all are bound), and compiles both to closures.
+Compilation resolves every component reference (alias, ``$xN``, unique class name),
+turns each parenthesised sub-pattern into its own node whose instances form a derived
+event class (SCEMon's virtual primitive event classes), splits ``WHERE`` into conjuncts
+and classifies them (docs/semantics.md):
+
+- *filters*: read one positive component; tested before an event is stored for it;
+- *checks*: read several positive components; tested as soon as all are bound;
+- *element conditions*: read a Kleene component's events one by one (they decide which
+  events qualify for the group);
+- *blocker conditions*: mention a negated component (they decide which events block;
+  a missing attribute makes a comparison true there).
+
 Errors point into the query text through ``Query.spans``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -27,8 +36,10 @@ from ecq.language.ast import (
     Equiv,
     Expr,
     Lit,
+    Pattern,
     Query,
     Seq,
+    pattern_to_json,
 )
 
 __all__ = ["Comp", "CompiledQuery", "compile_query", "KIND_SEQ", "KIND_AND", "KIND_OR"]
@@ -40,10 +51,12 @@ KIND_OR = "or"
 
 @dataclass(frozen=True)
 class Comp:
-    """A compiled component: its position, its classes and its own filter.
+    """A compiled component.
 
-    ``filter_key`` identifies the filter independently of how the query names the
-    component, so identical filters of different queries are evaluated once per event.
+    ``classes`` are the event classes it accepts (for a sub-pattern, the sub-pattern's
+    derived class). ``filter`` is the conjunction of the conditions that read only this
+    component; ``filter_key`` identifies it independently of how the query names the
+    component, so identical filters of different queries run once per event.
     """
 
     index: int
@@ -51,11 +64,15 @@ class Comp:
     alias: str | None
     filter: PredFn | None
     filter_key: tuple[Any, ...]
+    negated: bool = False
+    kleene: tuple[int, bool] | None = None  # (min, exact)
+    sub: CompiledQuery | None = None
 
 
 @dataclass(frozen=True)
 class CompiledQuery:
-    """Everything the network needs to run one query; never mutated after compile."""
+    """Everything the network needs to run one query (or one sub-pattern); never
+    mutated after compile."""
 
     name: str
     ast: Query
@@ -63,26 +80,64 @@ class CompiledQuery:
     comps: tuple[Comp, ...]
     window: float | None
     mode_all: bool
-    # Multi-component conjuncts: (positions they read, predicate over the env list).
+    # Multi-component conjuncts over positive components: (positions, predicate).
     checks: tuple[tuple[frozenset[int], PredFn], ...]
+    element_conds: dict[int, tuple[PredFn, ...]]
+    blocker_conds: dict[int, tuple[PredFn, ...]]
     returns: tuple[tuple[str, ValueFn], ...]
     probability: float | None
     never: bool
     # Conjunction: for each component, the previous component with the same class set
     # (-1 if none); same-class events fill such components in arrival order.
     same_before: tuple[int, ...]
-    # Conjunction: some components' class sets overlap without being equal, so one set of
-    # events may be assignable in several ways and must be deduplicated.
     overlapping: bool
+    top: bool = True
+    # Sub-patterns, deepest first, one per derived class.
+    subs: tuple[CompiledQuery, ...] = ()
+    # ``@name`` classes this query reads.
+    depends: frozenset[str] = frozenset()
 
     @property
     def length(self) -> int:
         return len(self.comps)
 
     @property
+    def positives(self) -> tuple[int, ...]:
+        return tuple(c.index for c in self.comps if not c.negated)
+
+    @property
+    def is_filter(self) -> bool:
+        """One positive, non-Kleene component: every passing event is a match."""
+        c = self.comps[0]
+        return self.kind != KIND_OR and len(self.comps) == 1 and not c.negated and c.kleene is None
+
+    @property
     def stores(self) -> bool:
-        """Whether the query keeps instances (sequence or conjunction of two or more)."""
+        """Whether the node keeps instances (sequence or conjunction of two or more)."""
         return self.kind != KIND_OR and len(self.comps) >= 2
+
+    @property
+    def plain(self) -> bool:
+        """A sequence of positive, non-Kleene components over primitive classes: the
+        bitset fast path of the network handles it."""
+        return self.kind == KIND_SEQ and all(
+            not c.negated and c.kleene is None and c.sub is None and not any(x.startswith("@") for x in c.classes)
+            for c in self.comps
+        )
+
+    def trailing(self) -> tuple[int, ...]:
+        """Negated components after the last positive one (sequences)."""
+        if self.kind != KIND_SEQ:
+            return ()
+        last = self.positives[-1]
+        return tuple(c.index for c in self.comps if c.negated and c.index > last)
+
+    def neighbours(self, index: int) -> tuple[int, int]:
+        """The nearest positive components before and after ``index`` (-1: none)."""
+        pos = self.positives
+        left = [p for p in pos if p < index]
+        right = [p for p in pos if p > index]
+        return (left[-1] if left else -1, right[0] if right else -1)
 
     def classes(self) -> frozenset[str]:
         out: set[str] = set()
@@ -91,17 +146,26 @@ class CompiledQuery:
         return frozenset(out)
 
 
-def compile_query(name: str, ast: Query, text: str | None = None) -> CompiledQuery:
+def compile_query(name: str, ast: Query, text: str | None = None, tag: str = "") -> CompiledQuery:
     """Check and compile ``ast``; ``text`` (when the query came as text) lets errors show
-    an excerpt with a caret. Raises :class:`SemanticError`."""
-    return _Compiler(name, ast, text).run()
+    an excerpt with a caret. ``tag`` is appended to the derived class names of the
+    sub-patterns, so that only queries registered at the same point share them.
+    Raises :class:`SemanticError`."""
+    return _Compiler(name, ast, text, tag).run()
+
+
+def sub_key(pattern: Pattern, mode: str, window: float | None, tag: str) -> str:
+    """The derived class of a sub-pattern: its canonical JSON, mode and window."""
+    body = json.dumps(pattern_to_json(pattern), sort_keys=True, separators=(",", ":"))
+    return f"({body})~{mode}~{window!r}{tag}"
 
 
 class _Compiler:
-    def __init__(self, name: str, ast: Query, text: str | None) -> None:
+    def __init__(self, name: str, ast: Query, text: str | None, tag: str) -> None:
         self.name = name
         self.ast = ast
         self.text = text
+        self.tag = tag
 
     # -------------------------------------------------------------------- errors
 
@@ -121,62 +185,94 @@ class _Compiler:
 
     def run(self) -> CompiledQuery:
         ast = self.ast
-        pattern = ast.pattern
-        kind = {Seq: KIND_SEQ, Conj: KIND_AND, Disj: KIND_OR}[type(pattern)]
-        for i, comp in enumerate(pattern.items):
-            self.check_supported(comp, f"pattern.items[{i}]")
-        self.raw = pattern.items
-        n = len(pattern.items)
-        if kind != KIND_OR and n >= 2 and ast.within is None:
-            what = "sequence" if kind == KIND_SEQ else "conjunction"
-            raise self.error(f"a {what} of {n} components needs WITHIN <duration>", "pattern.items[0]")
-        self.aliases: dict[str, int] = {}
-        for i, comp in enumerate(pattern.items):
-            if comp.alias is not None:
-                if comp.alias in self.aliases:
-                    raise self.error(f"alias {comp.alias!r} is used twice", f"pattern.items[{i}]")
-                self.aliases[comp.alias] = i
-        single_class: dict[str, list[int]] = {}
-        for i, comp in enumerate(pattern.items):
-            if len(comp.classes) == 1 and not comp.any_of:
-                single_class.setdefault(comp.classes[0], []).append(i)
-        self.by_class = single_class
+        subs: list[CompiledQuery] = []
+        depends: set[str] = set()
+        shape = self.node_shape(ast.pattern, "pattern", subs, depends)
+        kind, raw, classes = shape
+        self.raw = raw
+        n = len(raw)
+        self.names = self.build_names(raw, classes)
+        positives = [i for i, c in enumerate(raw) if not c.negated]
+        negated = {i for i, c in enumerate(raw) if c.negated}
+        kleene = {i for i, c in enumerate(raw) if c.kleene is not None}
+        every = set(range(n))
 
-        conjuncts: list[tuple[Expr, str]] = []
-        if ast.where is not None:
-            conjuncts = list(self.split(ast.where, "where"))
         filters: dict[int, list[Expr]] = {i: [] for i in range(n)}
         checks: list[tuple[frozenset[int], PredFn]] = []
+        element: dict[int, list[PredFn]] = {}
+        blocker: dict[int, list[PredFn]] = {}
         never = False
-        for expr, path in conjuncts:
-            for sub, sub_path in self.expand_equiv(expr, path, n):
-                comps = self.components(sub, sub_path)
-                if kind == KIND_OR and len(comps) > 1:
-                    raise self.error(
-                        "a condition of a disjunction may mention only one of its components", sub_path
-                    )
-                if not comps:
-                    if not compile_predicate(sub, self.resolver(sub_path))(None):
+        plain_seq = kind == KIND_SEQ and not negated and not kleene and all(
+            c.sub is None and not any(x.startswith("@") for x in cls) for c, cls in zip(raw, classes, strict=True)
+        )
+        for expr, path in self.split(ast.where, "where") if ast.where is not None else ():
+            refs, aggs, equiv = self.references(expr, path)
+            explicit = refs | aggs
+            mentions = explicit | (every if equiv else set())
+            if kind == KIND_OR:
+                if len(mentions) > 1:
+                    raise self.error("a condition of a disjunction may mention only one of its components", path)
+                if not mentions:
+                    if not compile_predicate(expr, self.resolver(path))([None] * n):
                         never = True
-                elif len(comps) == 1:
-                    filters[next(iter(comps))].append(sub)
                 else:
-                    checks.append((frozenset(comps), compile_predicate(sub, self.resolver(sub_path))))
+                    filters[next(iter(mentions))].append(expr)
+                continue
+            if len(refs & kleene) > 1:
+                raise self.error("a condition may read the events of only one Kleene component", path)
+            if explicit & kleene and explicit & negated:
+                raise self.error("a condition may not mix a Kleene and a negated component", path)
+            if refs & kleene and aggs:
+                raise self.error("a condition may not read a Kleene component's events and an aggregate", path)
+            if len(explicit & negated) > 1:
+                raise self.error("a condition may mention only one negated component", path)
+            if equiv and plain_seq:
+                # A plain sequence checks [a] pairwise, as soon as both sides are bound.
+                for sub_expr in self.expand_equiv(expr, positives):
+                    sub_refs, _, _ = self.references(sub_expr, path)
+                    self.place(sub_expr, sub_refs, path, filters, checks)
+                continue
+            if not (explicit & negated) and not (refs & kleene):
+                if not mentions:
+                    if not compile_predicate(expr, self.resolver(path))([None] * n):
+                        never = True
+                elif equiv:
+                    checks.append((frozenset(mentions - negated), compile_predicate(expr, self.resolver(path))))
+                else:
+                    self.place(expr, mentions, path, filters, checks)
+            if not aggs:
+                for k in kleene & mentions:
+                    element.setdefault(k, []).append(compile_predicate(expr, self.resolver(path)))
+            for j in negated & mentions:
+                blocker.setdefault(j, []).append(compile_predicate(expr, self.resolver(path), negated=True))
 
         compiled_comps = []
-        for i, comp in enumerate(pattern.items):
+        for i, comp in enumerate(raw):
             own = filters[i]
-            key = tuple(_anonymise(e, self.resolve_quiet) for e in own)
+            key = tuple(_anonymise(e) for e in own)
             pred = None
             if own:
                 expr = own[0] if len(own) == 1 else BoolOp("and", tuple(own))
-                pred = compile_predicate(expr, self.resolve_quiet, single=True)
-            compiled_comps.append(Comp(i, frozenset(comp.classes), comp.alias, pred, key))
+                pred = compile_predicate(expr, self.resolver("where"), single=True)
+            compiled_comps.append(
+                Comp(
+                    i,
+                    classes[i],
+                    comp.alias,
+                    pred,
+                    key,
+                    negated=comp.negated,
+                    kleene=(comp.kleene.min, comp.kleene.exact) if comp.kleene is not None else None,
+                    sub=self.sub_nodes.get(i),
+                )
+            )
 
         returns = []
         for i, item in enumerate(ast.returns):
             path = f"return[{i}].expr"
-            self.components(item.expr, path)  # resolves every reference, raising on unknown ones
+            refs, aggs, _ = self.references(item.expr, path)
+            if (refs | aggs) & negated:
+                raise self.error("RETURN cannot read a negated component: it has no event in the match", path)
             if item.name is not None:
                 label = item.name
             elif isinstance(item.expr, AttrRef):
@@ -185,20 +281,7 @@ class _Compiler:
                 label = f"expr{i + 1}"
             returns.append((label, compile_value(item.expr, self.resolver(path))))
 
-        same_before = []
-        overlapping = False
-        for i, comp in enumerate(compiled_comps):
-            prev = -1
-            for j in range(i - 1, -1, -1):
-                if compiled_comps[j].classes == comp.classes:
-                    prev = j
-                    break
-                if compiled_comps[j].classes & comp.classes:
-                    overlapping = True
-            same_before.append(prev)
-        if kind != KIND_AND:
-            overlapping = False
-
+        same_before, overlapping = _roles(compiled_comps)
         return CompiledQuery(
             name=self.name,
             ast=ast,
@@ -207,67 +290,199 @@ class _Compiler:
             window=ast.within,
             mode_all=ast.mode == "all",
             checks=tuple(checks),
+            element_conds={k: tuple(v) for k, v in element.items()},
+            blocker_conds={k: tuple(v) for k, v in blocker.items()},
             returns=tuple(returns),
             probability=ast.probability,
             never=never,
-            same_before=tuple(same_before),
-            overlapping=overlapping,
+            same_before=same_before,
+            overlapping=overlapping and kind == KIND_AND,
+            subs=tuple(subs),
+            depends=frozenset(depends),
         )
 
-    # ------------------------------------------------------------ pattern checks
+    def place(
+        self,
+        expr: Expr,
+        mentions: set[int],
+        path: str,
+        filters: dict[int, list[Expr]],
+        checks: list[tuple[frozenset[int], PredFn]],
+    ) -> None:
+        if len(mentions) == 1:
+            filters[next(iter(mentions))].append(expr)
+        else:
+            checks.append((frozenset(mentions), compile_predicate(expr, self.resolver(path))))
 
-    def check_supported(self, comp: Component, path: str) -> None:
-        # Negation, Kleene closure and nesting parse but are not evaluated yet.
-        if comp.sub is not None:
-            raise self.error("nested sub-patterns are not evaluated yet", path)
-        if comp.negated:
-            raise self.error("negation is not evaluated yet", path)
-        if comp.kleene is not None:
-            raise self.error("Kleene closure is not evaluated yet", path)
-        for cls in comp.classes:
-            if cls.startswith("@"):
-                raise self.error(f"derived class {cls} is not evaluated yet", path)
+    # ---------------------------------------------------------- pattern shape
+
+    def node_shape(
+        self, pattern: Pattern, path: str, subs: list[CompiledQuery], depends: set[str]
+    ) -> tuple[str, tuple[Component, ...], list[frozenset[str]]]:
+        """Validate the top pattern; compile its sub-patterns into ``subs``."""
+        kind = {Seq: KIND_SEQ, Conj: KIND_AND, Disj: KIND_OR}[type(pattern)]
+        items = pattern.items
+        self.sub_nodes: dict[int, CompiledQuery] = {}
+        classes: list[frozenset[str]] = []
+        for i, comp in enumerate(items):
+            cpath = f"{path}.items[{i}]"
+            if comp.sub is not None:
+                node = self.compile_sub(comp.sub, cpath, subs, depends)
+                self.sub_nodes[i] = node
+                classes.append(frozenset([node.name]))
+            else:
+                classes.append(frozenset(comp.classes))
+                depends |= {c[1:] for c in comp.classes if c.startswith("@")}
+        self.validate(kind, items, path)
+        return kind, items, classes
+
+    def compile_sub(self, pattern: Pattern, path: str, subs: list[CompiledQuery], depends: set[str]) -> CompiledQuery:
+        ast = self.ast
+        kind = {Seq: KIND_SEQ, Conj: KIND_AND, Disj: KIND_OR}[type(pattern)]
+        comps = []
+        for i, comp in enumerate(pattern.items):
+            cpath = f"{path}.sub.items[{i}]"
+            if comp.sub is not None:
+                inner = self.compile_sub(comp.sub, cpath, subs, depends)
+                cls = frozenset([inner.name])
+                sub = inner
+            else:
+                cls = frozenset(comp.classes)
+                depends |= {c[1:] for c in comp.classes if c.startswith("@")}
+                sub = None
+            comps.append(
+                Comp(
+                    i,
+                    cls,
+                    comp.alias,
+                    None,
+                    (),
+                    negated=comp.negated,
+                    kleene=(comp.kleene.min, comp.kleene.exact) if comp.kleene is not None else None,
+                    sub=sub,
+                )
+            )
+        self.validate(kind, pattern.items, f"{path}.sub")
+        same_before, overlapping = _roles(comps)
+        node = CompiledQuery(
+            name=sub_key(pattern, ast.mode, ast.within, self.tag),
+            ast=Query(pattern, within=ast.within, mode=ast.mode),
+            kind=kind,
+            comps=tuple(comps),
+            window=ast.within,
+            mode_all=ast.mode == "all",
+            checks=(),
+            element_conds={},
+            blocker_conds={},
+            returns=(),
+            probability=None,
+            never=False,
+            same_before=same_before,
+            overlapping=overlapping and kind == KIND_AND,
+            top=False,
+        )
+        if all(s.name != node.name for s in subs):
+            subs.append(node)
+        return node
+
+    def validate(self, kind: str, items: tuple[Component, ...], path: str) -> None:
+        n = len(items)
+        positives = [c for c in items if not c.negated]
+        if not positives:
+            raise self.error("a pattern needs a positive component: a negation cannot stand alone", f"{path}.items[0]")
+        if kind == KIND_OR:
+            for i, c in enumerate(items):
+                if c.negated or c.kleene is not None:
+                    raise self.error("a disjunction's components cannot be negated or Kleene", f"{path}.items[{i}]")
+            return
+        if n >= 2 and self.ast.within is None:
+            what = "sequence" if kind == KIND_SEQ else "conjunction"
+            raise self.error(f"a {what} of {n} components needs WITHIN <duration>", f"{path}.items[0]")
+        for i, c in enumerate(items):
+            cpath = f"{path}.items[{i}]"
+            if c.kleene is not None and c.negated:
+                raise self.error("a negated component cannot be a Kleene closure", cpath)
+            if c.kleene is not None and c.sub is not None:
+                raise self.error("Kleene closure over a sub-pattern is not supported", cpath)
+            if c.kleene is not None and kind == KIND_AND:
+                raise self.error("Kleene closure inside a conjunction is not supported", cpath)
+        if kind != KIND_SEQ:
+            return
+        for i in range(1, n):
+            if items[i].negated and items[i - 1].negated:
+                raise self.error("two adjacent negations: merge them with !ANY(...)", f"{path}.items[{i}]")
+        pos_idx = [i for i, c in enumerate(items) if not c.negated]
+        for a, b in zip(pos_idx, pos_idx[1:], strict=False):
+            if items[a].kleene is not None and items[b].kleene is not None:
+                raise self.error("two Kleene components next to each other are not supported", f"{path}.items[{b}]")
+        if len(pos_idx) == 1 and items[pos_idx[0]].kleene is not None:
+            raise self.error("a Kleene component needs a positive neighbour", f"{path}.items[{pos_idx[0]}]")
+        first, last = items[pos_idx[0]], items[pos_idx[-1]]
+        if first.kleene is not None and last.kleene is not None:
+            raise self.error("a sequence cannot both start and end with Kleene closure", f"{path}.items[{pos_idx[-1]}]")
+        if last.kleene is not None and not last.kleene.exact:
+            raise self.error(
+                "a Kleene closure B+ or B{m,} cannot end a sequence: it would never be complete",
+                f"{path}.items[{pos_idx[-1]}]",
+            )
 
     # ---------------------------------------------------------------- references
 
+    def build_names(self, raw: tuple[Component, ...], classes: list[frozenset[str]]) -> dict[str, int]:
+        """Alias, then ``$xN``, then a class held by exactly one component as its single
+        class (docs/semantics.md)."""
+        names: dict[str, int] = {}
+        for i, comp in enumerate(raw):
+            if comp.alias is not None:
+                if comp.alias in names:
+                    raise self.error(f"alias {comp.alias!r} is used twice", f"pattern.items[{i}]")
+                names[comp.alias] = i
+        for i in range(len(raw)):
+            names.setdefault(f"$x{i + 1}", i)
+        singles: dict[str, list[int]] = {}
+        for i, comp in enumerate(raw):
+            if comp.sub is None and len(comp.classes) == 1:
+                singles.setdefault(comp.classes[0], []).append(i)
+        self.ambiguous = {cls: len(idxs) for cls, idxs in singles.items() if len(idxs) > 1}
+        for cls, idxs in singles.items():
+            if len(idxs) == 1:
+                names.setdefault(cls, idxs[0])
+        return names
+
     def resolve(self, ref: str, path: str) -> int:
-        if ref in self.aliases:
-            return self.aliases[ref]
+        if ref in self.names:
+            return self.names[ref]
         if ref.startswith("$x") and ref[2:].isdigit():
-            k = int(ref[2:])
-            if 1 <= k <= len(self.raw):
-                return k - 1
             raise self.error(f"{ref} is out of range: the pattern has {len(self.raw)} components", path)
-        hits = self.by_class.get(ref)
-        if hits and len(hits) == 1:
-            return hits[0]
-        if hits:
+        if ref in self.ambiguous:
             raise self.error(
-                f"class {ref!r} names {len(hits)} components; give them aliases or use $xN", path
+                f"class {ref!r} names {self.ambiguous[ref]} components; give them aliases or use $xN", path
             )
-        raise self.error(f"unknown component {ref!r} (no alias, class or $xN of that name)", path)
+        raise self.error(f"unknown component {ref!r} (no alias, $xN or class of that name)", path)
 
     def resolver(self, base: str) -> Callable[[str], int]:
         return lambda ref: self.resolve(ref, base)
 
-    def resolve_quiet(self, ref: str) -> int:
-        return self.resolve(ref, "where")
-
-    def components(self, expr: Expr, path: str) -> set[int]:
-        """Positions an expression reads; raises on unknown references and on aggregates
-        (there is no Kleene component to aggregate over)."""
-        found: set[int] = set()
+    def references(self, expr: Expr, path: str) -> tuple[set[int], set[int], bool]:
+        """(components read through ``ref.attr``, components aggregated, whether the
+        expression holds an equivalence test). Raises on unknown references and on
+        aggregates over a non-Kleene component."""
+        refs: set[int] = set()
+        aggs: set[int] = set()
+        equiv = False
         for node, node_path in _walk(expr, path):
             if isinstance(node, AttrRef):
-                found.add(self.resolve(node.ref, node_path))
+                refs.add(self.resolve(node.ref, node_path))
             elif isinstance(node, Agg):
                 idx = self.resolve(node.ref, node_path)
                 if self.raw[idx].kleene is None:
                     raise self.error(
                         f"{node.func}() needs a Kleene component, and {node.ref!r} is not one", node_path
                     )
-                found.add(idx)
-        return found
+                aggs.add(idx)
+            elif isinstance(node, Equiv) and not (node.attr in ("symbol", "src") and node.value is None):
+                equiv = True
+        return refs, aggs, equiv
 
     # ---------------------------------------------------------------- conjuncts
 
@@ -278,22 +493,34 @@ class _Compiler:
         else:
             yield expr, path
 
-    def expand_equiv(self, expr: Expr, path: str, n: int) -> Iterator[tuple[Expr, str]]:
+    def expand_equiv(self, expr: Expr, positives: list[int]) -> list[Expr]:
+        """A plain sequence's ``[a]`` as pairwise equalities with the first component, so
+        each is checked as soon as both sides are bound (all equal either way)."""
         if not isinstance(expr, Equiv):
-            for _node, node_path in _walk(expr, path):
-                if isinstance(_node, Equiv):
-                    raise self.error("an equivalence test [attr] must stand on its own in WHERE", node_path)
-            yield expr, path
-            return
-        positives = [i for i, c in enumerate(self.raw) if not c.negated]
+            return [expr]
         if expr.value is not None:
-            for i in positives:
-                yield Compare("=", AttrRef(f"$x{i + 1}", expr.attr), expr.value), path
-            return
+            return [Compare("=", AttrRef(f"$x{i + 1}", expr.attr), expr.value) for i in positives]
         first = positives[0]
         others = positives[1:] or [first]
-        for i in others:
-            yield Compare("=", AttrRef(f"$x{first + 1}", expr.attr), AttrRef(f"$x{i + 1}", expr.attr)), path
+        return [Compare("=", AttrRef(f"$x{first + 1}", expr.attr), AttrRef(f"$x{i + 1}", expr.attr)) for i in others]
+
+
+def _roles(comps: list[Comp]) -> tuple[tuple[int, ...], bool]:
+    """For conjunctions: each component's previous component with the same class set,
+    and whether some class sets overlap without being equal."""
+    same_before = []
+    overlapping = False
+    for i, comp in enumerate(comps):
+        prev = -1
+        for j in range(i - 1, -1, -1):
+            if comps[j].classes == comp.classes:
+                prev = j
+                break
+        for j in range(i):
+            if comps[j].classes != comp.classes and comps[j].classes & comp.classes:
+                overlapping = True
+        same_before.append(prev)
+    return tuple(same_before), overlapping
 
 
 def _walk(expr: Expr, path: str) -> Iterator[tuple[Expr, str]]:
@@ -304,12 +531,12 @@ def _walk(expr: Expr, path: str) -> Iterator[tuple[Expr, str]]:
         if isinstance(value, tuple):
             for i, item in enumerate(value):
                 if dataclasses.is_dataclass(item) and not isinstance(item, Lit):
-                    yield from _walk(item, f"{path}.{f.name}[{i}]")
+                    yield from _walk(item, f"{path}.{f.name}[{i}]")  # type: ignore[arg-type]
         elif dataclasses.is_dataclass(value) and not isinstance(value, Lit):
             yield from _walk(value, f"{path}.{f.name}")  # type: ignore[arg-type]
 
 
-def _anonymise(expr: Expr, resolve: Callable[[str], int]) -> Expr:
+def _anonymise(expr: Expr) -> Expr:
     """``expr`` with every component reference replaced by one placeholder, so the
     same filter written with different aliases gets the same key."""
 

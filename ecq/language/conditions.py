@@ -173,8 +173,6 @@ def _cmp(ts: TokenStream) -> _Parsed:
         ts.expect(")", "expected ',' or ')' in the IN list")
         node = ts.mark(InList(left, tuple(values)), tok)
         return ts.mark(Not(node), not_tok) if not_tok else node
-    if not_tok is not None:  # pragma: no cover - guarded by the lookahead above
-        raise ts.error("expected BETWEEN or IN after NOT")
     return left
 
 

@@ -8,6 +8,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ecq.errors import ParseError
 from ecq.language import (
     Agg,
     Arith,
@@ -168,3 +169,26 @@ def test_spans_point_at_real_tokens_of_the_text(query: Query) -> None:
     lines = text.splitlines()
     for key, (line, column, token) in parse_query(text).spans.items():
         assert lines[line - 1][column - 1 :].startswith(token), key
+
+
+_soup = st.lists(
+    st.sampled_from(
+        "SEQ AND OR ANY ( ) , ; & | ! + ^ { } [ ] . = < <= != - * / $20 $x1 20% 3 1.5 'a' \"b\" A B b "
+        "@q WHERE WITHIN MODE ALL RETURN AS PROBABILITY >= QUERY PATTERN NOT IN BETWEEN symbol "
+        "Sequence WITH count abs s hours \n -- ∧ ∨ ¬".split(" ")
+    ),
+    max_size=25,
+).map(" ".join)
+
+
+@_settings
+@given(st.one_of(_soup, st.text(max_size=40)))
+def test_any_text_parses_or_raises_parse_error(text: str) -> None:
+    try:
+        query = parse_query(text)
+    except ParseError as err:
+        assert err.line >= 1 and err.column >= 1
+        assert err.excerpt.endswith("^")
+        assert err.token == "" or err.token in text
+    else:
+        assert parse_query(format_query(query)) == query

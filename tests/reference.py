@@ -1,0 +1,1231 @@
+"""A naive reference evaluator of scemon's match semantics: the oracle the engine is
+checked against.
+
+It is written straight from ``../shared/SEMANTICS.md`` (the contract) and
+``docs/semantics.md`` (the project's choices), and shares no code with ``ecq``: queries
+arrive in their JSON form (``ecq.language.ast.to_json``) and are read here as plain
+dicts. Clarity over speed: at every moment it enumerates every combination of the events
+seen so far (``itertools.product``), then filters by every rule. Nothing is incremental
+except what the semantics itself makes history-dependent (MODE RECENT choices feeding
+sub-patterns, pending trailing negations, the drop horizon).
+
+API::
+
+    evaluate(ops) -> list[match dict]
+    evaluate_queries(queries, events) -> list[match dict]
+
+``ops`` items: ``("register", name, query_json)``, ``("unregister", name)``,
+``("event", event_dict)``, ``("time", t)``. Events get arrival indexes 0, 1, 2, ... in
+the order of their ``"event"`` ops. A match is ``{"query", "src", "start", "end",
+"events", "attrs", "prob", "trigger"}`` where ``events`` holds arrival indexes in
+component order (a Kleene component gives a list, a sub-pattern or ``@name`` component
+gives the list of its own entries) and ``trigger`` is the arrival index of the event that
+completed the match (see choice 9 for matches emitted by the clock).
+
+Part 1 (sections "Part 1" below): single-class and ``ANY(...)`` components in sequences,
+conjunctions and disjunctions, WHERE, MODE RECENT / ALL, windows, probability, the drop
+horizon, registration and unregistration. Part 2 (sections "Part 2"): negation, Kleene
+closure, nesting (sub-patterns and ``@name``).
+
+Invalid queries raise ``ValueError``; valid queries this oracle does not cover raise
+``NotImplementedError`` (listed at the end of the Choices).
+
+Choices
+=======
+
+Where SEMANTICS.md and docs/semantics.md leave room, this evaluator (and the engine)
+does the following.
+
+1. RETURN names. An item's output name is its ``name``; without one, an attribute
+   reference ``ref.attr`` is named ``attr``; any other expression is named ``expr<i>``,
+   ``i`` its 1-based position in RETURN. A later item overwrites an earlier one of the
+   same name. An item whose value is missing (missing attribute, arithmetic on a
+   non-number, division by zero, a plain reference to a Kleene or negated component) is
+   left out of ``attrs``.
+2. Values. Arithmetic whose result is not a finite number gives a missing value. The
+   truth of a non-boolean operand of AND/OR/NOT is false, a missing one is false (true
+   inside a negated component's conditions). ``[symbol]`` and ``[src]`` without a value
+   are no-ops; with a value they are ordinary equivalence tests. An equivalence test
+   reads every event of every bound component: each event of a Kleene group, and the
+   events inside a sub-pattern instance (flattened); an ``@name`` instance is read as one
+   event whose attributes are that query's RETURN attributes. Inside a negated
+   component's conditions a missing value in an equivalence test is skipped.
+   Aggregates: ``count`` is the group size; ``sum``/``avg``/``min``/``max`` need every
+   element's attribute to be a number (else missing); ``sum`` adds in arrival order
+   starting from integer 0, ``avg`` is ``sum / count``.
+3. References. A reference is resolved as an alias, then ``$xN``, then a class name that
+   exactly one component has as its single class. WHERE and RETURN name top-level
+   components only; a sub-pattern has no conditions of its own.
+4. Filters. A pattern with one component, positive and not Kleene, is a filter: every
+   arriving instance of its class that passes WHERE is a match, whatever WITHIN says.
+5. Drop horizon. It applies to every instance used by a match except the instances that
+   arrive at the moment the match completes (the completing event; for a conjunction,
+   the members arriving then): a late event can still complete a match with stored
+   instances that are above their own class's horizon. It applies to Kleene elements and
+   to blockers too. A class is "stored" by a sequence or conjunction node (at any depth)
+   with two or more components (negated ones included), with the query's window; a
+   sub-pattern's instances form the derived class "sub-pattern + mode + window" and an
+   ``@name`` component the class ``@name``. Filters and disjunctions store nothing.
+6. Probability. The product, starting from 1.0, of the positive instances' ``prob`` in
+   component order (a Kleene group's events in arrival order; a derived instance
+   contributes its own ``prob``), then ``(1 - prob)`` of each blocker, negated
+   components in component order, the blockers of one component in arrival order. The
+   bound (``>= p``, or ``> 0`` without a PROBABILITY clause) is part of being a match:
+   MODE RECENT chooses among the candidates that meet it. ``PROBABILITY >= 0`` keeps
+   matches of probability 0.
+7. Disjunction. An arriving instance binds the first component, in pattern order, whose
+   classes contain its class and whose WHERE conjuncts pass; one match per instance.
+   A conjunct that mentions no component applies to every component.
+8. Conjunction. The assignment of a set of events to components is chosen by the
+   same-class rule and the WHERE conjuncts that mention no negated component; negation
+   is then checked on that assignment only (a blocked set is not retried with another
+   assignment). RECENT groups candidates by their latest-arriving member.
+9. Moments and the order of emission. Every op is a moment. An ``event`` op first
+   advances the clock to ``max(clock, end)``, then (phase 0) emits every pending trailing
+   negation match whose deadline the clock now exceeds -- checking blockers and the drop
+   horizon as they were just before this op, i.e. against the events that arrived
+   before it --, then updates the drop horizons, then (phase 1) processes the event. A
+   ``time`` op does the first three steps. Matches of one op are emitted phase 0 first,
+   then phase 1; within a phase by the query's registration order, then by ``events``
+   compared component by component (an arrival index sorts before a list; lists compare
+   lexicographically). A match emitted in phase 0 has ``trigger`` = the number of events
+   that had arrived before the op (the index the next event gets), so it sorts before
+   the matches completed by that next event.
+10. Trailing negation. A candidate is complete when its last positive event arrives; it
+    is then chosen (RECENT: among the candidates completed by that event that pass the
+    conditions, the other negations and the probability bound computed without the
+    trailing blockers) and becomes pending with deadline ``match.start + T``. A blocker
+    must have arrived after the last positive event and before the moment the clock
+    first exceeds the deadline (so a candidate completed when the clock is already past
+    its deadline is emitted at once, unblocked). The probability bound is checked again
+    with the trailing factors. Unregistering a query discards its pending matches.
+11. Nesting. A sub-pattern instance arrives at the moment its match is made (the moment
+    of its last event, or the clock moment for a sub-pattern with trailing negation) and
+    is ordered by (moment, entries, class). Sequences need strictly increasing moments,
+    so two instances made at the same moment are never in sequence. A sub-pattern's
+    instances for a query are made only of events the query sees. ``@name`` refers to
+    the matches emitted by the query registered under that name (any registration), and
+    a query sees the ``@name`` instances emitted after its own registration, whatever the
+    age of their events. The primitive events of one match (flattened through groups and
+    sub-patterns) are pairwise distinct, and a blocker shares no primitive event with the
+    match. A query that depends on itself through ``@name`` is rejected.
+12. Kleene closure. A group's elements are the qualifying instances between the group's
+    neighbours (each element after every event of the left neighbour and before every
+    event of the right one, in time and arrival); they need no order among themselves. A
+    leading group keeps the elements within the window of the last positive event; a
+    trailing ``B^n`` keeps the elements within the window of the first positive event and
+    its groups end with the completing event. A conjunct that reads ``b.attr`` of a
+    Kleene ``b`` (or an equivalence test) decides which elements qualify; a conjunct with
+    an aggregate is checked on the whole group. Next to a negated component, a Kleene
+    group acts as a neighbour through all its events. Match ``start``/``end`` are the
+    earliest start of the first positive component's events / the latest end of the last
+    one's.
+
+Not covered (``NotImplementedError``): Kleene over a sub-pattern or an ``@name`` class,
+Kleene in a conjunction or alone, two positive Kleene components next to each other, a
+leading and a trailing Kleene component in one sequence, a WHERE conjunct that reads two
+Kleene components, or a Kleene and a negated component, or ``b.attr`` and an aggregate.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["evaluate", "evaluate_queries", "return_name"]
+
+INF = math.inf
+FALLBACK_FIELDS = ("start", "end", "src", "type", "prob")
+Moment = tuple[int, int]  # (op index, phase 0 = clock / 1 = event)
+
+
+class _Missing:
+    """The value of an attribute an event lacks (and of arithmetic that fails)."""
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+
+# ===================================================================== instances
+
+
+def _norm(entry: Any) -> tuple[Any, ...]:
+    """A total order on ``events`` entries: an arrival index sorts before a list; lists
+    compare element by element."""
+    if isinstance(entry, list):
+        return (1, tuple(_norm(x) for x in entry))
+    return (0, entry)
+
+
+class Inst:
+    """An event instance: a primitive event, a sub-pattern's match, or an ``@name``
+    query's match. ``pos`` is the moment it arrived; ``entry`` its form in ``events``;
+    ``prims`` the arrival indexes of the primitive events in it."""
+
+    def __init__(
+        self,
+        src: Any,
+        type: str,
+        start: float,
+        end: float,
+        attrs: dict[str, Any],
+        prob: float,
+        pos: Moment,
+        entry: Any,
+        prims: frozenset[int],
+        equiv_events: list[Inst] | None = None,
+    ) -> None:
+        self.src = src
+        self.type = type
+        self.start = start
+        self.end = end
+        self.attrs = attrs
+        self.prob = prob
+        self.pos = pos
+        self.entry = entry
+        self.prims = prims
+        # The events an equivalence test reads (choice 2).
+        self.equiv_events: list[Inst] = equiv_events if equiv_events is not None else [self]
+        # Arrival order (choice 11); unique for primitive events.
+        self.key = (pos, _norm(entry), type)
+
+    def __repr__(self) -> str:
+        return f"Inst({self.type}, {self.entry!r}, src={self.src!r}, [{self.start:g},{self.end:g}])"
+
+
+Bound = Any  # an Inst, or a list of Inst for a Kleene group
+
+
+def _as_list(bound: Bound) -> list[Inst]:
+    return bound if isinstance(bound, list) else [bound]
+
+
+def _entry(bound: Bound) -> Any:
+    return [x.entry for x in bound] if isinstance(bound, list) else bound.entry
+
+
+def _lookup(inst: Inst, attr: str) -> Any:
+    """docs/semantics.md: ``attrs`` first, then the event's own field for the names
+    ``start end src type prob``."""
+    if attr in inst.attrs:
+        return inst.attrs[attr]
+    if attr in FALLBACK_FIELDS:
+        return getattr(inst, attr)
+    return MISSING
+
+
+def _before(left: Bound, right: Bound) -> bool:
+    """Sequence order: every event of ``left`` arrived before, and ends no later than the
+    start of, every event of ``right`` (``<=`` in time, arrival breaks ties)."""
+    return all(x.pos < y.pos and x.end <= y.start for x in _as_list(left) for y in _as_list(right))
+
+
+# =================================================================== expressions
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _compare(op: str, left: Any, right: Any, negated: bool) -> bool:
+    """docs/semantics.md "Conditions": missing -> false (true inside a negated
+    component's conditions); numbers with numbers, strings with strings, booleans with
+    booleans (= and != only); any other pairing false, except != true."""
+    if left is MISSING or right is MISSING:
+        return negated
+    if (_is_num(left) and _is_num(right)) or (isinstance(left, str) and isinstance(right, str)):
+        if op == "=":
+            return bool(left == right)
+        if op == "!=":
+            return bool(left != right)
+        if op == "<":
+            return bool(left < right)
+        if op == "<=":
+            return bool(left <= right)
+        if op == ">":
+            return bool(left > right)
+        if op == ">=":
+            return bool(left >= right)
+        raise ValueError(f"unknown comparison {op!r}")
+    if isinstance(left, bool) and isinstance(right, bool):
+        if op == "=":
+            return left == right
+        if op == "!=":
+            return left != right
+        return False
+    return op == "!="
+
+
+def _arith(op: str, left: Any, right: Any) -> Any:
+    if not (_is_num(left) and _is_num(right)):
+        return MISSING
+    if op == "+":
+        result = left + right
+    elif op == "-":
+        result = left - right
+    elif op == "*":
+        result = left * right
+    elif op == "/":
+        if right == 0:
+            return MISSING
+        result = left / right
+    else:
+        raise ValueError(f"unknown arithmetic operator {op!r}")
+    if isinstance(result, float) and not math.isfinite(result):
+        return MISSING
+    return result
+
+
+def _truth(v: Any, negated: bool) -> bool:
+    if v is MISSING:
+        return negated
+    return v is True
+
+
+def _aggregate(func: str, group: list[Inst], attr: str | None) -> Any:
+    if func == "count":
+        return len(group)
+    values = [_lookup(x, attr) for x in group] if attr is not None else []
+    if not values or not all(_is_num(v) for v in values):
+        return MISSING
+    if func == "sum" or func == "avg":
+        total: Any = 0
+        for v in values:
+            total = _arith("+", total, v)
+        return total if func == "sum" else _arith("/", total, len(values))
+    if func == "min":
+        return min(values)
+    if func == "max":
+        return max(values)
+    raise ValueError(f"unknown aggregate {func!r}")
+
+
+@dataclass
+class Env:
+    """What an expression sees: component bindings (index -> Inst or Kleene group), the
+    name resolver, and whether it is a negated component's condition."""
+
+    names: dict[str, int]
+    binding: dict[int, Bound]
+    negated: bool = False
+
+
+def _resolve(names: dict[str, int], ref: str) -> int:
+    if ref not in names:
+        raise ValueError(f"unknown component reference {ref!r}")
+    return names[ref]
+
+
+def eval_expr(e: dict[str, Any], env: Env) -> Any:
+    """The value of expression ``e`` (JSON form) under ``env``; MISSING when undefined."""
+    kind = e["kind"]
+    if kind == "lit":
+        return e["value"]
+    if kind == "attr":
+        bound = env.binding.get(_resolve(env.names, e["ref"]))
+        if bound is None or isinstance(bound, list):
+            return MISSING
+        return _lookup(bound, e["attr"])
+    if kind == "agg":
+        bound = env.binding.get(_resolve(env.names, e["ref"]))
+        if not isinstance(bound, list):
+            return MISSING
+        return _aggregate(e["func"], bound, e.get("attr"))
+    if kind == "arith":
+        return _arith(e["op"], eval_expr(e["left"], env), eval_expr(e["right"], env))
+    if kind == "neg":
+        v = eval_expr(e["operand"], env)
+        return -v if _is_num(v) else MISSING
+    if kind == "cmp":
+        return _compare(e["op"], eval_expr(e["left"], env), eval_expr(e["right"], env), env.negated)
+    if kind == "bool":
+        truths = [_truth(eval_expr(o, env), env.negated) for o in e["operands"]]
+        return all(truths) if e["op"] == "and" else any(truths)
+    if kind == "not":
+        return not _truth(eval_expr(e["operand"], env), env.negated)
+    if kind == "in":
+        v = eval_expr(e["operand"], env)
+        return any(_compare("=", v, eval_expr(x, env), env.negated) for x in e["values"])
+    if kind == "func":
+        if e["name"] != "abs" or len(e["args"]) != 1:
+            raise ValueError(f"unknown function {e['name']!r}")
+        v = eval_expr(e["args"][0], env)
+        return abs(v) if _is_num(v) else MISSING
+    if kind == "equiv":
+        return _equiv(e, env)
+    raise ValueError(f"unknown expression kind {kind!r}")
+
+
+def _is_noop_equiv(e: dict[str, Any]) -> bool:
+    return e["kind"] == "equiv" and e["attr"] in ("symbol", "src") and e.get("value") is None
+
+
+def _equiv(e: dict[str, Any], env: Env) -> bool:
+    """``[a]``: every bound event's ``a`` is equal; ``[a='v']``: every one equals ``v``.
+    A missing value makes it false (skipped in a negated component's conditions)."""
+    if _is_noop_equiv(e):
+        return True
+    values = []
+    for idx in sorted(env.binding):
+        for inst in _as_list(env.binding[idx]):
+            for ev in inst.equiv_events:
+                v = _lookup(ev, e["attr"])
+                if v is MISSING:
+                    if env.negated:
+                        continue
+                    return False
+                values.append(v)
+    if e.get("value") is not None:
+        return all(_compare("=", v, e["value"], False) for v in values)
+    return all(_compare("=", values[0], v, False) for v in values[1:]) if values else True
+
+
+def _conds_ok(conds: list[dict[str, Any]], env: Env) -> bool:
+    return all(_truth(eval_expr(c, env), env.negated) for c in conds)
+
+
+def _conjuncts(where: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """WHERE split at its top-level ANDs."""
+    if where is None:
+        return []
+    if where["kind"] == "bool" and where["op"] == "and":
+        out: list[dict[str, Any]] = []
+        for o in where["operands"]:
+            out.extend(_conjuncts(o))
+        return out
+    return [where]
+
+
+def _walk(e: dict[str, Any]) -> Iterable[dict[str, Any]]:
+    yield e
+    for key in ("left", "right", "operand"):
+        if key in e and isinstance(e[key], dict):
+            yield from _walk(e[key])
+    for key in ("operands", "values", "args"):
+        for sub in e.get(key, []) or []:
+            yield from _walk(sub)
+
+
+def _references(e: dict[str, Any], names: dict[str, int]) -> tuple[set[int], set[int], bool]:
+    """(components read through ``ref.attr``, components aggregated, whether ``e``
+    holds an equivalence test that is not a no-op)."""
+    plain: set[int] = set()
+    agg: set[int] = set()
+    equiv = False
+    for node in _walk(e):
+        if node["kind"] == "attr":
+            plain.add(_resolve(names, node["ref"]))
+        elif node["kind"] == "agg":
+            agg.add(_resolve(names, node["ref"]))
+        elif node["kind"] == "equiv" and not _is_noop_equiv(node):
+            equiv = True
+    return plain, agg, equiv
+
+
+def return_name(item: dict[str, Any], i: int) -> str:
+    """Choice 1: the output name of RETURN item ``i`` (1-based)."""
+    if item.get("name") is not None:
+        return str(item["name"])
+    if item["expr"]["kind"] == "attr":
+        return str(item["expr"]["attr"])
+    return f"expr{i}"
+
+
+# ================================================================ compiled queries
+
+
+@dataclass
+class Comp:
+    idx: int
+    classes: frozenset[str]  # class names; for a sub-pattern, its derived class key
+    sub: Node | None
+    negated: bool
+    kleene: tuple[int, bool] | None  # (min, exact)
+    alias: str | None
+
+
+@dataclass
+class Node:
+    """A pattern (the query's, or a sub-pattern) with the query's window and mode.
+    Conditions live on the query's top node only."""
+
+    kind: str  # "seq" | "and" | "or"
+    comps: list[Comp]
+    window: float | None
+    mode: str
+    key: str  # the class of this node's instances
+    top: bool
+    names: dict[str, int] = field(default_factory=dict)
+    match_conds: list[dict[str, Any]] = field(default_factory=list)
+    element_conds: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    blocker_conds: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    disj_conds: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    returns: list[dict[str, Any]] = field(default_factory=list)
+    prob_bound: float | None = None
+
+    @property
+    def positives(self) -> list[Comp]:
+        return [c for c in self.comps if not c.negated]
+
+    @property
+    def is_filter(self) -> bool:
+        return (
+            self.kind != "or"
+            and len(self.comps) == 1
+            and not self.comps[0].negated
+            and not self.comps[0].kleene
+        )
+
+    def trailing(self) -> list[Comp]:
+        """Negated components after the last positive one (sequences only)."""
+        if self.kind != "seq":
+            return []
+        last = max(c.idx for c in self.positives)
+        return [c for c in self.comps if c.negated and c.idx > last]
+
+    def neighbours(self, c: Comp) -> tuple[Comp | None, Comp | None]:
+        """The nearest positive components before and after ``c``."""
+        left = [p for p in self.positives if p.idx < c.idx]
+        right = [p for p in self.positives if p.idx > c.idx]
+        return (left[-1] if left else None, right[0] if right else None)
+
+
+def _canon(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def _compile_node(p: dict[str, Any], window: float | None, mode: str, key: str, top: bool) -> Node:
+    kind = p.get("kind")
+    if kind not in ("seq", "and", "or") or not p.get("items"):
+        raise ValueError(f"bad pattern {p!r}")
+    comps: list[Comp] = []
+    for idx, item in enumerate(p["items"]):
+        sub = None
+        if item.get("sub") is not None:
+            sub_key = f"({_canon(item['sub'])})~{mode}~{window!r}"
+            sub = _compile_node(item["sub"], window, mode, sub_key, False)
+            classes = frozenset([sub_key])
+        else:
+            classes = frozenset(item["classes"])
+        k = item.get("kleene")
+        kleene = (int(k["min"]), bool(k.get("exact", False))) if k is not None else None
+        comps.append(Comp(idx, classes, sub, bool(item.get("negated", False)), kleene, item.get("alias")))
+    node = Node(kind, comps, window, mode, key, top)
+    _validate(node)
+    return node
+
+
+def _validate(node: Node) -> None:
+    comps = node.comps
+    positives = node.positives
+    if not positives:
+        raise ValueError("a pattern needs a positive component")
+    if node.kind == "or":
+        if any(c.negated or c.kleene for c in comps):
+            raise ValueError("a disjunction has no negated or Kleene components")
+        return
+    if len(comps) >= 2 and node.window is None:
+        raise ValueError("WITHIN is required")
+    for c in comps:
+        if c.kleene and c.negated:
+            raise ValueError("a negated component cannot be Kleene")
+        if c.kleene and (c.sub is not None or any(cls.startswith("@") for cls in c.classes)):
+            raise NotImplementedError("Kleene over a sub-pattern or an @name class")
+        if c.kleene and node.kind == "and":
+            raise NotImplementedError("Kleene in a conjunction")
+    if node.kind == "seq":
+        for a, b in itertools.pairwise(comps):
+            if a.negated and b.negated:
+                raise ValueError("two adjacent negations")
+        for a, b in itertools.pairwise(positives):
+            if a.kleene and b.kleene:
+                raise NotImplementedError("two Kleene components next to each other")
+        if any(c.kleene for c in positives) and len(positives) == 1:
+            raise NotImplementedError("a Kleene component alone")
+        if positives[0].kleene and positives[-1].kleene:
+            raise NotImplementedError("a leading and a trailing Kleene component")
+        last = positives[-1]
+        if last.kleene and not last.kleene[1]:
+            raise ValueError("Kleene + as the last component of a sequence")
+
+
+def _names(comps: list[Comp]) -> dict[str, int]:
+    """Choice 3: alias, then $xN, then a class name held by exactly one component as its
+    single class (later entries do not override earlier ones)."""
+    names: dict[str, int] = {}
+    for c in comps:
+        if c.alias is not None:
+            if c.alias in names:
+                raise ValueError(f"duplicate alias {c.alias!r}")
+            names[c.alias] = c.idx
+    for c in comps:
+        names.setdefault(f"$x{c.idx + 1}", c.idx)
+    singles: dict[str, list[int]] = {}
+    for c in comps:
+        if c.sub is None and len(c.classes) == 1:
+            singles.setdefault(next(iter(c.classes)), []).append(c.idx)
+    for cls, idxs in singles.items():
+        if len(idxs) == 1:
+            names.setdefault(cls, idxs[0])
+    return names
+
+
+def compile_query(name: str, q: dict[str, Any]) -> Node:
+    """The query's top node, with its conditions classified (Part 1 and Part 2)."""
+    if q.get("kind", "query") != "query":
+        raise ValueError("not a query")
+    window = float(q["within"]) if q.get("within") is not None else None
+    mode = q.get("mode", "recent")
+    if mode not in ("recent", "all"):
+        raise ValueError(f"bad mode {mode!r}")
+    node = _compile_node(q["pattern"], window, mode, f"@{name}", True)
+    node.names = _names(node.comps)
+    node.prob_bound = float(q["probability"]) if q.get("probability") is not None else None
+    node.returns = list(q.get("return", []))
+    neg = {c.idx for c in node.comps if c.negated}
+    kle = {c.idx for c in node.comps if c.kleene}
+    every = {c.idx for c in node.comps}
+    for item in node.returns:
+        _, agg, _ = _references(item["expr"], node.names)
+        if agg - kle:
+            raise ValueError("aggregate over a non-Kleene component")
+    for cj in _conjuncts(q.get("where")):
+        plain, agg, equiv = _references(cj, node.names)
+        explicit = plain | agg
+        mentions = explicit | (every if equiv else set())
+        if agg - kle:
+            raise ValueError("aggregate over a non-Kleene component")
+        if node.kind == "or":
+            if len(mentions) > 1:
+                raise ValueError("a disjunction's WHERE conjunct must mention one component")
+            for idx in mentions or every:
+                node.disj_conds.setdefault(idx, []).append(cj)
+            continue
+        if len(plain & kle) > 1 or (explicit & kle and explicit & neg) or (plain & kle and agg):
+            raise NotImplementedError(f"WHERE conjunct {cj!r}")
+        if not (explicit & neg) and not (plain & kle):
+            node.match_conds.append(cj)
+        if not agg:
+            for k in kle & mentions:
+                node.element_conds.setdefault(k, []).append(cj)
+        for j in neg & mentions:
+            node.blocker_conds.setdefault(j, []).append(cj)
+    return node
+
+
+def _sub_nodes(node: Node) -> list[Node]:
+    """The node's sub-patterns, deepest first, one per derived class."""
+    out: list[Node] = []
+    for c in node.comps:
+        if c.sub is not None:
+            for s in [*_sub_nodes(c.sub), c.sub]:
+                if all(s.key != t.key for t in out):
+                    out.append(s)
+    return out
+
+
+def _stored(node: Node, out: dict[str, float]) -> None:
+    """Choice 5: the classes a node stores, with its window."""
+    stores = node.kind != "or" and len(node.comps) >= 2
+    for c in node.comps:
+        if stores:
+            assert node.window is not None
+            for cls in c.classes:
+                out[cls] = max(out.get(cls, -INF), node.window)
+        if c.sub is not None:
+            _stored(c.sub, out)
+
+
+def _depends(node: Node) -> set[str]:
+    out: set[str] = set()
+    for c in node.comps:
+        out |= {cls[1:] for cls in c.classes if c.sub is None and cls.startswith("@")}
+        if c.sub is not None:
+            out |= _depends(c.sub)
+    return out
+
+
+# ===================================================================== candidates
+
+
+@dataclass
+class Cand:
+    """A match before selection: bindings of the positive components and what is
+    computed from them."""
+
+    binding: dict[int, Bound]
+    src: Any
+    start: float
+    end: float
+    prob: float
+    trigger: Inst  # the instance whose arrival completes it
+    recent_key: tuple[Any, ...]
+    entries: list[Any]
+    prims: frozenset[int]
+
+
+@dataclass
+class Registered:
+    name: str
+    node: Node
+    order: int  # registration order
+    reg_op: int  # the op that registered it: it sees instances of later ops only
+    subs: list[Node]
+    stored: dict[str, float]
+    deps: set[str]
+    sub_insts: dict[str, list[Inst]] = field(default_factory=dict)
+    pending: list[tuple[Node, Cand, float]] = field(default_factory=list)
+
+
+class Reference:
+    """The evaluator's state between ops: the clock, every event seen, the registered
+    queries, the drop horizons and the ``@name`` instances."""
+
+    def __init__(self) -> None:
+        self.clock = -INF
+        self.op = -1
+        self.n_events = 0
+        self.by_type: dict[str, list[Inst]] = {}
+        self.queries: dict[str, Registered] = {}
+        self.order = 0
+        self.horizon: dict[str, float] = {}
+        self.derived: dict[str, list[Inst]] = {}
+        self.out: list[dict[str, Any]] = []
+        self._emitted: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    # ------------------------------------------------------------------ ops
+
+    def run(self, ops: Iterable[tuple[Any, ...]]) -> list[dict[str, Any]]:
+        for op in ops:
+            self.op += 1
+            self._emitted = []
+            if op[0] == "register":
+                self.register(op[1], op[2])
+            elif op[0] == "unregister":
+                self.unregister(op[1])
+            elif op[0] == "event":
+                self.event(op[1])
+            elif op[0] == "time":
+                self.tick(float(op[1]))
+            else:
+                raise ValueError(f"unknown op {op!r}")
+            self._emitted.sort(key=lambda item: item[0])
+            self.out.extend(m for _, m in self._emitted)
+        return self.out
+
+    def register(self, name: str, q: dict[str, Any]) -> None:
+        if name in self.queries:
+            raise ValueError(f"query {name!r} is already registered")
+        node = compile_query(name, q)
+        stored: dict[str, float] = {}
+        _stored(node, stored)
+        reg = Registered(name, node, self.order, self.op, _sub_nodes(node), stored, _depends(node))
+        self.order += 1
+        for s in reg.subs:
+            reg.sub_insts[s.key] = []
+        if name in self._reachable(reg.deps):
+            raise ValueError(f"query {name!r} depends on itself")
+        self.queries[name] = reg
+        for cls in stored:
+            self.horizon.setdefault(cls, -INF)  # a new queue starts afresh
+
+    def unregister(self, name: str) -> None:
+        if name not in self.queries:
+            raise ValueError(f"no query {name!r}")
+        del self.queries[name]
+        live = self._windows()
+        for cls in list(self.horizon):
+            if cls not in live:
+                del self.horizon[cls]
+
+    def event(self, data: dict[str, Any]) -> None:
+        start = float(data["start"])
+        end = float(data["end"]) if data.get("end") is not None else start
+        arrival = self.n_events
+        inst = Inst(
+            data["src"],
+            data["type"],
+            start,
+            end,
+            dict(data.get("attrs") or {}),
+            float(data["prob"]) if data.get("prob") is not None else 1.0,
+            (self.op, 1),
+            arrival,
+            frozenset([arrival]),
+        )
+        self.tick(max(self.clock, end))
+        self.by_type.setdefault(inst.type, []).append(inst)
+        self.n_events += 1
+        moment = (self.op, 1)
+        for reg in self._topological():
+            for node in [*reg.subs, reg.node]:
+                self._complete(reg, node, moment)
+
+    def tick(self, t: float) -> None:
+        """Advance the clock; phase 0 (clock-driven emissions, Part 2); drop horizons."""
+        self.clock = max(self.clock, t)
+        moment = (self.op, 0)
+        for reg in self._topological():
+            for node in [*reg.subs, reg.node]:
+                self._fire_pending(reg, node, moment)
+                self._complete(reg, node, moment)
+        for cls, w in self._windows().items():
+            self.horizon[cls] = max(self.horizon[cls], self.clock - w)
+
+    # ------------------------------------------------------------- helpers
+
+    def _windows(self) -> dict[str, float]:
+        """W(X) of docs/semantics.md: the largest window of the queries storing X."""
+        out: dict[str, float] = {}
+        for reg in self.queries.values():
+            for cls, w in reg.stored.items():
+                out[cls] = max(out.get(cls, -INF), w)
+        return out
+
+    def _reachable(self, names: set[str]) -> set[str]:
+        seen: set[str] = set()
+        todo = list(names)
+        while todo:
+            n = todo.pop()
+            if n not in seen:
+                seen.add(n)
+                if n in self.queries:
+                    todo.extend(self.queries[n].deps)
+        return seen
+
+    def _topological(self) -> list[Registered]:
+        """Registered queries, each after the queries it reads through ``@name``
+        (otherwise in registration order)."""
+        out: list[Registered] = []
+        placed: set[str] = set()
+        remaining = sorted(self.queries.values(), key=lambda r: r.order)
+        while remaining:
+            for reg in remaining:
+                if all(d in placed or d not in self.queries for d in reg.deps):
+                    out.append(reg)
+                    placed.add(reg.name)
+                    remaining.remove(reg)
+                    break
+            else:  # pragma: no cover - cycles are rejected at registration
+                raise ValueError("cyclic @name references")
+        return out
+
+    def _instances(self, reg: Registered, comp: Comp, moment: Moment) -> list[Inst]:
+        """The instances of ``comp``'s classes that ``reg`` sees and that have arrived by
+        ``moment``, in arrival order."""
+        pool: list[Inst] = []
+        if comp.sub is not None:
+            pool = reg.sub_insts[comp.sub.key]
+        else:
+            for cls in sorted(comp.classes):
+                if cls.startswith("@"):
+                    pool = pool + self.derived.get(cls[1:], [])
+                else:
+                    pool = pool + self.by_type.get(cls, [])
+        return sorted((x for x in pool if x.pos[0] > reg.reg_op and x.pos <= moment), key=lambda x: x.key)
+
+    def _usable(self, inst: Inst, moment: Moment) -> bool:
+        """The drop horizon (choice 5): an instance arriving now is always usable."""
+        return inst.pos == moment or inst.start >= self.horizon.get(inst.type, -INF)
+
+    def _bound_ok(self, node: Node, prob: float) -> bool:
+        if node.top and node.prob_bound is not None:
+            return prob >= node.prob_bound
+        return prob > 0
+
+    # ------------------------------------------------------- completion
+
+    def _complete(self, reg: Registered, node: Node, moment: Moment) -> None:
+        """Every match of ``node`` completed at ``moment``: enumerate, select by mode,
+        then emit (or hold until the trailing negation's deadline)."""
+        if node.kind == "or":
+            cands = self._disj_candidates(reg, node, moment)
+        elif node.is_filter:
+            cands = self._filter_candidates(reg, node, moment)
+        elif node.kind == "seq":
+            cands = self._seq_candidates(reg, node, moment)
+        else:
+            cands = self._conj_candidates(reg, node, moment)
+        cands = [c for c in cands if self._bound_ok(node, c.prob)]
+        if node.mode == "recent":
+            best: dict[int, Cand] = {}
+            for c in cands:
+                other = best.get(id(c.trigger))
+                if other is None or c.recent_key > other.recent_key:
+                    best[id(c.trigger)] = c
+            cands = list(best.values())
+        for c in cands:
+            if node.trailing():
+                self._hold_trailing(reg, node, c, moment)
+            else:
+                self._finish(reg, node, c, c.prob, moment)
+
+    def _finish(self, reg: Registered, node: Node, cand: Cand, prob: float, moment: Moment) -> None:
+        """A selected match with its final probability: emit it (and make it an ``@name``
+        instance), or make it an instance of its sub-pattern's derived class."""
+        if not self._bound_ok(node, prob):
+            return
+        if not node.top:
+            flat = [
+                ev
+                for idx in sorted(cand.binding)
+                for x in _as_list(cand.binding[idx])
+                for ev in x.equiv_events
+            ]
+            inst = Inst(
+                cand.src, node.key, cand.start, cand.end, {}, prob, moment, cand.entries, cand.prims, flat
+            )
+            reg.sub_insts[node.key].append(inst)
+            return
+        attrs: dict[str, Any] = {}
+        env = Env(node.names, cand.binding)
+        for i, item in enumerate(node.returns, 1):
+            value = eval_expr(item["expr"], env)
+            if value is not MISSING:
+                attrs[return_name(item, i)] = value
+        match = {
+            "query": reg.name,
+            "src": cand.src,
+            "start": cand.start,
+            "end": cand.end,
+            "events": cand.entries,
+            "attrs": attrs,
+            "prob": prob,
+            "trigger": self.n_events - 1 if moment[1] == 1 else self.n_events,
+        }
+        self._emitted.append(((moment[1], reg.order, _norm(cand.entries)), match))
+        derived = Inst(
+            cand.src, node.key, cand.start, cand.end, dict(attrs), prob, moment, cand.entries, cand.prims
+        )
+        self.derived.setdefault(reg.name, []).append(derived)
+
+    def _make_cand(self, node: Node, binding: dict[int, Bound], moment: Moment) -> Cand:
+        """Fill in a candidate's derived fields from its positive bindings (a
+        disjunction's candidate binds one component)."""
+        positives = [c for c in node.positives if c.idx in binding]
+        insts = [x for c in positives for x in _as_list(binding[c.idx])]
+        at_moment = [x for x in insts if x.pos == moment]
+        trigger = max(at_moment, key=lambda x: x.key)
+        if node.kind == "seq":
+            start = min(x.start for x in _as_list(binding[positives[0].idx]))
+            end = max(x.end for x in _as_list(binding[positives[-1].idx]))
+            # SEMANTICS.md §3, §6: e(n-1) back to e1, a Kleene group by its latest element.
+            recent_key = tuple(max(x.key for x in _as_list(binding[c.idx])) for c in reversed(positives[:-1]))
+        else:
+            start = min(x.start for x in insts)
+            end = max(x.end for x in insts)
+            # SEMANTICS.md §4: the other events, latest to earliest.
+            recent_key = tuple(sorted((x.key for x in insts if x is not trigger), reverse=True))
+        prob = 1.0
+        for x in insts:
+            prob *= x.prob
+        return Cand(
+            binding=binding,
+            src=insts[0].src,
+            start=start,
+            end=end,
+            prob=prob,
+            trigger=trigger,
+            recent_key=recent_key,
+            entries=[_entry(binding[c.idx]) for c in positives],
+            prims=frozenset().union(*(x.prims for x in insts)),
+        )
+
+    def _common_ok(self, node: Node, binding: dict[int, Bound], moment: Moment) -> bool:
+        """Rules every multi-event match obeys: one source, distinct primitive events,
+        the window, the drop horizon."""
+        insts = [x for c in node.positives for x in _as_list(binding[c.idx])]
+        if len({_src_key(x.src) for x in insts}) != 1:
+            return False
+        if sum(len(x.prims) for x in insts) != len(frozenset().union(*(x.prims for x in insts))):
+            return False
+        if node.kind == "seq":
+            first, last = node.positives[0], node.positives[-1]
+            span = max(x.end for x in _as_list(binding[last.idx])) - min(
+                x.start for x in _as_list(binding[first.idx])
+            )
+        else:
+            span = max(x.end for x in insts) - min(x.start for x in insts)
+        assert node.window is not None
+        if span > node.window:
+            return False
+        return all(self._usable(x, moment) for x in insts)
+
+    # ================================================================== Part 1
+
+    def _filter_candidates(self, reg: Registered, node: Node, moment: Moment) -> list[Cand]:
+        """docs/semantics.md: a single positive component is a filter."""
+        comp = node.comps[0]
+        out = []
+        for x in self._instances(reg, comp, moment):
+            if x.pos != moment:
+                continue
+            binding: dict[int, Bound] = {comp.idx: x}
+            if _conds_ok(node.match_conds, Env(node.names, binding)):
+                out.append(self._make_cand(node, binding, moment))
+        return out
+
+    def _disj_candidates(self, reg: Registered, node: Node, moment: Moment) -> list[Cand]:
+        """SEMANTICS.md §4 and choice 7: each arriving instance binds the first component
+        that takes it."""
+        arriving: dict[int, Inst] = {}
+        for c in node.comps:
+            for x in self._instances(reg, c, moment):
+                if x.pos == moment:
+                    arriving[id(x)] = x
+        out = []
+        for x in sorted(arriving.values(), key=lambda x: x.key):
+            for c in node.comps:
+                binding: dict[int, Bound] = {c.idx: x}
+                if x.type in c.classes and _conds_ok(
+                    node.disj_conds.get(c.idx, []), Env(node.names, binding)
+                ):
+                    cand = self._make_cand(node, binding, moment)
+                    out.append(cand)
+                    break
+        return out
+
+    def _seq_candidates(self, reg: Registered, node: Node, moment: Moment) -> list[Cand]:
+        """SEMANTICS.md §3: every tuple in sequence order whose last positive event
+        arrives now (Kleene groups and negation: Part 2)."""
+        positives = node.positives
+        last = positives[-1]
+        plain = [c for c in positives if c.kleene is None]
+        kleene = [c for c in positives if c.kleene is not None]
+        out = []
+        for src in self._sources_now(reg, node, moment):
+            lists = []
+            for c in plain:
+                insts = [x for x in self._instances(reg, c, moment) if _src_key(x.src) == src]
+                if c is last:
+                    insts = [x for x in insts if x.pos == moment]
+                lists.append(insts)
+            for combo in itertools.product(*lists):
+                partial: dict[int, Bound] = {c.idx: x for c, x in zip(plain, combo, strict=True)}
+                group_options = [self._kleene_groups(reg, node, k, partial, moment) for k in kleene]
+                for groups in itertools.product(*group_options):
+                    binding = dict(partial)
+                    binding.update({k.idx: g for k, g in zip(kleene, groups, strict=True)})
+                    if not all(
+                        _before(binding[a.idx], binding[b.idx]) for a, b in itertools.pairwise(positives)
+                    ):
+                        continue
+                    if not self._common_ok(node, binding, moment):
+                        continue
+                    if not _conds_ok(node.match_conds, Env(node.names, binding)):
+                        continue
+                    cand = self._make_cand(node, binding, moment)
+                    cand.prob *= self._seq_negation_factor(reg, node, cand, moment)
+                    out.append(cand)
+        return out
+
+    def _conj_candidates(self, reg: Registered, node: Node, moment: Moment) -> list[Cand]:
+        """SEMANTICS.md §4 and docs/semantics.md "Conjunction roles": each set of events
+        is one match, with the first assignment (lexicographic by arrival, component by
+        component) that respects the same-class rule and passes WHERE."""
+        positives = node.positives
+        out = []
+        for src in self._sources_now(reg, node, moment):
+            lists = [
+                [x for x in self._instances(reg, c, moment) if _src_key(x.src) == src] for c in positives
+            ]
+            decided: dict[frozenset[int], dict[int, Bound] | None] = {}
+            for combo in itertools.product(*lists):
+                members = frozenset(id(x) for x in combo)
+                if len(members) < len(combo) or members in decided:
+                    continue
+                if max(x.pos for x in combo) != moment:
+                    continue
+                if any(
+                    positives[i].classes == positives[j].classes and not combo[i].key < combo[j].key
+                    for i in range(len(combo))
+                    for j in range(i + 1, len(combo))
+                ):
+                    continue
+                binding: dict[int, Bound] = {c.idx: x for c, x in zip(positives, combo, strict=True)}
+                if not self._common_ok(node, binding, moment):
+                    decided[members] = None
+                    continue
+                if _conds_ok(node.match_conds, Env(node.names, binding)):
+                    decided[members] = binding
+            for chosen in decided.values():
+                if chosen is not None:
+                    cand = self._make_cand(node, chosen, moment)
+                    cand.prob *= self._conj_negation_factor(reg, node, cand, moment)
+                    out.append(cand)
+        return out
+
+    def _sources_now(self, reg: Registered, node: Node, moment: Moment) -> list[Any]:
+        """The sources of the instances arriving now that ``node`` could use (every match
+        completed now has one of them)."""
+        srcs = {
+            _src_key(x.src) for c in node.comps for x in self._instances(reg, c, moment) if x.pos == moment
+        }
+        return sorted(srcs, key=repr)
+
+    # ================================================================== Part 2
+
+    def _kleene_groups(
+        self, reg: Registered, node: Node, comp: Comp, partial: dict[int, Bound], moment: Moment
+    ) -> list[list[Inst]]:
+        """SEMANTICS.md §6 and choice 12: the groups a Kleene component can take, given
+        the other positive components' events. ``B+``/``B{m,}``: all qualifying events
+        (at least m); ``B^n``: every run of n successive qualifying events."""
+        assert comp.kleene is not None and node.window is not None
+        minimum, exact = comp.kleene
+        left, right = node.neighbours(comp)
+        positives = node.positives
+        plain_insts = [x for c in positives if c.idx in partial for x in _as_list(partial[c.idx])]
+        src = _src_key(plain_insts[0].src)
+        used = frozenset().union(*(x.prims for x in plain_insts))
+        qualifying = []
+        for x in self._instances(reg, comp, moment):
+            if _src_key(x.src) != src or x.prims & used or not self._usable(x, moment):
+                continue
+            if left is not None and not _before(partial[left.idx], x):
+                continue
+            if right is not None and not _before(x, partial[right.idx]):
+                continue
+            if (
+                left is None
+                and max(y.end for y in _as_list(partial[positives[-1].idx])) - x.start > node.window
+            ):
+                continue
+            if (
+                right is None
+                and x.end - min(y.start for y in _as_list(partial[positives[0].idx])) > node.window
+            ):
+                continue
+            env = Env(node.names, {**partial, comp.idx: x})
+            if _conds_ok(node.element_conds.get(comp.idx, []), env):
+                qualifying.append(x)
+        if not exact:
+            return [qualifying] if len(qualifying) >= minimum else []
+        runs = [qualifying[s : s + minimum] for s in range(len(qualifying) - minimum + 1)]
+        if right is None:  # a trailing B^n: its groups end with the completing event
+            runs = [r for r in runs if r[-1].pos == moment]
+        return runs
+
+    def _blockers(
+        self,
+        reg: Registered,
+        node: Node,
+        comp: Comp,
+        cand: Cand,
+        moment: Moment,
+        where: Any,
+    ) -> list[Inst]:
+        """The events of negated ``comp`` that block ``cand``: same source, usable, no
+        shared primitive event, placed as ``where(x)`` says, passing the conditions that
+        mention ``comp`` (missing -> true)."""
+        out = []
+        for x in self._instances(reg, comp, moment):
+            if x.pos >= moment or _src_key(x.src) != _src_key(cand.src) or x.prims & cand.prims:
+                continue
+            if not self._usable(x, moment) or not where(x):
+                continue
+            env = Env(node.names, {**cand.binding, comp.idx: x}, negated=True)
+            if _conds_ok(node.blocker_conds.get(comp.idx, []), env):
+                out.append(x)
+        return out
+
+    def _seq_negation_factor(self, reg: Registered, node: Node, cand: Cand, moment: Moment) -> float:
+        """SEMANTICS.md §5, middle and leading negation: the product of (1 - prob) of the
+        blockers (0 when a certain one exists)."""
+        factor = 1.0
+        assert node.window is not None
+        window = node.window
+        for comp in node.comps:
+            if not comp.negated:
+                continue
+            left, right = node.neighbours(comp)
+            if right is None:
+                continue  # trailing: at the deadline
+            left_bound = cand.binding[left.idx] if left is not None else None
+            right_bound = cand.binding[right.idx]
+
+            def where(x: Inst, lb: Bound = left_bound, rb: Bound = right_bound) -> bool:
+                if lb is None:  # leading: within the window of the last positive event
+                    return _before(x, rb) and cand.end - window <= x.start
+                return _before(lb, x) and _before(x, rb)
+
+            for x in self._blockers(reg, node, comp, cand, moment, where):
+                factor *= 1.0 - x.prob
+        return factor
+
+    def _conj_negation_factor(self, reg: Registered, node: Node, cand: Cand, moment: Moment) -> float:
+        """SEMANTICS.md §5: in a conjunction, ``!X`` forbids an x with ``min(start) <=
+        x.start`` and ``x.end <= max(end)`` that arrived before the match's last event."""
+        factor = 1.0
+        for comp in node.comps:
+            if comp.negated:
+                for x in self._blockers(
+                    reg, node, comp, cand, moment, lambda x: cand.start <= x.start and x.end <= cand.end
+                ):
+                    factor *= 1.0 - x.prob
+        return factor
+
+    def _trailing_factor(self, reg: Registered, node: Node, cand: Cand, moment: Moment) -> float:
+        """SEMANTICS.md §5 and choice 10: trailing blockers arrived after the last positive
+        event and before ``moment``, with ``last.end <= x.start`` and ``x.end <= start +
+        T``."""
+        assert node.window is not None
+        deadline = cand.start + node.window
+        factor = 1.0
+        for comp in node.trailing():
+            left, _ = node.neighbours(comp)
+            assert left is not None
+            left_bound = cand.binding[left.idx]
+            for x in self._blockers(
+                reg, node, comp, cand, moment, lambda x, lb=left_bound: _before(lb, x) and x.end <= deadline
+            ):
+                factor *= 1.0 - x.prob
+        return factor
+
+    def _hold_trailing(self, reg: Registered, node: Node, cand: Cand, moment: Moment) -> None:
+        """A candidate with a trailing negation waits until the clock exceeds its
+        deadline; if it already does, it is emitted now (choice 10)."""
+        assert node.window is not None
+        deadline = cand.start + node.window
+        if self.clock > deadline:
+            self._finish(reg, node, cand, cand.prob * self._trailing_factor(reg, node, cand, moment), moment)
+        else:
+            reg.pending.append((node, cand, deadline))
+
+    def _fire_pending(self, reg: Registered, node: Node, moment: Moment) -> None:
+        """Phase 0 of an op: emit the pending candidates whose deadline the clock now
+        exceeds."""
+        due = [(n, c, d) for n, c, d in reg.pending if n is node and self.clock > d]
+        reg.pending = [p for p in reg.pending if not (p[0] is node and self.clock > p[2])]
+        for n, cand, _ in due:
+            self._finish(reg, n, cand, cand.prob * self._trailing_factor(reg, n, cand, moment), moment)
+
+
+def _src_key(src: Any) -> tuple[str, Any]:
+    """Sources compare by type and value (``1`` and ``"1"`` differ)."""
+    return (type(src).__name__, src)
+
+
+# ============================================================================= API
+
+
+def evaluate(ops: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """Run ``ops`` and return the matches in emission order."""
+    return Reference().run(ops)
+
+
+def evaluate_queries(
+    queries: list[tuple[str, dict[str, Any]]], events: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Register ``queries``, feed ``events``, then flush the clock to +inf."""
+    ops: list[tuple[Any, ...]] = [("register", name, q) for name, q in queries]
+    ops += [("event", e) for e in events]
+    ops.append(("time", INF))
+    return evaluate(ops)

@@ -1,0 +1,384 @@
+"""Hypothesis strategies for the property tests: event streams and sets of queries in
+their JSON form (``ecq.language.ast.to_json``), written by hand so that they share no
+code with the engine.
+
+- :func:`streams` -- event dicts with small integer / half-integer times (many equal
+  timestamps), some interval events, a few sources, attributes ``x`` (0-4) and ``y``
+  (0-2) that are sometimes missing, occasional ``prob < 1`` and occasional late (out-of-order) events.
+- :func:`query_sets` -- Part 1 features only: sequences of 1-4 components, conjunctions
+  of 2-3, disjunctions, ``ANY`` components, duplicate classes, RECENT and ALL, windows
+  from 0 to large, WHERE (one-component filters, cross-component conditions,
+  equivalence tests, arithmetic, NOT / IN / abs / unary minus / OR), RETURN and
+  PROBABILITY.
+- :func:`query_sets_full` -- adds Part 2: negation (leading, middle, trailing, in
+  conjunctions, with conditions), Kleene closure (``+``, ``^n``, ``{m,}``, aggregates),
+  sub-patterns and ``@name`` references to earlier queries of the set.
+
+Every query is valid for ``ecq.language.ast.from_json`` and for the engine's semantic
+checks, and avoids the cases ``tests/reference.py`` does not cover.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+__all__ = ["streams", "query_sets", "query_sets_full", "CLASSES"]
+
+J = dict[str, Any]
+CLASSES = ("A", "B", "C")
+WINDOWS = (0, 0.5, 1, 2, 3, 5, 5, 8, 8, 20, 20, 100)
+CMP_OPS = ("=", "!=", "<", "<=", ">", ">=")
+ATTRS = ("x", "y")
+
+
+# ===================================================================== events
+
+
+@st.composite
+def streams(
+    draw: st.DrawFn,
+    classes: tuple[str, ...] = CLASSES,
+    n_sources: int = 2,
+    max_len: int = 12,
+    in_order: bool = False,
+    min_len: int = 0,
+) -> list[J]:
+    """A list of event dicts. Times move forward in steps of 0, 0.5, 1 or 2 (so many
+    timestamps are equal); about one event in ten is late (its start lies before the
+    current time) unless ``in_order``, which sorts the stream by ``(end, start)`` as the
+    service does."""
+    n = draw(st.integers(min_len, max_len))
+    now = 0.0
+    out: list[J] = []
+    for _ in range(n):
+        now += draw(st.sampled_from((0, 0.5, 0.5, 1, 1, 2)))
+        start = now
+        if draw(st.integers(0, 9)) == 0:
+            start = max(0.0, now - draw(st.sampled_from((1, 2, 5, 10))))
+        duration = draw(st.sampled_from((0, 0, 0, 0, 0.5, 1, 3)))
+        event: J = {"src": draw(st.integers(0, n_sources - 1)), "type": draw(st.sampled_from(classes)), "start": start}
+        if duration:
+            event["end"] = start + duration
+        attrs = {}
+        for name, top in (("x", 4), ("y", 2)):
+            value = draw(st.sampled_from((None, *range(top + 1))))
+            if value is not None:
+                attrs[name] = value
+        if attrs:
+            event["attrs"] = attrs
+        if draw(st.integers(0, 7)) == 0:
+            event["prob"] = draw(st.sampled_from((0.25, 0.5, 0.9)))
+        out.append(event)
+    if in_order:
+        out.sort(key=lambda e: (e.get("end", e["start"]), e["start"]))
+    return out
+
+
+# ================================================================ expressions
+
+
+def _lit(value: Any) -> J:
+    return {"kind": "lit", "value": value}
+
+
+def _attr(ref: str, name: str) -> J:
+    return {"kind": "attr", "ref": ref, "attr": name}
+
+
+def _cmp(op: str, left: J, right: J) -> J:
+    return {"kind": "cmp", "op": op, "left": left, "right": right}
+
+
+def _refs(items: list[J], i: int) -> list[str]:
+    """Every way to name component ``i``: alias, ``$xN``, unique single class."""
+    out = [f"$x{i + 1}"]
+    item = items[i]
+    if item.get("alias"):
+        out.append(item["alias"])
+    classes = item.get("classes") or []
+    if len(classes) == 1 and not classes[0].startswith("@"):
+        holders = [j for j, it in enumerate(items) if (it.get("classes") or []) == classes]
+        if holders == [i] and not any(it.get("alias") == classes[0] for it in items):
+            out.append(classes[0])
+    return out
+
+
+@st.composite
+def _ref(draw: st.DrawFn, items: list[J], i: int) -> str:
+    return draw(st.sampled_from(_refs(items, i)))
+
+
+@st.composite
+def _one_component_condition(draw: st.DrawFn, items: list[J], i: int) -> J:
+    """A condition that mentions component ``i`` only."""
+    ref = draw(_ref(items, i))
+    a = draw(st.sampled_from(ATTRS))
+    value = draw(st.integers(0, 4))
+    simple = _cmp(draw(st.sampled_from(CMP_OPS)), _attr(ref, a), _lit(value))
+    kind = draw(st.integers(0, 7))
+    if kind == 0:
+        return {"kind": "not", "operand": simple}
+    if kind == 1:
+        values = draw(st.lists(st.integers(0, 4), min_size=1, max_size=3))
+        return {"kind": "in", "operand": _attr(ref, a), "values": [_lit(v) for v in values]}
+    if kind == 2:
+        diff = {"kind": "arith", "op": "-", "left": _attr(ref, a), "right": _lit(2)}
+        return _cmp("<=", {"kind": "func", "name": "abs", "args": [diff]}, _lit(value % 3))
+    if kind == 3:
+        return _cmp(">", {"kind": "neg", "operand": _attr(ref, a)}, _lit(-value))
+    if kind == 4:
+        other = _cmp(draw(st.sampled_from(CMP_OPS)), _attr(ref, "y" if a == "x" else "x"), _lit(value))
+        return {"kind": "bool", "op": "or", "operands": [simple, other]}
+    return simple
+
+
+@st.composite
+def _cross_condition(draw: st.DrawFn, items: list[J], i: int, j: int) -> J:
+    """A condition that mentions components ``i`` and ``j``."""
+    left = _attr(draw(_ref(items, i)), draw(st.sampled_from(ATTRS)))
+    right = _attr(draw(_ref(items, j)), draw(st.sampled_from(ATTRS)))
+    kind = draw(st.integers(0, 3))
+    if kind == 0:
+        op = draw(st.sampled_from(("+", "-", "*", "/")))
+        left = {"kind": "arith", "op": op, "left": left, "right": right}
+        return _cmp(draw(st.sampled_from(CMP_OPS)), left, _lit(draw(st.integers(0, 4))))
+    if kind == 1:
+        left = {"kind": "arith", "op": "+", "left": left, "right": _lit(draw(st.integers(-2, 2)))}
+    return _cmp(draw(st.sampled_from(CMP_OPS)), left, right)
+
+
+@st.composite
+def _equiv(draw: st.DrawFn) -> J:
+    out: J = {"kind": "equiv", "attr": draw(st.sampled_from(("x", "y", "y")))}
+    if draw(st.booleans()):
+        out["value"] = draw(st.integers(0, 2))
+    return out
+
+
+def _and(conjuncts: list[J]) -> J | None:
+    if not conjuncts:
+        return None
+    if len(conjuncts) == 1:
+        return conjuncts[0]
+    return {"kind": "bool", "op": "and", "operands": conjuncts}
+
+
+# ================================================================== components
+
+
+@st.composite
+def _class_component(draw: st.DrawFn, classes: tuple[str, ...]) -> J:
+    if len(classes) >= 2 and draw(st.integers(0, 4)) == 0:
+        chosen = draw(st.lists(st.sampled_from(classes), min_size=2, max_size=min(3, len(classes)), unique=True))
+        return {"kind": "component", "classes": chosen, "any": True}
+    return {"kind": "component", "classes": [draw(st.sampled_from(classes))]}
+
+
+def _with_aliases(draw: st.DrawFn, items: list[J]) -> list[J]:
+    out = []
+    for i, item in enumerate(items):
+        item = dict(item)
+        item.pop("alias", None)
+        if draw(st.integers(0, 2)) == 0:
+            item["alias"] = f"c{i}"
+        out.append(item)
+    return out
+
+
+@st.composite
+def _part1_query(draw: st.DrawFn, pool: list[J], classes: tuple[str, ...]) -> J:
+    kind = draw(st.sampled_from(("seq", "seq", "seq", "and", "or")))
+    n = {"seq": draw(st.integers(1, 4)), "and": draw(st.integers(2, 3)), "or": draw(st.integers(1, 3))}[kind]
+    if draw(st.booleans()):
+        items = pool[:n]  # a shared prefix
+    else:
+        items = [draw(st.sampled_from(pool)) if draw(st.booleans()) else draw(_class_component(classes)) for _ in range(n)]
+    items = _with_aliases(draw, items)
+    where = draw(_where(items, kind, negated=set(), kleene=set()))
+    return draw(_finish_query(kind, items, where, kleene=set()))
+
+
+@st.composite
+def _where(draw: st.DrawFn, items: list[J], kind: str, negated: set[int], kleene: set[int]) -> J | None:
+    """WHERE for ``items``. ``negated`` and ``kleene`` are the indexes of negated and
+    Kleene components: Kleene components get per-element conditions (comparing with a
+    plain positive component) and aggregates; negated ones conditions with a plain
+    positive component."""
+    n = len(items)
+    plain = [i for i in range(n) if i not in negated and i not in kleene]
+    conjuncts: list[J] = []
+    for _ in range(draw(st.sampled_from((0, 0, 1, 1, 2, 3)))):
+        choice = draw(st.integers(0, 5))
+        if kind == "or" or choice <= 1:
+            conjuncts.append(draw(_one_component_condition(items, draw(st.sampled_from(range(n))))))
+        elif choice <= 3 and len(plain) >= 2:
+            i, j = draw(st.lists(st.sampled_from(plain), min_size=2, max_size=2, unique=True))
+            conjuncts.append(draw(_cross_condition(items, i, j)))
+        elif choice == 4 and n >= 2:
+            conjuncts.append(draw(_equiv()))
+        elif choice == 5 and plain and (negated or kleene):
+            special = draw(st.sampled_from(sorted(negated | kleene)))
+            conjuncts.append(draw(_cross_condition(items, special, draw(st.sampled_from(plain)))))
+        if kleene and draw(st.integers(0, 3)) == 0:
+            k = draw(st.sampled_from(sorted(kleene)))
+            ref = draw(_ref(items, k))
+            func = draw(st.sampled_from(("count", "sum", "avg", "min", "max")))
+            agg: J = {"kind": "agg", "func": func, "ref": ref}
+            if func != "count":
+                agg["attr"] = draw(st.sampled_from(ATTRS))
+            conjuncts.append(_cmp(draw(st.sampled_from(CMP_OPS)), agg, _lit(draw(st.integers(1, 6)))))
+    return _and(conjuncts)
+
+
+@st.composite
+def _finish_query(draw: st.DrawFn, kind: str, items: list[J], where: J | None, kleene: set[int]) -> J:
+    q: J = {"kind": "query", "pattern": {"kind": kind, "items": items}, "mode": draw(st.sampled_from(("recent", "all")))}
+    needs_window = kind != "or" and len(items) >= 2
+    if needs_window or draw(st.booleans()):
+        q["within"] = draw(st.sampled_from(WINDOWS))
+    if where is not None:
+        q["where"] = where
+    positives = [i for i, it in enumerate(items) if not it.get("negated")]
+    if draw(st.integers(0, 3)) == 0:
+        returns = []
+        for _ in range(draw(st.integers(1, 3))):
+            i = draw(st.sampled_from(positives))
+            ref = draw(_ref(items, i))
+            if i in kleene:
+                expr: J = {"kind": "agg", "func": draw(st.sampled_from(("count", "sum", "max"))), "ref": ref}
+                if expr["func"] != "count":
+                    expr["attr"] = "x"
+            elif draw(st.booleans()):
+                expr = _attr(ref, draw(st.sampled_from(ATTRS)))
+            else:
+                expr = {"kind": "arith", "op": "*", "left": _attr(ref, "x"), "right": _lit(2)}
+            item: J = {"expr": expr}
+            if draw(st.booleans()):
+                item["name"] = draw(st.sampled_from(("u", "v", "w")))
+            returns.append(item)
+        q["return"] = returns
+    if draw(st.integers(0, 5)) == 0:
+        q["probability"] = draw(st.sampled_from((0.0, 0.3, 0.5, 1.0)))
+    return q
+
+
+@st.composite
+def query_sets(draw: st.DrawFn, classes: tuple[str, ...] = CLASSES, max_queries: int = 4) -> list[tuple[str, J]]:
+    """Part 1 queries ``q0, q1, ...`` that share classes and component prefixes."""
+    pool = [draw(_class_component(classes)) for _ in range(4)]
+    n = draw(st.integers(1, max_queries))
+    return [(f"q{i}", draw(_part1_query(pool, classes))) for i in range(n)]
+
+
+# ====================================================================== Part 2
+
+
+@st.composite
+def _sub_component(draw: st.DrawFn, classes: tuple[str, ...]) -> J:
+    kind = draw(st.sampled_from(("seq", "and", "or")))
+    n = draw(st.integers(1, 2))
+    items = [draw(_class_component(classes)) for _ in range(n)]
+    if kind == "seq" and n == 2 and draw(st.integers(0, 3)) == 0:
+        # (A; !B; C) or (A; B; !C) inside
+        neg = {"kind": "component", "classes": [draw(st.sampled_from(classes))], "negated": True}
+        items.insert(draw(st.sampled_from((1, 2))), neg)
+    return {"kind": "component", "sub": {"kind": kind, "items": items}}
+
+
+@st.composite
+def _part2_seq(draw: st.DrawFn, pool: list[J], classes: tuple[str, ...], earlier: list[str]) -> J:
+    n = draw(st.sampled_from((1, 2, 2, 3, 3, 4)))
+    items: list[J] = []
+    for _ in range(n):
+        choice = draw(st.integers(0, 9))
+        if choice == 0:
+            items.append(draw(_sub_component(classes)))
+        elif choice == 1 and earlier:
+            items.append({"kind": "component", "classes": [f"@{draw(st.sampled_from(earlier))}"]})
+        elif choice <= 5:
+            items.append(dict(draw(st.sampled_from(pool))))
+        else:
+            items.append(draw(_class_component(classes)))
+    # Kleene: at most one, on a class component, never alone.
+    kleene: set[int] = set()
+    class_idx = [i for i, it in enumerate(items) if "classes" in it and not it["classes"][0].startswith("@")]
+    if n >= 2 and class_idx and draw(st.booleans()):
+        k = draw(st.sampled_from(class_idx))
+        last = k == n - 1
+        form = draw(st.sampled_from(("plus", "plus", "exact", "atleast")))
+        if last or form == "exact":
+            items[k] = {**items[k], "kleene": {"min": draw(st.sampled_from((1, 2, 2, 3))), "exact": True}}
+        elif form == "plus":
+            items[k] = {**items[k], "kleene": {"min": 1, "exact": False}}
+        else:
+            items[k] = {**items[k], "kleene": {"min": 2, "exact": False}}
+        kleene.add(k)
+    # Negation: insert 1-2 negated class components, never adjacent, never Kleene.
+    negated: set[int] = set()
+    for _ in range(draw(st.sampled_from((0, 1, 1, 2)))):
+        slots = [
+            p
+            for p in range(len(items) + 1)
+            if not (p > 0 and items[p - 1].get("negated")) and not (p < len(items) and items[p].get("negated"))
+        ]
+        if not slots:
+            break
+        p = draw(st.sampled_from(slots))
+        comp = draw(_class_component(classes))
+        comp["negated"] = True
+        items.insert(p, comp)
+        kleene = {i + 1 if i >= p else i for i in kleene}
+    negated = {i for i, it in enumerate(items) if it.get("negated")}
+    items = _with_aliases(draw, items)
+    where = draw(_where(items, "seq", negated=negated, kleene=kleene))
+    return draw(_finish_query("seq", items, where, kleene=kleene))
+
+
+@st.composite
+def _part2_query(draw: st.DrawFn, pool: list[J], classes: tuple[str, ...], earlier: list[str]) -> J:
+    choice = draw(st.integers(0, 5))
+    if choice == 0:
+        return draw(_part1_query(pool, classes))
+    if choice == 1:
+        # A conjunction with a negated component, maybe a sub-pattern.
+        items = [draw(_class_component(classes)) for _ in range(draw(st.integers(1, 2)))]
+        if draw(st.booleans()):
+            items.append(draw(_sub_component(classes)))
+        neg = draw(_class_component(classes))
+        neg["negated"] = True
+        items.insert(draw(st.integers(0, len(items))), neg)
+        items = _with_aliases(draw, items)
+        negated = {i for i, it in enumerate(items) if it.get("negated")}
+        where = draw(_where(items, "and", negated=negated, kleene=set()))
+        return draw(_finish_query("and", items, where, kleene=set()))
+    if choice == 2:
+        # A disjunction over sub-patterns and classes.
+        items = [draw(_sub_component(classes)), draw(_class_component(classes))]
+        items = _with_aliases(draw, items)
+        where = draw(_where(items, "or", negated=set(), kleene=set()))
+        q = draw(_finish_query("or", items, where, kleene=set()))
+        q["within"] = draw(st.sampled_from(WINDOWS))  # the sub-pattern needs one
+        return q
+    return draw(_part2_seq(pool, classes, earlier))
+
+
+def _valid_for_reference(q: J) -> bool:
+    """Sub-patterns inherit the query's window: a query without WITHIN may not hold a
+    sub-pattern of two or more components."""
+    if q.get("within") is not None:
+        return True
+    return not any("sub" in it and len(it["sub"]["items"]) >= 2 for it in q["pattern"]["items"])
+
+
+@st.composite
+def query_sets_full(draw: st.DrawFn, classes: tuple[str, ...] = CLASSES, max_queries: int = 4) -> list[tuple[str, J]]:
+    """Part 1 and Part 2 queries ``q0, q1, ...``; a query may read an earlier one's
+    matches through ``@q<i>``."""
+    pool = [draw(_class_component(classes)) for _ in range(4)]
+    out: list[tuple[str, J]] = []
+    for i in range(draw(st.integers(1, max_queries))):
+        q = draw(_part2_query(pool, classes, [name for name, _ in out]).filter(_valid_for_reference))
+        out.append((f"q{i}", q))
+    return out
