@@ -512,13 +512,14 @@ def _roles(comps: list[Comp]) -> tuple[tuple[int, ...], bool]:
     overlapping = False
     for i, comp in enumerate(comps):
         prev = -1
-        for j in range(i - 1, -1, -1):
-            if comps[j].classes == comp.classes:
-                prev = j
-                break
-        for j in range(i):
-            if comps[j].classes != comp.classes and comps[j].classes & comp.classes:
-                overlapping = True
+        if not comp.negated:
+            for j in range(i - 1, -1, -1):
+                if not comps[j].negated and comps[j].classes == comp.classes:
+                    prev = j
+                    break
+            for j in range(i):
+                if not comps[j].negated and comps[j].classes != comp.classes and comps[j].classes & comp.classes:
+                    overlapping = True
         same_before.append(prev)
     return tuple(same_before), overlapping
 

@@ -108,7 +108,10 @@ does the following.
     a query sees the ``@name`` instances emitted after its own registration, whatever the
     age of their events. The primitive events of one match (flattened through groups and
     sub-patterns) are pairwise distinct, and a blocker shares no primitive event with the
-    match. A query that depends on itself through ``@name`` is rejected.
+    match. A sub-pattern instance has no attributes, only the fields (``type`` is its
+    derived class); an ``@name`` instance's attributes are that match's RETURN
+    attributes, its ``type`` is ``@name`` and its ``prob`` the match's. A query that
+    depends on itself through ``@name`` is rejected.
 12. Kleene closure. A group's elements are the qualifying instances between the group's
     neighbours (each element after every event of the left neighbour and before every
     event of the right one, in time and arrival); they need no order among themselves. A

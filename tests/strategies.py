@@ -58,7 +58,11 @@ def streams(
         if draw(st.integers(0, 9)) == 0:
             start = max(0.0, now - draw(st.sampled_from((1, 2, 5, 10))))
         duration = draw(st.sampled_from((0, 0, 0, 0, 0.5, 1, 3)))
-        event: J = {"src": draw(st.integers(0, n_sources - 1)), "type": draw(st.sampled_from(classes)), "start": start}
+        event: J = {
+            "src": draw(st.integers(0, n_sources - 1)),
+            "type": draw(st.sampled_from(classes)),
+            "start": start,
+        }
         if duration:
             event["end"] = start + duration
         attrs = {}
@@ -171,7 +175,9 @@ def _and(conjuncts: list[J]) -> J | None:
 @st.composite
 def _class_component(draw: st.DrawFn, classes: tuple[str, ...]) -> J:
     if len(classes) >= 2 and draw(st.integers(0, 4)) == 0:
-        chosen = draw(st.lists(st.sampled_from(classes), min_size=2, max_size=min(3, len(classes)), unique=True))
+        chosen = draw(
+            st.lists(st.sampled_from(classes), min_size=2, max_size=min(3, len(classes)), unique=True)
+        )
         return {"kind": "component", "classes": chosen, "any": True}
     return {"kind": "component", "classes": [draw(st.sampled_from(classes))]}
 
@@ -194,7 +200,10 @@ def _part1_query(draw: st.DrawFn, pool: list[J], classes: tuple[str, ...]) -> J:
     if draw(st.booleans()):
         items = pool[:n]  # a shared prefix
     else:
-        items = [draw(st.sampled_from(pool)) if draw(st.booleans()) else draw(_class_component(classes)) for _ in range(n)]
+        items = [
+            draw(st.sampled_from(pool)) if draw(st.booleans()) else draw(_class_component(classes))
+            for _ in range(n)
+        ]
     items = _with_aliases(draw, items)
     where = draw(_where(items, kind, negated=set(), kleene=set()))
     return draw(_finish_query(kind, items, where, kleene=set()))
@@ -234,7 +243,11 @@ def _where(draw: st.DrawFn, items: list[J], kind: str, negated: set[int], kleene
 
 @st.composite
 def _finish_query(draw: st.DrawFn, kind: str, items: list[J], where: J | None, kleene: set[int]) -> J:
-    q: J = {"kind": "query", "pattern": {"kind": kind, "items": items}, "mode": draw(st.sampled_from(("recent", "all")))}
+    q: J = {
+        "kind": "query",
+        "pattern": {"kind": kind, "items": items},
+        "mode": draw(st.sampled_from(("recent", "all"))),
+    }
     needs_window = kind != "or" and len(items) >= 2
     if needs_window or draw(st.booleans()):
         q["within"] = draw(st.sampled_from(WINDOWS))
@@ -265,7 +278,9 @@ def _finish_query(draw: st.DrawFn, kind: str, items: list[J], where: J | None, k
 
 
 @st.composite
-def query_sets(draw: st.DrawFn, classes: tuple[str, ...] = CLASSES, max_queries: int = 4) -> list[tuple[str, J]]:
+def query_sets(
+    draw: st.DrawFn, classes: tuple[str, ...] = CLASSES, max_queries: int = 4
+) -> list[tuple[str, J]]:
     """Part 1 queries ``q0, q1, ...`` that share classes and component prefixes."""
     pool = [draw(_class_component(classes)) for _ in range(4)]
     n = draw(st.integers(1, max_queries))
@@ -321,7 +336,8 @@ def _part2_seq(draw: st.DrawFn, pool: list[J], classes: tuple[str, ...], earlier
         slots = [
             p
             for p in range(len(items) + 1)
-            if not (p > 0 and items[p - 1].get("negated")) and not (p < len(items) and items[p].get("negated"))
+            if not (p > 0 and items[p - 1].get("negated"))
+            and not (p < len(items) and items[p].get("negated"))
         ]
         if not slots:
             break
@@ -373,7 +389,9 @@ def _valid_for_reference(q: J) -> bool:
 
 
 @st.composite
-def query_sets_full(draw: st.DrawFn, classes: tuple[str, ...] = CLASSES, max_queries: int = 4) -> list[tuple[str, J]]:
+def query_sets_full(
+    draw: st.DrawFn, classes: tuple[str, ...] = CLASSES, max_queries: int = 4
+) -> list[tuple[str, J]]:
     """Part 1 and Part 2 queries ``q0, q1, ...``; a query may read an earlier one's
     matches through ``@q<i>``."""
     pool = [draw(_class_component(classes)) for _ in range(4)]

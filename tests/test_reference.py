@@ -629,6 +629,46 @@ def test_trailing_negation_waits_for_the_clock() -> None:
     assert evaluate([*edge, ("time", 20)]) == []
 
 
+def test_trailing_negation_blockers_are_checked_before_cleaning() -> None:
+    # The jump to 100 would drop c (H(C) = 90); the deadline is checked first.
+    q = query(pat("seq", "A", "B", c("C", neg=True)), within=10, mode="all")
+    assert run([("q", q)], [ev("A", 0), ev("B", 1), ev("C", 5), ev("D", 100)]) == []
+
+
+def test_trailing_negation_completed_after_its_deadline_is_emitted_at_once() -> None:
+    q = query(pat("seq", "A", "B", c("C", neg=True)), within=10, mode="all")
+    keep_a = query(pat("seq", "A", "B"), within=100)  # W(A) = 100: a survives clock 50
+    matches = run([("q", q), ("keep", keep_a)], [ev("A", 0), ev("D", 50), ev("B", 1)])
+    assert [(m["query"], m["events"], m["trigger"]) for m in matches] == [
+        ("q", [0, 2], 2),
+        ("keep", [0, 2], 2),
+    ]
+
+
+def test_trailing_negation_recent_chooses_before_the_deadline() -> None:
+    # (a0, b2) and (a1, b2) complete together; RECENT holds (a1, b2) only, which c blocks.
+    events = [ev("A", 0), ev("A", 1), ev("B", 2), ev("C", 10.5)]
+    all_mode = query(pat("seq", "A", "B", c("C", neg=True)), within=10, mode="all")
+    matches = run([("q", all_mode)], events)
+    assert [(m["events"], m["trigger"]) for m in matches] == [([0, 2], 3)]
+    recent = query(pat("seq", "A", "B", c("C", neg=True)), within=10)
+    assert run([("q", recent)], events) == []
+
+
+def test_sub_pattern_with_trailing_negation_arrives_with_the_clock() -> None:
+    q = query(pat("and", c(sub=pat("seq", "A", c("B", neg=True))), "C"), within=10, mode="all")
+    matches = run([("q", q)], [ev("A", 0), ev("C", 5), ev("D", 11)])
+    assert [(m["events"], m["trigger"]) for m in matches] == [([[0], 1], 2)]
+    assert run([("q", q)], [ev("A", 0), ev("B", 3), ev("C", 5), ev("D", 11)]) == []
+
+
+def test_named_query_with_trailing_negation_feeds_later_events() -> None:
+    q1 = query(pat("seq", "A", c("B", neg=True)), within=5)
+    q2 = query(pat("seq", "@q1", "C"), within=20)
+    matches = run([("q1", q1), ("q2", q2)], [ev("A", 0), ev("D", 6), ev("C", 7)])
+    assert [(m["query"], m["events"], m["trigger"]) for m in matches] == [("q1", [0], 1), ("q2", [[0], 2], 2)]
+
+
 def test_trailing_negation_emissions_come_before_the_events_matches() -> None:
     trailing = query(pat("seq", "A", "B", c("C", neg=True)), within=10, mode="all")
     plain = query(pat("seq", "A", "E"), within=100)
@@ -757,7 +797,9 @@ def test_queries_are_independent_on_in_order_streams(queries: list[tuple[str, J]
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(query_sets_full(), streams(in_order=True))
-def test_full_queries_are_independent_on_in_order_streams(queries: list[tuple[str, J]], events: list[J]) -> None:
+def test_full_queries_are_independent_on_in_order_streams(
+    queries: list[tuple[str, J]], events: list[J]
+) -> None:
     together = evaluate_queries(queries, events)
     for name, _ in queries:
         alone = evaluate_queries(_with_dependencies(queries, name), events)

@@ -21,7 +21,8 @@ component ``X`` is ``Seq((X,))``.
 Structural errors raised here, each at the offending token: ``!!B``; a negated component
 with a Kleene closure; adjacent negated components in a sequence; a sequence or
 conjunction without a positive component (``PATTERN !B``); a Kleene closure on the last
-positive component of a sequence (``SEQ(A, B+)``, ``SEQ(A, B+, !C)``).
+positive component of a sequence unless it is an exact ``B^n`` (``SEQ(A, B+)``,
+``SEQ(A, B+, !C)``).
 """
 
 from __future__ import annotations
@@ -219,10 +220,12 @@ def _build(ts: TokenStream, cls: _PatternClass, comps: list[Component], start: T
                     neg_tok or start,
                 )
         last = positives[-1]
-        if last.kleene is not None:
+        if last.kleene is not None and not last.kleene.exact:
+            # B^n / B{n} may end a sequence (its n-th event ends it); B+ and B{m,} may not.
             _, kleene_tok = ts.component_tokens.get(id(last), (None, None))
             raise ts.error(
-                "a Kleene closure cannot be on the last positive component of a sequence (nothing would end it)",
+                "a Kleene closure B+ or B{m,} cannot be on the last positive component of a sequence"
+                " (nothing would end it)",
                 kleene_tok or start,
             )
     return pattern

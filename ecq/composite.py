@@ -1,0 +1,503 @@
+"""Matching for composite patterns: negation, Kleene closure, derived components, and
+conjunctions.
+
+The bitset fast path (:mod:`ecq.network`, :mod:`ecq.assembly`) covers plain sequences of
+primitive classes. Everything else is matched here, when an instance arrives that can
+complete the pattern, by walking the per-source back chains of the SIQs it needs (one
+probe per class, shared with the fast path through the same probe cache) — nothing is
+materialised per partial match, so memory stays that of the stored instances:
+
+- a sequence binds its plain positive components from the last back to the first; a
+  Kleene group is then built from its class's chain between its bound neighbours;
+  negated components are probed for blockers between their neighbours;
+- a conjunction tries the sets of events most recent first and takes, per set, the first
+  assignment of events to components (docs/semantics.md).
+
+Each function mirrors a rule of SEMANTICS.md §3–§8 and docs/semantics.md; the names
+(``before``, ``blockers``, ``kleene_groups``) are the rules' names.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator
+from itertools import product
+from typing import TYPE_CHECKING, Any
+
+from ecq.event import Event
+from ecq.query import CompiledQuery
+
+if TYPE_CHECKING:
+    from ecq.network import QState
+
+__all__ = ["Cand", "Context", "complete", "trailing_factor", "inst_key", "entry_key", "prims_of"]
+
+Bound = Any  # an Event, or a list of Events for a Kleene group
+
+
+# ------------------------------------------------------------------ instances
+
+
+def entry_key(item: Any) -> tuple[Any, ...]:
+    """A total order on ``events`` entries: an arrival index before a list."""
+    if isinstance(item, Event):
+        if item.parts is None:
+            return (0, item.arrival)
+        return (1, tuple(entry_key(p) for p in item.parts))
+    return (1, tuple(entry_key(p) for p in item))
+
+
+def inst_key(ev: Event) -> tuple[Any, ...]:
+    """Arrival order of instances: moment, then entries, then class (instances made at
+    the same moment — a sub-pattern's several matches — are ordered by their events)."""
+    if ev.parts is None:
+        return (ev.moment, (0, ev.arrival), ev.type)
+    return (ev.moment, entry_key(ev), ev.type)
+
+
+def prims_of(ev: Event) -> frozenset[int]:
+    """The arrival indexes of the primitive events an instance is made of."""
+    return ev.prims if ev.prims is not None else frozenset((ev.arrival,))
+
+
+def as_list(bound: Bound) -> list[Event]:
+    return bound if type(bound) is list else [bound]
+
+
+def before(left: Bound, right: Bound) -> bool:
+    """Sequence order: every event of ``left`` arrived at an earlier moment than, and
+    ends no later than the start of, every event of ``right``."""
+    return all(x.moment < y.moment and x.end <= y.start for x in as_list(left) for y in as_list(right))
+
+
+class Cand:
+    """A match before selection: the bindings of the components and what follows."""
+
+    __slots__ = ("binding", "start", "end", "prob", "trigger", "recent_key", "prims")
+
+    def __init__(
+        self,
+        binding: list[Bound],
+        start: float,
+        end: float,
+        prob: float,
+        trigger: Event,
+        recent_key: tuple[Any, ...],
+        prims: frozenset[int],
+    ) -> None:
+        self.binding = binding
+        self.start = start
+        self.end = end
+        self.prob = prob
+        self.trigger = trigger
+        self.recent_key = recent_key
+        self.prims = prims
+
+    def entries(self, cq: CompiledQuery) -> list[Any]:
+        """``events`` of the match: positive components in order (SEMANTICS.md §9)."""
+        return [self.binding[c.index] for c in cq.comps if not c.negated]
+
+
+class Context:
+    """What matching at one moment needs: the moment, the probe of the per-source chains
+    (visible instances only), and the arriving instance (if any)."""
+
+    __slots__ = ("moment", "probe", "arriving")
+
+    def __init__(self, moment: int, probe: Callable[[str], list[Event]], arriving: Event | None = None) -> None:
+        self.moment = moment
+        self.probe = probe
+        self.arriving = arriving
+
+    def instances(self, qs: QState, classes: frozenset[str] | tuple[str, ...]) -> list[Event]:
+        """Visible instances of ``classes`` that ``qs`` may see, latest first."""
+        reg = qs.reg
+        lists = [[p for p in self.probe(cls) if p.moment > reg] for cls in sorted(classes)]
+        if len(lists) == 1:
+            return lists[0]
+        return list(heapq.merge(*lists, key=lambda p: _neg_key(p)))
+
+
+def _neg_key(p: Event) -> tuple[Any, ...]:
+    k = inst_key(p)
+    return (-k[0], _Rev(k[1:]))
+
+
+class _Rev:
+    """Reverses the order of a key part (for a descending merge)."""
+
+    __slots__ = ("v",)
+
+    def __init__(self, v: Any) -> None:
+        self.v = v
+
+    def __lt__(self, other: _Rev) -> bool:
+        return bool(self.v > other.v)
+
+
+# ------------------------------------------------------------------- helpers
+
+
+def _passes(cq: CompiledQuery, index: int, ev: Event) -> bool:
+    comp = cq.comps[index]
+    return ev.type in comp.classes and (comp.filter is None or comp.filter(ev))
+
+
+def _checks_ok(cq: CompiledQuery, env: list[Bound]) -> bool:
+    return all(check(env) for _, check in cq.checks)
+
+
+def _bound_ok(cq: CompiledQuery, prob: float) -> bool:
+    if cq.top and cq.probability is not None:
+        return prob >= cq.probability
+    return prob > 0.0
+
+
+def _probability(insts: list[Event]) -> float:
+    prob = 1.0
+    for ev in insts:
+        prob *= ev.prob
+    return prob
+
+
+def _distinct(insts: list[Event]) -> frozenset[int] | None:
+    """The union of the instances' primitive events, or None if two share one."""
+    seen: set[int] = set()
+    total = 0
+    for ev in insts:
+        p = prims_of(ev)
+        total += len(p)
+        seen |= p
+    return frozenset(seen) if len(seen) == total else None
+
+
+def blockers(
+    qs: QState,
+    index: int,
+    cand: Cand,
+    ctx: Context,
+    where: Callable[[Event], bool],
+) -> Iterator[Event]:
+    """The events of negated component ``index`` that block ``cand``: same source,
+    arrived before this moment, visible, sharing no primitive event with the match,
+    placed as ``where`` says, passing the conditions that mention the component (a
+    missing attribute makes those true)."""
+    cq = qs.cq
+    conds = cq.blocker_conds.get(index, ())
+    env = list(cand.binding)
+    for x in ctx.instances(qs, cq.comps[index].classes):
+        if x.moment >= ctx.moment or prims_of(x) & cand.prims or not where(x):
+            continue
+        env[index] = x
+        if all(c(env) for c in conds):
+            yield x
+
+
+def _factor(xs: Iterator[Event], factor: float = 1.0) -> float:
+    """``factor`` times ``1 - prob`` of each blocker, in order (the order of the
+    multiplications is part of the result's last bits)."""
+    for x in xs:
+        factor *= 1.0 - x.prob
+    return factor
+
+
+# ----------------------------------------------------------------- sequences
+
+
+def kleene_groups(qs: QState, index: int, binding: list[Bound], used: frozenset[int], ctx: Context) -> list[list[Event]]:
+    """SEMANTICS.md §6: the groups Kleene component ``index`` can take given the bound
+    plain components: ``B+``/``B{m,}`` all qualifying events (at least m), ``B^n`` every
+    run of n successive qualifying events (a trailing one ending with the arriving
+    instance)."""
+    cq = qs.cq
+    comp = cq.comps[index]
+    assert comp.kleene is not None and cq.window is not None
+    minimum, exact = comp.kleene
+    left, right = cq.neighbours(index)
+    positives = cq.positives
+    conds = cq.element_conds.get(index, ())
+    env = list(binding)
+    qualifying = []
+    seen = ctx.instances(qs, comp.classes)
+    arriving = ctx.arriving
+    if arriving is not None and arriving.type in comp.classes and arriving not in seen:
+        # The arriving instance is stored after matching; a trailing B^n ends with it.
+        seen = [arriving, *seen]
+    for x in reversed(seen):
+        if x.moment > ctx.moment or prims_of(x) & used:
+            continue
+        if left >= 0 and not before(binding[left], x):
+            continue
+        if right >= 0 and not before(x, binding[right]):
+            continue
+        if left < 0 and max(y.end for y in as_list(binding[positives[-1]])) - x.start > cq.window:
+            continue
+        if right < 0 and x.end - min(y.start for y in as_list(binding[positives[0]])) > cq.window:
+            continue
+        env[index] = x
+        if all(c(env) for c in conds):
+            qualifying.append(x)
+    if not exact:
+        return [qualifying] if len(qualifying) >= minimum else []
+    runs = [qualifying[s : s + minimum] for s in range(len(qualifying) - minimum + 1)]
+    if right < 0:
+        runs = [r for r in runs if r[-1].moment == ctx.moment]
+    return runs
+
+
+def _seq_negation(qs: QState, cand: Cand, ctx: Context) -> float:
+    """SEMANTICS.md §5, middle and leading negation: the product of ``1 - prob`` of the
+    blockers (0 when a certain one exists). Trailing negation waits for its deadline."""
+    cq = qs.cq
+    window = cq.window or 0.0
+    factor = 1.0
+    for comp in cq.comps:
+        if not comp.negated:
+            continue
+        left, right = cq.neighbours(comp.index)
+        if right < 0:
+            continue
+        rb = cand.binding[right]
+        if left >= 0:
+            lb = cand.binding[left]
+
+            def where(x: Event, lb: Bound = lb, rb: Bound = rb) -> bool:
+                return before(lb, x) and before(x, rb)
+
+        else:
+
+            def where(x: Event, rb: Bound = rb) -> bool:
+                return before(x, rb) and cand.end - window <= x.start
+
+        factor = _factor(blockers(qs, comp.index, cand, ctx, where), factor)
+    return factor
+
+
+def trailing_factor(qs: QState, cand: Cand, ctx: Context) -> float:
+    """SEMANTICS.md §5, trailing negation, at its deadline: blockers arrived after the
+    last positive event and before now, with ``x.end <= start + T``."""
+    cq = qs.cq
+    deadline = cand.start + (cq.window or 0.0)
+    factor = 1.0
+    for j in cq.trailing():
+        left, _ = cq.neighbours(j)
+        lb = cand.binding[left]
+        factor = _factor(
+            blockers(qs, j, cand, ctx, lambda x, lb=lb: before(lb, x) and x.end <= deadline),  # type: ignore[misc]
+            factor,
+        )
+    return factor
+
+
+def _seq_candidates(qs: QState, x: Event, ctx: Context) -> list[Cand]:
+    cq = qs.cq
+    comps = cq.comps
+    positives = cq.positives
+    last = positives[-1]
+    plain = [i for i in positives if comps[i].kleene is None]
+    kleene = [i for i in positives if comps[i].kleene is not None]
+    window = cq.window or 0.0
+    mode_all = cq.mode_all or bool(kleene)
+    out: list[Cand] = []
+    binding: list[Bound] = [None] * len(comps)
+
+    if comps[last].kleene is None:
+        if not _passes(cq, last, x):
+            return out
+        binding[last] = x
+        todo = plain[:-1]
+        right_plain = x
+    else:
+        # A trailing B^n: the arriving instance ends the group.
+        if x.type not in comps[last].classes:
+            return out
+        todo = plain
+        right_plain = x
+    low = x.end - window
+
+    def leaf() -> bool:
+        used_plain = [binding[i] for i in plain]
+        used = frozenset().union(*(prims_of(e) for e in used_plain))
+        options = [kleene_groups(qs, k, binding, used, ctx) for k in kleene]
+        for groups in product(*options):
+            full = list(binding)
+            for k, g in zip(kleene, groups, strict=True):
+                full[k] = g
+            cand = _seq_cand(qs, full, x, ctx)
+            if cand is None:
+                continue
+            out.append(cand)
+            if not mode_all:
+                return True
+        return False
+
+    def fill(pos: int, nxt: Event) -> bool:
+        if pos < 0:
+            return leaf()
+        i = todo[pos]
+        for p in ctx.instances(qs, comps[i].classes):
+            if p.moment >= nxt.moment or p.end > nxt.start or p.start < low:
+                continue
+            if not _passes(cq, i, p):
+                continue
+            binding[i] = p
+            if fill(pos - 1, p):
+                return True
+        binding[i] = None
+        return False
+
+    fill(len(todo) - 1, right_plain)
+    if kleene and not cq.mode_all and out:
+        out = [max(out, key=lambda c: c.recent_key)]
+    return out
+
+
+def _seq_cand(qs: QState, binding: list[Bound], x: Event, ctx: Context) -> Cand | None:
+    """The candidate of a full binding, or None when a rule fails (SEMANTICS.md §3)."""
+    cq = qs.cq
+    positives = cq.positives
+    for a, b in zip(positives, positives[1:], strict=False):
+        if not before(binding[a], binding[b]):
+            return None
+    insts = [e for i in positives for e in as_list(binding[i])]
+    prims = _distinct(insts)
+    if prims is None:
+        return None
+    start = min(e.start for e in as_list(binding[positives[0]]))
+    end = max(e.end for e in as_list(binding[positives[-1]]))
+    if end - start > (cq.window or 0.0):
+        return None
+    if not _checks_ok(cq, binding):
+        return None
+    recent_key = tuple(max(inst_key(e) for e in as_list(binding[i])) for i in reversed(positives[:-1]))
+    cand = Cand(binding, start, end, _probability(insts), x, recent_key, prims)
+    cand.prob *= _seq_negation(qs, cand, ctx)
+    if not _bound_ok(cq, cand.prob):
+        return None
+    return cand
+
+
+# -------------------------------------------------------------- conjunctions
+
+
+def _conj_candidates(qs: QState, x: Event, ctx: Context) -> list[Cand]:
+    """SEMANTICS.md §4: sets of events, one per positive component, that ``x`` completes
+    (its key is the largest), most recent first."""
+    cq = qs.cq
+    comps = cq.comps
+    positives = cq.positives
+    window = cq.window or 0.0
+    if not any(_passes(cq, i, x) for i in positives):
+        return []
+    xkey = inst_key(x)
+    xprims = prims_of(x)
+    classes = frozenset().union(*(comps[i].classes for i in positives))
+    pool = []
+    for p in ctx.instances(qs, classes):
+        if inst_key(p) >= xkey or prims_of(p) & xprims:
+            continue
+        if max(p.end, x.end) - min(p.start, x.start) > window:
+            continue
+        if any(_passes(cq, i, p) for i in positives):
+            pool.append(p)
+    out: list[Cand] = []
+    need = len(positives) - 1
+    if len(pool) < need:
+        return out
+    for others in _windowed_combinations(pool, need, x, window):
+        members = sorted((*others, x), key=inst_key)
+        prims = _distinct(members)
+        if prims is None:
+            continue
+        binding = _first_assignment(cq, members)
+        if binding is None:
+            continue
+        start = min(e.start for e in members)
+        end = max(e.end for e in members)
+        recent_key = tuple(inst_key(e) for e in sorted(others, key=inst_key, reverse=True))
+        cand = Cand(binding, start, end, _probability([binding[i] for i in positives]), x, recent_key, prims)
+        if any(c.negated for c in comps):
+            cand.prob *= _conj_negation(qs, cand, ctx)
+        if not _bound_ok(cq, cand.prob):
+            continue
+        out.append(cand)
+        if not cq.mode_all:
+            break
+    return out
+
+
+def _conj_negation(qs: QState, cand: Cand, ctx: Context) -> float:
+    """SEMANTICS.md §5: ``!X`` in a conjunction forbids an x with ``min(start) <=
+    x.start`` and ``x.end <= max(end)`` that arrived before the match's last event."""
+    factor = 1.0
+    for comp in qs.cq.comps:
+        if comp.negated:
+            factor = _factor(
+                blockers(qs, comp.index, cand, ctx, lambda x: cand.start <= x.start and x.end <= cand.end),
+                factor,
+            )
+    return factor
+
+
+def _windowed_combinations(pool: list[Event], size: int, last: Event, window: float) -> Iterator[tuple[Event, ...]]:
+    """``combinations(pool, size)`` in the same (most recent first) order, skipping
+    prefixes whose span already exceeds the window."""
+    chosen: list[Event] = []
+
+    def rec(start: int, lo: float, hi: float) -> Iterator[tuple[Event, ...]]:
+        if len(chosen) == size:
+            yield tuple(chosen)
+            return
+        for idx in range(start, len(pool) - (size - len(chosen)) + 1):
+            p = pool[idx]
+            nlo = p.start if p.start < lo else lo
+            nhi = p.end if p.end > hi else hi
+            if nhi - nlo > window:
+                continue
+            chosen.append(p)
+            yield from rec(idx + 1, nlo, nhi)
+            chosen.pop()
+
+    yield from rec(0, last.start, last.end)
+
+
+def _first_assignment(cq: CompiledQuery, members: list[Event]) -> list[Bound] | None:
+    """The first assignment of ``members`` (in arrival order) to the positive
+    components, in lexicographic order component by component, that respects the
+    same-class arrival order, the filters and the conditions."""
+    comps = cq.comps
+    positives = cq.positives
+    same_before = cq.same_before
+    env: list[Bound] = [None] * len(comps)
+    used = [False] * len(members)
+
+    def assign(k: int) -> bool:
+        if k == len(positives):
+            return _checks_ok(cq, env)
+        i = positives[k]
+        before_i = same_before[i]
+        for idx, ev in enumerate(members):
+            if used[idx] or not _passes(cq, i, ev):
+                continue
+            if before_i >= 0 and env[before_i] is not None and inst_key(env[before_i]) > inst_key(ev):
+                continue
+            env[i] = ev
+            used[idx] = True
+            if assign(k + 1):
+                return True
+            used[idx] = False
+            env[i] = None
+        return False
+
+    return env if assign(0) else None
+
+
+# ----------------------------------------------------------------- dispatch
+
+
+def complete(qs: QState, x: Event, ctx: Context) -> list[Cand]:
+    """The candidates of a composite node that the arriving instance ``x`` completes,
+    already selected by the node's mode (one per trigger for RECENT)."""
+    if qs.cq.kind == "and":
+        return _conj_candidates(qs, x, ctx)
+    return _seq_candidates(qs, x, ctx)
