@@ -94,8 +94,9 @@ class Cand:
         self.prims = prims
 
     def entries(self, cq: CompiledQuery) -> list[Any]:
-        """``events`` of the match: positive components in order (SEMANTICS.md §9)."""
-        return [self.binding[c.index] for c in cq.comps if not c.negated]
+        """``events`` of the match: the bound positive components in order (SEMANTICS.md
+        §9; a disjunction binds one)."""
+        return [b for c in cq.comps if not c.negated and (b := self.binding[c.index]) is not None]
 
 
 class Context:
@@ -442,6 +443,8 @@ def _conj_negation(qs: QState, cand: Cand, ctx: Context) -> float:
 def _windowed_combinations(pool: list[Event], size: int, last: Event, window: float) -> Iterator[tuple[Event, ...]]:
     """``combinations(pool, size)`` in the same (most recent first) order, skipping
     prefixes whose span already exceeds the window."""
+    if last.end - last.start > window:
+        return
     chosen: list[Event] = []
 
     def rec(start: int, lo: float, hi: float) -> Iterator[tuple[Event, ...]]:

@@ -108,8 +108,8 @@ class ECQ:
         "seq_filters",
         "seq_final",
         "seq_more",
-        "cnj_filters",
-        "cnj_more",
+        "general_uses",
+        "general_final",
         "disj",
         "windows",
         "window",
@@ -126,9 +126,10 @@ class ECQ:
         self.seq_filters: dict[int, SlotFilter] = {}
         self.seq_final: dict[int, int] = {}
         self.seq_more: dict[int, int] = {}
-        # Conjunction components: filters by component, and the queries that store.
-        self.cnj_filters: dict[int, SlotFilter] = {}
-        self.cnj_more = 0
+        # Composite nodes (negation, Kleene, sub-patterns, conjunctions): how many use
+        # the class (its instances are then stored), and the CLinks it can complete.
+        self.general_uses = 0
+        self.general_final: list[CLink] = []
         # Disjunctions using this class, in registration order.
         self.disj: list[CLink] = []
         # Windows of the storing queries that use the class (a query counts once).

@@ -1,8 +1,9 @@
 """The :class:`Engine`: the public face of the shared ECQ network.
 
-It owns time and numbering: every processed event gets its arrival index, the clock is
-the largest ``end`` seen (or a later ``advance_time``), and every match its ``seq``. It
-has no I/O, no threads and no wall clock; the service and the CLI are adapters around it.
+It owns time and numbering. Every call that changes anything is an *op* with a moment
+(docs/semantics.md); every processed event gets its arrival index; the clock is the
+largest ``end`` seen (or a later ``advance_time``); every match gets its ``seq``. It has
+no I/O, no threads and no wall clock: the service and the CLI are adapters around it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from ecq.errors import DuplicateQueryError, SemanticError, UnknownQueryError
 from ecq.event import Event
 from ecq.language.ast import Query
 from ecq.match import Match
-from ecq.network import Network, QState
+from ecq.network import Emission, Network, QState
 from ecq.query import CompiledQuery, compile_query
 
 __all__ = ["Engine"]
@@ -33,6 +34,7 @@ class Engine:
         self.network = Network()
         self.clock = NEG_INF
         self.arrivals = 0
+        self.ops = 0
         self.next_seq = 0
         self.clean_every = clean_every
         self._since_clean = 0
@@ -42,36 +44,40 @@ class Engine:
     def register(self, name: str, query: str | Query | CompiledQuery) -> CompiledQuery:
         """Compile and add a query, which sees the events processed from now on.
 
-        ``query`` is query text, a parsed :class:`Query`, or an already compiled query
-        (the service compiles once to validate, then registers). Raises
+        ``query`` is query text, a parsed :class:`Query`, or a compiled query. Raises
         :class:`~ecq.errors.QueryError` subclasses and leaves the engine unchanged.
         """
         if not isinstance(name, str) or not name:
             raise SemanticError("a query needs a non-empty name")
         if name in self.network.queries:
             raise DuplicateQueryError(f"a query named {name!r} is already registered")
-        cq = self.compile(name, query)
-        self.network.register(cq, self.arrivals, self.clock)
+        cq = self.compile(name, query, tag=f"#{self.arrivals}")
+        self.ops += 1
+        self.network.register(cq, 2 * self.ops + 1, self.clock)
         return cq
 
     @staticmethod
-    def compile(name: str, query: str | Query | CompiledQuery) -> CompiledQuery:
-        """Check and compile without registering (same errors as :meth:`register`)."""
+    def compile(name: str, query: str | Query | CompiledQuery, tag: str = "") -> CompiledQuery:
+        """Check and compile without registering (same errors as :meth:`register`).
+
+        ``tag`` names the point of the stream the query is registered at: sub-patterns
+        are shared by queries registered at the same point (they see the same events)."""
         if isinstance(query, CompiledQuery):
-            return query if query.name == name else compile_query(name, query.ast)
+            query = query.ast
         if isinstance(query, str):
             from ecq.language import parse_query
 
-            return compile_query(name, parse_query(query), query)
+            return compile_query(name, parse_query(query), query, tag)
         if isinstance(query, Query):
-            return compile_query(name, query)
+            return compile_query(name, query, None, tag)
         raise SemanticError(f"cannot register a {type(query).__name__} as a query")
 
     def unregister(self, name: str) -> None:
-        """Remove a query at any point of the stream."""
+        """Remove a query at any point of the stream (its pending matches go with it)."""
         if name not in self.network.queries:
             raise UnknownQueryError(f"no query named {name!r} is registered")
-        self.network.unregister(name, self.arrivals, self.clock)
+        self.ops += 1
+        self.network.unregister(name, 2 * self.ops + 1, self.clock)
 
     def queries(self) -> list[CompiledQuery]:
         """Registered queries in registration order."""
@@ -86,59 +92,63 @@ class Engine:
     # ------------------------------------------------------------------- events
 
     def process(self, events: Iterable[Event]) -> list[Match]:
-        """Process events in order; returns the matches they complete, in emission order
-        (docs/semantics.md). Events are stamped with their arrival index."""
+        """Process events in order; returns the matches they release, in emission order
+        (docs/semantics.md). Events are stamped with their arrival index and moment."""
         out: list[Match] = []
-        network = self.network
-        process = network.process
+        on_event = self.network.on_event
         for e in events:
             if e.arrival >= 0:
                 e = _copy(e)
+            self.ops += 1
             e.arrival = self.arrivals
+            e.moment = 2 * self.ops + 1
             self.arrivals += 1
-            if e.end > self.clock:
+            before = self.clock
+            if e.end > before:
                 self.clock = e.end
-            completed = process(e, self.clock)
-            if completed:
-                self._emit(completed, e, out)
+            emitted = on_event(e, before, self.clock)
+            if emitted:
+                self._emit(emitted, e.arrival, out)
             self._since_clean += 1
             if self._since_clean >= self.clean_every:
                 self._since_clean = 0
-                network.clean(self.clock)
+                self.network.clean(self.clock)
         return out
 
     def advance_time(self, t: float) -> list[Match]:
-        """Move the clock to ``t`` (if later). Matches waiting for the clock (trailing
-        negation) are emitted here; nothing else is."""
-        if t > self.clock:
+        """Move the clock to ``t`` (if later): matches waiting for the clock (trailing
+        negation) whose deadline it passes are emitted."""
+        self.ops += 1
+        before = self.clock
+        if t > before:
             self.clock = t
-        return []
+        emitted: list[Emission] = []
+        self.network.fire(2 * self.ops, before, self.clock, self.arrivals, emitted)
+        out: list[Match] = []
+        if emitted:
+            self._emit(emitted, self.arrivals, out)
+        return out
 
-    def _emit(self, completed: list[tuple[QState, list[list[Event]]]], trigger: Event, out: list[Match]) -> None:
-        for qs, envs in completed:
-            cq = qs.cq
-            for env in envs:
-                prob = 1.0
-                for ev in env:
-                    prob *= ev.prob
-                if prob <= 0.0:
-                    continue
-                if cq.kind == "and":
-                    start = min(ev.start for ev in env)
-                    end = max(ev.end for ev in env)
-                else:
-                    start = env[0].start
-                    end = env[-1].end
-                attrs: dict[str, Any] = {}
-                for label, fn in cq.returns:
-                    value = fn(env)
-                    attrs[label] = None if _is_missing(value) else value
-                out.append(
-                    Match(cq.name, trigger.src, start, end, list(env), attrs, prob, self.next_seq, trigger.arrival)
+    def _emit(self, emitted: list[Emission], trigger: int, out: list[Match]) -> None:
+        if len(emitted) > 1:
+            emitted.sort(key=Emission.sort_key)
+        for em in emitted:
+            cand = em.cand
+            cq = em.qs.cq
+            out.append(
+                Match(
+                    cq.name,
+                    cand.trigger.src,
+                    cand.start,
+                    cand.end,
+                    cand.entries(cq),
+                    em.attrs,
+                    em.prob,
+                    self.next_seq,
+                    trigger,
                 )
-                self.next_seq += 1
-                qs.matches += 1
-                qs.last_match = end
+            )
+            self.next_seq += 1
 
     # -------------------------------------------------------------------- stats
 
@@ -148,13 +158,15 @@ class Engine:
         return self.network.clean(self.clock)
 
     def stats(self) -> dict[str, Any]:
-        """ECQs, stored instances, PMB entries, matches per query, clock and counters."""
+        """ECQs, stored instances, PMB entries, pending matches, matches per query."""
         net = self.network
         return {
             "ecqs": len(net.ecqs),
             "queries": len(net.queries),
+            "derived_classes": len(net.subs),
             "stored_instances": net.stored(),
             "pmb_entries": net.pmb_entries(),
+            "pending_matches": net.pending(),
             "events": self.arrivals,
             "matches": self.next_seq,
             "clock": self.clock,
@@ -166,12 +178,4 @@ class Engine:
 
 
 def _copy(e: Event) -> Event:
-    copy = Event(e.src, e.type, e.start, e.end, e.attrs, e.prob, e.id)
-    copy.parts = e.parts
-    return copy
-
-
-def _is_missing(value: Any) -> bool:
-    from ecq.conditions import MISSING
-
-    return value is MISSING
+    return Event(e.src, e.type, e.start, e.end, e.attrs, e.prob, e.id)

@@ -53,7 +53,8 @@ class Match:
 
         def conv(item: EventRef) -> Any:
             if isinstance(item, Event):
-                return namer(item)
+                # A derived instance (sub-pattern or @name) shows its own entries.
+                return namer(item) if item.parts is None else [conv(x) for x in item.parts]
             return [conv(x) for x in item]
 
         return [conv(x) for x in self.events]

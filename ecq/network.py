@@ -5,35 +5,45 @@ Per arriving instance ``e`` of class ``X`` (SCEMon §5.1):
 - **test phase**: look up ``ECQ[X]`` (one dict lookup; a class no query uses costs
   nothing more); evaluate the distinct filters of the positions ``X`` fills; for each
   R-CLink probe the predecessor ECQ *once* for ``e``'s source and extend, with a few
-  big-integer operations per predecessor PMatch group, the partial matches of every query
-  that needs it; the window is a precomputed bitset per bound. Queries whose last
-  position ``e`` reaches are handed to :mod:`ecq.assembly` to build their matches.
-- **insert phase**: if ``e`` extends any partial match that can go on, store it once in
+  big-integer operations per predecessor PMatch group, the partial matches of every plain
+  sequence query that needs it (the window is a precomputed bitset per bound). Queries
+  whose last position ``e`` reaches are handed to :mod:`ecq.assembly`; composite patterns
+  (negation, Kleene closure, sub-patterns, conjunctions) to :mod:`ecq.composite`, through
+  the same probe cache.
+- **insert phase**: if ``e`` can still take part in a match, store it once in
   ``ECQ[X]``'s SIQ with its PMB, whatever number of queries it serves.
 
-Cleaning drops instances below each class's drop horizon (docs/semantics.md).
+Sub-patterns are nodes of their own whose matches become instances of a derived class
+(SCEMon's virtual primitive event classes) and go through the network like events; every
+query's matches likewise become instances of ``@<name>`` when some query reads them.
+Each op is a *moment* (docs/semantics.md): the clock first releases pending trailing
+negations (phase 0), then the event is processed (phase 1).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from typing import Any
 
-from ecq.assembly import assemble_and, assemble_seq
-from ecq.conditions import PredFn
+from ecq.assembly import assemble_seq
+from ecq.composite import Cand, Context, complete, entry_key, inst_key, prims_of, trailing_factor
+from ecq.conditions import MISSING, PredFn
 from ecq.ecq import ECQ, CLink, RCLink, SlotFilter
+from ecq.errors import SemanticError
 from ecq.event import Event
 from ecq.pmb import PMB, resolve_latest
-from ecq.query import KIND_AND, KIND_OR, KIND_SEQ, CompiledQuery
+from ecq.query import KIND_OR, KIND_SEQ, CompiledQuery
 
-__all__ = ["Network", "QState"]
+__all__ = ["Network", "QState", "Emission"]
 
 
 @dataclass(eq=False)
 class QState:
-    """A registered query inside the network: its compiled form, its bit, when it was
-    registered (``order`` among queries, ``reg`` the first arrival index it may see) and
-    the conditions grouped by the binding step that can check them."""
+    """A registered node (a query, or a shared sub-pattern) inside the network: its
+    compiled form, its bit, its registration (``order`` among queries, ``reg`` the moment
+    of the register op: it sees instances of later moments only), the conditions grouped
+    by the binding step that checks them, and its pending trailing-negation matches."""
 
     cq: CompiledQuery
     bitno: int
@@ -43,6 +53,8 @@ class QState:
     checks_at: list[list[PredFn]] = field(default_factory=list)
     classes_at: list[tuple[str, ...]] = field(default_factory=list)
     classes: tuple[str, ...] = ()
+    pending: list[tuple[Cand, float]] = field(default_factory=list)
+    users: int = 1
     matches: int = 0
     last_match: float | None = None
 
@@ -51,9 +63,8 @@ class QState:
         n = self.cq.length
         self.checks_at = [[] for _ in range(n)]
         for comps, pred in self.cq.checks:
-            # Sequences bind from the last component back; conjunctions from the first on.
-            anchor = min(comps) if self.cq.kind == KIND_SEQ else max(comps)
-            self.checks_at[anchor].append(pred)
+            # The fast path binds a sequence from its last component back.
+            self.checks_at[min(comps)].append(pred)
         self.classes_at = [tuple(sorted(c.classes)) for c in self.cq.comps]
         self.classes = tuple(sorted(self.cq.classes()))
 
@@ -61,67 +72,128 @@ class QState:
     def name(self) -> str:
         return self.cq.name
 
+    @property
+    def fast(self) -> bool:
+        """Handled by the bitset fast path (plain sequences and single-component filters)."""
+        return self.cq.plain or self.cq.is_filter
 
-Completion = tuple[QState, list[list[Event]]]
+    @property
+    def general(self) -> bool:
+        return not self.fast and self.cq.kind != KIND_OR
+
+
+@dataclass
+class Emission:
+    """A query's match leaving the network, with what orders it (docs/semantics.md)."""
+
+    qs: QState
+    cand: Cand
+    prob: float
+    attrs: dict[str, Any]
+    phase: int
+
+    def sort_key(self) -> tuple[Any, ...]:
+        return (self.phase, self.qs.order, entry_key(self.cand.entries(self.qs.cq)))
 
 
 class Network:
-    """All ECQs, the registered queries and their bit assignment."""
+    """All ECQs, the registered nodes and their bit assignment."""
 
     def __init__(self) -> None:
         self.ecqs: dict[str, ECQ] = {}
         self.queries: dict[str, QState] = {}
+        self.subs: dict[str, QState] = {}
         self.by_bit: dict[int, QState] = {}
         self._next_bit = 0
-        # Bits of unregistered queries: (arrival at unregistration, bit number). A bit is
-        # reused only once every instance that may still carry it has been dropped.
+        # Bits of removed nodes: (moment of removal, bit number). A bit is reused only
+        # once every instance that may still carry it has been dropped.
         self._free: list[tuple[int, int]] = []
         self._order = 0
-        # Window masks: ascending distinct windows and, for each, the queries whose
-        # window is at least that long.
+        # Window masks: ascending distinct windows and, for each, the nodes whose window
+        # is at least that long.
         self._wins: list[float] = []
         self._wcum: list[int] = []
 
     # ------------------------------------------------------------- registration
 
-    def register(self, cq: CompiledQuery, arrival: int, clock: float) -> QState:
-        """Add ``cq``; it sees instances arriving from ``arrival`` on. O(components)."""
-        qs = QState(cq, self._alloc_bit(), self._order, arrival)
+    def register(self, cq: CompiledQuery, moment: int, clock: float) -> QState:
+        """Add a query (and the sub-patterns it needs); it sees instances of later
+        moments. Raises :class:`SemanticError` for an unknown or cyclic ``@name``."""
+        for dep in sorted(cq.depends):
+            if dep not in self.queries and dep != cq.name:
+                raise SemanticError(f"@{dep} names no registered query")
+        if cq.name in self._reachable(cq.depends):
+            raise SemanticError(f"query {cq.name!r} would read its own matches through @name: a cycle")
+        for sub in cq.subs:
+            shared = self.subs.get(sub.name)
+            if shared is not None:
+                shared.users += 1
+            else:
+                self.subs[sub.name] = self._add_node(sub, moment, clock)
+        qs = self._add_node(cq, moment, clock)
+        self.queries[cq.name] = qs
+        return qs
+
+    def unregister(self, name: str, moment: int, clock: float) -> QState:
+        """Remove a query; sub-patterns and ECQs no one uses any more go too."""
+        # Queries reading @name stay: the class simply receives no more instances (a
+        # query registered later under the same name feeds it again).
+        qs = self.queries.pop(name)
+        self._remove_node(qs, moment, clock)
+        for sub in qs.cq.subs:
+            shared = self.subs[sub.name]
+            shared.users -= 1
+            if shared.users == 0:
+                del self.subs[sub.name]
+                self._remove_node(shared, moment, clock)
+        return qs
+
+    def _reachable(self, names: frozenset[str]) -> set[str]:
+        """Query names reachable through ``@name`` references from ``names``."""
+        seen: set[str] = set()
+        todo = list(names)
+        while todo:
+            n = todo.pop()
+            if n not in seen:
+                seen.add(n)
+                if n in self.queries:
+                    todo.extend(self.queries[n].cq.depends)
+        return seen
+
+    def _add_node(self, cq: CompiledQuery, moment: int, clock: float) -> QState:
+        qs = QState(cq, self._alloc_bit(), self._order, moment)
         self._order += 1
         bit = qs.bit
         n = cq.length
-        for comp in cq.comps:
-            for cls in comp.classes:
-                if cls not in self.ecqs:
-                    self.ecqs[cls] = ECQ(cls)
+        for cls in qs.classes:
+            if cls not in self.ecqs:
+                self.ecqs[cls] = ECQ(cls)
+        last_positive = cq.positives[-1]
         for k, comp in enumerate(cq.comps):
             for cls in comp.classes:
                 ecq = self.ecqs[cls]
                 ecq.clt.append(CLink(qs, k))
-                if cq.kind == KIND_SEQ:
+                if qs.fast:
                     ecq.seq_filters.setdefault(k, SlotFilter()).add(bit, comp.filter, comp.filter_key)
                     target = ecq.seq_final if k == n - 1 else ecq.seq_more
                     target[k] = target.get(k, 0) | bit
                     if k >= 1:
                         for pred_cls in cq.comps[k - 1].classes:
                             ecq.rclt.setdefault(pred_cls, RCLink(pred_cls)).add(k, bit)
-                elif cq.kind == KIND_AND:
-                    ecq.cnj_filters.setdefault(k, SlotFilter()).add(bit, comp.filter, comp.filter_key)
-                    if n >= 2:
-                        ecq.cnj_more |= bit
-                else:
+                elif cq.kind == KIND_OR:
                     ecq.disj.append(CLink(qs, k))
+                else:
+                    ecq.general_uses += 1
+                    if not comp.negated and (cq.kind != KIND_SEQ or k == last_positive):
+                        ecq.general_final.append(CLink(qs, k))
         if cq.stores and cq.window is not None:
             for cls in qs.classes:
                 self.ecqs[cls].set_windows(clock, add=cq.window)
-        self.queries[cq.name] = qs
         self.by_bit[qs.bitno] = qs
         self._rebuild_windows()
         return qs
 
-    def unregister(self, name: str, arrival: int, clock: float) -> QState:
-        """Remove a query; ECQs whose CLT empties go with their instances."""
-        qs = self.queries.pop(name)
+    def _remove_node(self, qs: QState, moment: int, clock: float) -> None:
         cq = qs.cq
         bit = qs.bit
         n = cq.length
@@ -129,10 +201,9 @@ class Network:
             for cls in comp.classes:
                 ecq = self.ecqs[cls]
                 ecq.clt = [c for c in ecq.clt if c.q is not qs]
-                if cq.kind == KIND_SEQ:
+                if qs.fast:
                     self._unset(ecq.seq_filters, k, bit, comp.filter_key)
-                    target = ecq.seq_final if k == n - 1 else ecq.seq_more
-                    _clear(target, k, bit)
+                    _clear(ecq.seq_final if k == n - 1 else ecq.seq_more, k, bit)
                     if k >= 1:
                         for pred_cls in cq.comps[k - 1].classes:
                             rl = ecq.rclt.get(pred_cls)
@@ -140,11 +211,11 @@ class Network:
                                 rl.remove(k, bit)
                                 if not rl.masks:
                                     del ecq.rclt[pred_cls]
-                elif cq.kind == KIND_AND:
-                    self._unset(ecq.cnj_filters, k, bit, comp.filter_key)
-                    ecq.cnj_more &= ~bit
-                else:
+                elif cq.kind == KIND_OR:
                     ecq.disj = [c for c in ecq.disj if c.q is not qs]
+                else:
+                    ecq.general_uses -= 1
+                    ecq.general_final = [c for c in ecq.general_final if c.q is not qs]
         if cq.stores and cq.window is not None:
             for cls in qs.classes:
                 self.ecqs[cls].set_windows(clock, remove=cq.window)
@@ -152,9 +223,9 @@ class Network:
             if not self.ecqs[cls].clt:
                 del self.ecqs[cls]
         del self.by_bit[qs.bitno]
-        self._free.append((arrival, qs.bitno))
+        self._free.append((moment, qs.bitno))
+        qs.pending.clear()
         self._rebuild_windows()
-        return qs
 
     @staticmethod
     def _unset(filters: dict[int, SlotFilter], k: int, bit: int, key: tuple[object, ...]) -> None:
@@ -167,11 +238,11 @@ class Network:
     def _alloc_bit(self) -> int:
         if self._free:
             oldest_alive = min(
-                (ecq.siq.queue[0].arrival for ecq in self.ecqs.values() if ecq.siq.queue),
+                (ecq.siq.queue[0].moment for ecq in self.ecqs.values() if ecq.siq.queue),
                 default=None,
             )
             for i, (freed_at, bitno) in enumerate(self._free):
-                if oldest_alive is None or oldest_alive >= freed_at:
+                if oldest_alive is None or oldest_alive > freed_at:
                     del self._free[i]
                     return bitno
         bitno = self._next_bit
@@ -180,7 +251,7 @@ class Network:
 
     def _rebuild_windows(self) -> None:
         by_window: dict[float, int] = {}
-        for qs in self.queries.values():
+        for qs in self.by_bit.values():
             if qs.cq.window is not None:
                 by_window[qs.cq.window] = by_window.get(qs.cq.window, 0) | qs.bit
         self._wins = sorted(by_window)
@@ -192,34 +263,131 @@ class Network:
         self._wcum = wcum
 
     def window_mask(self, span: float) -> int:
-        """Queries whose window admits ``span`` (``span <= window``). O(log windows)."""
+        """Nodes whose window admits ``span`` (``span <= window``). O(log windows)."""
         j = bisect_left(self._wins, span)
         return self._wcum[j] if j < len(self._wcum) else 0
 
-    # ------------------------------------------------------------------ events
+    # ------------------------------------------------------------------ moments
 
-    def process(self, e: Event, clock: float) -> list[Completion]:
-        """Test and insert phases for one instance; the completed queries with their
-        matches (event lists in component order), in registration order."""
-        ecq = self.ecqs.get(e.type)
-        if ecq is None:
-            return []
+    def on_event(self, e: Event, clock_before: float, clock: float) -> list[Emission]:
+        """One event op: release due trailing negations (phase 0, against the state just
+        before the op), then process the event (phase 1)."""
+        out: list[Emission] = []
+        self.fire(e.moment - 1, clock_before, clock, e.arrival, out)
+        self._run([e], e.moment, clock, clock, 1, e.arrival, out)
+        return out
+
+    def fire(self, moment: int, clock_before: float, clock: float, arrival: int, out: list[Emission]) -> None:
+        """Phase 0: every pending trailing-negation match whose deadline the clock now
+        exceeds is checked for blockers that arrived before this moment and finished."""
+        made: list[Event] = []
+        for qs in self._nodes():
+            if not qs.pending:
+                continue
+            due = [(c, d) for c, d in qs.pending if clock > d]
+            if not due:
+                continue
+            qs.pending = [(c, d) for c, d in qs.pending if not clock > d]
+            for cand, _deadline in due:
+                ctx = Context(moment, self._probe(cand.trigger.src, clock_before))
+                self._finish(qs, cand, cand.prob * trailing_factor(qs, cand, ctx), moment, 0, arrival, made, out)
+        if made:
+            made.sort(key=inst_key)
+            self._run(made, moment, clock_before, clock, 0, arrival, out)
+
+    def _nodes(self) -> list[QState]:
+        return [*self.subs.values(), *self.queries.values()]
+
+    def _run(
+        self,
+        arriving: list[Event],
+        moment: int,
+        hclock: float,
+        clock: float,
+        phase: int,
+        arrival: int,
+        out: list[Emission],
+    ) -> None:
+        """Process instances arriving at one moment, and the derived instances their
+        matches make, until none is left. ``hclock`` sets the drop horizons."""
+        queue = list(arriving)
+        while queue:
+            x = queue.pop(0)
+            made: list[Event] = []
+            for qs, cand in self.process(x, hclock, moment):
+                if qs.cq.trailing():
+                    deadline = cand.start + (qs.cq.window or 0.0)
+                    if clock > deadline:
+                        ctx = Context(moment, self._probe(x.src, hclock), x)
+                        self._finish(qs, cand, cand.prob * trailing_factor(qs, cand, ctx), moment, phase, arrival, made, out)
+                    else:
+                        qs.pending.append((cand, deadline))
+                else:
+                    self._finish(qs, cand, cand.prob, moment, phase, arrival, made, out)
+            if made:
+                made.sort(key=inst_key)
+                queue.extend(made)
+
+    def _finish(
+        self,
+        qs: QState,
+        cand: Cand,
+        prob: float,
+        moment: int,
+        phase: int,
+        arrival: int,
+        made: list[Event],
+        out: list[Emission],
+    ) -> None:
+        """A selected match with its final probability: emitted (and made an ``@name``
+        instance), or made an instance of its sub-pattern's derived class."""
+        cq = qs.cq
+        if not _bound_ok(cq, prob):
+            return
+        entries = cand.entries(cq)
+        prims = cand.prims if cand.prims else _prims(entries)
+        if not cq.top:
+            flat = [ev for item in entries for inst in (item if type(item) is list else (item,)) for ev in inst.flat or (inst,)]
+            made.append(_derived(cand, cq.name, {}, prob, moment, arrival, entries, flat, prims))
+            return
+        attrs: dict[str, Any] = {}
+        for label, fn in cq.returns:
+            value = fn(cand.binding)
+            if value is not MISSING:
+                attrs[label] = value
+        out.append(Emission(qs, cand, prob, attrs, phase))
+        qs.matches += 1
+        qs.last_match = cand.end
+        derived = "@" + cq.name
+        if derived in self.ecqs:
+            made.append(_derived(cand, derived, dict(attrs), prob, moment, arrival, entries, None, prims))
+
+    def _probe(self, src: Any, hclock: float) -> Any:
         ecqs = self.ecqs
-        src = e.src
         probes: dict[str, list[Event]] = {}
 
         def probe(cls: str) -> list[Event]:
-            # One probe per predecessor ECQ per event, shared by every query (R-CLT).
             got = probes.get(cls)
             if got is None:
-                target = ecqs[cls]
-                got = target.siq.chain(src, target.horizon(clock))
+                target = ecqs.get(cls)
+                got = target.siq.chain(src, target.horizon(hclock)) if target is not None else []
                 probes[cls] = got
             return got
 
-        completed: list[Completion] = []
+        return probe
 
-        # ---- sequences: filters, then one probe per R-CLink extends all queries at once
+    # ------------------------------------------------------------------ events
+
+    def process(self, e: Event, hclock: float, moment: int) -> list[tuple[QState, Cand]]:
+        """Test and insert phases for one instance; the nodes it completes with their
+        selected candidates (unordered)."""
+        ecq = self.ecqs.get(e.type)
+        if ecq is None:
+            return []
+        probe = self._probe(e.src, hclock)
+        completed: list[tuple[QState, Cand]] = []
+
+        # ---- plain sequences: filters, then one probe per R-CLink extends them all at once
         seq_pass: dict[int, int] = {}
         for k, slot in ecq.seq_filters.items():
             seq_pass[k] = slot.passing(e)
@@ -248,9 +416,7 @@ class Network:
                         if k == 1:
                             if not pmb.init & m:
                                 continue
-                            source: list[tuple[float, int]] | tuple[tuple[float, int], ...] = (
-                                (p.start, pmb.init),
-                            )
+                            source: Any = ((p.start, pmb.init),)
                         else:
                             source = pmb.entries.get(k - 1, ()) if pmb.entries else ()
                         for t, bits in source:
@@ -273,47 +439,43 @@ class Network:
                 for _t, bits in groups:
                     done |= bits & final
         if done:
-            for qs in self._queries_of(done):
-                if qs.cq.never:
+            for qs in self._nodes_of(done):
+                cq = qs.cq
+                if cq.never:
                     continue
-                if qs.cq.length == 1:
-                    envs = [[e]] if _accept_single(qs, e) else []
+                if cq.length == 1:
+                    if _bound_ok(cq, e.prob):
+                        completed.append((qs, _cand([e], e)))
                 else:
-                    envs = assemble_seq(qs, e, probe)
-                if envs:
-                    completed.append((qs, envs))
+                    for env in assemble_seq(qs, e, probe):
+                        completed.append((qs, _cand(env, e)))
 
-        # ---- conjunctions
-        cnj_pass: dict[int, int] = {}
-        cnj_any = 0
-        for k, slot in ecq.cnj_filters.items():
-            bits = slot.passing(e)
-            if bits:
-                cnj_pass[k] = bits
-                cnj_any |= bits
-        if cnj_any:
-            for qs in self._queries_of(cnj_any):
-                if qs.cq.never:
-                    continue
-                if qs.cq.length == 1:
-                    envs = [[e]] if _accept_single(qs, e) else []
-                else:
-                    envs = assemble_and(qs, e, cnj_pass, probe)
-                if envs:
-                    completed.append((qs, envs))
-
-        # ---- disjunctions: each passing event is a match by itself, nothing stored
-        if ecq.disj:
+        # ---- composite patterns: negation, Kleene closure, sub-patterns, conjunctions
+        if ecq.general_final:
+            ctx = Context(moment, probe, e)
             seen: set[int] = set()
-            for clink in ecq.disj:
+            for clink in ecq.general_final:
                 qs = clink.q
                 if qs.bitno in seen or qs.cq.never:
                     continue
+                seen.add(qs.bitno)
+                if e.moment <= qs.reg:
+                    continue
+                for cand in complete(qs, e, ctx):
+                    completed.append((qs, cand))
+
+        # ---- disjunctions: each passing event is a match by itself, nothing stored
+        if ecq.disj:
+            taken: set[int] = set()
+            for clink in ecq.disj:
+                qs = clink.q
+                if qs.bitno in taken or qs.cq.never:
+                    continue
                 f = qs.cq.comps[clink.position].filter
                 if f is None or f(e):
-                    seen.add(qs.bitno)
-                    if _accept_single(qs, e):
-                        completed.append((qs, [[e]]))
+                    taken.add(qs.bitno)
+                    if _bound_ok(qs.cq, e.prob):
+                        completed.append((qs, _cand([e], e, single=clink.position, length=qs.cq.length)))
 
         # ---- insert phase: store once if any partial match can go on from here
         init = seq_pass.get(0, 0) & ecq.seq_more.get(0, 0)
@@ -327,28 +489,19 @@ class Network:
                 if kept is None:
                     kept = {}
                 kept[k] = keep
-        cpass: dict[int, int] | None = None
-        if cnj_any & ecq.cnj_more:
-            more = ecq.cnj_more
-            cpass = {k: bits & more for k, bits in cnj_pass.items() if bits & more}
-        if init or kept or cpass:
-            e._pmb = PMB(init, kept, cpass)
+        if init or kept or ecq.general_uses:
+            e._pmb = PMB(init, kept, None)
             ecq.siq.insert(e)
-
-        if len(completed) > 1:
-            completed.sort(key=lambda c: c[0].order)
         return completed
 
-    def _queries_of(self, bits: int) -> list[QState]:
-        """The queries of a bitset, in registration order. O(set bits)."""
+    def _nodes_of(self, bits: int) -> list[QState]:
+        """The nodes of a bitset. O(set bits)."""
         by_bit = self.by_bit
         out = []
         while bits:
             low = bits & -bits
             out.append(by_bit[low.bit_length() - 1])
             bits ^= low
-        if len(out) > 1:
-            out.sort(key=lambda q: q.order)
         return out
 
     # ----------------------------------------------------------------- cleaning
@@ -363,21 +516,68 @@ class Network:
     def pmb_entries(self) -> int:
         return sum(e._pmb.size() for ecq in self.ecqs.values() for e in ecq.siq if e._pmb is not None)
 
+    def pending(self) -> int:
+        return sum(len(qs.pending) for qs in self._nodes())
+
     def _check(self) -> None:
         for cls, ecq in self.ecqs.items():
             assert ecq.cls == cls and ecq.clt, f"ECQ {cls} must have CLinks"
             ecq._check()
             for target in ecq.rclt:
                 assert target in self.ecqs
-        for qs in self.queries.values():
+            assert ecq.general_uses >= 0
+        for qs in self._nodes():
             assert self.by_bit[qs.bitno] is qs
             for cls in qs.classes:
                 assert any(c.q is qs for c in self.ecqs[cls].clt)
+        assert len(self.by_bit) == len(self.queries) + len(self.subs)
 
 
-def _accept_single(qs: QState, e: Event) -> bool:
-    min_prob = qs.cq.probability
-    return min_prob is None or e.prob >= min_prob
+def _bound_ok(cq: CompiledQuery, prob: float) -> bool:
+    if cq.top and cq.probability is not None:
+        return prob >= cq.probability
+    return prob > 0.0
+
+
+def _cand(env: list[Event], trigger: Event, single: int = -1, length: int = 0) -> Cand:
+    """A fast-path match as a candidate; a disjunction binds one of ``length``
+    components (``single``)."""
+    prob = 1.0
+    for ev in env:
+        prob *= ev.prob
+    binding: list[Any] = env
+    if single >= 0:
+        binding = [None] * length
+        binding[single] = trigger
+    return Cand(binding, env[0].start, env[-1].end, prob, trigger, (), frozenset())
+
+
+def _prims(entries: list[Any]) -> frozenset[int]:
+    out: set[int] = set()
+    for item in entries:
+        for inst in item if type(item) is list else (item,):
+            out |= prims_of(inst)
+    return frozenset(out)
+
+
+def _derived(
+    cand: Cand,
+    cls: str,
+    attrs: dict[str, Any],
+    prob: float,
+    moment: int,
+    arrival: int,
+    entries: list[Any],
+    flat: list[Event] | None,
+    prims: frozenset[int],
+) -> Event:
+    d = Event(cand.trigger.src, cls, cand.start, cand.end, attrs, prob)
+    d.arrival = arrival
+    d.moment = moment
+    d.parts = entries
+    d.flat = flat
+    d.prims = prims
+    return d
 
 
 def _clear(masks: dict[int, int], k: int, bit: int) -> None:

@@ -236,7 +236,9 @@ class _Compiler:
                 if not mentions:
                     if not compile_predicate(expr, self.resolver(path))([None] * n):
                         never = True
-                elif equiv:
+                elif equiv or aggs:
+                    # Equivalence tests and aggregates read whole groups: checked on the
+                    # complete match, never as a one-event filter.
                     checks.append((frozenset(mentions - negated), compile_predicate(expr, self.resolver(path))))
                 else:
                     self.place(expr, mentions, path, filters, checks)
@@ -402,8 +404,8 @@ class _Compiler:
             cpath = f"{path}.items[{i}]"
             if c.kleene is not None and c.negated:
                 raise self.error("a negated component cannot be a Kleene closure", cpath)
-            if c.kleene is not None and c.sub is not None:
-                raise self.error("Kleene closure over a sub-pattern is not supported", cpath)
+            if c.kleene is not None and (c.sub is not None or any(x.startswith("@") for x in c.classes)):
+                raise self.error("Kleene closure over a sub-pattern or an @name class is not supported", cpath)
             if c.kleene is not None and kind == KIND_AND:
                 raise self.error("Kleene closure inside a conjunction is not supported", cpath)
         if kind != KIND_SEQ:

@@ -68,11 +68,11 @@ class SIQ:
         return iter(self.queue)
 
     def _check(self) -> None:
-        arrivals = [e.arrival for e in self.queue]
-        assert arrivals == sorted(arrivals), "SIQ must be in arrival order"
+        moments = [e.moment for e in self.queue]
+        assert moments == sorted(moments), "SIQ must be in arrival order"
         for src, e in self.last.items():
             assert e.src == src
             prev = e._prev
             while prev is not None:
-                assert prev.src == src and prev.arrival < e.arrival
+                assert prev.src == src and prev.moment <= e.moment
                 e, prev = prev, prev._prev

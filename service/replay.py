@@ -141,7 +141,11 @@ def _read_json_queries(path: Path, text: str) -> list[QuerySpec]:
             specs.append((name, entry["text"]))
             continue
         try:
-            query = from_json(entry)
+            # "pattern" holds a whole query's AST JSON, or the pattern with the other
+            # clauses (where, within, mode, ...) beside it in the entry.
+            inner = entry["pattern"]
+            whole = isinstance(inner, dict) and inner.get("kind") == "query"
+            query = from_json(inner if whole else entry)
         except QueryError as err:
             raise QueryFileError(f"{where} ({name!r}): {_first_line(err)}") from err
         specs.append((name, query))

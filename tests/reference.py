@@ -596,9 +596,11 @@ def compile_query(name: str, q: dict[str, Any]) -> Node:
     kle = {c.idx for c in node.comps if c.kleene}
     every = {c.idx for c in node.comps}
     for item in node.returns:
-        _, agg, _ = _references(item["expr"], node.names)
+        plain, agg, _ = _references(item["expr"], node.names)
         if agg - kle:
             raise ValueError("aggregate over a non-Kleene component")
+        if (plain | agg) & neg:
+            raise ValueError("RETURN reads a negated component")  # issue 3: rejected at registration
     for cj in _conjuncts(q.get("where")):
         plain, agg, equiv = _references(cj, node.names)
         explicit = plain | agg
