@@ -105,7 +105,9 @@ class Context:
 
     __slots__ = ("moment", "probe", "arriving")
 
-    def __init__(self, moment: int, probe: Callable[[str], list[Event]], arriving: Event | None = None) -> None:
+    def __init__(
+        self, moment: int, probe: Callable[[str], list[Event]], arriving: Event | None = None
+    ) -> None:
         self.moment = moment
         self.probe = probe
         self.arriving = arriving
@@ -205,7 +207,9 @@ def _factor(xs: Iterator[Event], factor: float = 1.0) -> float:
 # ----------------------------------------------------------------- sequences
 
 
-def kleene_groups(qs: QState, index: int, binding: list[Bound], used: frozenset[int], ctx: Context) -> list[list[Event]]:
+def kleene_groups(
+    qs: QState, index: int, binding: list[Bound], used: frozenset[int], ctx: Context
+) -> list[list[Event]]:
     """SEMANTICS.md §6: the groups Kleene component ``index`` can take given the bound
     plain components: ``B+``/``B{m,}`` all qualifying events (at least m), ``B^n`` every
     run of n successive qualifying events (a trailing one ending with the arriving
@@ -259,16 +263,12 @@ def _seq_negation(qs: QState, cand: Cand, ctx: Context) -> float:
         if right < 0:
             continue
         rb = cand.binding[right]
-        if left >= 0:
-            lb = cand.binding[left]
+        lb = cand.binding[left] if left >= 0 else None
 
-            def where(x: Event, lb: Bound = lb, rb: Bound = rb) -> bool:
+        def where(x: Event, lb: Bound = lb, rb: Bound = rb) -> bool:
+            if lb is not None:
                 return before(lb, x) and before(x, rb)
-
-        else:
-
-            def where(x: Event, rb: Bound = rb) -> bool:
-                return before(x, rb) and cand.end - window <= x.start
+            return before(x, rb) and cand.end - window <= x.start
 
         factor = _factor(blockers(qs, comp.index, cand, ctx, where), factor)
     return factor
@@ -440,7 +440,9 @@ def _conj_negation(qs: QState, cand: Cand, ctx: Context) -> float:
     return factor
 
 
-def _windowed_combinations(pool: list[Event], size: int, last: Event, window: float) -> Iterator[tuple[Event, ...]]:
+def _windowed_combinations(
+    pool: list[Event], size: int, last: Event, window: float
+) -> Iterator[tuple[Event, ...]]:
     """``combinations(pool, size)`` in the same (most recent first) order, skipping
     prefixes whose span already exceeds the window."""
     if last.end - last.start > window:

@@ -100,9 +100,7 @@ class Event:
             raise EventError(f"an event must be an object, got {_kind(data)}", where)
         unknown = [k for k in data if k not in _FIELDS]
         if unknown:
-            raise EventError(
-                f"unknown field (expected {', '.join(sorted(_FIELDS))})", where, str(unknown[0])
-            )
+            raise EventError(f"unknown field (expected {', '.join(sorted(_FIELDS))})", where, str(unknown[0]))
         if "src" not in data or data["src"] is None:
             raise EventError("missing", where, "src")
         src = data["src"]

@@ -290,7 +290,9 @@ class Network:
             qs.pending = [(c, d) for c, d in qs.pending if not clock > d]
             for cand, _deadline in due:
                 ctx = Context(moment, self._probe(cand.trigger.src, clock_before))
-                self._finish(qs, cand, cand.prob * trailing_factor(qs, cand, ctx), moment, 0, arrival, made, out)
+                self._finish(
+                    qs, cand, cand.prob * trailing_factor(qs, cand, ctx), moment, 0, arrival, made, out
+                )
         if made:
             made.sort(key=inst_key)
             self._run(made, moment, clock_before, clock, 0, arrival, out)
@@ -319,7 +321,16 @@ class Network:
                     deadline = cand.start + (qs.cq.window or 0.0)
                     if clock > deadline:
                         ctx = Context(moment, self._probe(x.src, hclock), x)
-                        self._finish(qs, cand, cand.prob * trailing_factor(qs, cand, ctx), moment, phase, arrival, made, out)
+                        self._finish(
+                            qs,
+                            cand,
+                            cand.prob * trailing_factor(qs, cand, ctx),
+                            moment,
+                            phase,
+                            arrival,
+                            made,
+                            out,
+                        )
                     else:
                         qs.pending.append((cand, deadline))
                 else:
@@ -347,7 +358,12 @@ class Network:
         entries = cand.entries(cq)
         prims = cand.prims if cand.prims else _prims(entries)
         if not cq.top:
-            flat = [ev for item in entries for inst in (item if type(item) is list else (item,)) for ev in inst.flat or (inst,)]
+            flat = [
+                ev
+                for item in entries
+                for inst in (item if type(item) is list else (item,))
+                for ev in inst.flat or (inst,)
+            ]
             made.append(_derived(cand, cq.name, {}, prob, moment, arrival, entries, flat, prims))
             return
         attrs: dict[str, Any] = {}

@@ -24,7 +24,9 @@ class PMB:
 
     __slots__ = ("init", "entries", "cpass")
 
-    def __init__(self, init: int, entries: dict[int, list[tuple[float, int]]] | None, cpass: dict[int, int] | None):
+    def __init__(
+        self, init: int, entries: dict[int, list[tuple[float, int]]] | None, cpass: dict[int, int] | None
+    ):
         self.init = init
         self.entries = entries
         self.cpass = cpass

@@ -121,7 +121,10 @@ class CompiledQuery:
         """A sequence of positive, non-Kleene components over primitive classes: the
         bitset fast path of the network handles it."""
         return self.kind == KIND_SEQ and all(
-            not c.negated and c.kleene is None and c.sub is None and not any(x.startswith("@") for x in c.classes)
+            not c.negated
+            and c.kleene is None
+            and c.sub is None
+            and not any(x.startswith("@") for x in c.classes)
             for c in self.comps
         )
 
@@ -202,8 +205,14 @@ class _Compiler:
         element: dict[int, list[PredFn]] = {}
         blocker: dict[int, list[PredFn]] = {}
         never = False
-        plain_seq = kind == KIND_SEQ and not negated and not kleene and all(
-            c.sub is None and not any(x.startswith("@") for x in cls) for c, cls in zip(raw, classes, strict=True)
+        plain_seq = (
+            kind == KIND_SEQ
+            and not negated
+            and not kleene
+            and all(
+                c.sub is None and not any(x.startswith("@") for x in cls)
+                for c, cls in zip(raw, classes, strict=True)
+            )
         )
         for expr, path in self.split(ast.where, "where") if ast.where is not None else ():
             refs, aggs, equiv = self.references(expr, path)
@@ -211,7 +220,9 @@ class _Compiler:
             mentions = explicit | (every if equiv else set())
             if kind == KIND_OR:
                 if len(mentions) > 1:
-                    raise self.error("a condition of a disjunction may mention only one of its components", path)
+                    raise self.error(
+                        "a condition of a disjunction may mention only one of its components", path
+                    )
                 if not mentions:
                     if not compile_predicate(expr, self.resolver(path))([None] * n):
                         never = True
@@ -223,7 +234,9 @@ class _Compiler:
             if explicit & kleene and explicit & negated:
                 raise self.error("a condition may not mix a Kleene and a negated component", path)
             if refs & kleene and aggs:
-                raise self.error("a condition may not read a Kleene component's events and an aggregate", path)
+                raise self.error(
+                    "a condition may not read a Kleene component's events and an aggregate", path
+                )
             if len(explicit & negated) > 1:
                 raise self.error("a condition may mention only one negated component", path)
             if equiv and plain_seq:
@@ -239,7 +252,9 @@ class _Compiler:
                 elif equiv or aggs:
                     # Equivalence tests and aggregates read whole groups: checked on the
                     # complete match, never as a one-event filter.
-                    checks.append((frozenset(mentions - negated), compile_predicate(expr, self.resolver(path))))
+                    checks.append(
+                        (frozenset(mentions - negated), compile_predicate(expr, self.resolver(path)))
+                    )
                 else:
                     self.place(expr, mentions, path, filters, checks)
             if not aggs:
@@ -338,7 +353,9 @@ class _Compiler:
         self.validate(kind, items, path)
         return kind, items, classes
 
-    def compile_sub(self, pattern: Pattern, path: str, subs: list[CompiledQuery], depends: set[str]) -> CompiledQuery:
+    def compile_sub(
+        self, pattern: Pattern, path: str, subs: list[CompiledQuery], depends: set[str]
+    ) -> CompiledQuery:
         ast = self.ast
         kind = {Seq: KIND_SEQ, Conj: KIND_AND, Disj: KIND_OR}[type(pattern)]
         comps = []
@@ -391,11 +408,15 @@ class _Compiler:
         n = len(items)
         positives = [c for c in items if not c.negated]
         if not positives:
-            raise self.error("a pattern needs a positive component: a negation cannot stand alone", f"{path}.items[0]")
+            raise self.error(
+                "a pattern needs a positive component: a negation cannot stand alone", f"{path}.items[0]"
+            )
         if kind == KIND_OR:
             for i, c in enumerate(items):
                 if c.negated or c.kleene is not None:
-                    raise self.error("a disjunction's components cannot be negated or Kleene", f"{path}.items[{i}]")
+                    raise self.error(
+                        "a disjunction's components cannot be negated or Kleene", f"{path}.items[{i}]"
+                    )
             return
         if n >= 2 and self.ast.within is None:
             what = "sequence" if kind == KIND_SEQ else "conjunction"
@@ -405,7 +426,9 @@ class _Compiler:
             if c.kleene is not None and c.negated:
                 raise self.error("a negated component cannot be a Kleene closure", cpath)
             if c.kleene is not None and (c.sub is not None or any(x.startswith("@") for x in c.classes)):
-                raise self.error("Kleene closure over a sub-pattern or an @name class is not supported", cpath)
+                raise self.error(
+                    "Kleene closure over a sub-pattern or an @name class is not supported", cpath
+                )
             if c.kleene is not None and kind == KIND_AND:
                 raise self.error("Kleene closure inside a conjunction is not supported", cpath)
         if kind != KIND_SEQ:
@@ -416,12 +439,16 @@ class _Compiler:
         pos_idx = [i for i, c in enumerate(items) if not c.negated]
         for a, b in zip(pos_idx, pos_idx[1:], strict=False):
             if items[a].kleene is not None and items[b].kleene is not None:
-                raise self.error("two Kleene components next to each other are not supported", f"{path}.items[{b}]")
+                raise self.error(
+                    "two Kleene components next to each other are not supported", f"{path}.items[{b}]"
+                )
         if len(pos_idx) == 1 and items[pos_idx[0]].kleene is not None:
             raise self.error("a Kleene component needs a positive neighbour", f"{path}.items[{pos_idx[0]}]")
         first, last = items[pos_idx[0]], items[pos_idx[-1]]
         if first.kleene is not None and last.kleene is not None:
-            raise self.error("a sequence cannot both start and end with Kleene closure", f"{path}.items[{pos_idx[-1]}]")
+            raise self.error(
+                "a sequence cannot both start and end with Kleene closure", f"{path}.items[{pos_idx[-1]}]"
+            )
         if last.kleene is not None and not last.kleene.exact:
             raise self.error(
                 "a Kleene closure B+ or B{m,} cannot end a sequence: it would never be complete",
@@ -504,7 +531,10 @@ class _Compiler:
             return [Compare("=", AttrRef(f"$x{i + 1}", expr.attr), expr.value) for i in positives]
         first = positives[0]
         others = positives[1:] or [first]
-        return [Compare("=", AttrRef(f"$x{first + 1}", expr.attr), AttrRef(f"$x{i + 1}", expr.attr)) for i in others]
+        return [
+            Compare("=", AttrRef(f"$x{first + 1}", expr.attr), AttrRef(f"$x{i + 1}", expr.attr))
+            for i in others
+        ]
 
 
 def _roles(comps: list[Comp]) -> tuple[tuple[int, ...], bool]:
@@ -520,7 +550,11 @@ def _roles(comps: list[Comp]) -> tuple[tuple[int, ...], bool]:
                     prev = j
                     break
             for j in range(i):
-                if not comps[j].negated and comps[j].classes != comp.classes and comps[j].classes & comp.classes:
+                if (
+                    not comps[j].negated
+                    and comps[j].classes != comp.classes
+                    and comps[j].classes & comp.classes
+                ):
                     overlapping = True
         same_before.append(prev)
     return tuple(same_before), overlapping

@@ -18,7 +18,14 @@ from dataclasses import dataclass
 
 from ecq.event import Event
 
-__all__ = ["Workload", "class_names", "sequence_queries", "conjunction_queries", "disjunction_queries", "events"]
+__all__ = [
+    "Workload",
+    "class_names",
+    "sequence_queries",
+    "conjunction_queries",
+    "disjunction_queries",
+    "events",
+]
 
 
 @dataclass(frozen=True)
@@ -63,7 +70,10 @@ def conjunction_queries(w: Workload, size: int = 3) -> list[tuple[str, str]]:
     rng = random.Random(w.seed + 1)
     classes = class_names(w.n_classes)
     return [
-        (f"cnj{i:05d}", f"PATTERN Conjunction WITH {', '.join(rng.sample(classes, size))} {_window_text(rng, w)}")
+        (
+            f"cnj{i:05d}",
+            f"PATTERN Conjunction WITH {', '.join(rng.sample(classes, size))} {_window_text(rng, w)}",
+        )
         for i in range(w.n_queries)
     ]
 

@@ -225,7 +225,9 @@ class Query:
     probability: float | None = None
     name: str | None = None
     # Source positions of nodes, keyed by id-free paths; not part of equality.
-    spans: dict[str, tuple[int, int, str]] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    spans: dict[str, tuple[int, int, str]] = field(
+        default_factory=dict, compare=False, hash=False, repr=False
+    )
 
 
 # ------------------------------------------------------------------------ JSON form
@@ -257,7 +259,9 @@ def from_json(data: Any) -> Query:
     pattern = pattern_from_json(data.get("pattern"), "$.pattern")
     where = expr_from_json(data["where"], "$.where") if data.get("where") is not None else None
     within = data.get("within")
-    if within is not None and (isinstance(within, bool) or not isinstance(within, (int, float)) or within < 0):
+    if within is not None and (
+        isinstance(within, bool) or not isinstance(within, (int, float)) or within < 0
+    ):
         raise SemanticError("$.within must be a non-negative number of seconds")
     mode = data.get("mode", "recent")
     if mode not in ("recent", "all"):
@@ -275,7 +279,9 @@ def from_json(data: Any) -> Query:
         returns.append(ReturnItem(expr_from_json(item["expr"], f"$.return[{i}].expr"), name))
     probability = data.get("probability")
     if probability is not None and (
-        isinstance(probability, bool) or not isinstance(probability, (int, float)) or not 0 <= probability <= 1
+        isinstance(probability, bool)
+        or not isinstance(probability, (int, float))
+        or not 0 <= probability <= 1
     ):
         raise SemanticError("$.probability must be a number in [0, 1]")
     name = data.get("name")
@@ -373,17 +379,31 @@ def expr_to_json(expr: Expr) -> dict[str, Any]:
             out["attr"] = expr.attr
         return out
     if isinstance(expr, Arith):
-        return {"kind": "arith", "op": expr.op, "left": expr_to_json(expr.left), "right": expr_to_json(expr.right)}
+        return {
+            "kind": "arith",
+            "op": expr.op,
+            "left": expr_to_json(expr.left),
+            "right": expr_to_json(expr.right),
+        }
     if isinstance(expr, Neg):
         return {"kind": "neg", "operand": expr_to_json(expr.operand)}
     if isinstance(expr, Compare):
-        return {"kind": "cmp", "op": expr.op, "left": expr_to_json(expr.left), "right": expr_to_json(expr.right)}
+        return {
+            "kind": "cmp",
+            "op": expr.op,
+            "left": expr_to_json(expr.left),
+            "right": expr_to_json(expr.right),
+        }
     if isinstance(expr, BoolOp):
         return {"kind": "bool", "op": expr.op, "operands": [expr_to_json(o) for o in expr.operands]}
     if isinstance(expr, Not):
         return {"kind": "not", "operand": expr_to_json(expr.operand)}
     if isinstance(expr, InList):
-        return {"kind": "in", "operand": expr_to_json(expr.operand), "values": [expr_to_json(v) for v in expr.values]}
+        return {
+            "kind": "in",
+            "operand": expr_to_json(expr.operand),
+            "values": [expr_to_json(v) for v in expr.values],
+        }
     if isinstance(expr, Func):
         return {"kind": "func", "name": expr.name, "args": [expr_to_json(a) for a in expr.args]}
     if isinstance(expr, Equiv):

@@ -22,7 +22,9 @@ def make_events(spec: str, src: str | int = "s", step: float = 1.0) -> list[dict
     return out
 
 
-def feed(queries: list[tuple[str, Any]], items: list[Any], engine: Engine | None = None, check: bool = True) -> list[Match]:
+def feed(
+    queries: list[tuple[str, Any]], items: list[Any], engine: Engine | None = None, check: bool = True
+) -> list[Match]:
     """Register ``queries`` (text or AST JSON dict), then process ``items`` (event dicts,
     ``("time", t)``, ``("register", name, q)``, ``("unregister", name)``), then flush
     the clock to +inf. Calls the network's ``_check()`` after every step."""
@@ -60,7 +62,9 @@ def comp(*classes: str, alias: str | None = None) -> dict[str, Any]:
     return out
 
 
-def query(kind: str, *components: Any, within: float | None = None, mode: str = "recent", where: Any = None) -> dict[str, Any]:
+def query(
+    kind: str, *components: Any, within: float | None = None, mode: str = "recent", where: Any = None
+) -> dict[str, Any]:
     items = [comp(c) if isinstance(c, str) else c for c in components]
     out: dict[str, Any] = {"kind": "query", "pattern": {"kind": kind, "items": items}, "mode": mode}
     if within is not None:

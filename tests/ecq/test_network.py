@@ -14,7 +14,11 @@ from tests.ecq.harness import feed, ids, make_events, query
 
 
 def test_a_query_sees_only_events_after_its_registration() -> None:
-    items = [*make_events("a1"), ("register", "q", query("seq", "A", "B", within=9)), *make_events("b2 a3 b4")]
+    items = [
+        *make_events("a1"),
+        ("register", "q", query("seq", "A", "B", within=9)),
+        *make_events("b2 a3 b4"),
+    ]
     assert ids(feed([], items)) == [["a3", "b4"]]
 
 
@@ -89,9 +93,7 @@ def _workload(n_queries: int, seed: int = 7) -> list[tuple[str, dict[str, object
 
 def test_stored_instances_do_not_grow_with_the_number_of_queries() -> None:
     rng = random.Random(1)
-    events = [
-        Event(rng.randrange(50), f"C{rng.randrange(10)}", t * 0.5) for t in range(3000)
-    ]
+    events = [Event(rng.randrange(50), f"C{rng.randrange(10)}", t * 0.5) for t in range(3000)]
     counts = []
     for n in (1000, 5000):
         eng = Engine(clean_every=500)

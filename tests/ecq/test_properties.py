@@ -23,7 +23,7 @@ from service import replay
 from tests import reference
 from tests.strategies import query_sets, query_sets_full, streams
 
-CLASSES = ["A", "B", "C", "D"]
+CLASSES = ("A", "B", "C", "D")
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -114,20 +114,26 @@ def test_engine_equals_reference(ops: list[tuple[Any, ...]]) -> None:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(query_sets(CLASSES), streams(CLASSES, n_sources=3, max_len=16))
-def test_replay_output_equals_reference(queries: list[tuple[str, dict[str, Any]]], events: list[dict[str, Any]]) -> None:
+def test_replay_output_equals_reference(
+    queries: list[tuple[str, dict[str, Any]]], events: list[dict[str, Any]]
+) -> None:
     """What ``scemon replay`` writes, read back, equals the reference (events without
     ``id`` are named by their line number, which is their arrival index)."""
     with tempfile.TemporaryDirectory() as tmp:
         qpath = Path(tmp) / "queries.json"
         epath = Path(tmp) / "events.jsonl"
         qpath.write_text(json.dumps([{"name": n, "pattern": q} for n, q in queries]))
-        epath.write_text("".join(json.dumps({k: v for k, v in e.items() if k != "id"}) + "\n" for e in events))
+        epath.write_text(
+            "".join(json.dumps({k: v for k, v in e.items() if k != "id"}) + "\n" for e in events)
+        )
         specs = replay.read_queries(qpath)
         engine = replay.build_engine(specs, qpath)
         buffer = io.BytesIO()
         replay.run(engine, replay.read_events(epath), buffer)
     written = [json.loads(line) for line in buffer.getvalue().splitlines()]
-    expected = reference.evaluate_queries(queries, [{k: v for k, v in e.items() if k != "id"} for e in events])
+    expected = reference.evaluate_queries(
+        queries, [{k: v for k, v in e.items() if k != "id"} for e in events]
+    )
     assert [m.pop("seq") for m in written] == list(range(len(written)))
     for m in expected:
         m.pop("trigger")
