@@ -280,7 +280,7 @@ def trailing_factor(qs: QState, cand: Cand, ctx: Context) -> float:
     cq = qs.cq
     deadline = cand.start + (cq.window or 0.0)
     factor = 1.0
-    for j in cq.trailing():
+    for j in cq.trailing:
         left, _ = cq.neighbours(j)
         lb = cand.binding[left]
         factor = _factor(

@@ -108,6 +108,7 @@ class ECQ:
         "seq_filters",
         "seq_final",
         "seq_more",
+        "static_pass",
         "general_uses",
         "general_final",
         "disj",
@@ -126,6 +127,9 @@ class ECQ:
         self.seq_filters: dict[int, SlotFilter] = {}
         self.seq_final: dict[int, int] = {}
         self.seq_more: dict[int, int] = {}
+        # ``seq_filters``' result when no position has a filter (the common case): the
+        # test phase then skips evaluating them. None when some filter must run.
+        self.static_pass: dict[int, int] | None = {}
         # Composite nodes (negation, Kleene, sub-patterns, conjunctions): how many use
         # the class (its instances are then stored), and the CLinks it can complete.
         self.general_uses = 0
@@ -137,6 +141,13 @@ class ECQ:
         self.window = NEG_INF
         # The drop horizon reached before the last change of ``window`` (docs/semantics.md).
         self.frozen = NEG_INF
+
+    def refresh(self) -> None:
+        """Recompute what is derived from the CLT after a register/unregister."""
+        if all(not slot.groups for slot in self.seq_filters.values()):
+            self.static_pass = {k: slot.always for k, slot in self.seq_filters.items()}
+        else:
+            self.static_pass = None
 
     def horizon(self, clock: float) -> float:
         """Instances with ``start`` below this are dropped for good."""

@@ -8,6 +8,7 @@ no I/O, no threads and no wall clock: the service and the CLI are adapters aroun
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -27,11 +28,13 @@ class Engine:
     """Evaluates any number of registered queries over one stream, in one shared network.
 
     ``clean_every``: physical cleaning runs every that many events (results do not depend
-    on it; memory does).
+    on it; memory does). ``level``: the techniques in use, for the benchmark's ablations
+    (``ecq.network.LEVELS``; every level gives the same matches). ``profile``: accumulate
+    seconds per phase in ``network.timers``.
     """
 
-    def __init__(self, clean_every: int = 4096) -> None:
-        self.network = Network()
+    def __init__(self, clean_every: int = 4096, level: str = "summary", profile: bool = False) -> None:
+        self.network = Network(level, profile)
         self.clock = NEG_INF
         self.arrivals = 0
         self.ops = 0
@@ -111,8 +114,7 @@ class Engine:
                 self._emit(emitted, e.arrival, out)
             self._since_clean += 1
             if self._since_clean >= self.clean_every:
-                self._since_clean = 0
-                self.network.clean(self.clock)
+                self.clean()
         return out
 
     def advance_time(self, t: float) -> list[Match]:
@@ -155,7 +157,13 @@ class Engine:
     def clean(self) -> int:
         """Run physical cleaning now; returns the number of dropped instances."""
         self._since_clean = 0
-        return self.network.clean(self.clock)
+        timers = self.network.timers
+        if timers is None:
+            return self.network.clean(self.clock)
+        began = time.perf_counter()
+        dropped = self.network.clean(self.clock)
+        timers["clean"] += time.perf_counter() - began
+        return dropped
 
     def stats(self) -> dict[str, Any]:
         """ECQs, stored instances, PMB entries, pending matches, matches per query."""

@@ -22,6 +22,7 @@ negations (phase 0), then the event is processed (phase 1).
 
 from __future__ import annotations
 
+import time
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,10 +33,19 @@ from ecq.conditions import MISSING, PredFn
 from ecq.ecq import ECQ, CLink, RCLink, SlotFilter
 from ecq.errors import SemanticError
 from ecq.event import Event
-from ecq.pmb import PMB, resolve_latest
+from ecq.pmb import PMB, merge_latest, resolve_latest
 from ecq.query import KIND_OR, KIND_SEQ, CompiledQuery
 
-__all__ = ["Network", "QState", "Emission"]
+__all__ = ["Network", "QState", "Emission", "LEVELS"]
+
+# Ablation levels of the benchmark, each adding one technique to the one before:
+#   instances   instance sharing only (paper §5.1): one probe per CLink, one PMatch per query
+#   subpatterns + sub-pattern sharing (§5.2): one probe per R-CLink, shared by its queries
+#   pmb         + PMB reduction (§5.3): initial PMatch entries implied by the instance
+#   bitsets     + query bitsets: an R-CLink extends all its queries with big-int operations
+#   summary     + per-source summaries of the latest partial-match start per query: one
+#                 pass over a source's few groups instead of one probe per predecessor
+LEVELS = ("instances", "subpatterns", "pmb", "bitsets", "summary")
 
 
 @dataclass(eq=False)
@@ -99,7 +109,22 @@ class Emission:
 class Network:
     """All ECQs, the registered nodes and their bit assignment."""
 
-    def __init__(self) -> None:
+    def __init__(self, level: str = "summary", profile: bool = False) -> None:
+        if level not in LEVELS:
+            raise ValueError(f"level must be one of {', '.join(LEVELS)}")
+        self.level = level
+        self.reduced = level not in ("instances", "subpatterns")
+        # Per-phase seconds when profiling (the benchmark's breakdown), else None.
+        self.timers: dict[str, float] | None = (
+            dict.fromkeys(("search", "probe", "evaluate", "insert", "clean"), 0.0) if profile else None
+        )
+        # Per source, per sequence position: disjoint (latest start, query bits) groups
+        # over the source's stored instances (level "summary").
+        self.summary: dict[Any, list[list[tuple[float, int]]]] = {}
+        self._max_window = float("-inf")
+        # Nodes holding pending trailing-negation matches, and the earliest deadline.
+        self._pending_nodes: set[QState] = set()
+        self._next_deadline = float("inf")
         self.ecqs: dict[str, ECQ] = {}
         self.queries: dict[str, QState] = {}
         self.subs: dict[str, QState] = {}
@@ -189,6 +214,8 @@ class Network:
         if cq.stores and cq.window is not None:
             for cls in qs.classes:
                 self.ecqs[cls].set_windows(clock, add=cq.window)
+        for cls in qs.classes:
+            self.ecqs[cls].refresh()
         self.by_bit[qs.bitno] = qs
         self._rebuild_windows()
         return qs
@@ -222,9 +249,17 @@ class Network:
         for cls in qs.classes:
             if not self.ecqs[cls].clt:
                 del self.ecqs[cls]
+            else:
+                self.ecqs[cls].refresh()
         del self.by_bit[qs.bitno]
         self._free.append((moment, qs.bitno))
         qs.pending.clear()
+        self._pending_nodes.discard(qs)
+        if qs.fast and self.summary:
+            keep = ~bit
+            for positions in self.summary.values():
+                for groups in positions:
+                    groups[:] = [(t, b & keep) for t, b in groups if b & keep]
         self._rebuild_windows()
 
     @staticmethod
@@ -255,6 +290,7 @@ class Network:
             if qs.cq.window is not None:
                 by_window[qs.cq.window] = by_window.get(qs.cq.window, 0) | qs.bit
         self._wins = sorted(by_window)
+        self._max_window = self._wins[-1] if self._wins else float("-inf")
         cum = 0
         wcum = [0] * len(self._wins)
         for j in range(len(self._wins) - 1, -1, -1):
@@ -269,21 +305,26 @@ class Network:
 
     # ------------------------------------------------------------------ moments
 
-    def on_event(self, e: Event, clock_before: float, clock: float) -> list[Emission]:
+    def on_event(self, e: Event, clock_before: float, clock: float) -> list[Emission] | None:
         """One event op: release due trailing negations (phase 0, against the state just
-        before the op), then process the event (phase 1)."""
+        before the op), then process the event (phase 1). None when nothing is emitted."""
         out: list[Emission] = []
-        self.fire(e.moment - 1, clock_before, clock, e.arrival, out)
-        self._run([e], e.moment, clock, clock, 1, e.arrival, out)
-        return out
+        if clock > self._next_deadline:
+            self.fire(e.moment - 1, clock_before, clock, e.arrival, out)
+        completed = self.process(e, clock, e.moment)
+        if completed:
+            made = self._settle(completed, e, e.moment, clock, clock, 1, e.arrival, out)
+            if made:
+                self._run(made, e.moment, clock, clock, 1, e.arrival, out)
+        return out or None
 
     def fire(self, moment: int, clock_before: float, clock: float, arrival: int, out: list[Emission]) -> None:
         """Phase 0: every pending trailing-negation match whose deadline the clock now
         exceeds is checked for blockers that arrived before this moment and finished."""
+        if not clock > self._next_deadline:
+            return
         made: list[Event] = []
-        for qs in self._nodes():
-            if not qs.pending:
-                continue
+        for qs in sorted(self._pending_nodes, key=lambda q: q.order):
             due = [(c, d) for c, d in qs.pending if clock > d]
             if not due:
                 continue
@@ -293,6 +334,10 @@ class Network:
                 self._finish(
                     qs, cand, cand.prob * trailing_factor(qs, cand, ctx), moment, 0, arrival, made, out
                 )
+        self._pending_nodes = {qs for qs in self._pending_nodes if qs.pending}
+        self._next_deadline = min(
+            (d for qs in self._pending_nodes for _, d in qs.pending), default=float("inf")
+        )
         if made:
             made.sort(key=inst_key)
             self._run(made, moment, clock_before, clock, 0, arrival, out)
@@ -315,29 +360,50 @@ class Network:
         queue = list(arriving)
         while queue:
             x = queue.pop(0)
-            made: list[Event] = []
-            for qs, cand in self.process(x, hclock, moment):
-                if qs.cq.trailing():
-                    deadline = cand.start + (qs.cq.window or 0.0)
-                    if clock > deadline:
-                        ctx = Context(moment, self._probe(x.src, hclock), x)
-                        self._finish(
-                            qs,
-                            cand,
-                            cand.prob * trailing_factor(qs, cand, ctx),
-                            moment,
-                            phase,
-                            arrival,
-                            made,
-                            out,
-                        )
-                    else:
-                        qs.pending.append((cand, deadline))
+            completed = self.process(x, hclock, moment)
+            if completed:
+                queue.extend(self._settle(completed, x, moment, hclock, clock, phase, arrival, out))
+
+    def _settle(
+        self,
+        completed: list[tuple[QState, Cand]],
+        x: Event,
+        moment: int,
+        hclock: float,
+        clock: float,
+        phase: int,
+        arrival: int,
+        out: list[Emission],
+    ) -> list[Event]:
+        """Emit, hold (trailing negation) or turn into derived instances the matches
+        ``x`` completed; returns the derived instances (latest key last), which arrive at
+        the same moment."""
+        made: list[Event] = []
+        for qs, cand in completed:
+            if qs.cq.trailing:
+                deadline = cand.start + (qs.cq.window or 0.0)
+                if clock > deadline:
+                    ctx = Context(moment, self._probe(x.src, hclock), x)
+                    self._finish(
+                        qs,
+                        cand,
+                        cand.prob * trailing_factor(qs, cand, ctx),
+                        moment,
+                        phase,
+                        arrival,
+                        made,
+                        out,
+                    )
                 else:
-                    self._finish(qs, cand, cand.prob, moment, phase, arrival, made, out)
-            if made:
-                made.sort(key=inst_key)
-                queue.extend(made)
+                    qs.pending.append((cand, deadline))
+                    self._pending_nodes.add(qs)
+                    if deadline < self._next_deadline:
+                        self._next_deadline = deadline
+            else:
+                self._finish(qs, cand, cand.prob, moment, phase, arrival, made, out)
+        if len(made) > 1:
+            made.sort(key=inst_key)
+        return made
 
     def _finish(
         self,
@@ -378,16 +444,22 @@ class Network:
         if derived in self.ecqs:
             made.append(_derived(cand, derived, dict(attrs), prob, moment, arrival, entries, None, prims))
 
-    def _probe(self, src: Any, hclock: float) -> Any:
+    def _probe(self, src: Any, hclock: float, cache: bool = True) -> Any:
+        """The probe of one source's visible instances of a class, latest first; cached
+        for the instance being processed (one probe per ECQ, shared by all queries)."""
         ecqs = self.ecqs
         probes: dict[str, list[Event]] = {}
+        timers = self.timers
 
         def probe(cls: str) -> list[Event]:
-            got = probes.get(cls)
+            got = probes.get(cls) if cache else None
             if got is None:
+                began = time.perf_counter() if timers is not None else 0.0
                 target = ecqs.get(cls)
                 got = target.siq.chain(src, target.horizon(hclock)) if target is not None else []
                 probes[cls] = got
+                if timers is not None:
+                    timers["probe"] += time.perf_counter() - began
             return got
 
         return probe
@@ -402,51 +474,28 @@ class Network:
             return []
         probe = self._probe(e.src, hclock)
         completed: list[tuple[QState, Cand]] = []
+        static = ecq.static_pass
 
-        # ---- plain sequences: filters, then one probe per R-CLink extends them all at once
-        seq_pass: dict[int, int] = {}
-        for k, slot in ecq.seq_filters.items():
-            seq_pass[k] = slot.passing(e)
+        # ---- plain sequences: filters, then extend every query's partial matches
+        timers = self.timers
+        began = time.perf_counter() if timers is not None else 0.0
+        if static is not None:
+            seq_pass = static
+        else:
+            seq_pass = {k: slot.passing(e) for k, slot in ecq.seq_filters.items()}
+        if timers is not None:
+            now = time.perf_counter()
+            timers["search"] += now - began
+            began = now
         extended: dict[int, list[tuple[float, int]]] = {}
-        if ecq.rclt:
-            window_mask = self.window_mask
-            e_start = e.start
-            e_end = e.end
-            wcache: dict[float, int] = {}
-            gathered: dict[int, list[tuple[float, int]]] = {}
-            for pred_cls, rl in ecq.rclt.items():
-                cands: list[Event] | None = None
-                for k, mask in rl.masks.items():
-                    m = mask & seq_pass.get(k, 0)
-                    if not m:
-                        continue
-                    if cands is None:
-                        cands = probe(pred_cls)
-                    if not cands:
-                        break
-                    groups = gathered.setdefault(k, [])
-                    for p in cands:
-                        if p.end > e_start:
-                            continue
-                        pmb = p._pmb
-                        if k == 1:
-                            if not pmb.init & m:
-                                continue
-                            source: Any = ((p.start, pmb.init),)
-                        else:
-                            source = pmb.entries.get(k - 1, ()) if pmb.entries else ()
-                        for t, bits in source:
-                            bb = bits & m
-                            if bb:
-                                wm = wcache.get(t)
-                                if wm is None:
-                                    wm = wcache[t] = window_mask(e_end - t)
-                                bb &= wm
-                                if bb:
-                                    groups.append((t, bb))
-            for k, groups in gathered.items():
-                if groups:
-                    extended[k] = resolve_latest(groups)
+        if len(seq_pass) > 1 or 0 not in seq_pass:
+            level = self.level
+            if level == "summary":
+                extended = self._extend_summary(ecq, e, seq_pass)
+            elif level == "bitsets":
+                extended = self._extend_bitsets(ecq, e, seq_pass, probe)
+            else:
+                extended = self._extend_per_query(ecq, e, seq_pass, probe, hclock)
 
         done = seq_pass.get(0, 0) & ecq.seq_final.get(0, 0)
         for k, groups in extended.items():
@@ -494,8 +543,15 @@ class Network:
                         completed.append((qs, _cand([e], e, single=clink.position, length=qs.cq.length)))
 
         # ---- insert phase: store once if any partial match can go on from here
+        if timers is not None:
+            now = time.perf_counter()
+            timers["evaluate"] += now - began
+            began = now
         init = seq_pass.get(0, 0) & ecq.seq_more.get(0, 0)
         kept: dict[int, list[tuple[float, int]]] | None = None
+        if init and not self.reduced:
+            kept = {0: [(e.start, init)]}
+            init = 0
         for k, groups in extended.items():
             more = ecq.seq_more.get(k, 0)
             if not more:
@@ -506,9 +562,138 @@ class Network:
                     kept = {}
                 kept[k] = keep
         if init or kept or ecq.general_uses:
-            e._pmb = PMB(init, kept, None)
+            e._pmb = PMB(init, kept)
             ecq.siq.insert(e)
+            if self.level == "summary" and (init or kept):
+                self._summarise(e, init, kept, hclock)
+        if timers is not None:
+            timers["insert"] += time.perf_counter() - began
         return completed
+
+    # ------------------------------------------------------------- extension
+
+    def _extend_summary(
+        self, ecq: ECQ, e: Event, seq_pass: dict[int, int]
+    ) -> dict[int, list[tuple[float, int]]]:
+        """Level "summary": for each position ``k`` of ``e``'s class, the queries whose
+        partial match at ``k - 1`` (at ``e``'s source) ``e`` extends within their window,
+        from the source's summary. O(groups of the source) big-int operations."""
+        positions = self.summary.get(e.src)
+        out: dict[int, list[tuple[float, int]]] = {}
+        if positions is None:
+            return out
+        window_mask = self.window_mask
+        e_end = e.end
+        final = ecq.seq_final
+        more = ecq.seq_more
+        for k, passed in seq_pass.items():
+            if k == 0 or k > len(positions):
+                continue
+            m = passed & (final.get(k, 0) | more.get(k, 0))
+            if not m:
+                continue
+            res = []
+            for t, bits in positions[k - 1]:
+                bb = bits & m
+                if bb:
+                    bb &= window_mask(e_end - t)
+                    if bb:
+                        res.append((t, bb))
+            if res:
+                out[k] = res
+        return out
+
+    def _summarise(
+        self, e: Event, init: int, kept: dict[int, list[tuple[float, int]]] | None, hclock: float
+    ) -> None:
+        positions = self.summary.get(e.src)
+        if positions is None:
+            positions = self.summary[e.src] = []
+        cutoff = hclock - self._max_window
+        if init:
+            while not positions:
+                positions.append([])
+            merge_latest(positions[0], e.start, init, cutoff)
+        if kept:
+            for k, groups in kept.items():
+                while len(positions) <= k:
+                    positions.append([])
+                for t, bits in groups:
+                    merge_latest(positions[k], t, bits, cutoff)
+
+    def _extend_bitsets(
+        self, ecq: ECQ, e: Event, seq_pass: dict[int, int], probe: Any
+    ) -> dict[int, list[tuple[float, int]]]:
+        """Level "bitsets": one probe per R-CLink; all its queries extended at once."""
+        extended: dict[int, list[tuple[float, int]]] = {}
+        if not ecq.rclt:
+            return extended
+        window_mask = self.window_mask
+        e_start = e.start
+        e_end = e.end
+        wcache: dict[float, int] = {}
+        gathered: dict[int, list[tuple[float, int]]] = {}
+        for pred_cls, rl in ecq.rclt.items():
+            cands: list[Event] | None = None
+            for k, mask in rl.masks.items():
+                m = mask & seq_pass.get(k, 0)
+                if not m:
+                    continue
+                if cands is None:
+                    cands = probe(pred_cls)
+                if not cands:
+                    break
+                groups = gathered.setdefault(k, [])
+                for p in cands:
+                    if p.end > e_start:
+                        continue
+                    pmb = p._pmb
+                    if k == 1:
+                        if not pmb.init & m:
+                            continue
+                        source: Any = ((p.start, pmb.init),)
+                    else:
+                        source = pmb.entries.get(k - 1, ()) if pmb.entries else ()
+                    for t, bits in source:
+                        bb = bits & m
+                        if bb:
+                            wm = wcache.get(t)
+                            if wm is None:
+                                wm = wcache[t] = window_mask(e_end - t)
+                            bb &= wm
+                            if bb:
+                                groups.append((t, bb))
+        for k, groups in gathered.items():
+            if groups:
+                extended[k] = resolve_latest(groups)
+        return extended
+
+    def _extend_per_query(
+        self, ecq: ECQ, e: Event, seq_pass: dict[int, int], probe: Any, hclock: float
+    ) -> dict[int, list[tuple[float, int]]]:
+        """Levels "instances", "subpatterns" and "pmb": the paper's test phase, query by
+        query; "instances" probes once per CLink, the others once per R-CLink."""
+        shared = self.level != "instances"
+        own = probe if shared else self._probe(e.src, hclock, cache=False)
+        found: dict[int, list[tuple[float, int]]] = {}
+        for clink in ecq.clt:
+            qs = clink.q
+            k = clink.position
+            if k == 0 or not qs.fast or not seq_pass.get(k, 0) & qs.bit:
+                continue
+            bit = qs.bit
+            low = e.end - (qs.cq.window or 0.0)
+            best: float | None = None
+            for pred_cls in qs.classes_at[k - 1]:
+                for p in own(pred_cls):
+                    if p.end > e.start:
+                        continue
+                    t = p._pmb.latest(k - 1, bit, p.start)
+                    if t is not None and t >= low and (best is None or t > best):
+                        best = t
+            if best is not None:
+                found.setdefault(k, []).append((best, bit))
+        return {k: resolve_latest(groups) for k, groups in found.items()}
 
     def _nodes_of(self, bits: int) -> list[QState]:
         """The nodes of a bitset. O(set bits)."""

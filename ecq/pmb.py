@@ -7,56 +7,57 @@ few big-integer operations instead of a loop over queries.
 - ``init``: bits of the sequence queries whose *first* component the instance can start
   (it passed that component's filter). This is **PMB reduction**: initial entries carry
   no pointers and their start time is the instance's own start, so one int stands in
-  for them all.
-- ``entries[i]``: for sequence position ``i >= 1``, a list of ``(t_start, bits)``: the
-  queries for which a partial match ending with this instance at position ``i`` exists,
-  grouped by the *latest* start time such a partial match can have. Groups are disjoint.
-- ``cpass[k]``: conjunction queries whose component ``k`` this instance can fill.
+  for them all. Without reduction (an ablation of the benchmark) they are stored as
+  ``entries[0]`` instead.
+- ``entries[i]``: for sequence position ``i``, a list of ``(t_start, bits)``: the queries
+  for which a partial match ending with this instance at position ``i`` exists, grouped
+  by the *latest* start time such a partial match can have (an upper bound: it is used
+  to prune, and a match is always verified when it is assembled). Groups are disjoint.
 """
 
 from __future__ import annotations
 
-__all__ = ["PMB", "resolve_latest"]
+__all__ = ["PMB", "resolve_latest", "merge_latest"]
 
 
 class PMB:
     """The partial matching block of one stored instance."""
 
-    __slots__ = ("init", "entries", "cpass")
+    __slots__ = ("init", "entries")
 
-    def __init__(
-        self, init: int, entries: dict[int, list[tuple[float, int]]] | None, cpass: dict[int, int] | None
-    ):
+    def __init__(self, init: int, entries: dict[int, list[tuple[float, int]]] | None) -> None:
         self.init = init
         self.entries = entries
-        self.cpass = cpass
 
     def size(self) -> int:
         """Number of PMatch groups stored (the reduced initial entry counts as one)."""
         n = 1 if self.init else 0
         if self.entries:
             n += sum(len(groups) for groups in self.entries.values())
-        if self.cpass:
-            n += len(self.cpass)
         return n
 
-    def extends(self, position: int, bit: int, bound: float, start: float) -> bool:
-        """Whether a partial match of the query ``bit`` ends here at ``position`` with a
-        start time ``>= bound``. O(groups)."""
-        if position == 0:
-            return bool(self.init & bit) and start >= bound
+    def latest(self, position: int, bit: int, start: float) -> float | None:
+        """The latest start of a partial match of query ``bit`` ending here at
+        ``position``, or None. O(groups)."""
+        if position == 0 and self.init & bit:
+            return start
         groups = self.entries.get(position) if self.entries else None
-        if not groups:
-            return False
-        for t, bits in groups:
-            if bits & bit:
-                return t >= bound
-        return False
+        if groups:
+            for t, bits in groups:
+                if bits & bit:
+                    return t
+        return None
+
+    def extends(self, position: int, bit: int, bound: float, start: float) -> bool:
+        """Whether a partial match of query ``bit`` ends here at ``position`` with a
+        start time ``>= bound``. O(groups)."""
+        t = self.latest(position, bit, start)
+        return t is not None and t >= bound
 
     def _check(self) -> None:
         if self.entries:
             for position, groups in self.entries.items():
-                assert position >= 1
+                assert position >= 0
                 seen = 0
                 for _t, bits in groups:
                     assert bits > 0
@@ -66,7 +67,7 @@ class PMB:
 
 def resolve_latest(groups: list[tuple[float, int]]) -> list[tuple[float, int]]:
     """Merge candidate ``(t_start, bits)`` groups keeping, for each query bit, only the
-    latest start time: the disjoint groups a PMB stores. O(g log g)."""
+    latest start time: the disjoint groups a PMB stores, latest first. O(g log g)."""
     if len(groups) <= 1:
         return groups
     groups.sort(key=lambda g: -g[0])
@@ -81,3 +82,30 @@ def resolve_latest(groups: list[tuple[float, int]]) -> list[tuple[float, int]]:
                 out.append((t, fresh))
             claimed |= fresh
     return out
+
+
+def merge_latest(groups: list[tuple[float, int]], t: float, bits: int, cutoff: float) -> None:
+    """Fold ``(t, bits)`` into disjoint latest-first ``groups`` in place, keeping each bit
+    with its latest start; groups older than ``cutoff`` go. O(groups)."""
+    out: list[tuple[float, int]] = []
+    placed = False
+    for t2, b2 in groups:
+        if t2 < cutoff:
+            break
+        if t2 > t:
+            bits &= ~b2
+            out.append((t2, b2))
+            continue
+        if not placed:
+            placed = True
+            if t2 == t:
+                out.append((t, b2 | bits))
+                continue
+            if bits:
+                out.append((t, bits))
+        b2 &= ~bits
+        if b2:
+            out.append((t2, b2))
+    if not placed and bits and t >= cutoff:
+        out.append((t, bits))
+    groups[:] = out

@@ -21,6 +21,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from ecq.conditions import PredFn, ValueFn, compile_predicate, compile_value
@@ -101,11 +102,11 @@ class CompiledQuery:
     def length(self) -> int:
         return len(self.comps)
 
-    @property
+    @cached_property
     def positives(self) -> tuple[int, ...]:
         return tuple(c.index for c in self.comps if not c.negated)
 
-    @property
+    @cached_property
     def is_filter(self) -> bool:
         """One positive, non-Kleene component: every passing event is a match."""
         c = self.comps[0]
@@ -116,7 +117,7 @@ class CompiledQuery:
         """Whether the node keeps instances (sequence or conjunction of two or more)."""
         return self.kind != KIND_OR and len(self.comps) >= 2
 
-    @property
+    @cached_property
     def plain(self) -> bool:
         """A sequence of positive, non-Kleene components over primitive classes: the
         bitset fast path of the network handles it."""
@@ -128,6 +129,7 @@ class CompiledQuery:
             for c in self.comps
         )
 
+    @cached_property
     def trailing(self) -> tuple[int, ...]:
         """Negated components after the last positive one (sequences)."""
         if self.kind != KIND_SEQ:

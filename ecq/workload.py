@@ -12,11 +12,12 @@ Defaults are the paper's: 1K queries, 1K sources, 50 classes.
 
 from __future__ import annotations
 
+import heapq
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ecq.event import Event
+from ecq.event import AttrValue, Event
 
 __all__ = [
     "Workload",
@@ -25,6 +26,8 @@ __all__ = [
     "conjunction_queries",
     "disjunction_queries",
     "events",
+    "PAPER_CARD_QUERIES",
+    "credit_card_workload",
 ]
 
 
@@ -97,3 +100,124 @@ def events(w: Workload, count: int, start: float = 0.0) -> Iterator[Event]:
     for i in range(count):
         t += rng.expovariate(1.0 / gap)
         yield Event(rng.randrange(w.n_sources), classes[rng.randrange(w.n_classes)], round(t, 3), id=i)
+
+
+# ------------------------------------------------------------------ credit-card flavour
+
+# The SCEMon paper's motivating scenario (§1, §3): a card company tracks thousands of
+# purchasing patterns over card holders' payments. Ten merchant categories, five
+# merchant classes each (``CNMA_A`` .. ``CNMA_E``), and the payment range of each
+# category in dollars. The paper's two example queries use CNMA_A, RSTR_B, BAR_C and
+# BRND_A..C, so those names are always among the classes.
+_CARD_CATEGORIES: dict[str, tuple[float, float]] = {
+    "CNMA": (8.0, 60.0),  # cinemas
+    "RSTR": (20.0, 160.0),  # restaurants
+    "BAR": (5.0, 90.0),
+    "BRND": (20.0, 250.0),  # brand stores
+    "GROC": (5.0, 180.0),  # groceries
+    "FUEL": (20.0, 110.0),
+    "TRVL": (50.0, 900.0),  # travel agents, airlines
+    "HOTL": (80.0, 600.0),
+    "SPRT": (15.0, 300.0),  # sporting events and goods
+    "ELEC": (10.0, 1500.0),  # electronics
+}
+
+# The paper's CEM queries 1 and 2, verbatim apart from the names.
+PAPER_CARD_QUERIES: list[tuple[str, str]] = [
+    (
+        "dinner_and_a_movie",
+        "PATTERN Sequence WITH CNMA_A, RSTR_B, BAR_C\n"
+        "WHERE [symbol] $20 < CNMA_A.payment < $50 AND $80 < RSTR_B.payment < $120 AND BAR_C.payment < $50\n"
+        "WITHIN 5 hours",
+    ),
+    (
+        "brand_spree",
+        "PATTERN Conjunction WITH BRND_A, BRND_B, BRND_C\n"
+        "WHERE [symbol] BRND_A.payment + BRND_B.payment + BRND_C.payment < $200\n"
+        "WITHIN 1.5 hours",
+    ),
+]
+
+
+def credit_card_workload(
+    n_cards: int = 1000,
+    n_classes: int = 50,
+    n_queries: int = 1000,
+    n_events: int = 100_000,
+    purchase_gap: float = 1800.0,
+    seed: int = 42,
+) -> tuple[list[tuple[str, str]], Iterator[Event]]:
+    """The paper's credit-card scenario: ``(queries, events)``.
+
+    ``queries`` are the paper's two example queries (:data:`PAPER_CARD_QUERIES`) followed
+    by ``n_queries`` generated purchasing patterns ``cc00000 ..``: sequences (two thirds)
+    and conjunctions of two or three merchant classes with payment bounds, within 1 to 5
+    hours. ``events`` yields ``n_events`` payments in time order: card holders
+    ``card-0000 ..`` (the source) each pay on average every ``purchase_gap`` seconds,
+    at a merchant class with a ``payment`` attribute in its category's range. Now and
+    then a holder goes on an outing that follows one of the patterns (the paper's
+    dinner-and-a-movie evening among them), so queries have matches to find. Ids are
+    ``p<n>``. Seeded: the same arguments give the same workload.
+    """
+    classes = _card_classes(n_classes)
+    rng = random.Random(seed)
+    outings = [["CNMA_A", "RSTR_B", "BAR_C"], ["BRND_A", "BRND_B", "BRND_C"]]
+    outings += [rng.sample(classes, rng.choice((2, 3))) for _ in range(60)]
+    queries = list(PAPER_CARD_QUERIES)
+    for i in range(n_queries):
+        picks = rng.choice(outings) if rng.random() < 0.7 else rng.sample(classes, rng.choice((2, 3)))
+        kind = "Sequence" if rng.random() < 2 / 3 else "Conjunction"
+        bounds = [f"{c}.payment {rng.choice(('<', '>'))} ${_card_amount(rng, c):.0f}" for c in picks[:2]]
+        text = (
+            f"PATTERN {kind} WITH {', '.join(picks)}\n"
+            f"WHERE [symbol] {' AND '.join(bounds)}\n"
+            f"WITHIN {rng.choice((1, 1.5, 2, 3, 4, 5))} hours"
+        )
+        queries.append((f"cc{i:05d}", text))
+    return queries, _card_events(rng, classes, outings, n_cards, n_events, purchase_gap)
+
+
+def _card_classes(n: int) -> list[str]:
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    per = max(5, -(-n // len(_CARD_CATEGORIES)))
+    names = [f"{cat}_{letters[i]}" for i in range(min(per, 26)) for cat in _CARD_CATEGORIES]
+    if n > len(names):
+        raise ValueError(f"at most {len(names)} merchant classes")
+    return names[:n]
+
+
+def _card_amount(rng: random.Random, cls: str) -> float:
+    lo, hi = _CARD_CATEGORIES[cls.split("_", 1)[0]]
+    return round(rng.uniform(lo, hi), 2)
+
+
+def _card_events(
+    rng: random.Random,
+    classes: list[str],
+    outings: list[list[str]],
+    n_cards: int,
+    n_events: int,
+    gap: float,
+) -> Iterator[Event]:
+    # Each card's next payment waits in a heap keyed by time, so the stream comes out in
+    # time order; a card on an outing pays at its next merchant 20-90 minutes later.
+    heap = [(rng.expovariate(1.0 / gap), card) for card in range(n_cards)]
+    heapq.heapify(heap)
+    plans: dict[int, list[str]] = {}
+    for i in range(n_events):
+        t, card = heapq.heappop(heap)
+        plan = plans.get(card)
+        if plan:
+            cls = plan.pop(0)
+        elif rng.random() < 0.15:
+            plan = list(rng.choice(outings))
+            if rng.random() < 0.5 and plan[0].startswith("BRND"):
+                rng.shuffle(plan)  # a conjunction's classes come in any order
+            cls = plan.pop(0)
+            plans[card] = plan
+        else:
+            cls = rng.choice(classes)
+        attrs: dict[str, AttrValue] = {"payment": _card_amount(rng, cls)}
+        yield Event(f"card-{card:04d}", cls, round(t, 3), attrs=attrs, id=f"p{i}")
+        wait = rng.uniform(1200.0, 5400.0) if plans.get(card) else rng.expovariate(1.0 / gap)
+        heapq.heappush(heap, (t + wait, card))

@@ -37,6 +37,11 @@ class EventFormat(StrEnum):
     csv = "csv"
 
 
+class EngineKind(StrEnum):
+    shared = "shared"
+    separate = "separate"
+
+
 QueriesOption = Annotated[
     Path,
     typer.Option(
@@ -106,6 +111,14 @@ def replay(
         EventFormat | None,
         typer.Option("--format", "-f", help="Events file format; default: csv for *.csv, else jsonl."),
     ] = None,
+    engine_kind: Annotated[
+        EngineKind,
+        typer.Option(
+            "--engine",
+            help="shared: one shared ECQ network (SCEMon); separate: one plan per query, the "
+            "separate-processing baseline the paper compares against. Same matches.",
+        ),
+    ] = EngineKind.shared,
 ) -> None:
     """Run an events file through the queries and write the matches.
 
@@ -120,7 +133,7 @@ def replay(
     """
     with _user_errors(), LazyProgress() as progress:
         specs = files.read_queries(queries)
-        engine = files.build_engine(specs, queries)
+        engine = files.build_engine(specs, queries, engine_kind.value)
         progress.phase("reading events")
         batch = files.read_events(events, fmt.value if fmt else None, progress.update)
         progress.phase("matching", total=len(batch))

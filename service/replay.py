@@ -42,10 +42,15 @@ from ecq.language.ast import Query, from_json
 from ecq.match import Match
 
 if TYPE_CHECKING:
+    from ecq.baseline import SeparateEngine
     from ecq.engine import Engine
+
+    # What ``scemon replay --engine`` picks: the shared network or the SP baseline.
+    AnyEngine = Engine | SeparateEngine
 
 __all__ = [
     "CHUNK_SIZE",
+    "ENGINE_KINDS",
     "EVENT_FORMATS",
     "QueryFileError",
     "QuerySpec",
@@ -191,13 +196,20 @@ def _renamed(query: Query, name: str) -> Query:
     return replace(query, name=name)
 
 
-def build_engine(specs: Sequence[QuerySpec], source: Path) -> Engine:
+ENGINE_KINDS = ("shared", "separate")
+
+
+def build_engine(specs: Sequence[QuerySpec], source: Path, kind: str = "shared") -> AnyEngine:
     """A fresh engine with every query registered in file order (the order that breaks
     ties between matches, docs/semantics.md). Raises :class:`QueryFileError` naming the
-    query the engine rejects."""
+    query the engine rejects. ``kind``: ``shared`` (the ECQ network) or ``separate`` (the
+    separate-processing baseline, :mod:`ecq.baseline`; same matches, for comparison)."""
+    from ecq.baseline import SeparateEngine
     from ecq.engine import Engine
 
-    engine = Engine()
+    if kind not in ENGINE_KINDS:
+        raise ScemonError(f"unknown engine {kind!r} (expected {' or '.join(ENGINE_KINDS)})")
+    engine: AnyEngine = Engine() if kind == "shared" else SeparateEngine()
     for name, spec in specs:
         try:
             engine.register(name, spec)
@@ -373,7 +385,7 @@ def match_line(match: Match) -> bytes:
 
 
 def run(
-    engine: Engine,
+    engine: AnyEngine,
     events: Sequence[Event],
     out: BinaryIO,
     chunk_size: int = CHUNK_SIZE,

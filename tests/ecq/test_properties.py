@@ -19,6 +19,7 @@ from ecq.errors import QueryError
 from ecq.event import Event
 from ecq.language.ast import from_json
 from ecq.match import Match
+from ecq.network import LEVELS
 from service import replay
 from tests import reference
 from tests.strategies import query_sets, query_sets_full, streams
@@ -27,11 +28,11 @@ CLASSES = ("A", "B", "C", "D")
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def engine_run(ops: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
+def engine_run(ops: list[tuple[Any, ...]], level: str = "summary") -> list[dict[str, Any]]:
     """Run reference-style ``ops`` on the engine, checking invariants after each step.
     A registration the engine rejects (an ``@name`` whose query is gone) is removed from
     ``ops`` in place, with the ops that name it, so the reference sees the same stream."""
-    eng = Engine(clean_every=2)
+    eng = Engine(clean_every=2, level=level)
     out: list[Match] = []
     rejected: set[str] = set()
     kept: list[tuple[Any, ...]] = []
@@ -155,3 +156,10 @@ def test_engine_equals_reference_on_longer_streams(
     ops += [("event", e) for e in events]
     ops.append(("time", math.inf))
     assert normalise(engine_run(ops)) == normalise(reference.evaluate(ops))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.sampled_from(LEVELS))
+def test_every_ablation_level_gives_the_reference_matches(ops: list[tuple[Any, ...]], level: str) -> None:
+    """The benchmark's ablations change how matches are found, never which."""
+    assert normalise(engine_run(ops, level)) == normalise(reference.evaluate(ops))

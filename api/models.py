@@ -1,0 +1,337 @@
+"""The wire contract of the scemon REST API, version 1: one model family per resource.
+
+Shared by the server (``service/routes``) and the clients (``api/client.py``), so both
+sides read and write the same shapes. The server generates ``openapi.yaml`` from these
+models; the examples here are the ones that document shows.
+
+Families:
+
+- queries: ``QueryCreate`` → ``QueryPublic``; ``QueryBulkCreate`` → ``QueryBulkPublic``;
+  ``QueryList``;
+- events: ``EventIn``, ``EventBatch`` → ``BatchResult``; ``TimeAdvance`` → ``TimeResult``;
+- matches: ``MatchPublic``, ``MatchPage``;
+- errors: ``ErrorBody`` (``{"detail": {"message", ...where}}``) for every 4xx;
+- health: ``Health``.
+
+Events posted without an ``id`` are named ``"<batch_id>:<index>"`` in matches, the index
+being the 0-based position of the event in the batch as posted.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "ARROW_MEDIA_TYPE",
+    "BATCH_HEADER",
+    "NAME_PATTERN",
+    "PRODUCER_HEADER",
+    "AttrValue",
+    "BatchResult",
+    "ErrorBody",
+    "ErrorDetail",
+    "EventBatch",
+    "EventIn",
+    "Health",
+    "MatchPage",
+    "MatchPublic",
+    "QueryBulkCreate",
+    "QueryBulkPublic",
+    "QueryCreate",
+    "QueryList",
+    "QueryPublic",
+    "TimeAdvance",
+    "TimeResult",
+]
+
+ARROW_MEDIA_TYPE = "application/vnd.apache.arrow.stream"
+PRODUCER_HEADER = "X-Scemon-Producer"
+BATCH_HEADER = "X-Scemon-Batch-Id"
+
+# Query names appear in URLs and as ``@name`` in other queries' text, so they are what
+# the query language reads as a name: a letter or ``_``, then letters, digits, ``_`` and
+# single inner ``-``.
+NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(-[A-Za-z0-9_]+)*$"
+NAME_MAX = 128
+ID_MAX = 256
+
+AttrValue = bool | int | float | str
+
+_DINNER = (
+    "PATTERN Sequence WITH CNMA_A, RSTR_B, BAR_C\n"
+    "WHERE [symbol] $20 < CNMA_A.payment < $50 AND $80 < RSTR_B.payment < $120 AND BAR_C.payment < $50\n"
+    "WITHIN 5 hours"
+)
+_AB_PATTERN: dict[str, Any] = {
+    "kind": "query",
+    "pattern": {
+        "kind": "seq",
+        "items": [
+            {"kind": "component", "classes": ["A"], "alias": "a"},
+            {"kind": "component", "classes": ["B"], "alias": "b"},
+        ],
+    },
+    "within": 10.0,
+    "mode": "recent",
+}
+
+
+class _Model(BaseModel):
+    """Unknown fields are errors: a misspelt field should fail loudly, not be ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# ------------------------------------------------------------------------------ errors
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong and where. ``message`` always says both in words; the other
+    fields locate the mistake for programs: ``line``/``column``/``token`` in query text,
+    ``index`` of the event (or of the query in a bulk call), ``field`` the bad field,
+    ``query`` the query's name."""
+
+    message: str
+    line: int | None = None
+    column: int | None = None
+    token: str | None = None
+    index: int | None = None
+    field: str | None = None
+    query: str | None = None
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"message": "expected ',' or ')' (line 1, column 10 at 'B')", "line": 1, "column": 10},
+                {"message": "event 3, field 'end': end 1 is before start 2", "index": 3, "field": "end"},
+            ]
+        }
+    )
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx answer has this body."""
+
+    detail: ErrorDetail
+
+
+# ----------------------------------------------------------------------------- queries
+
+
+class QueryBase(_Model):
+    name: str = Field(
+        min_length=1,
+        max_length=NAME_MAX,
+        pattern=NAME_PATTERN,
+        description="Unique name; other queries read its matches as the class @name.",
+    )
+
+
+class QueryCreate(QueryBase):
+    """A query to register: its text, or its AST JSON (``ecq.language.ast.to_json``)."""
+
+    text: str | None = Field(
+        default=None, min_length=1, max_length=100_000, description="Query text (docs/language.md)."
+    )
+    pattern: dict[str, Any] | None = Field(
+        default=None, description="The whole query's AST JSON: an object with kind 'query'."
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"name": "dinner_and_a_movie", "text": _DINNER},
+                {"name": "ab", "pattern": _AB_PATTERN},
+            ]
+        }
+    )
+
+    @model_validator(mode="after")
+    def _one_form(self) -> QueryCreate:
+        if (self.text is None) == (self.pattern is None):
+            raise ValueError("give exactly one of 'text' and 'pattern'")
+        return self
+
+
+class QueryBulkCreate(_Model):
+    """Queries registered together, in order: all of them or none."""
+
+    queries: list[QueryCreate] = Field(min_length=1, max_length=20_000)
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "queries": [
+                        {"name": "q1", "text": "SEQ(A, B) WITHIN 10 s"},
+                        {"name": "q2", "text": "A; B; C WITHIN 1 min MODE ALL"},
+                    ]
+                }
+            ]
+        }
+    )
+
+
+class QueryPublic(QueryBase):
+    """A registered query: its compiled summary, its canonical text and its matches."""
+
+    text: str = Field(description="Canonical text of the query.")
+    kind: Literal["seq", "and", "or"]
+    classes: list[str] = Field(description="Event classes the query reads, sorted.")
+    window: float | None = Field(description="WITHIN in seconds; null for filters and disjunctions.")
+    mode: Literal["recent", "all"]
+    matches: int = Field(ge=0, description="Matches emitted so far.")
+    last_match: float | None = Field(description="End time of the latest match, or null.")
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "ab",
+                    "text": "PATTERN SEQ(A a, B b)\nWITHIN 10 s",
+                    "kind": "seq",
+                    "classes": ["A", "B"],
+                    "window": 10.0,
+                    "mode": "recent",
+                    "matches": 2,
+                    "last_match": 9.0,
+                }
+            ]
+        },
+    )
+
+
+class QueryBulkPublic(_Model):
+    queries: list[QueryPublic]
+
+
+class QueryList(_Model):
+    """Every registered query, in registration order."""
+
+    queries: list[QueryPublic]
+
+
+# ------------------------------------------------------------------------------ events
+
+
+class EventIn(_Model):
+    """One event (SEMANTICS.md §1). ``end`` defaults to ``start``; ``end < start`` is
+    rejected; ``prob`` defaults to 1."""
+
+    src: str | int = Field(description="Event source; every match is within one source.")
+    type: str = Field(min_length=1, description="Primitive event class.")
+    start: float = Field(description="Seconds.")
+    end: float | None = Field(default=None, description="Seconds, at least start; default start.")
+    attrs: dict[str, AttrValue] | None = Field(default=None, description="Flat attributes.")
+    prob: float | None = Field(default=None, gt=0.0, le=1.0, description="Probability in (0, 1].")
+    id: str | int | None = Field(
+        default=None, description="Echoed in matches; default '<batch_id>:<index in the batch>'."
+    )
+
+
+class EventBatch(_Model):
+    """A micro-batch. ``(producer, batch_id)`` is its idempotency key: a batch already
+    applied is acknowledged with ``duplicate: true`` and changes nothing. ``batch_id``
+    compares as text (``7`` and ``"7"`` are the same batch). The batch is sorted stably
+    by ``(end, start)`` before the engine sees it."""
+
+    producer: str = Field(min_length=1, max_length=ID_MAX)
+    batch_id: str | int = Field(description="Unique per producer; compared as text.")
+    events: list[EventIn]
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "producer": "spark-job-1",
+                    "batch_id": 17,
+                    "events": [
+                        {"id": "tx1", "src": "card-1", "type": "A", "start": 1.0, "attrs": {"payment": 30}},
+                        {"src": "card-1", "type": "B", "start": 2.0, "end": 3.0},
+                    ],
+                }
+            ]
+        },
+    )
+
+
+class BatchResult(_Model):
+    accepted: int = Field(ge=0, description="Events in the batch (0 for a duplicate).")
+    duplicate: bool = Field(description="The batch was applied before; nothing changed.")
+    matches: int = Field(ge=0, description="Matches the batch released.")
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"accepted": 2, "duplicate": False, "matches": 1}]}
+    )
+
+
+class TimeAdvance(_Model):
+    """Move the engine's clock forward (it never goes back): matches waiting for a
+    window to close (trailing negation) are released, idle streams make progress."""
+
+    time: float = Field(description="Seconds; finite.")
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"time": 3600.0}]})
+
+
+class TimeResult(_Model):
+    clock: float | None = Field(description="The engine's clock after the call (null before any event).")
+    matches: int = Field(ge=0, description="Matches the advance released.")
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"clock": 3600.0, "matches": 0}]})
+
+
+# ----------------------------------------------------------------------------- matches
+
+
+class MatchPublic(_Model):
+    """One match (SEMANTICS.md §9). ``events`` holds event ids in component order (a
+    Kleene component or a sub-pattern gives a list); ``seq`` numbers matches across the
+    service's life, without gaps, so a consumer resumes with ``from_seq = seq + 1``."""
+
+    query: str
+    src: str | int
+    start: float
+    end: float
+    events: list[Any]
+    attrs: dict[str, AttrValue]
+    prob: float
+    seq: int = Field(ge=0)
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "query": "ab",
+                    "src": "card-1",
+                    "start": 1.0,
+                    "end": 3.0,
+                    "events": ["tx1", "17:1"],
+                    "attrs": {},
+                    "prob": 1.0,
+                    "seq": 0,
+                }
+            ]
+        },
+    )
+
+
+class MatchPage(_Model):
+    """Matches with ``seq >= from_seq`` in ``seq`` order; ask again with ``from_seq =
+    next_seq`` for more."""
+
+    matches: list[MatchPublic]
+    next_seq: int = Field(ge=0)
+
+
+# ------------------------------------------------------------------------------ health
+
+
+class Health(_Model):
+    status: Literal["ok", "starting", "failed"]
+    detail: str | None = None

@@ -1,0 +1,824 @@
+"""The separate-processing (SP) baseline: the scheme the SCEMon paper compares against.
+
+SCEMon §3.2 (after Wu et al.'s SASE): a **query index** maps each event class to the
+plans that use it, ``class -> [(plan, node, positions)]``; every query has its own
+**plan**; an arriving instance is handed to each plan in turn, which *searches* its own
+per-source structure, *evaluates* its transitions and *stores* the instance in its own
+structure, and every plan *deletes* its own obsolete instances at cleaning time. Nothing
+is shared across queries: an instance used by 60 queries is stored 60 times, and
+cleaning scans every plan's every source (O(queries x sources) per cleaning).
+
+A plan evaluates its pattern as follows:
+
+- a plain sequence (the paper's workload) runs on **per-source stacks**, SASE's active
+  instance stacks: stack ``k`` of a source holds the instances that can end a partial
+  match at position ``k``, each with the latest start such a partial match can have and
+  a pointer to the top of stack ``k - 1`` when it arrived (SASE's RIP pointer); a match
+  is assembled by walking the stacks back from the pointers;
+- a one-component pattern and a disjunction store nothing: a passing event is a match;
+- everything else (negation, Kleene closure, sub-patterns, conjunctions, ``@name``) keeps
+  a **private per-source, per-class store** and applies the same matching rules as the
+  shared engine (:mod:`ecq.composite`) to it.
+
+The baseline produces exactly the matches of :class:`ecq.Engine` — same order, same
+``seq``, same ``trigger`` (docs/semantics.md): it compiles queries with the same compiler,
+runs the same moments and phases, and uses the same per-class *drop horizon*. The
+horizon is part of the result for late events (docs/semantics.md, Cleaning), so each
+class's horizon is kept here too, as metadata of the query set: it says which stored
+copies are still visible; it holds no instance.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ecq.composite import Cand, Context, complete, inst_key, prims_of, trailing_factor
+from ecq.conditions import MISSING, PredFn
+from ecq.engine import Engine
+from ecq.errors import DuplicateQueryError, SemanticError, UnknownQueryError
+from ecq.event import Event
+from ecq.language.ast import Query
+from ecq.match import Match
+from ecq.network import Emission, QState
+from ecq.query import KIND_OR, KIND_SEQ, CompiledQuery
+
+__all__ = ["SeparateEngine", "PHASES"]
+
+NEG_INF = float("-inf")
+
+# How a node is evaluated.
+SASE, FILTER, DISJ, GENERAL = range(4)
+
+# The keys of ``SeparateEngine.timers`` (the shared engine's, for the breakdown figure).
+PHASES = ("search", "probe", "evaluate", "insert", "clean")
+
+# A stack entry: (instance, latest start of a partial match ending here, absolute index
+# of the top of the previous stack when the instance arrived).
+Entry = tuple[Event, float, int]
+# An instance waiting to be processed, and the plan it belongs to (a sub-pattern's
+# instance) or None (a primitive event or an ``@name`` instance: the index routes it).
+Delivery = tuple[Event, "_Plan | None"]
+
+
+class _Horizon:
+    """The drop horizon of one class (docs/semantics.md, Cleaning): the same rule as
+    :class:`ecq.ecq.ECQ`, over the windows of the query set's storing nodes."""
+
+    __slots__ = ("windows", "window", "frozen", "uses")
+
+    def __init__(self) -> None:
+        self.windows: Counter[float] = Counter()
+        self.window = NEG_INF
+        self.frozen = NEG_INF
+        self.uses = 0
+
+    def at(self, clock: float) -> float:
+        moving = clock - self.window
+        return moving if moving > self.frozen else self.frozen
+
+    def set_windows(self, clock: float, add: float | None = None, remove: float | None = None) -> None:
+        if self.window != NEG_INF:
+            self.frozen = self.at(clock)
+        if add is not None:
+            self.windows[add] += 1
+        if remove is not None:
+            self.windows[remove] -= 1
+            if self.windows[remove] <= 0:
+                del self.windows[remove]
+        self.window = max(self.windows) if self.windows else NEG_INF
+        if self.window == NEG_INF:
+            self.frozen = NEG_INF
+
+
+class _Stacks:
+    """One source's stacks inside one plain-sequence node: ``items[k]`` for positions
+    ``0 .. n-2`` in arrival order, ``base[k]`` how many were dropped from its bottom (so
+    pointers are absolute indexes and survive cleaning)."""
+
+    __slots__ = ("items", "base")
+
+    def __init__(self, n: int) -> None:
+        self.items: list[list[Entry]] = [[] for _ in range(n)]
+        self.base = [0] * n
+
+
+class _Node:
+    """One compiled query or sub-pattern inside a plan, with its own state."""
+
+    __slots__ = (
+        "qs",
+        "cq",
+        "kind",
+        "n",
+        "window",
+        "filters",
+        "finals",
+        "single",
+        "sources",
+        "pending",
+        "trailing",
+        "bound",
+    )
+
+    def __init__(self, qs: QState) -> None:
+        cq = qs.cq
+        self.qs = qs
+        self.cq = cq
+        self.n = cq.length
+        self.window = cq.window if cq.window is not None else 0.0
+        if cq.kind == KIND_OR:
+            self.kind = DISJ
+        elif cq.is_filter:
+            self.kind = FILTER
+        elif cq.plain:
+            self.kind = SASE
+        else:
+            self.kind = GENERAL
+        self.filters: list[PredFn | None] = [c.filter for c in cq.comps]
+        # Classes whose arrival may complete the node (a general node only).
+        last = cq.positives[-1]
+        self.finals: frozenset[str] = frozenset().union(
+            *(c.classes for c in cq.comps if not c.negated and (cq.kind != KIND_SEQ or c.index == last))
+        )
+        # The class of each position when it has exactly one (its horizon is looked up
+        # once per scan of its stack).
+        self.single: list[str | None] = [
+            next(iter(c.classes)) if len(c.classes) == 1 else None for c in cq.comps
+        ]
+        self.sources: dict[Any, _Stacks] = {}
+        self.pending: list[tuple[Cand, float]] = []
+        self.trailing = bool(cq.trailing)
+        self.bound = cq.probability if cq.top else None
+
+
+class _Plan:
+    """The plan of one registered query: its nodes (sub-patterns deepest first, then the
+    query), which of its nodes use each class at which positions, and the private store
+    of its general nodes (source -> class -> instances in arrival order)."""
+
+    __slots__ = ("name", "order", "reg", "nodes", "top", "routes", "stored", "store", "matches")
+
+    def __init__(self, name: str, order: int, reg: int, nodes: list[_Node]) -> None:
+        self.name = name
+        self.order = order
+        self.reg = reg
+        self.nodes = nodes
+        self.top = nodes[-1]
+        self.routes: dict[str, list[tuple[_Plan, _Node, tuple[int, ...]]]] = {}
+        for node in nodes:
+            by_class: dict[str, list[int]] = {}
+            for comp in node.cq.comps:
+                for cls in comp.classes:
+                    by_class.setdefault(cls, []).append(comp.index)
+            for cls, positions in by_class.items():
+                self.routes.setdefault(cls, []).append((self, node, tuple(positions)))
+        self.stored: frozenset[str] = frozenset(
+            cls for node in nodes if node.kind == GENERAL for c in node.cq.comps for cls in c.classes
+        )
+        self.store: dict[Any, dict[str, list[Event]]] = {}
+        self.matches = 0
+
+    def size(self) -> int:
+        """Instances this plan stores (stack entries and private store). O(stored)."""
+        n = sum(len(items) for node in self.nodes for st in node.sources.values() for items in st.items)
+        return n + sum(len(xs) for per in self.store.values() for xs in per.values())
+
+
+class SeparateEngine:
+    """The separate-processing scheme with :class:`ecq.Engine`'s API and results.
+
+    ``clean_every``: physical cleaning every that many events (results do not depend on
+    it). ``profile``: accumulate seconds per phase in :attr:`timers` (keys
+    :data:`PHASES`; ``search`` is finding the plans and each plan's per-source stacks,
+    ``evaluate`` the transitions and match assembly, ``insert`` storing the copies,
+    ``clean`` the periodic scan; ``probe`` has no SP counterpart and stays 0).
+    """
+
+    def __init__(self, clean_every: int = 4096, profile: bool = False) -> None:
+        self.index: dict[str, list[tuple[_Plan, _Node, tuple[int, ...]]]] = {}
+        self.plans: dict[str, _Plan] = {}
+        self.horizons: dict[str, _Horizon] = {}
+        self.clock = NEG_INF
+        self.arrivals = 0
+        self.ops = 0
+        self.next_seq = 0
+        self.clean_every = clean_every
+        self.profile = profile
+        self.timers: dict[str, float] = dict.fromkeys(PHASES, 0.0)
+        self._since_clean = 0
+        self._order = 0
+        self._stored = 0
+        self._waiting: dict[int, tuple[_Plan, _Node]] = {}
+
+    # ------------------------------------------------------------------ queries
+
+    def register(self, name: str, query: str | Query | CompiledQuery) -> CompiledQuery:
+        """Compile ``query`` into a plan of its own; it sees the events processed from
+        now on. Same errors as :meth:`ecq.Engine.register`; the engine is unchanged on
+        error. O(size of the query + index entries of its classes)."""
+        if not isinstance(name, str) or not name:
+            raise SemanticError("a query needs a non-empty name")
+        if name in self.plans:
+            raise DuplicateQueryError(f"a query named {name!r} is already registered")
+        cq = Engine.compile(name, query, tag=f"#{self.arrivals}")
+        self.ops += 1  # as the engine: a rejected @name still took an op
+        for dep in sorted(cq.depends):
+            if dep not in self.plans and dep != cq.name:
+                raise SemanticError(f"@{dep} names no registered query")
+        if cq.name in self._reachable(cq.depends):
+            raise SemanticError(f"query {cq.name!r} would read its own matches through @name: a cycle")
+        reg = 2 * self.ops + 1
+        order = self._order
+        self._order += 1
+        nodes = [_Node(QState(node, i, order, reg)) for i, node in enumerate((*cq.subs, cq))]
+        plan = _Plan(name, order, reg, nodes)
+        for node in nodes:
+            self._windows(node.cq, add=True)
+        for cls, routes in plan.routes.items():
+            self.index.setdefault(cls, []).extend(routes)
+        self.plans[name] = plan
+        return cq
+
+    def unregister(self, name: str) -> None:
+        """Drop a query's plan with everything it stores and its pending matches.
+        O(index entries of its classes + its stored instances)."""
+        plan = self.plans.pop(name, None)
+        if plan is None:
+            raise UnknownQueryError(f"no query named {name!r} is registered")
+        self.ops += 1
+        self._stored -= plan.size()
+        for cls in plan.routes:
+            left = [r for r in self.index[cls] if r[0] is not plan]
+            if left:
+                self.index[cls] = left
+            else:
+                del self.index[cls]
+        for node in plan.nodes:
+            self._windows(node.cq, add=False)
+            self._waiting.pop(id(node), None)
+
+    def _windows(self, cq: CompiledQuery, add: bool) -> None:
+        """Keep the per-class horizons as :class:`ecq.network.Network` does."""
+        classes = cq.classes()
+        storing = cq.stores and cq.window is not None
+        for cls in sorted(classes):
+            hz = self.horizons.get(cls)
+            if hz is None:
+                hz = self.horizons[cls] = _Horizon()
+            if storing:
+                if add:
+                    hz.set_windows(self.clock, add=cq.window)
+                else:
+                    hz.set_windows(self.clock, remove=cq.window)
+            hz.uses += 1 if add else -1
+            if hz.uses == 0:
+                del self.horizons[cls]
+
+    def _reachable(self, names: frozenset[str]) -> set[str]:
+        seen: set[str] = set()
+        todo = list(names)
+        while todo:
+            n = todo.pop()
+            if n not in seen:
+                seen.add(n)
+                if n in self.plans:
+                    todo.extend(self.plans[n].top.cq.depends)
+        return seen
+
+    def queries(self) -> list[CompiledQuery]:
+        """Registered queries in registration order."""
+        return [p.top.cq for p in sorted(self.plans.values(), key=lambda p: p.order)]
+
+    # ------------------------------------------------------------------- events
+
+    def process(self, events: Iterable[Event]) -> list[Match]:
+        """Process events in order; the matches they release, in emission order."""
+        out: list[Match] = []
+        for e in events:
+            if e.arrival >= 0:
+                e = Event(e.src, e.type, e.start, e.end, e.attrs, e.prob, e.id)
+            self.ops += 1
+            e.arrival = self.arrivals
+            e.moment = 2 * self.ops + 1
+            self.arrivals += 1
+            before = self.clock
+            if e.end > before:
+                self.clock = e.end
+            emitted: list[Emission] = []
+            if self._waiting:
+                self._fire(e.moment - 1, before, self.clock, e.arrival, emitted)
+            self._run([[(e, None)]], e.moment, self.clock, self.clock, 1, e.arrival, emitted)
+            if emitted:
+                self._emit(emitted, e.arrival, out)
+            self._since_clean += 1
+            if self._since_clean >= self.clean_every:
+                self.clean()
+        return out
+
+    def advance_time(self, t: float) -> list[Match]:
+        """Move the clock to ``t`` (if later) and release due trailing-negation matches."""
+        self.ops += 1
+        before = self.clock
+        if t > before:
+            self.clock = t
+        emitted: list[Emission] = []
+        self._fire(2 * self.ops, before, self.clock, self.arrivals, emitted)
+        out: list[Match] = []
+        if emitted:
+            self._emit(emitted, self.arrivals, out)
+        return out
+
+    def _emit(self, emitted: list[Emission], trigger: int, out: list[Match]) -> None:
+        if len(emitted) > 1:
+            emitted.sort(key=Emission.sort_key)
+        for em in emitted:
+            cand = em.cand
+            cq = em.qs.cq
+            out.append(
+                Match(
+                    cq.name,
+                    cand.trigger.src,
+                    cand.start,
+                    cand.end,
+                    cand.entries(cq),
+                    em.attrs,
+                    em.prob,
+                    self.next_seq,
+                    trigger,
+                )
+            )
+            self.next_seq += 1
+
+    def _fire(self, moment: int, before: float, clock: float, arrival: int, out: list[Emission]) -> None:
+        """Phase 0: pending trailing-negation matches whose deadline the clock passed,
+        checked against each plan's store as it was before this op."""
+        made: list[Delivery] = []
+        for key, (plan, node) in list(self._waiting.items()):
+            due = [(c, d) for c, d in node.pending if clock > d]
+            if not due:
+                continue
+            node.pending = [(c, d) for c, d in node.pending if not clock > d]
+            if not node.pending:
+                del self._waiting[key]
+            for cand, _deadline in due:
+                ctx = Context(moment, self._probe(plan, cand.trigger.src, before))
+                prob = cand.prob * trailing_factor(node.qs, cand, ctx)
+                self._finish(plan, node, cand, prob, moment, 0, arrival, made, out)
+        if made:
+            self._run(_groups(made), moment, before, clock, 0, arrival, out)
+
+    def _run(
+        self,
+        queue_items: list[list[Delivery]],
+        moment: int,
+        hclock: float,
+        clock: float,
+        phase: int,
+        arrival: int,
+        out: list[Emission],
+    ) -> None:
+        """Process the instances of one moment and the derived instances their matches
+        make, in the order :class:`ecq.network.Network` does (a group is the copies of
+        one instance the shared engine makes once)."""
+        queue = deque(queue_items)
+        while queue:
+            group = queue.popleft()
+            made: list[Delivery] = []
+            for plan, node, cand, x in self._process(group, hclock, moment):
+                if node.trailing:
+                    deadline = cand.start + node.window
+                    if clock > deadline:
+                        ctx = Context(moment, self._probe(plan, x.src, hclock), x)
+                        prob = cand.prob * trailing_factor(node.qs, cand, ctx)
+                        self._finish(plan, node, cand, prob, moment, phase, arrival, made, out)
+                    else:
+                        node.pending.append((cand, deadline))
+                        self._waiting[id(node)] = (plan, node)
+                else:
+                    self._finish(plan, node, cand, cand.prob, moment, phase, arrival, made, out)
+            if made:
+                queue.extend(_groups(made))
+
+    def _finish(
+        self,
+        plan: _Plan,
+        node: _Node,
+        cand: Cand,
+        prob: float,
+        moment: int,
+        phase: int,
+        arrival: int,
+        made: list[Delivery],
+        out: list[Emission],
+    ) -> None:
+        cq = node.cq
+        if not _bound_ok(cq, prob):
+            return
+        entries = cand.entries(cq)
+        prims = cand.prims if cand.prims else _prims(entries)
+        if not cq.top:
+            flat = [
+                ev
+                for item in entries
+                for inst in (item if type(item) is list else (item,))
+                for ev in inst.flat or (inst,)
+            ]
+            made.append((_derived(cand, cq.name, {}, prob, moment, arrival, entries, flat, prims), plan))
+            return
+        attrs: dict[str, Any] = {}
+        for label, fn in cq.returns:
+            value = fn(cand.binding)
+            if value is not MISSING:
+                attrs[label] = value
+        out.append(Emission(node.qs, cand, prob, attrs, phase))
+        plan.matches += 1
+        derived = "@" + cq.name
+        if derived in self.index:
+            made.append(
+                (_derived(cand, derived, dict(attrs), prob, moment, arrival, entries, None, prims), None)
+            )
+
+    def _probe(self, plan: _Plan, src: Any, hclock: float) -> Callable[[str], list[Event]]:
+        """The plan's private store for ``src``: visible instances of a class, latest
+        first. O(instances of the class and source) per class, cached per call."""
+        per = plan.store.get(src)
+        horizons = self.horizons
+        probes: dict[str, list[Event]] = {}
+
+        def probe(cls: str) -> list[Event]:
+            got = probes.get(cls)
+            if got is None:
+                xs = per.get(cls) if per is not None else None
+                hz = horizons.get(cls)
+                if not xs or hz is None:
+                    got = []
+                else:
+                    h = hz.at(hclock)
+                    got = [p for p in reversed(xs) if p.start >= h]
+                probes[cls] = got
+            return got
+
+        return probe
+
+    # ------------------------------------------------------------ one instance
+
+    def _process(
+        self, group: list[Delivery], hclock: float, moment: int
+    ) -> list[tuple[_Plan, _Node, Cand, Event]]:
+        """Search, evaluate and insert one instance (or the plans' copies of it) in every
+        plan that uses its class. O(plans using the class x their source's stacks)."""
+        prof = self.profile
+        if prof:
+            t0 = time.perf_counter()
+        # ---- search: the plans that use the class, and each one's per-source stacks
+        targets: list[tuple[_Plan, _Node, tuple[int, ...], _Stacks | None, Event]] = []
+        for x, owner in group:
+            routes = self.index.get(x.type) if owner is None else owner.routes.get(x.type)
+            if routes:
+                src = x.src
+                for plan, node, positions in routes:
+                    targets.append((plan, node, positions, node.sources.get(src), x))
+        if prof:
+            t1 = time.perf_counter()
+            self.timers["search"] += t1 - t0
+        # ---- evaluate: each plan's transitions on its own stacks or store
+        done: list[tuple[_Plan, _Node, Cand, Event]] = []
+        pushes: list[tuple[_Node, int, Entry]] = []
+        for plan, node, positions, st, x in targets:
+            kind = node.kind
+            cq = node.cq
+            if cq.never:
+                continue
+            if kind == SASE:
+                self._sase(plan, node, positions, st, x, hclock, done, pushes)
+            elif kind == FILTER:
+                f = node.filters[0]
+                if (f is None or f(x)) and _bound_ok(cq, x.prob):
+                    done.append((plan, node, _cand([x], x), x))
+            elif kind == DISJ:
+                for k in positions:
+                    f = node.filters[k]
+                    if f is None or f(x):
+                        if _bound_ok(cq, x.prob):
+                            done.append((plan, node, _cand([x], x, k, node.n), x))
+                        break
+            elif x.type in node.finals and x.moment > plan.reg:
+                ctx = Context(moment, self._probe(plan, x.src, hclock), x)
+                for cand in complete(node.qs, x, ctx):
+                    done.append((plan, node, cand, x))
+        if prof:
+            t2 = time.perf_counter()
+            self.timers["evaluate"] += t2 - t1
+        # ---- insert: every plan stores its own copy
+        stored = 0
+        for node, k, entry in pushes:
+            x = entry[0]
+            st = node.sources.get(x.src)
+            if st is None:
+                st = node.sources[x.src] = _Stacks(node.n - 1)
+            st.items[k].append(entry)
+            stored += 1
+        for x, owner in group:
+            cls = x.type
+            for plan in _storing(self.index.get(cls), owner, cls):
+                per = plan.store.get(x.src)
+                if per is None:
+                    per = plan.store[x.src] = {}
+                xs = per.get(cls)
+                if xs is None:
+                    per[cls] = [x]
+                else:
+                    xs.append(x)
+                stored += 1
+        self._stored += stored
+        if prof:
+            self.timers["insert"] += time.perf_counter() - t2
+        return done
+
+    def _sase(
+        self,
+        plan: _Plan,
+        node: _Node,
+        positions: tuple[int, ...],
+        st: _Stacks | None,
+        x: Event,
+        hclock: float,
+        done: list[tuple[_Plan, _Node, Cand, Event]],
+        pushes: list[tuple[_Node, int, Entry]],
+    ) -> None:
+        """SASE transitions of a plain sequence for ``x`` at each position it fills:
+        position 0 pushes; a later one pushes (or completes, at the last position) if
+        the previous stack holds a visible predecessor inside the window. O(stack)."""
+        n = node.n
+        window = node.window
+        x_start = x.start
+        x_end = x.end
+        horizons = self.horizons
+        for k in positions:
+            f = node.filters[k]
+            if f is not None and not f(x):
+                continue
+            if k == 0:
+                pushes.append((node, 0, (x, x_start, -1)))
+                continue
+            if st is None:
+                continue
+            stack = st.items[k - 1]
+            if not stack:
+                continue
+            cls = node.single[k - 1]
+            h = horizons[cls].at(hclock) if cls is not None else NEG_INF
+            best = NEG_INF
+            found = False
+            for p, t, _ptr in stack:
+                if p.end > x_start or x_end - t > window:
+                    continue
+                if cls is None:
+                    if p.start < horizons[p.type].at(hclock):
+                        continue
+                elif p.start < h:
+                    continue
+                if not found or t > best:
+                    best = t
+                    found = True
+            if not found:
+                continue
+            top = st.base[k - 1] + len(stack) - 1
+            if k < n - 1:
+                pushes.append((node, k, (x, best, top)))
+            else:
+                for env in self._assemble(node, st, x, top, hclock):
+                    done.append((plan, node, _cand(env, x), x))
+
+    def _assemble(self, node: _Node, st: _Stacks, last: Event, top: int, hclock: float) -> list[list[Event]]:
+        """The matches ``last`` completes: walk the stacks back from the pointers, most
+        recent first, backtracking past predecessors that fail a condition (RECENT: the
+        first match found; ALL: every one). O(entries visited)."""
+        cq = node.cq
+        n = node.n
+        bound = last.end - node.window
+        checks_at = node.qs.checks_at
+        mode_all = cq.mode_all
+        min_prob = node.bound
+        horizons = self.horizons
+        env: list[Event] = [last] * n
+        found: list[list[Event]] = []
+
+        def fill(i: int, ptr: int, nxt: Event) -> bool:
+            stack = st.items[i]
+            j = ptr - st.base[i]
+            if j >= len(stack):
+                j = len(stack) - 1
+            while j >= 0:
+                p, t, back = stack[j]
+                j -= 1
+                if p.moment >= nxt.moment or p.end > nxt.start or t < bound:
+                    continue
+                if p.start < horizons[p.type].at(hclock):
+                    continue
+                env[i] = p
+                if checks_at[i] and not all(check(env) for check in checks_at[i]):
+                    continue
+                if i:
+                    if fill(i - 1, back, p):
+                        return True
+                    continue
+                if min_prob is not None and _probability(env) < min_prob:
+                    continue
+                found.append(env.copy())
+                if not mode_all:
+                    return True
+            return False
+
+        fill(n - 2, top, last)
+        return found
+
+    # ----------------------------------------------------------------- cleaning
+
+    def clean(self) -> int:
+        """Every plan drops, from the bottom of each of its per-source stacks and lists,
+        the instances below their class's horizon, and deletes emptied per-source
+        structures. O(plans x sources + dropped): the SP scheme's cleaning cost."""
+        t0 = time.perf_counter() if self.profile else 0.0
+        self._since_clean = 0
+        clock = self.clock
+        limits = {cls: hz.at(clock) for cls, hz in self.horizons.items()}
+        dropped = 0
+        for plan in self.plans.values():
+            for node in plan.nodes:
+                if not node.sources:
+                    continue
+                empty = []
+                for src, st in node.sources.items():
+                    live = False
+                    for k, stack in enumerate(st.items):
+                        cut = 0
+                        for p, _t, _ptr in stack:
+                            if p.start < limits[p.type]:
+                                cut += 1
+                            else:
+                                break
+                        if cut:
+                            del stack[:cut]
+                            st.base[k] += cut
+                            dropped += cut
+                        if stack:
+                            live = True
+                    if not live:
+                        empty.append(src)
+                for src in empty:
+                    del node.sources[src]
+            if plan.store:
+                gone = []
+                for src, per in plan.store.items():
+                    for cls in list(per):
+                        xs = per[cls]
+                        limit = limits[cls]
+                        cut = 0
+                        for p in xs:
+                            if p.start < limit:
+                                cut += 1
+                            else:
+                                break
+                        if cut == len(xs):
+                            del per[cls]
+                        elif cut:
+                            del xs[:cut]
+                        dropped += cut
+                    if not per:
+                        gone.append(src)
+                for src in gone:
+                    del plan.store[src]
+        self._stored -= dropped
+        if self.profile:
+            self.timers["clean"] += time.perf_counter() - t0
+        return dropped
+
+    # -------------------------------------------------------------------- stats
+
+    def stored(self) -> int:
+        """Instances stored over all plans (one per plan that keeps it). O(1)."""
+        return self._stored
+
+    def stats(self) -> dict[str, Any]:
+        """Plans, stored instances (every copy), per-source structures, pending matches,
+        events, matches, matches per query."""
+        return {
+            "queries": len(self.plans),
+            "plans": len(self.plans),
+            "stored_instances": self._stored,
+            "source_structures": sum(len(node.sources) for p in self.plans.values() for node in p.nodes)
+            + sum(len(p.store) for p in self.plans.values()),
+            "pending_matches": sum(len(node.pending) for p in self.plans.values() for node in p.nodes),
+            "events": self.arrivals,
+            "matches": self.next_seq,
+            "clock": self.clock,
+            "matches_per_query": {name: p.matches for name, p in self.plans.items()},
+        }
+
+    def _check(self) -> None:
+        assert self._stored == sum(p.size() for p in self.plans.values()), "stored count drifted"
+        for cls, routes in self.index.items():
+            assert routes and cls in self.horizons
+            for plan, _node, positions in routes:
+                assert self.plans.get(plan.name) is plan and positions
+        for plan in self.plans.values():
+            for node in plan.nodes:
+                if node.pending:
+                    assert self._waiting.get(id(node)) == (plan, node)
+                for st in node.sources.values():
+                    for stack in st.items:
+                        moments = [e[0].moment for e in stack]
+                        assert moments == sorted(moments), "a stack must be in arrival order"
+            for per in plan.store.values():
+                for xs in per.values():
+                    assert xs
+                    moments = [x.moment for x in xs]
+                    assert moments == sorted(moments), "a store must be in arrival order"
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _storing(
+    routes: list[tuple[_Plan, _Node, tuple[int, ...]]] | None, owner: _Plan | None, cls: str
+) -> list[_Plan]:
+    """The plans that keep an instance of ``cls`` in their private store."""
+    if owner is not None:
+        return [owner] if cls in owner.stored else []
+    if not routes:
+        return []
+    out: list[_Plan] = []
+    for plan, _node, _positions in routes:
+        if cls in plan.stored and (not out or out[-1] is not plan):
+            out.append(plan)
+    return out
+
+
+def _groups(made: list[Delivery]) -> list[list[Delivery]]:
+    """Sort derived instances as the shared engine does and group the plans' copies of
+    one instance (equal keys: the engine makes that instance once, for every query that
+    shares the sub-pattern), so they are processed as one step."""
+    made.sort(key=lambda d: inst_key(d[0]))
+    out: list[list[Delivery]] = []
+    last_key: tuple[Any, ...] | None = None
+    for d in made:
+        key = inst_key(d[0])
+        if out and key == last_key and d[1] is not None:
+            out[-1].append(d)
+        else:
+            out.append([d])
+        last_key = key
+    return out
+
+
+def _bound_ok(cq: CompiledQuery, prob: float) -> bool:
+    if cq.top and cq.probability is not None:
+        return prob >= cq.probability
+    return prob > 0.0
+
+
+def _probability(env: list[Event]) -> float:
+    prob = 1.0
+    for ev in env:
+        prob *= ev.prob
+    return prob
+
+
+def _cand(env: list[Event], trigger: Event, single: int = -1, length: int = 0) -> Cand:
+    binding: list[Any] = env
+    if single >= 0:
+        binding = [None] * length
+        binding[single] = trigger
+    return Cand(binding, env[0].start, env[-1].end, _probability(env), trigger, (), frozenset())
+
+
+def _prims(entries: list[Any]) -> frozenset[int]:
+    out: set[int] = set()
+    for item in entries:
+        for inst in item if type(item) is list else (item,):
+            out |= prims_of(inst)
+    return frozenset(out)
+
+
+def _derived(
+    cand: Cand,
+    cls: str,
+    attrs: dict[str, Any],
+    prob: float,
+    moment: int,
+    arrival: int,
+    entries: list[Any],
+    flat: list[Event] | None,
+    prims: frozenset[int],
+) -> Event:
+    d = Event(cand.trigger.src, cls, cand.start, cand.end, attrs, prob)
+    d.arrival = arrival
+    d.moment = moment
+    d.parts = entries
+    d.flat = flat
+    d.prims = prims
+    return d

@@ -1,0 +1,87 @@
+"""Settings of the server, from ``scemon serve`` options and ``SCEMON_*`` variables.
+
+Typed once here so every other module reads plain attributes; an invalid value stops the
+server at start with the variable's name rather than at the first request.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Role", "Settings", "is_loopback", "parse_tokens"]
+
+
+class Role(StrEnum):
+    """What a bearer token may do: admin everything; producer post events and time;
+    reader read queries and matches."""
+
+    admin = "admin"
+    producer = "producer"
+    reader = "reader"
+
+
+class Settings(BaseSettings):
+    """``SCEMON_HOST``, ``SCEMON_PORT``, ``SCEMON_DATA``, ``SCEMON_TOKENS``
+    (``"tok1:admin,tok2:producer"``), limits and tuning."""
+
+    model_config = SettingsConfigDict(env_prefix="SCEMON_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    data: Path = Path("./data")
+    tokens: str = Field(default="", description="Comma-separated token:role pairs.")
+    max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1024, description="Larger requests get 413.")
+    max_batch_events: int = Field(default=200_000, ge=1, description="Larger batches get 413.")
+    max_page: int = Field(default=10_000, ge=1, description="Largest `limit` of GET /v1/matches.")
+    subscriber_queue: int = Field(
+        default=50_000, ge=1, description="Matches a WebSocket subscriber may fall behind before it is cut off."
+    )
+    trim_every: int = Field(default=64, ge=1, description="Trim the event log every that many batches.")
+    match_log_max: int = Field(default=5_000_000, ge=1, description="Matches kept for polling and resuming.")
+    log_level: str = "info"
+
+    @field_validator("tokens")
+    @classmethod
+    def _check_tokens(cls, value: str) -> str:
+        parse_tokens(value)
+        return value
+
+    def token_roles(self) -> dict[str, Role]:
+        return parse_tokens(self.tokens)
+
+    @property
+    def auth_enabled(self) -> bool:
+        return bool(self.token_roles())
+
+
+def parse_tokens(text: str) -> dict[str, Role]:
+    """``"tok1:admin, tok2:producer"`` → ``{"tok1": Role.admin, ...}``; raises ValueError
+    naming the bad entry."""
+    out: dict[str, Role] = {}
+    for entry in text.split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        token, sep, role = entry.rpartition(":")
+        if not sep or not token:
+            raise ValueError(f"token entry {entry!r} must be token:role")
+        try:
+            out[token] = Role(role.strip())
+        except ValueError:
+            raise ValueError(f"unknown role {role!r} (expected admin, producer or reader)") from None
+    return out
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` keeps the server reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

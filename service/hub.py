@@ -1,0 +1,95 @@
+"""The subscription hub: live matches fanned out to WebSocket subscribers.
+
+Each subscriber has a bounded buffer. The hub never waits for a subscriber: when one
+falls further behind than its bound it is marked *overflowed*, its buffer is dropped,
+and its connection is closed with a frame saying so; the client resumes by ``seq`` from
+the match log. So one slow consumer costs memory bounded by its limit and never slows
+ingestion or the other subscribers.
+
+The hub lives on the event loop. The EngineHost's thread hands it each batch's matches
+through ``loop.call_soon_threadsafe`` *after* they are committed to the store, in
+``seq`` order; a subscriber registers with the hub before reading its backlog from the
+store, so every match reaches it by one path or both (it skips ``seq`` it has sent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Sequence
+
+__all__ = ["Hub", "Published", "Subscriber"]
+
+# (seq, query, the match's JSON text)
+Published = tuple[int, str, str]
+
+
+class Subscriber:
+    """One subscriber's buffer of matches not yet sent. Event-loop thread only."""
+
+    def __init__(self, queries: frozenset[str] | None, limit: int) -> None:
+        self.queries = queries
+        self.limit = limit
+        self.buffer: deque[tuple[int, str]] = deque()
+        self.overflowed = False
+        self.wake = asyncio.Event()
+
+    def offer(self, items: Sequence[Published]) -> bool:
+        """Queue the matches this subscriber wants; False if that overflowed it. O(len(items))."""
+        if self.overflowed:
+            return False
+        queries = self.queries
+        wanted = [(seq, text) for seq, query, text in items if queries is None or query in queries]
+        if not wanted:
+            return True
+        # An empty buffer takes a whole batch however large, so a subscriber that keeps
+        # up is never cut off by one big batch; memory stays within limit + one batch.
+        if self.buffer and len(self.buffer) + len(wanted) > self.limit:
+            self.overflowed = True
+            self.buffer.clear()
+            self.wake.set()
+            return False
+        self.buffer.extend(wanted)
+        self.wake.set()
+        return True
+
+    def take(self) -> list[tuple[int, str]]:
+        """Everything buffered, oldest first."""
+        out = list(self.buffer)
+        self.buffer.clear()
+        self.wake.clear()
+        return out
+
+
+class Hub:
+    """The set of live subscribers. Event-loop thread only."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.subscribers: set[Subscriber] = set()
+        self.overflows = 0
+        self.closing = False
+
+    def subscribe(self, queries: frozenset[str] | None) -> Subscriber:
+        sub = Subscriber(queries, self.limit)
+        self.subscribers.add(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscriber) -> None:
+        self.subscribers.discard(sub)
+
+    def publish(self, items: Sequence[Published]) -> None:
+        """Hand committed matches (in ``seq`` order) to every subscriber."""
+        for sub in tuple(self.subscribers):
+            if not sub.offer(items):
+                self.overflows += 1
+                self.subscribers.discard(sub)
+
+    def close(self) -> None:
+        """Wake every subscriber so that it closes (server shutdown)."""
+        self.closing = True
+        for sub in self.subscribers:
+            sub.wake.set()
+
+    def __len__(self) -> int:
+        return len(self.subscribers)

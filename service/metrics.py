@@ -1,0 +1,68 @@
+"""Prometheus metrics of one server (``GET /metrics``).
+
+A registry per app, not the global one, so that several apps in one process (tests)
+do not collide. Counters are bumped by the EngineHost's thread (prometheus_client is
+thread-safe); the engine gauges are read at scrape time from the host's last stats
+snapshot, because walking the network from the event loop would race the writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+__all__ = ["Metrics", "CONTENT_TYPE"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# Ingest latency buckets (seconds): from a small batch on an idle server to a large one.
+_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class _EngineCollector(Collector):
+    """Gauges read from callables at scrape time."""
+
+    def __init__(self, stats: Callable[[], dict[str, Any]], subscribers: Callable[[], int]) -> None:
+        self._stats = stats
+        self._subscribers = subscribers
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        stats = self._stats()
+        gauges = (
+            ("scemon_queries", "Registered queries.", "queries"),
+            ("scemon_ecqs", "Event-centric composable queues (one per event class in use).", "ecqs"),
+            ("scemon_stored_instances", "Event instances stored in the shared queues.", "stored_instances"),
+            ("scemon_pmb_entries", "Partial-matching-block entries.", "pmb_entries"),
+            ("scemon_pending_matches", "Matches waiting for a window to close.", "pending_matches"),
+        )
+        for name, doc, key in gauges:
+            yield GaugeMetricFamily(name, doc, value=float(stats.get(key, 0)))
+        yield GaugeMetricFamily("scemon_subscribers", "Connected WebSocket subscribers.", value=self._subscribers())
+
+
+class Metrics:
+    """The counters and histogram the service updates, and the text exposition."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.events = Counter("scemon_events", "Events applied to the engine.", registry=r)
+        self.batches = Counter("scemon_batches", "Event batches applied.", registry=r)
+        self.duplicates = Counter("scemon_duplicate_batches", "Batches recognised as already applied.", registry=r)
+        self.matches = Counter("scemon_matches", "Matches emitted, per query.", ["query"], registry=r)
+        self.ingest_seconds = Histogram(
+            "scemon_ingest_seconds", "Time to answer POST /v1/events.", buckets=_BUCKETS, registry=r
+        )
+        self.overflows = Counter("scemon_subscriber_overflows", "Subscribers cut off for falling behind.", registry=r)
+        self.up = Gauge("scemon_ready", "1 once the engine is rebuilt and serving.", registry=r)
+
+    def watch(self, stats: Callable[[], dict[str, Any]], subscribers: Callable[[], int]) -> None:
+        """Expose the engine's gauges, read from ``stats()`` at scrape time."""
+        self.registry.register(_EngineCollector(stats, subscribers))
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,91 @@
+"""``scemon serve`` and ``scemon openapi``: the server's commands.
+
+Options override the ``SCEMON_*`` environment (service/config.py). Registered in
+``service/cli.py``; kept here so the CLI module stays thin.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+
+from service.config import Settings, is_loopback
+
+__all__ = ["openapi", "serve"]
+
+
+def serve(
+    host: Annotated[str | None, typer.Option(help="Address to bind [env SCEMON_HOST; default 127.0.0.1].")] = None,
+    port: Annotated[int | None, typer.Option(help="Port [env SCEMON_PORT; default 8080].")] = None,
+    data: Annotated[
+        Path | None, typer.Option(help="Folder of the SQLite store [env SCEMON_DATA; default ./data].")
+    ] = None,
+    log_level: Annotated[str | None, typer.Option(help="uvicorn log level [env SCEMON_LOG_LEVEL].")] = None,
+) -> None:
+    """Run the REST/WebSocket service on the store under --data.
+
+    On start the engine is rebuilt from the store (queries, retained events, seq), so a
+    killed server restarted on the same --data loses nothing. Tokens come from
+    SCEMON_TOKENS ("tok1:admin,tok2:producer,tok3:reader"); without tokens the server
+    binds loopback only.
+    """
+    overrides: dict[str, Any] = {
+        key: value
+        for key, value in {"host": host, "port": port, "data": data, "log_level": log_level}.items()
+        if value is not None
+    }
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        _fail(f"setting {where}: {first['msg']}")
+    if not settings.auth_enabled and not is_loopback(settings.host):
+        _fail(
+            f"refusing to bind {settings.host} without tokens: set SCEMON_TOKENS "
+            "(e.g. 'secret1:admin,secret2:producer') or bind 127.0.0.1"
+        )
+    import uvicorn
+
+    from service.main import create_app
+
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        timeout_graceful_shutdown=5,
+    )
+
+
+def openapi(
+    out: Annotated[str, typer.Option("--out", "-o", help="File to write, or '-' for stdout.")] = "-",
+    check: Annotated[
+        bool, typer.Option("--check", help="Write nothing; exit 1 if --out differs from the app's document.")
+    ] = False,
+) -> None:
+    """Print (or write) the OpenAPI document of the REST API, as YAML."""
+    from service.main import create_app
+    from service.openapi import openapi_yaml
+
+    text = openapi_yaml(create_app(Settings()))
+    if check:
+        if out == "-":
+            _fail("--check needs --out FILE")
+        current = Path(out).read_text(encoding="utf-8") if Path(out).exists() else ""
+        if current != text:
+            _fail(f"{out} is out of date: run `scemon openapi --out {out}`")
+        return
+    if out == "-":
+        sys.stdout.write(text)
+    else:
+        Path(out).write_text(text, encoding="utf-8")
+
+
+def _fail(message: str) -> Any:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(1)

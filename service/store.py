@@ -1,0 +1,327 @@
+"""The durable state of the service, in one SQLite file (stdlib ``sqlite3``, WAL).
+
+Why these tables, and why one transaction per operation:
+
+- ``ops`` is the ordered log of everything that changed the engine — query
+  registrations and unregistrations, event batches (already sorted, ids assigned), time
+  advances — at their original positions. The engine is deterministic, so replaying the
+  log into a fresh engine rebuilds its state (stored instances, partial matches, pending
+  trailing negations). Old batches are trimmed once no query's window can reach them.
+- ``batches`` holds every applied ``(producer, batch_id)``, so a batch replayed by a
+  producer after a crash — ours or theirs — is recognised.
+- ``matches`` is the match log: polling and WebSocket backlogs read it by ``seq``.
+- ``queries`` lists the registered queries with their match counts.
+- ``meta`` holds ``next_seq`` and ``clock``.
+
+A batch's op, its id, its matches and the new ``next_seq`` commit together, so after a
+kill the store holds either all of a batch's effects or none of them.
+
+The writer connection belongs to the EngineHost's thread; readers (polling, WebSocket
+backlogs) use one connection per thread, which WAL lets run beside the writer.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+__all__ = ["MatchRow", "Op", "Store", "StoredQuery"]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS ops (
+    pos INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,           -- register | unregister | batch | time
+    name TEXT,                    -- the query (register, unregister)
+    body BLOB,                    -- register: spec JSON; batch: events JSON
+    time REAL                     -- batch: largest end; time: the time advanced to
+);
+CREATE TABLE IF NOT EXISTS queries (
+    name TEXT PRIMARY KEY,
+    spec BLOB NOT NULL,
+    pos INTEGER NOT NULL,
+    matches INTEGER NOT NULL DEFAULT 0,
+    last_match REAL
+);
+CREATE TABLE IF NOT EXISTS batches (
+    producer TEXT NOT NULL,
+    batch_id TEXT NOT NULL,
+    pos INTEGER NOT NULL,
+    accepted INTEGER NOT NULL,
+    PRIMARY KEY (producer, batch_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS matches (seq INTEGER PRIMARY KEY, query TEXT NOT NULL, body BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS matches_by_query ON matches (query, seq);
+"""
+
+REGISTER, UNREGISTER, BATCH, TIME = "register", "unregister", "batch", "time"
+
+
+@dataclass(frozen=True)
+class Op:
+    """One logged operation, as :meth:`Store.ops` yields it."""
+
+    pos: int
+    kind: str
+    name: str | None
+    body: bytes | None
+    time: float | None
+
+
+@dataclass(frozen=True)
+class StoredQuery:
+    name: str
+    spec: dict[str, Any]
+    matches: int
+    last_match: float | None
+
+
+# (seq, query, JSON of the match's wire form)
+MatchRow = tuple[int, str, bytes]
+
+
+class Store:
+    """The SQLite store under ``data/``. Methods that write are for the writer thread."""
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / "scemon.sqlite3"
+        self._db = self._connect()
+        self._db.executescript(SCHEMA)
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+
+    def _connect(self) -> sqlite3.Connection:
+        # isolation_level=None: transactions are explicit (BEGIN ... COMMIT) so that one
+        # operation's rows commit together, and nothing else is ever in a transaction.
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
+        db.execute("PRAGMA journal_mode=WAL")
+        # NORMAL under WAL: a commit survives the process being killed (the OS has the
+        # WAL pages); only a power cut can lose the latest commits.
+        db.execute("PRAGMA synchronous=NORMAL")
+        return db
+
+    def close(self) -> None:
+        with self._readers_lock:
+            for db in self._readers:
+                db.close()
+            self._readers.clear()
+        self._db.close()
+
+    # --------------------------------------------------------------------- reading
+
+    def meta(self) -> tuple[int, float]:
+        """``(next_seq, clock)`` as last committed."""
+        rows = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+        return int(rows.get("next_seq", 0)), float(rows.get("clock", "-inf"))
+
+    def ops(self) -> Iterator[Op]:
+        """The op log in its original order."""
+        cursor = self._db.execute("SELECT pos, kind, name, body, time FROM ops ORDER BY pos")
+        for pos, kind, name, body, time in cursor:
+            yield Op(pos, kind, name, body, time)
+
+    def queries(self) -> list[StoredQuery]:
+        """Registered queries in registration order."""
+        rows = self._db.execute("SELECT name, spec, matches, last_match FROM queries ORDER BY pos")
+        return [StoredQuery(name, orjson.loads(spec), matches, last) for name, spec, matches, last in rows]
+
+    def is_applied(self, producer: str, batch_id: str) -> bool:
+        row = self._db.execute(
+            "SELECT 1 FROM batches WHERE producer = ? AND batch_id = ?", (producer, batch_id)
+        ).fetchone()
+        return row is not None
+
+    def op_count(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM ops").fetchone()[0])
+
+    # --------------------------------------------------------------------- writing
+
+    def _next_pos(self) -> int:
+        row = self._db.execute("SELECT MAX(pos) FROM ops").fetchone()
+        return 0 if row[0] is None else int(row[0]) + 1
+
+    def commit_register(self, entries: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """Log queries registered together (a bulk call) in one transaction."""
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            pos = self._next_pos()
+            for offset, (name, spec) in enumerate(entries):
+                body = orjson.dumps(spec)
+                db.execute(
+                    "INSERT INTO ops (pos, kind, name, body) VALUES (?, ?, ?, ?)", (pos + offset, REGISTER, name, body)
+                )
+                db.execute("INSERT INTO queries (name, spec, pos) VALUES (?, ?, ?)", (name, body, pos + offset))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def commit_unregister(self, name: str) -> None:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("INSERT INTO ops (pos, kind, name) VALUES (?, ?, ?)", (self._next_pos(), UNREGISTER, name))
+            db.execute("DELETE FROM queries WHERE name = ?", (name,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def commit_batch(
+        self,
+        producer: str,
+        batch_id: str,
+        events: bytes,
+        accepted: int,
+        max_end: float,
+        matches: Sequence[MatchRow],
+        counts: dict[str, tuple[int, float]],
+        next_seq: int,
+        clock: float,
+    ) -> None:
+        """One batch's effects, together: its op, its id, its matches, the per-query
+        counts (``name -> (new matches, last match end)``), ``next_seq`` and the clock."""
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            pos = self._next_pos()
+            db.execute("INSERT INTO ops (pos, kind, body, time) VALUES (?, ?, ?, ?)", (pos, BATCH, events, max_end))
+            db.execute(
+                "INSERT INTO batches (producer, batch_id, pos, accepted) VALUES (?, ?, ?, ?)",
+                (producer, batch_id, pos, accepted),
+            )
+            self._write_matches(matches, counts, next_seq, clock)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def commit_time(
+        self,
+        time: float,
+        matches: Sequence[MatchRow],
+        counts: dict[str, tuple[int, float]],
+        next_seq: int,
+        clock: float,
+    ) -> None:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("INSERT INTO ops (pos, kind, time) VALUES (?, ?, ?)", (self._next_pos(), TIME, time))
+            self._write_matches(matches, counts, next_seq, clock)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def _write_matches(
+        self, matches: Sequence[MatchRow], counts: dict[str, tuple[int, float]], next_seq: int, clock: float
+    ) -> None:
+        db = self._db
+        if matches:
+            db.executemany("INSERT INTO matches (seq, query, body) VALUES (?, ?, ?)", matches)
+            db.executemany(
+                "UPDATE queries SET matches = matches + ?, last_match = ? WHERE name = ?",
+                [(n, last, name) for name, (n, last) in counts.items()],
+            )
+        db.executemany(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+            [("next_seq", str(next_seq)), ("clock", repr(clock))],
+        )
+
+    def trim(self, horizon: float, keep: set[str], match_log_max: int, next_seq: int) -> int:
+        """Drop what replay no longer needs; returns the number of ops dropped.
+
+        Every batch before the first batch whose events reach ``horizon`` goes, with the
+        time advances among them. A registration goes only with its unregistration, when
+        both lie in the dropped stretch and no live query reads the name (``keep``);
+        registrations of live queries stay, so replay registers them first. The match
+        log keeps the latest ``match_log_max`` matches.
+        """
+        db = self._db
+        row = db.execute("SELECT MIN(pos) FROM ops WHERE kind = ? AND time >= ?", (BATCH, horizon)).fetchone()
+        cut = row[0]
+        if cut is None:
+            last = db.execute("SELECT MAX(pos) FROM ops").fetchone()[0]
+            cut = 0 if last is None else int(last) + 1
+        drop: list[int] = []
+        open_reg: dict[str, int] = {}
+        for pos, kind, name in db.execute(
+            "SELECT pos, kind, name FROM ops WHERE pos < ? AND kind IN (?, ?) ORDER BY pos", (cut, REGISTER, UNREGISTER)
+        ):
+            if kind == REGISTER:
+                open_reg[name] = pos
+            elif name in open_reg:
+                reg = open_reg.pop(name)
+                if name not in keep:
+                    drop += [reg, pos]
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            dropped = db.execute("DELETE FROM ops WHERE pos < ? AND kind IN (?, ?)", (cut, BATCH, TIME)).rowcount
+            db.executemany("DELETE FROM ops WHERE pos = ?", [(p,) for p in drop])
+            db.execute("DELETE FROM matches WHERE seq < ?", (next_seq - match_log_max,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return int(dropped) + len(drop)
+
+    # ------------------------------------------------------------- reading matches
+
+    def _reader(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            db = self._connect()
+            self._local.db = db
+            with self._readers_lock:
+                self._readers.append(db)
+        return db
+
+    def read_matches(
+        self, from_seq: int, limit: int, queries: frozenset[str] | None = None
+    ) -> tuple[list[tuple[int, bytes]], int, int]:
+        """Matches with ``seq >= from_seq`` (of ``queries``, when given) in ``seq`` order,
+        at most ``limit``; with the committed ``next_seq`` and the oldest retained seq,
+        all read in one snapshot. Any thread."""
+        db = self._reader()
+        db.execute("BEGIN")
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'next_seq'").fetchone()
+            next_seq = int(row[0]) if row else 0
+            first = db.execute("SELECT MIN(seq) FROM matches").fetchone()[0]
+            first_seq = next_seq if first is None else int(first)
+            if queries is None:
+                rows = db.execute(
+                    "SELECT seq, body FROM matches WHERE seq >= ? AND seq < ? ORDER BY seq LIMIT ?",
+                    (from_seq, next_seq, limit),
+                ).fetchall()
+            else:
+                names = sorted(queries)
+                marks = ",".join("?" * len(names))
+                rows = db.execute(
+                    f"SELECT seq, body FROM matches WHERE query IN ({marks}) AND seq >= ? AND seq < ? "
+                    "ORDER BY seq LIMIT ?",
+                    (*names, from_seq, next_seq, limit),
+                ).fetchall()
+        finally:
+            db.execute("COMMIT")
+        return rows, next_seq, first_seq
+
+    def has_matches_of(self, query: str) -> bool:
+        """Whether the match log holds a match of ``query`` (which may be gone now). Any thread."""
+        row = self._reader().execute("SELECT 1 FROM matches WHERE query = ? LIMIT 1", (query,)).fetchone()
+        return row is not None
+
+
+def finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
