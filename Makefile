@@ -5,14 +5,23 @@ BIN    := $(VENV)/bin
 # Touched after a successful install; re-install only when pyproject.toml is newer.
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test lint typecheck pytest demo clean distclean
+.PHONY: install java test lint typecheck pytest demo clean distclean
 
-install: $(STAMP)
+# The dev tools and the Spark job's extra (pyspark, pyarrow, pandas): the tests run the
+# job on a local Spark, and so does the demo.
+install: $(STAMP) java
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
 	touch $(STAMP)
+
+# Spark needs a Java runtime (17 or later); install one from the distribution if none.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+java:
+	@command -v java >/dev/null 2>&1 || { \
+		echo "no java on PATH: installing openjdk-17-jre-headless"; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq openjdk-17-jre-headless; }
 
 # All three checks run even when one fails, so one run shows every problem; the target
 # fails if any of them did.
@@ -32,8 +41,9 @@ typecheck: install
 pytest: install
 	$(BIN)/pytest
 
+# The whole system: generated card payments → Spark job → service → WebSocket, ~2 min.
 demo: install
-	$(BIN)/scemon replay --queries examples/queries.txt --events examples/events.jsonl
+	$(BIN)/scemon demo
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

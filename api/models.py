@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "ARROW_MEDIA_TYPE",
+    "BATCH_EXAMPLE",
     "BATCH_HEADER",
     "NAME_PATTERN",
     "PRODUCER_HEADER",
@@ -58,6 +59,15 @@ NAME_MAX = 128
 ID_MAX = 256
 
 AttrValue = bool | int | float | str
+
+BATCH_EXAMPLE: dict[str, Any] = {
+    "producer": "spark-job-1",
+    "batch_id": 17,
+    "events": [
+        {"id": "tx1", "src": "card-1", "type": "A", "start": 1.0, "attrs": {"payment": 30}},
+        {"src": "card-1", "type": "B", "start": 2.0, "end": 3.0},
+    ],
+}
 
 _DINNER = (
     "PATTERN Sequence WITH CNMA_A, RSTR_B, BAR_C\n"
@@ -244,18 +254,7 @@ class EventBatch(_Model):
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={
-            "examples": [
-                {
-                    "producer": "spark-job-1",
-                    "batch_id": 17,
-                    "events": [
-                        {"id": "tx1", "src": "card-1", "type": "A", "start": 1.0, "attrs": {"payment": 30}},
-                        {"src": "card-1", "type": "B", "start": 2.0, "end": 3.0},
-                    ],
-                }
-            ]
-        },
+        json_schema_extra={"examples": [BATCH_EXAMPLE]},
     )
 
 
@@ -282,7 +281,9 @@ class TimeResult(_Model):
     clock: float | None = Field(description="The engine's clock after the call (null before any event).")
     matches: int = Field(ge=0, description="Matches the advance released.")
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"clock": 3600.0, "matches": 0}]})
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"clock": 3600.0, "matches": 0}]}
+    )
 
 
 # ----------------------------------------------------------------------------- matches

@@ -36,11 +36,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from api.client import ApiError, Client
+from api.models import BatchResult
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -49,8 +52,6 @@ __all__ = [
     "ARROW_STREAM",
     "EVENT_COLUMNS",
     "BatchReport",
-    "PostResult",
-    "RejectedEvent",
     "RetryPolicy",
     "ServiceSink",
     "SinkError",
@@ -65,6 +66,7 @@ ARROW_STREAM = "application/vnd.apache.arrow.stream"
 # What a post carries, in this order; the service's Arrow contract.
 EVENT_COLUMNS = ("src", "type", "start", "end", "prob", "id", "attrs")
 _INT_LITERAL = r"^[+-]?[0-9]+$"
+_T = TypeVar("_T")
 
 
 class SinkError(Exception):
@@ -82,23 +84,6 @@ class RetryPolicy:
     first: float = 0.25
     longest: float = 8.0
     timeout: float = 300.0  # one request: a big batch over thousands of queries takes a while
-
-
-@dataclass(frozen=True)
-class RejectedEvent:
-    """An event the service answered 422 for (it names the event's index in the post)."""
-
-    row: int
-    reason: str
-
-
-@dataclass
-class PostResult:
-    """The service's answer to one post."""
-
-    accepted: int = 0
-    matches: int = 0
-    duplicate: bool = False
 
 
 @dataclass
@@ -164,7 +149,7 @@ def _wire_ids(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     values = column.drop_null()
     if len(values) and pc.all(pc.match_substring_regex(values, _INT_LITERAL)).as_py():
         try:
-            return pc.cast(column, pa.int64())
+            return pc.cast(pc.replace_substring_regex(column, r"^\+", ""), pa.int64())  # Arrow refuses "+4"
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return column  # an integer literal beyond 64 bits: text, like replay does
     return column
@@ -173,30 +158,37 @@ def _wire_ids(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
 # ------------------------------------------------------------------------------- http
 
 
-def wait_until_ready(urls: Sequence[str], policy: RetryPolicy, client: httpx.Client | None = None) -> None:
-    """Block until every service answers ``GET /healthz``; :class:`SinkError` naming the
-    first that does not within the retry budget. Called before the job starts, so a
-    service that is down fails the command at once with a clear message."""
-    own = client is None
-    client = client or httpx.Client(timeout=5.0)
-    try:
-        for url in urls:
-            _retrying(partial(client.get, f"{url}/healthz"), url, policy, "is not ready")
-    finally:
-        if own:
-            client.close()
+def wait_until_ready(urls: Sequence[str], policy: RetryPolicy, token: str | None = None) -> None:
+    """Block until every service answers ``GET /readyz`` with 200; :class:`SinkError`
+    naming the first that does not within the retry budget. Called before the job starts,
+    so a service that is down fails the command at once with a clear message."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    for url in urls:
+        try:
+            _retrying(partial(_ready, url.rstrip("/"), headers), url, policy, "is not ready")
+        except ApiError as err:
+            raise SinkError(f"{url}: GET /readyz answered {err.status}; is it a scemon service?") from None
 
 
-def _retrying(send: Callable[[], httpx.Response], url: str, policy: RetryPolicy, what: str) -> httpx.Response:
+def _ready(url: str, headers: dict[str, str]) -> None:
+    response = httpx.get(f"{url}/readyz", headers=headers, timeout=5.0)
+    if response.status_code != 200:
+        raise ApiError(response.status_code, {"message": response.text[:200]})
+
+
+def _retrying(send: Callable[[], _T], url: str, policy: RetryPolicy, what: str) -> _T:
+    """``send()`` until it answers, retrying what may pass: connection errors, timeouts,
+    429 and 5xx. Any other :class:`ApiError` is the caller's to handle."""
     started = time.monotonic()
     wait, attempts = policy.first, 0
     while True:
         attempts += 1
         try:
-            response = send()
-            if response.status_code < 500 and response.status_code != 429:
-                return response
-            problem = f"HTTP {response.status_code} {response.text[:200]}"
+            return send()
+        except ApiError as err:
+            if err.status < 500 and err.status != 429:
+                raise
+            problem = f"HTTP {err.status} {err.message[:200]}"
         except httpx.TransportError as err:
             problem = f"{type(err).__name__}: {err or 'no answer'}"
         spent = time.monotonic() - started
@@ -222,7 +214,7 @@ class ServiceSink:
         producer: str,
         policy: RetryPolicy | None = None,
         max_events: int = 50_000,
-        headers: dict[str, str] | None = None,
+        token: str | None = None,
         on_batch: Callable[[BatchReport], None] | None = None,
     ) -> None:
         if not urls:
@@ -232,13 +224,14 @@ class ServiceSink:
         self.policy = policy or RetryPolicy()
         self.max_events = max_events
         self.on_batch = on_batch
-        self._client = httpx.Client(timeout=self.policy.timeout, headers=headers or {})
+        self._clients = [Client(url, token=token, timeout=self.policy.timeout) for url in self.urls]
         self._pool = ThreadPoolExecutor(max_workers=len(self.urls), thread_name_prefix="scemon-sink")
 
     def close(self) -> None:
         """Release the HTTP connections and threads."""
         self._pool.shutdown(wait=True)
-        self._client.close()
+        for client in self._clients:
+            client.close()
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         """The ``foreachBatch`` entry point."""
@@ -254,8 +247,8 @@ class ServiceSink:
             table = table.append_column("_row", pa.array(range(table.num_rows), pa.int64()))
         shards = split_by_shard(sort_events(table, tie_break), len(self.urls))
         jobs = [
-            self._pool.submit(self._post_shard, url, part, batch_id)
-            for url, part in zip(self.urls, shards, strict=True)
+            self._pool.submit(self._post_shard, client, part, batch_id)
+            for client, part in zip(self._clients, shards, strict=True)
             if part.num_rows
         ]
         report = BatchReport(batch_id=batch_id, events=table.num_rows)
@@ -272,78 +265,43 @@ class ServiceSink:
         return report
 
     def _post_shard(
-        self, url: str, part: pa.Table, batch_id: int
+        self, client: Client, part: pa.Table, batch_id: int
     ) -> tuple[int, int, int, list[dict[str, Any]]]:
         posts = duplicates = matches = 0
         rejected: list[dict[str, Any]] = []
         for k, begin in enumerate(range(0, part.num_rows, self.max_events)):
             chunk = part.slice(begin, self.max_events)
-            result = self._post_chunk(url, chunk, f"{batch_id}.{k}", rejected)
+            result = self._post_chunk(client, chunk, f"{batch_id}.{k}", rejected)
             posts += 1
             duplicates += result.duplicate
             matches += result.matches
         return posts, duplicates, matches, rejected
 
     def _post_chunk(
-        self, url: str, chunk: pa.Table, batch_key: str, rejected: list[dict[str, Any]]
-    ) -> PostResult:
-        headers = {
-            "Content-Type": ARROW_STREAM,
-            "X-Scemon-Producer": self.producer,
-            "X-Scemon-Batch-Id": batch_key,
-        }
+        self, client: Client, chunk: pa.Table, batch_key: str, rejected: list[dict[str, Any]]
+    ) -> BatchResult:
+        url = client.base_url
         while True:
             if chunk.num_rows == 0:
-                return PostResult()
-            body = encode_events(chunk)
-            response = _retrying(
-                partial(self._client.post, f"{url}/v1/events", content=body, headers=headers),
-                url,
-                self.policy,
-                f"did not take batch {batch_key}",
-            )
-            if response.status_code == 200:
-                data = response.json()
-                return PostResult(
-                    int(data.get("accepted", 0)), int(data.get("matches", 0)), bool(data.get("duplicate"))
-                )
-            if response.status_code == 422:
-                bad = _rejected_index(response)
-                if bad is not None and 0 <= bad.row < chunk.num_rows:
+                return BatchResult(accepted=0, duplicate=False, matches=0)
+            send = partial(client.post_arrow, self.producer, batch_key, encode_events(chunk))
+            try:
+                return _retrying(send, url, self.policy, f"did not take batch {batch_key}")
+            except ApiError as err:
+                index = err.detail.get("index")
+                if err.status == 422 and isinstance(index, int) and 0 <= index < chunk.num_rows:
                     # The 422 changed nothing; drop the one event and post the rest under
                     # the same id. A re-run meets the same rejection, so the id keeps
                     # naming the same events.
-                    rejected.append({"row": chunk.column("_row")[bad.row].as_py(), "reason": bad.reason})
-                    keep = pc.not_equal(pa.array(range(chunk.num_rows), pa.int64()), bad.row)
-                    chunk = chunk.filter(keep)
+                    field_name = err.detail.get("field")
+                    where = f"field {field_name!r}: " if field_name else ""
+                    reason = f"rejected by the service: {where}{err.message}"
+                    rejected.append({"row": chunk.column("_row")[index].as_py(), "reason": reason})
+                    chunk = chunk.filter(pc.not_equal(pa.array(range(chunk.num_rows), pa.int64()), index))
                     continue
-            if response.status_code == 413:
-                raise SinkError(
-                    f"{url} refused batch {batch_key} of {chunk.num_rows} events as too large (413): "
-                    "lower --max-batch-events"
-                )
-            raise SinkError(
-                f"{url} refused batch {batch_key}: HTTP {response.status_code} {response.text[:300]}"
-            )
-
-
-def _rejected_index(response: httpx.Response) -> RejectedEvent | None:
-    """The event a 422 names: ``{"detail": {"index": i, "field": f, "message": m}}`` (or a
-    list of such, or FastAPI's ``loc`` form ``["body", "events", i, field]``)."""
-    try:
-        detail = response.json().get("detail")
-    except ValueError:
-        return None
-    for item in detail if isinstance(detail, list) else [detail]:
-        if not isinstance(item, dict):
-            continue
-        index = item.get("index")
-        loc = item.get("loc")
-        if index is None and isinstance(loc, list):
-            index = next((part for part in loc if isinstance(part, int)), None)
-        if isinstance(index, int):
-            field_name = item.get("field") or (loc[-1] if isinstance(loc, list) and loc else None)
-            message = item.get("message") or item.get("msg") or "rejected"
-            where = f"field {field_name!r}: " if field_name else ""
-            return RejectedEvent(index, f"rejected by the service: {where}{message}")
-    return None
+                if err.status == 413:
+                    raise SinkError(
+                        f"{url} refused batch {batch_key} of {chunk.num_rows} events as too large (413): "
+                        "lower --max-batch-events"
+                    ) from None
+                raise SinkError(f"{url} refused batch {batch_key}: HTTP {err.status} {err.message}") from None

@@ -121,6 +121,7 @@ class _Node:
         "pending",
         "trailing",
         "bound",
+        "never",
     )
 
     def __init__(self, qs: QState) -> None:
@@ -152,6 +153,7 @@ class _Node:
         self.pending: list[tuple[Cand, float]] = []
         self.trailing = bool(cq.trailing)
         self.bound = cq.probability if cq.top else None
+        self.never = cq.never
 
 
 class _Plan:
@@ -199,6 +201,8 @@ class SeparateEngine:
 
     def __init__(self, clean_every: int = 4096, profile: bool = False) -> None:
         self.index: dict[str, list[tuple[_Plan, _Node, tuple[int, ...]]]] = {}
+        # The plans that keep a class in their private store (general nodes).
+        self.keepers: dict[str, list[_Plan]] = {}
         self.plans: dict[str, _Plan] = {}
         self.horizons: dict[str, _Horizon] = {}
         self.clock = NEG_INF
@@ -239,6 +243,8 @@ class SeparateEngine:
             self._windows(node.cq, add=True)
         for cls, routes in plan.routes.items():
             self.index.setdefault(cls, []).extend(routes)
+        for cls in plan.stored:
+            self.keepers.setdefault(cls, []).append(plan)
         self.plans[name] = plan
         return cq
 
@@ -256,6 +262,12 @@ class SeparateEngine:
                 self.index[cls] = left
             else:
                 del self.index[cls]
+        for cls in plan.stored:
+            keep = [p for p in self.keepers[cls] if p is not plan]
+            if keep:
+                self.keepers[cls] = keep
+            else:
+                del self.keepers[cls]
         for node in plan.nodes:
             self._windows(node.cq, add=False)
             self._waiting.pop(id(node), None)
@@ -468,62 +480,108 @@ class SeparateEngine:
     def _process(
         self, group: list[Delivery], hclock: float, moment: int
     ) -> list[tuple[_Plan, _Node, Cand, Event]]:
-        """Search, evaluate and insert one instance (or the plans' copies of it) in every
-        plan that uses its class. O(plans using the class x their source's stacks)."""
+        """Hand one instance (or the plans' copies of it) to every plan that uses its
+        class; each plan searches its per-source stacks, evaluates its transitions and
+        inserts its own copy. O(plans using the class x their source's stacks)."""
         prof = self.profile
-        if prof:
-            t0 = time.perf_counter()
-        # ---- search: the plans that use the class, and each one's per-source stacks
-        targets: list[tuple[_Plan, _Node, tuple[int, ...], _Stacks | None, Event]] = []
+        timers = self.timers
+        now = time.perf_counter
+        t0 = t1 = t2 = 0.0
+        horizons = self.horizons
+        done: list[tuple[_Plan, _Node, Cand, Event]] = []
+        stored = 0
         for x, owner in group:
             routes = self.index.get(x.type) if owner is None else owner.routes.get(x.type)
-            if routes:
-                src = x.src
-                for plan, node, positions in routes:
-                    targets.append((plan, node, positions, node.sources.get(src), x))
-        if prof:
-            t1 = time.perf_counter()
-            self.timers["search"] += t1 - t0
-        # ---- evaluate: each plan's transitions on its own stacks or store
-        done: list[tuple[_Plan, _Node, Cand, Event]] = []
-        pushes: list[tuple[_Node, int, Entry]] = []
-        for plan, node, positions, st, x in targets:
-            kind = node.kind
-            cq = node.cq
-            if cq.never:
+            if not routes:
                 continue
-            if kind == SASE:
-                self._sase(plan, node, positions, st, x, hclock, done, pushes)
-            elif kind == FILTER:
-                f = node.filters[0]
-                if (f is None or f(x)) and _bound_ok(cq, x.prob):
-                    done.append((plan, node, _cand([x], x), x))
-            elif kind == DISJ:
+            src = x.src
+            x_start = x.start
+            x_end = x.end
+            for plan, node, positions in routes:
+                if node.kind != SASE:
+                    if prof:
+                        t0 = now()
+                    self._other(plan, node, positions, x, hclock, moment, done)
+                    if prof:
+                        timers["evaluate"] += now() - t0
+                    continue
+                # ---- search: this plan's stacks for the source
+                if prof:
+                    t0 = now()
+                sources = node.sources
+                st = sources.get(src)
+                if prof:
+                    t1 = now()
+                    timers["search"] += t1 - t0
+                if node.never:
+                    continue
+                # ---- evaluate: position 0 pushes; a later position pushes (or, the last
+                # one, completes) if the previous stack holds a visible predecessor whose
+                # partial match started inside the window
+                push0 = False
+                pushes: list[tuple[int, Entry]] | None = None
+                filters = node.filters
                 for k in positions:
-                    f = node.filters[k]
-                    if f is None or f(x):
-                        if _bound_ok(cq, x.prob):
-                            done.append((plan, node, _cand([x], x, k, node.n), x))
-                        break
-            elif x.type in node.finals and x.moment > plan.reg:
-                ctx = Context(moment, self._probe(plan, x.src, hclock), x)
-                for cand in complete(node.qs, x, ctx):
-                    done.append((plan, node, cand, x))
+                    f = filters[k]
+                    if f is not None and not f(x):
+                        continue
+                    if k == 0:
+                        push0 = True
+                        continue
+                    if st is None:
+                        continue
+                    stack = st.items[k - 1]
+                    if not stack:
+                        continue
+                    window = node.window
+                    cls = node.single[k - 1]
+                    h = horizons[cls].at(hclock) if cls is not None else NEG_INF
+                    best = NEG_INF
+                    found = False
+                    for p, t, _ptr in stack:
+                        if p.end > x_start or x_end - t > window:
+                            continue
+                        if cls is None:
+                            if p.start < horizons[p.type].at(hclock):
+                                continue
+                        elif p.start < h:
+                            continue
+                        if not found or t > best:
+                            best = t
+                            found = True
+                    if not found:
+                        continue
+                    top = st.base[k - 1] + len(stack) - 1
+                    if k < node.n - 1:
+                        if pushes is None:
+                            pushes = []
+                        pushes.append((k, (x, best, top)))
+                    else:
+                        for env in self._assemble(node, st, x, top, hclock):
+                            done.append((plan, node, _cand(env, x), x))
+                if prof:
+                    t2 = now()
+                    timers["evaluate"] += t2 - t1
+                # ---- insert: the plan's own copy
+                if push0 or pushes:
+                    if st is None:
+                        st = sources[src] = _Stacks(node.n - 1)
+                    items = st.items
+                    if push0:
+                        items[0].append((x, x_start, -1))
+                        stored += 1
+                    if pushes:
+                        for k, entry in pushes:
+                            items[k].append(entry)
+                        stored += len(pushes)
+                    if prof:
+                        timers["insert"] += now() - t2
         if prof:
-            t2 = time.perf_counter()
-            self.timers["evaluate"] += t2 - t1
-        # ---- insert: every plan stores its own copy
-        stored = 0
-        for node, k, entry in pushes:
-            x = entry[0]
-            st = node.sources.get(x.src)
-            if st is None:
-                st = node.sources[x.src] = _Stacks(node.n - 1)
-            st.items[k].append(entry)
-            stored += 1
+            t0 = now()
         for x, owner in group:
             cls = x.type
-            for plan in _storing(self.index.get(cls), owner, cls):
+            keepers = self.keepers.get(cls, ()) if owner is None else (owner,) if cls in owner.stored else ()
+            for plan in keepers:
                 per = plan.store.get(x.src)
                 if per is None:
                     per = plan.store[x.src] = {}
@@ -535,63 +593,40 @@ class SeparateEngine:
                 stored += 1
         self._stored += stored
         if prof:
-            self.timers["insert"] += time.perf_counter() - t2
+            timers["insert"] += now() - t0
         return done
 
-    def _sase(
+    def _other(
         self,
         plan: _Plan,
         node: _Node,
         positions: tuple[int, ...],
-        st: _Stacks | None,
         x: Event,
         hclock: float,
+        moment: int,
         done: list[tuple[_Plan, _Node, Cand, Event]],
-        pushes: list[tuple[_Node, int, Entry]],
     ) -> None:
-        """SASE transitions of a plain sequence for ``x`` at each position it fills:
-        position 0 pushes; a later one pushes (or completes, at the last position) if
-        the previous stack holds a visible predecessor inside the window. O(stack)."""
-        n = node.n
-        window = node.window
-        x_start = x.start
-        x_end = x.end
-        horizons = self.horizons
-        for k in positions:
-            f = node.filters[k]
-            if f is not None and not f(x):
-                continue
-            if k == 0:
-                pushes.append((node, 0, (x, x_start, -1)))
-                continue
-            if st is None:
-                continue
-            stack = st.items[k - 1]
-            if not stack:
-                continue
-            cls = node.single[k - 1]
-            h = horizons[cls].at(hclock) if cls is not None else NEG_INF
-            best = NEG_INF
-            found = False
-            for p, t, _ptr in stack:
-                if p.end > x_start or x_end - t > window:
-                    continue
-                if cls is None:
-                    if p.start < horizons[p.type].at(hclock):
-                        continue
-                elif p.start < h:
-                    continue
-                if not found or t > best:
-                    best = t
-                    found = True
-            if not found:
-                continue
-            top = st.base[k - 1] + len(stack) - 1
-            if k < n - 1:
-                pushes.append((node, k, (x, best, top)))
-            else:
-                for env in self._assemble(node, st, x, top, hclock):
-                    done.append((plan, node, _cand(env, x), x))
+        """A filter, a disjunction or a general node evaluates ``x`` (the general node on
+        its plan's private store, with the shared engine's matching rules)."""
+        cq = node.cq
+        if cq.never:
+            return
+        kind = node.kind
+        if kind == FILTER:
+            f = node.filters[0]
+            if (f is None or f(x)) and _bound_ok(cq, x.prob):
+                done.append((plan, node, _cand([x], x), x))
+        elif kind == DISJ:
+            for k in positions:
+                f = node.filters[k]
+                if f is None or f(x):
+                    if _bound_ok(cq, x.prob):
+                        done.append((plan, node, _cand([x], x, k, node.n), x))
+                    return
+        elif x.type in node.finals and x.moment > plan.reg:
+            ctx = Context(moment, self._probe(plan, x.src, hclock), x)
+            for cand in complete(node.qs, x, ctx):
+                done.append((plan, node, cand, x))
 
     def _assemble(self, node: _Node, st: _Stacks, last: Event, top: int, hclock: float) -> list[list[Event]]:
         """The matches ``last`` completes: walk the stacks back from the pointers, most
@@ -721,6 +756,8 @@ class SeparateEngine:
 
     def _check(self) -> None:
         assert self._stored == sum(p.size() for p in self.plans.values()), "stored count drifted"
+        for cls, keepers in self.keepers.items():
+            assert keepers and all(cls in p.stored and self.plans.get(p.name) is p for p in keepers)
         for cls, routes in self.index.items():
             assert routes and cls in self.horizons
             for plan, _node, positions in routes:
@@ -741,21 +778,6 @@ class SeparateEngine:
 
 
 # ---------------------------------------------------------------------- helpers
-
-
-def _storing(
-    routes: list[tuple[_Plan, _Node, tuple[int, ...]]] | None, owner: _Plan | None, cls: str
-) -> list[_Plan]:
-    """The plans that keep an instance of ``cls`` in their private store."""
-    if owner is not None:
-        return [owner] if cls in owner.stored else []
-    if not routes:
-        return []
-    out: list[_Plan] = []
-    for plan, _node, _positions in routes:
-        if cls in plan.stored and (not out or out[-1] is not plan):
-            out.append(plan)
-    return out
 
 
 def _groups(made: list[Delivery]) -> list[list[Delivery]]:

@@ -120,8 +120,12 @@ class Network:
         )
         # Per source, per sequence position: disjoint (latest start, query bits) groups
         # over the source's stored instances (level "summary").
-        self.summary: dict[Any, list[list[tuple[float, int]]]] = {}
+        # Per source: (latest (start, bits) per class for first components, and for each
+        # later position one latest-first list of disjoint (start, bits) groups).
+        self.summary: dict[Any, tuple[dict[str, tuple[float, int]], list[list[tuple[float, int]]]]] = {}
         self._max_window = float("-inf")
+        # Spans up to the smallest window pass every query's window: no mask needed.
+        self._min_window = float("-inf")
         # Nodes holding pending trailing-negation matches, and the earliest deadline.
         self._pending_nodes: set[QState] = set()
         self._next_deadline = float("inf")
@@ -257,8 +261,13 @@ class Network:
         self._pending_nodes.discard(qs)
         if qs.fast and self.summary:
             keep = ~bit
-            for positions in self.summary.values():
-                for groups in positions:
+            for starts, later in self.summary.values():
+                for cls, (t, b) in list(starts.items()):
+                    if b & keep:
+                        starts[cls] = (t, b & keep)
+                    else:
+                        del starts[cls]
+                for groups in later:
                     groups[:] = [(t, b & keep) for t, b in groups if b & keep]
         self._rebuild_windows()
 
@@ -291,6 +300,7 @@ class Network:
                 by_window[qs.cq.window] = by_window.get(qs.cq.window, 0) | qs.bit
         self._wins = sorted(by_window)
         self._max_window = self._wins[-1] if self._wins else float("-inf")
+        self._min_window = self._wins[0] if self._wins else float("-inf")
         cum = 0
         wcum = [0] * len(self._wins)
         for j in range(len(self._wins) - 1, -1, -1):
@@ -491,7 +501,7 @@ class Network:
         if len(seq_pass) > 1 or 0 not in seq_pass:
             level = self.level
             if level == "summary":
-                extended = self._extend_summary(ecq, e, seq_pass)
+                extended = self._extend_summary(ecq, e, seq_pass, hclock)
             elif level == "bitsets":
                 extended = self._extend_bitsets(ecq, e, seq_pass, probe)
             else:
@@ -573,53 +583,101 @@ class Network:
     # ------------------------------------------------------------- extension
 
     def _extend_summary(
-        self, ecq: ECQ, e: Event, seq_pass: dict[int, int]
+        self, ecq: ECQ, e: Event, seq_pass: dict[int, int], hclock: float
     ) -> dict[int, list[tuple[float, int]]]:
         """Level "summary": for each position ``k`` of ``e``'s class, the queries whose
         partial match at ``k - 1`` (at ``e``'s source) ``e`` extends within their window,
         from the source's summary. O(groups of the source) big-int operations."""
-        positions = self.summary.get(e.src)
+        summary = self.summary.get(e.src)
         out: dict[int, list[tuple[float, int]]] = {}
-        if positions is None:
+        if summary is None:
             return out
+        starts, later = summary
         window_mask = self.window_mask
+        full = self._min_window
         e_end = e.end
+        oldest = e_end - self._max_window
         final = ecq.seq_final
         more = ecq.seq_more
         for k, passed in seq_pass.items():
-            if k == 0 or k > len(positions):
+            if k == 0 or k > len(later) + 1:
                 continue
             m = passed & (final.get(k, 0) | more.get(k, 0))
             if not m:
                 continue
-            res = []
-            for t, bits in positions[k - 1]:
-                bb = bits & m
-                if bb:
-                    bb &= window_mask(e_end - t)
+            res: list[tuple[float, int]] = []
+            if k == 1:
+                # One group per class: the latest instance of each class that can start.
+                stale = None
+                for cls, (t, bits) in starts.items():
+                    if t < oldest:
+                        stale = [cls] if stale is None else [*stale, cls]
+                        continue
+                    bb = bits & m
                     if bb:
-                        res.append((t, bb))
+                        if e_end - t > full:
+                            bb &= window_mask(e_end - t)
+                        if bb:
+                            res.append((t, bb))
+                if stale is not None:
+                    for cls in stale:
+                        del starts[cls]
+            else:
+                for t, bits in later[k - 2]:
+                    if t < oldest:
+                        break  # latest first: no window reaches this group or the rest
+                    bb = bits & m
+                    if bb:
+                        if e_end - t > full:
+                            bb &= window_mask(e_end - t)
+                        if bb:
+                            res.append((t, bb))
             if res:
-                out[k] = res
+                out[k] = resolve_latest(res) if len(res) > 1 else res
         return out
 
     def _summarise(
         self, e: Event, init: int, kept: dict[int, list[tuple[float, int]]] | None, hclock: float
     ) -> None:
-        positions = self.summary.get(e.src)
-        if positions is None:
-            positions = self.summary[e.src] = []
+        """Fold ``e``'s PMB into its source's summary: for first components one entry
+        per class (its latest start, and the queries its instances start), for later
+        positions one list of disjoint groups keeping each query's latest start. Both
+        are upper bounds used to prune; matches are verified when assembled.
+        O(groups of the source)."""
+        summary = self.summary.get(e.src)
+        if summary is None:
+            summary = self.summary[e.src] = ({}, [])
+        starts, later = summary
         cutoff = hclock - self._max_window
         if init:
-            while not positions:
-                positions.append([])
-            merge_latest(positions[0], e.start, init, cutoff)
+            previous = starts.get(e.type)
+            if previous is None:
+                starts[e.type] = (e.start, init)
+            else:
+                # One entry per class: the latest start and every query any instance of
+                # the class can start, an upper bound that the assembly verifies.
+                t, bits = previous
+                starts[e.type] = (e.start if e.start > t else t, bits | init)
         if kept:
             for k, groups in kept.items():
-                while len(positions) <= k:
-                    positions.append([])
-                for t, bits in groups:
-                    merge_latest(positions[k], t, bits, cutoff)
+                while len(later) < k:
+                    later.append([])
+                merge_latest(later[k - 1], groups, cutoff)
+
+    def prune_summary(self, clock: float) -> None:
+        """Drop summary groups no window can reach any more (run with cleaning)."""
+        cutoff = clock - self._max_window
+        empty = []
+        for src, (starts, later) in self.summary.items():
+            for cls in [c for c, (t, _) in starts.items() if t < cutoff]:
+                del starts[cls]
+            for groups in later:
+                if groups and groups[-1][0] < cutoff:
+                    groups[:] = [g for g in groups if g[0] >= cutoff]
+            if not starts and not any(later):
+                empty.append(src)
+        for src in empty:
+            del self.summary[src]
 
     def _extend_bitsets(
         self, ecq: ECQ, e: Event, seq_pass: dict[int, int], probe: Any
@@ -708,7 +766,10 @@ class Network:
     # ----------------------------------------------------------------- cleaning
 
     def clean(self, clock: float) -> int:
-        """Drop instances below their class's horizon; returns how many. O(dropped + ECQs)."""
+        """Drop instances below their class's horizon; returns how many.
+        O(dropped + ECQs + summary groups)."""
+        if self.summary:
+            self.prune_summary(clock)
         return sum(ecq.siq.clean(ecq.horizon(clock)) for ecq in self.ecqs.values())
 
     def stored(self) -> int:

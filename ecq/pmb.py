@@ -84,28 +84,31 @@ def resolve_latest(groups: list[tuple[float, int]]) -> list[tuple[float, int]]:
     return out
 
 
-def merge_latest(groups: list[tuple[float, int]], t: float, bits: int, cutoff: float) -> None:
-    """Fold ``(t, bits)`` into disjoint latest-first ``groups`` in place, keeping each bit
-    with its latest start; groups older than ``cutoff`` go. O(groups)."""
+def merge_latest(groups: list[tuple[float, int]], new: list[tuple[float, int]], cutoff: float) -> None:
+    """Fold the disjoint latest-first groups ``new`` into ``groups`` in place, keeping
+    each query bit only with its latest start; groups older than ``cutoff`` go. One
+    two-pointer pass: O(len(groups) + len(new)) big-int operations."""
     out: list[tuple[float, int]] = []
-    placed = False
-    for t2, b2 in groups:
-        if t2 < cutoff:
+    i = j = 0
+    n_old, n_new = len(groups), len(new)
+    claimed_new = 0  # bits of the new groups placed so far (all at later or equal starts)
+    claimed_old = 0  # bits of the old groups placed so far
+    while i < n_old or j < n_new:
+        if j < n_new and (i >= n_old or new[j][0] >= groups[i][0]):
+            t, bits = new[j]
+            j += 1
+            bits &= ~claimed_old
+            claimed_new |= bits
+        else:
+            t, bits = groups[i]
+            i += 1
+            bits &= ~claimed_new
+            claimed_old |= bits
+        if t < cutoff:
             break
-        if t2 > t:
-            bits &= ~b2
-            out.append((t2, b2))
-            continue
-        if not placed:
-            placed = True
-            if t2 == t:
-                out.append((t, b2 | bits))
-                continue
-            if bits:
+        if bits:
+            if out and out[-1][0] == t:
+                out[-1] = (t, out[-1][1] | bits)
+            else:
                 out.append((t, bits))
-        b2 &= ~bits
-        if b2:
-            out.append((t2, b2))
-    if not placed and bits and t >= cutoff:
-        out.append((t, bits))
     groups[:] = out

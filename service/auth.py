@@ -20,7 +20,9 @@ READER = frozenset({Role.admin, Role.reader})
 ANY = frozenset(Role)
 
 
-def authorize(settings: Settings, authorization: str | None, allowed: Iterable[Role], action: str) -> Role | None:
+def authorize(
+    settings: Settings, authorization: str | None, allowed: Iterable[Role], action: str
+) -> Role | None:
     """The caller's role, given the ``Authorization`` header; raises 401 without a known
     token and 403 when its role may not do ``action``. None when auth is off."""
     tokens = settings.token_roles()

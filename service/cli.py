@@ -19,7 +19,10 @@ import typer
 
 from ecq.errors import ScemonError
 from service import replay as files
+from service.bench_cli import bench_app
 from service.progress import LazyProgress
+from service.serve_cli import openapi, serve
+from service.stream_cli import demo, queries_app, stream
 
 __all__ = ["app"]
 
@@ -52,6 +55,13 @@ QueriesOption = Annotated[
         show_default=False,
     ),
 ]
+
+app.command()(serve)
+app.command()(openapi)
+app.add_typer(bench_app)
+app.command()(stream)
+app.command()(demo)
+app.add_typer(queries_app)
 
 
 @app.callback()

@@ -39,7 +39,9 @@ class Settings(BaseSettings):
     max_batch_events: int = Field(default=200_000, ge=1, description="Larger batches get 413.")
     max_page: int = Field(default=10_000, ge=1, description="Largest `limit` of GET /v1/matches.")
     subscriber_queue: int = Field(
-        default=50_000, ge=1, description="Matches a WebSocket subscriber may fall behind before it is cut off."
+        default=50_000,
+        ge=1,
+        description="Matches a WebSocket subscriber may fall behind before it is cut off.",
     )
     trim_every: int = Field(default=64, ge=1, description="Trim the event log every that many batches.")
     match_log_max: int = Field(default=5_000_000, ge=1, description="Matches kept for polling and resuming.")

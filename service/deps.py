@@ -71,7 +71,9 @@ MetricsDep = Annotated[Metrics, Depends(_metrics)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 
 # auto_error=False: a missing token is our 401 in our error shape, not FastAPI's 403.
-_bearer = HTTPBearer(auto_error=False, description="A token from SCEMON_TOKENS; its role decides what it may do.")
+_bearer = HTTPBearer(
+    auto_error=False, description="A token from SCEMON_TOKENS; its role decides what it may do."
+)
 
 
 def _role(allowed: frozenset[Role], action: str) -> Callable[..., Awaitable[Role | None]]:

@@ -77,13 +77,17 @@ async def _validation_error(request: Request, err: Exception) -> FastJSON:
     first = errors[0] if errors else {"loc": (), "msg": "invalid request", "type": ""}
     loc = [part for part in first.get("loc", ()) if part != "body"]
     if first.get("type") == "json_invalid":
-        position = first.get("ctx", {}).get("error", "")
+        ctx = first.get("ctx")
+        position = ctx.get("error", "") if isinstance(ctx, dict) else ""
         return _answer(400, {"message": f"malformed JSON: {position}".rstrip(": ")})
     source = loc[0] if loc and loc[0] in ("query", "path", "header", "cookie") else "body"
     if source != "body":
         loc = loc[1:]
     where = _dotted(loc)
-    detail: dict[str, Any] = {"message": f"{source} {where}: {first.get('msg', 'invalid')}" if where else first["msg"]}
+    label = {"query": "query parameter", "path": "path parameter"}.get(source, source)
+    detail: dict[str, Any] = {
+        "message": f"{label} {where}: {first.get('msg', 'invalid')}" if where else first["msg"]
+    }
     fields = [part for part in loc if isinstance(part, str)]
     if fields:
         detail["field"] = fields[-1]
@@ -122,4 +126,3 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)
-

@@ -243,7 +243,9 @@ class EngineHost:
         for stored in self.store.queries():
             cq = compiled.get(stored.name)
             if cq is None:
-                raise RuntimeError(f"query {stored.name!r} is in the store but its registration is not in the log")
+                raise RuntimeError(
+                    f"query {stored.name!r} is in the store but its registration is not in the log"
+                )
             info = QueryInfo.of(stored.name, cq)
             info.matches, info.last_match = stored.matches, stored.last_match
             infos[stored.name] = info
@@ -374,7 +376,9 @@ class EngineHost:
             seq += 1
         return rows, counts, published
 
-    def _committed(self, next_seq: int, counts: dict[str, tuple[int, float]], published: list[Published]) -> None:
+    def _committed(
+        self, next_seq: int, counts: dict[str, tuple[int, float]], published: list[Published]
+    ) -> None:
         self.next_seq = next_seq
         for name, (n, last) in counts.items():
             info = self._infos.get(name)
@@ -431,5 +435,7 @@ class EngineHost:
 def _events_from_log(body: bytes) -> list[Event]:
     out = []
     for d in orjson.loads(body):
-        out.append(Event(d["src"], d["type"], d["start"], d["end"], d.get("attrs"), d.get("prob", 1.0), d.get("id")))
+        out.append(
+            Event(d["src"], d["type"], d["start"], d["end"], d.get("attrs"), d.get("prob", 1.0), d.get("id"))
+        )
     return out

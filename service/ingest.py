@@ -66,7 +66,9 @@ def from_json(body: bytes, max_events: int) -> Batch:
         raise InvalidInputError("the body must be a JSON object with 'producer', 'batch_id' and 'events'")
     for key in data:
         if key not in _ENVELOPE:
-            raise InvalidInputError(f"unknown field {key!r} (expected producer, batch_id, events)", field=str(key))
+            raise InvalidInputError(
+                f"unknown field {key!r} (expected producer, batch_id, events)", field=str(key)
+            )
     for key in _ENVELOPE:
         if key not in data:
             raise InvalidInputError(f"missing field {key!r}", field=key)
@@ -75,7 +77,9 @@ def from_json(body: bytes, max_events: int) -> Batch:
     if not isinstance(raw, list):
         raise InvalidInputError("'events' must be a list of event objects", field="events")
     if len(raw) > max_events:
-        raise PayloadTooLargeError(f"the batch has {len(raw)} events; the limit is {max_events}", field="events")
+        raise PayloadTooLargeError(
+            f"the batch has {len(raw)} events; the limit is {max_events}", field="events"
+        )
     return Batch(producer, batch_id, _events(raw, batch_id))
 
 
@@ -108,7 +112,9 @@ def from_arrow(body: bytes, producer: str | None, batch_id: str | None, max_even
     except (pa.ArrowException, OSError, ValueError) as err:
         raise BadRequestError(f"the body is not an Arrow IPC stream: {err}") from None
     if table.num_rows > max_events:
-        raise PayloadTooLargeError(f"the batch has {table.num_rows} events; the limit is {max_events}", field="events")
+        raise PayloadTooLargeError(
+            f"the batch has {table.num_rows} events; the limit is {max_events}", field="events"
+        )
     names = table.column_names
     for name in names:
         if name not in _ARROW_REQUIRED and name not in _ARROW_OPTIONAL:
@@ -155,7 +161,11 @@ def _attrs(text: str | None, index: int) -> Any:
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError as err:
-        raise InvalidInputError(f"event {index}, field 'attrs': not JSON: {err}", index=index, field="attrs") from None
+        raise InvalidInputError(
+            f"event {index}, field 'attrs': not JSON: {err}", index=index, field="attrs"
+        ) from None
     if not isinstance(value, dict):
-        raise InvalidInputError(f"event {index}, field 'attrs': must be a JSON object", index=index, field="attrs")
+        raise InvalidInputError(
+            f"event {index}, field 'attrs': must be a JSON object", index=index, field="attrs"
+        )
     return value

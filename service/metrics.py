@@ -41,7 +41,9 @@ class _EngineCollector(Collector):
         )
         for name, doc, key in gauges:
             yield GaugeMetricFamily(name, doc, value=float(stats.get(key, 0)))
-        yield GaugeMetricFamily("scemon_subscribers", "Connected WebSocket subscribers.", value=self._subscribers())
+        yield GaugeMetricFamily(
+            "scemon_subscribers", "Connected WebSocket subscribers.", value=self._subscribers()
+        )
 
 
 class Metrics:
@@ -52,12 +54,16 @@ class Metrics:
         r = self.registry
         self.events = Counter("scemon_events", "Events applied to the engine.", registry=r)
         self.batches = Counter("scemon_batches", "Event batches applied.", registry=r)
-        self.duplicates = Counter("scemon_duplicate_batches", "Batches recognised as already applied.", registry=r)
+        self.duplicates = Counter(
+            "scemon_duplicate_batches", "Batches recognised as already applied.", registry=r
+        )
         self.matches = Counter("scemon_matches", "Matches emitted, per query.", ["query"], registry=r)
         self.ingest_seconds = Histogram(
             "scemon_ingest_seconds", "Time to answer POST /v1/events.", buckets=_BUCKETS, registry=r
         )
-        self.overflows = Counter("scemon_subscriber_overflows", "Subscribers cut off for falling behind.", registry=r)
+        self.overflows = Counter(
+            "scemon_subscriber_overflows", "Subscribers cut off for falling behind.", registry=r
+        )
         self.up = Gauge("scemon_ready", "1 once the engine is rebuilt and serving.", registry=r)
 
     def watch(self, stats: Callable[[], dict[str, Any]], subscribers: Callable[[], int]) -> None:

@@ -26,7 +26,9 @@ def install_openapi(app: FastAPI) -> None:
             schema = get_openapi(
                 title=app.title, version=app.version, description=app.description, routes=app.routes
             )
-            _, extra = models_json_schema([(EventBatch, "validation")], ref_template="#/components/schemas/{model}")
+            _, extra = models_json_schema(
+                [(EventBatch, "validation")], ref_template="#/components/schemas/{model}"
+            )
             schemas = schema.setdefault("components", {}).setdefault("schemas", {})
             for name, definition in extra.get("$defs", {}).items():
                 schemas.setdefault(name, definition)

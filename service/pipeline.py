@@ -25,6 +25,7 @@ from __future__ import annotations
 import csv
 import os
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,10 +48,13 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 __all__ = [
+    "DeadLetters",
     "JobError",
     "JobOptions",
     "JobProgress",
     "Pipeline",
+    "check_job",
+    "check_source",
     "parse_mapping",
     "spark_session",
 ]
@@ -79,7 +83,7 @@ class JobOptions:
     max_batch_events: int = 50_000
     trigger_seconds: float = 2.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    headers: Mapping[str, str] = field(default_factory=dict)
+    token: str | None = None
 
     @property
     def rate(self) -> tuple[int, int] | None:
@@ -140,17 +144,42 @@ def spark_session(master: str | None = None, app_name: str = "scemon-stream") ->
 
     builder = SparkSession.builder.appName(app_name)
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not started by spark-submit
-        # The Python workers must import scemon (and pyarrow) too: this interpreter's.
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        _quiet_local_jvm()
         builder = (
             builder.master(master or "local[2]")
             .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=error")
         )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = spark %p %c{1}: %m%n
+"""
+
+
+def _quiet_local_jvm() -> None:
+    """Settings that must reach the JVM before it starts: the Python workers run this
+    interpreter (they import scemon and pyarrow too), Spark binds to loopback, and it
+    logs errors only — a terminal running ``scemon demo`` shows the demo, not Spark's
+    start-up chatter."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if "PYSPARK_SUBMIT_ARGS" not in os.environ:
+        config = Path(tempfile.gettempdir()) / "scemon-spark-log4j2.properties"
+        config.write_text(_LOG4J2)
+        os.environ["PYSPARK_SUBMIT_ARGS"] = (
+            f"--driver-java-options -Dlog4j2.configurationFile=file:{config} pyspark-shell"
+        )
 
 
 class Pipeline:
@@ -176,23 +205,13 @@ class Pipeline:
             producer=options.producer or "",
             policy=options.retry,
             max_events=options.max_batch_events,
-            headers=dict(options.headers),
+            token=options.token,
         )
 
     # -------------------------------------------------------------------- lifecycle
 
-    def check(self) -> None:
-        """Fail fast, before Spark starts anything, on what would only fail later: a
-        source folder that does not exist, a ``--map`` column the files do not have, a
-        service that does not answer within the retry budget."""
-        check_source(self.options)
-        try:
-            wait_until_ready(self.options.services, self.options.retry)
-        except SinkError as err:
-            raise JobError(f"service not reachable: {err}") from None
-
     def start(self) -> StreamingQuery:
-        """Start the streaming query (after :meth:`check`)."""
+        """Start the streaming query (after :func:`check_job`)."""
         opts = self.options
         writer = (
             self._rows().writeStream.foreachBatch(self._deliver).option("checkpointLocation", opts.checkpoint)
@@ -212,9 +231,9 @@ class Pipeline:
         return query
 
     def run(self) -> JobProgress:
-        """:meth:`check`, :meth:`start`, then wait for the end. Ctrl-C stops the stream
+        """:func:`check_job`, :meth:`start`, then wait for the end. Ctrl-C stops the stream
         between batches' posts; the checkpoint resumes it."""
-        self.check()
+        check_job(self.options)
         query = self.start()
         try:
             query.awaitTermination()
@@ -372,6 +391,18 @@ def _rate_rows(spark: SparkSession, rows_per_second: int, sources: int) -> DataF
             F.lit(None).cast("string").alias("raw"),
         )
     )
+
+
+def check_job(options: JobOptions) -> None:
+    """Fail fast, before Spark starts anything, on what would only fail later: a source
+    folder that does not exist, a ``--map`` column the files do not have, a dead-letter
+    folder the driver cannot write, a service that does not answer within the retry
+    budget (retried with backoff until then)."""
+    check_source(options)
+    try:
+        wait_until_ready(options.services, options.retry, options.token)
+    except SinkError as err:
+        raise JobError(f"service not reachable: {err}") from None
 
 
 def check_source(options: JobOptions) -> None:

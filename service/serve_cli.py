@@ -19,7 +19,9 @@ __all__ = ["openapi", "serve"]
 
 
 def serve(
-    host: Annotated[str | None, typer.Option(help="Address to bind [env SCEMON_HOST; default 127.0.0.1].")] = None,
+    host: Annotated[
+        str | None, typer.Option(help="Address to bind [env SCEMON_HOST; default 127.0.0.1].")
+    ] = None,
     port: Annotated[int | None, typer.Option(help="Port [env SCEMON_PORT; default 8080].")] = None,
     data: Annotated[
         Path | None, typer.Option(help="Folder of the SQLite store [env SCEMON_DATA; default ./data].")

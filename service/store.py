@@ -158,9 +158,12 @@ class Store:
             for offset, (name, spec) in enumerate(entries):
                 body = orjson.dumps(spec)
                 db.execute(
-                    "INSERT INTO ops (pos, kind, name, body) VALUES (?, ?, ?, ?)", (pos + offset, REGISTER, name, body)
+                    "INSERT INTO ops (pos, kind, name, body) VALUES (?, ?, ?, ?)",
+                    (pos + offset, REGISTER, name, body),
                 )
-                db.execute("INSERT INTO queries (name, spec, pos) VALUES (?, ?, ?)", (name, body, pos + offset))
+                db.execute(
+                    "INSERT INTO queries (name, spec, pos) VALUES (?, ?, ?)", (name, body, pos + offset)
+                )
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -170,7 +173,9 @@ class Store:
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
-            db.execute("INSERT INTO ops (pos, kind, name) VALUES (?, ?, ?)", (self._next_pos(), UNREGISTER, name))
+            db.execute(
+                "INSERT INTO ops (pos, kind, name) VALUES (?, ?, ?)", (self._next_pos(), UNREGISTER, name)
+            )
             db.execute("DELETE FROM queries WHERE name = ?", (name,))
             db.execute("COMMIT")
         except BaseException:
@@ -195,7 +200,9 @@ class Store:
         db.execute("BEGIN IMMEDIATE")
         try:
             pos = self._next_pos()
-            db.execute("INSERT INTO ops (pos, kind, body, time) VALUES (?, ?, ?, ?)", (pos, BATCH, events, max_end))
+            db.execute(
+                "INSERT INTO ops (pos, kind, body, time) VALUES (?, ?, ?, ?)", (pos, BATCH, events, max_end)
+            )
             db.execute(
                 "INSERT INTO batches (producer, batch_id, pos, accepted) VALUES (?, ?, ?, ?)",
                 (producer, batch_id, pos, accepted),
@@ -257,7 +264,8 @@ class Store:
         drop: list[int] = []
         open_reg: dict[str, int] = {}
         for pos, kind, name in db.execute(
-            "SELECT pos, kind, name FROM ops WHERE pos < ? AND kind IN (?, ?) ORDER BY pos", (cut, REGISTER, UNREGISTER)
+            "SELECT pos, kind, name FROM ops WHERE pos < ? AND kind IN (?, ?) ORDER BY pos",
+            (cut, REGISTER, UNREGISTER),
         ):
             if kind == REGISTER:
                 open_reg[name] = pos
@@ -267,7 +275,9 @@ class Store:
                     drop += [reg, pos]
         db.execute("BEGIN IMMEDIATE")
         try:
-            dropped = db.execute("DELETE FROM ops WHERE pos < ? AND kind IN (?, ?)", (cut, BATCH, TIME)).rowcount
+            dropped = db.execute(
+                "DELETE FROM ops WHERE pos < ? AND kind IN (?, ?)", (cut, BATCH, TIME)
+            ).rowcount
             db.executemany("DELETE FROM ops WHERE pos = ?", [(p,) for p in drop])
             db.execute("DELETE FROM matches WHERE seq < ?", (next_seq - match_log_max,))
             db.execute("COMMIT")

@@ -12,7 +12,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
 
-from api.models import ARROW_MEDIA_TYPE, BATCH_HEADER, PRODUCER_HEADER, BatchResult, EventBatch, TimeAdvance, TimeResult
+from api.models import (
+    ARROW_MEDIA_TYPE,
+    BATCH_EXAMPLE,
+    BATCH_HEADER,
+    PRODUCER_HEADER,
+    BatchResult,
+    TimeAdvance,
+    TimeResult,
+)
 from service import ingest
 from service.deps import HostDep, MetricsDep, Producer, SettingsDep
 from service.errors import InvalidInputError, UnsupportedMediaError
@@ -29,7 +37,12 @@ _BATCH_BODY: dict[str, Any] = {
         "content": {
             "application/json": {
                 "schema": {"$ref": "#/components/schemas/EventBatch"},
-                "examples": {"batch": {"summary": "Two events", "value": EventBatch.model_config["json_schema_extra"]["examples"][0]}},  # type: ignore[index]
+                "examples": {
+                    "batch": {
+                        "summary": "Two events",
+                        "value": BATCH_EXAMPLE,
+                    }
+                },  # type: ignore[index]
             },
             ARROW_MEDIA_TYPE: {
                 "schema": {"type": "string", "format": "binary"},
@@ -62,7 +75,9 @@ async def post_events(
     producer: Annotated[
         str | None, Header(alias=PRODUCER_HEADER, description="Arrow bodies only: the producer.")
     ] = None,
-    batch_id: Annotated[str | None, Header(alias=BATCH_HEADER, description="Arrow bodies only: the batch id.")] = None,
+    batch_id: Annotated[
+        str | None, Header(alias=BATCH_HEADER, description="Arrow bodies only: the batch id.")
+    ] = None,
 ) -> BatchResult:
     """Apply a batch once: a ``(producer, batch_id)`` applied before answers
     ``duplicate: true`` and changes nothing. The batch is sorted stably by ``(end,
@@ -77,7 +92,9 @@ async def post_events(
     elif media in ("application/json", "") or media.endswith("+json"):
         batch = ingest.from_json(body, settings.max_batch_events)
     else:
-        raise UnsupportedMediaError(f"cannot read a body of type {media!r}: send application/json or {ARROW_MEDIA_TYPE}")
+        raise UnsupportedMediaError(
+            f"cannot read a body of type {media!r}: send application/json or {ARROW_MEDIA_TYPE}"
+        )
     outcome = await host.ingest(batch.producer, batch.batch_id, batch.events)
     metrics.ingest_seconds.observe(time.perf_counter() - started)
     return BatchResult(accepted=outcome.accepted, duplicate=outcome.duplicate, matches=outcome.matches)

@@ -31,8 +31,8 @@ async def readyz(host: HostDep) -> Response:
     """200 once the engine has been rebuilt from the store; 503 before, or if that failed."""
     if host.ready:
         return FastJSON(Health(status="ok").model_dump())
-    status = "failed" if host.state == "failed" else "starting"
-    return FastJSON(Health(status=status, detail=host.failure).model_dump(), status_code=503)
+    health = Health(status="failed" if host.state == "failed" else "starting", detail=host.failure)
+    return FastJSON(health.model_dump(), status_code=503)
 
 
 @router.get(

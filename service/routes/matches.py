@@ -77,7 +77,9 @@ async def get_matches(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Most matches to return.")] = 1000,
     query: Annotated[
         str | None,
-        Query(min_length=1, max_length=NAME_MAX, pattern=NAME_PATTERN, description="Only this query's matches."),
+        Query(
+            min_length=1, max_length=NAME_MAX, pattern=NAME_PATTERN, description="Only this query's matches."
+        ),
     ] = None,
 ) -> Response:
     """Matches with ``seq >= from_seq`` in ``seq`` order. Ask again with ``from_seq =
@@ -90,7 +92,9 @@ async def get_matches(
     _check_seq(from_seq, next_seq, first_seq)
     if len(rows) == limit:
         next_seq = rows[-1][0] + 1
-    body = b'{"matches":[' + b",".join(row[1] for row in rows) + b'],"next_seq":' + str(next_seq).encode() + b"}"
+    body = (
+        b'{"matches":[' + b",".join(row[1] for row in rows) + b'],"next_seq":' + str(next_seq).encode() + b"}"
+    )
     return Response(body, media_type="application/json")
 
 
@@ -100,7 +104,9 @@ def _parse_from_seq(text: str | None) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise InvalidInputError(f"query parameter from_seq: {text!r} is not an integer", field="from_seq") from None
+        raise InvalidInputError(
+            f"query parameter from_seq: {text!r} is not an integer", field="from_seq"
+        ) from None
     if value < 0:
         raise InvalidInputError(f"query parameter from_seq: {value} is negative", field="from_seq")
     return value
@@ -140,7 +146,9 @@ async def subscribe(ws: WebSocket) -> None:
         last = await _stream(ws, runtime.store, sub, receiver, queries, last)
         if sub.overflowed:
             runtime.metrics.overflows.inc()
-            reason = f"subscriber queue overflow ({sub.limit} matches behind): resume with from_seq={last + 1}"
+            reason = (
+                f"subscriber queue overflow ({sub.limit} matches behind): resume with from_seq={last + 1}"
+            )
             await ws.close(OVERFLOW_CODE, reason[:123])
         elif runtime.hub.closing:
             await ws.close(SHUTDOWN_CODE, f"server shutting down: resume with from_seq={last + 1}")

@@ -6,7 +6,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Response
 
-from api.models import NAME_MAX, NAME_PATTERN, QueryBulkCreate, QueryBulkPublic, QueryCreate, QueryList, QueryPublic
+from api.models import (
+    NAME_MAX,
+    NAME_PATTERN,
+    QueryBulkCreate,
+    QueryBulkPublic,
+    QueryCreate,
+    QueryList,
+    QueryPublic,
+)
 from service.deps import Admin, AnyRole, HostDep
 from service.host import QueryInfo, QuerySpec
 from service.routes import errors
@@ -15,7 +23,9 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/queries", tags=["queries"])
 
-NamePath = Annotated[str, Path(min_length=1, max_length=NAME_MAX, pattern=NAME_PATTERN, description="Query name.")]
+NamePath = Annotated[
+    str, Path(min_length=1, max_length=NAME_MAX, pattern=NAME_PATTERN, description="Query name.")
+]
 _AUTH = (401, 403)
 
 
@@ -67,7 +77,9 @@ async def create_queries(bulk: QueryBulkCreate, host: HostDep) -> QueryBulkPubli
     return QueryBulkPublic(queries=[_public(i) for i in infos])
 
 
-@router.get("", response_model=QueryList, dependencies=[AnyRole], responses=errors(*_AUTH), summary="List queries")
+@router.get(
+    "", response_model=QueryList, dependencies=[AnyRole], responses=errors(*_AUTH), summary="List queries"
+)
 async def list_queries(host: HostDep) -> QueryList:
     """Every registered query in registration order, with its match count."""
     return QueryList(queries=[_public(i) for i in host.queries()])

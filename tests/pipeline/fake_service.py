@@ -48,7 +48,7 @@ def _handler(state: FakeService) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def do_GET(self) -> None:
-            if self.path == "/healthz":
+            if self.path in ("/healthz", "/readyz"):
                 self._answer(200, {"status": "ok"})
             else:
                 self._answer(404, {"detail": {"message": "no such route"}})

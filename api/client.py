@@ -1,0 +1,453 @@
+"""Clients of the scemon REST API and its WebSocket subscriptions.
+
+- :class:`Client` (sync, httpx) and :class:`AsyncClient` (async, httpx): one method per
+  route, taking and returning the wire models of :mod:`api.models`. A 4xx/5xx answer
+  raises :class:`ApiError` carrying the server's ``detail``.
+- :class:`Subscription` (async) and :class:`SyncSubscription`: iterate over matches from
+  ``/v1/matches/ws``. When the connection drops — network, server restart, or the server
+  cutting off a subscriber that fell behind — they reconnect with ``from_seq`` = the last
+  ``seq`` seen + 1, so the consumer sees every match once, in ``seq`` order.
+
+Nothing here imports the server: the models are the contract.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+import orjson
+import websockets
+from websockets.asyncio.client import connect as ws_connect
+from websockets.sync.client import connect as ws_connect_sync
+
+from api.models import (
+    ARROW_MEDIA_TYPE,
+    BATCH_HEADER,
+    PRODUCER_HEADER,
+    BatchResult,
+    EventIn,
+    MatchPage,
+    QueryBulkPublic,
+    QueryCreate,
+    QueryList,
+    QueryPublic,
+    TimeResult,
+)
+
+__all__ = ["ApiError", "AsyncClient", "Client", "Subscription", "SyncSubscription"]
+
+EventLike = Mapping[str, Any] | EventIn
+QueryLike = Mapping[str, Any] | QueryCreate
+
+
+class ApiError(Exception):
+    """The server refused a request: ``status`` and the ``detail`` object it sent
+    (``message`` and location fields)."""
+
+    def __init__(self, status: int, detail: dict[str, Any]) -> None:
+        self.status = status
+        self.detail = detail
+        self.message = str(detail.get("message", ""))
+        super().__init__(f"{status}: {self.message}")
+
+
+def _raise_for(response: httpx.Response) -> None:
+    if response.status_code < 400:
+        return
+    try:
+        detail = response.json().get("detail")
+    except ValueError:
+        detail = None
+    if not isinstance(detail, dict):
+        detail = {"message": str(detail) if detail is not None else response.text}
+    raise ApiError(response.status_code, detail)
+
+
+def _event_dict(event: EventLike) -> Mapping[str, Any]:
+    return event.model_dump(exclude_none=True) if isinstance(event, EventIn) else event
+
+
+def _query_dict(query: QueryLike) -> Mapping[str, Any]:
+    return query.model_dump(exclude_none=True) if isinstance(query, QueryCreate) else query
+
+
+def _query_body(name: str, text: str | None, pattern: Mapping[str, Any] | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"name": name}
+    if text is not None:
+        body["text"] = text
+    if pattern is not None:
+        body["pattern"] = dict(pattern)
+    return body
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def arrow_bytes(table: Any) -> bytes:
+    """A ``pyarrow.Table`` as an Arrow IPC stream (pyarrow is imported only here)."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    sink = pa.BufferOutputStream()
+    with ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def _json(payload: Any) -> tuple[bytes, dict[str, str]]:
+    return orjson.dumps(payload), {"Content-Type": "application/json"}
+
+
+class Client:
+    """Synchronous client. ``Client("http://127.0.0.1:8080", token="...")``."""
+
+    def __init__(self, base_url: str, token: str | None = None, timeout: float = 60.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self._http = httpx.Client(base_url=self.base_url, headers=_headers(token), timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        response = self._http.request(method, path, **kwargs)
+        _raise_for(response)
+        return response
+
+    # queries
+    def register(
+        self, name: str, text: str | None = None, pattern: Mapping[str, Any] | None = None
+    ) -> QueryPublic:
+        body, headers = _json(_query_body(name, text, pattern))
+        return QueryPublic.model_validate_json(
+            self._send("POST", "/v1/queries", content=body, headers=headers).content
+        )
+
+    def register_bulk(self, queries: Iterable[QueryLike]) -> list[QueryPublic]:
+        body, headers = _json({"queries": [_query_dict(q) for q in queries]})
+        response = self._send("POST", "/v1/queries/bulk", content=body, headers=headers)
+        return QueryBulkPublic.model_validate_json(response.content).queries
+
+    def queries(self) -> list[QueryPublic]:
+        return QueryList.model_validate_json(self._send("GET", "/v1/queries").content).queries
+
+    def query(self, name: str) -> QueryPublic:
+        return QueryPublic.model_validate_json(self._send("GET", f"/v1/queries/{name}").content)
+
+    def delete_query(self, name: str) -> None:
+        self._send("DELETE", f"/v1/queries/{name}")
+
+    # events
+    def post_events(self, producer: str, batch_id: str | int, events: Sequence[EventLike]) -> BatchResult:
+        payload = {"producer": producer, "batch_id": batch_id, "events": [_event_dict(e) for e in events]}
+        body, headers = _json(payload)
+        return BatchResult.model_validate_json(
+            self._send("POST", "/v1/events", content=body, headers=headers).content
+        )
+
+    def post_arrow(self, producer: str, batch_id: str | int, stream: bytes | Any) -> BatchResult:
+        """Post a batch as Arrow: ``stream`` is IPC stream bytes or a ``pyarrow.Table``."""
+        body = stream if isinstance(stream, bytes | bytearray) else arrow_bytes(stream)
+        headers = {"Content-Type": ARROW_MEDIA_TYPE, PRODUCER_HEADER: producer, BATCH_HEADER: str(batch_id)}
+        return BatchResult.model_validate_json(
+            self._send("POST", "/v1/events", content=body, headers=headers).content
+        )
+
+    def advance_time(self, t: float) -> TimeResult:
+        body, headers = _json({"time": t})
+        return TimeResult.model_validate_json(
+            self._send("POST", "/v1/time", content=body, headers=headers).content
+        )
+
+    # matches
+    def matches(self, from_seq: int = 0, limit: int = 1000, query: str | None = None) -> MatchPage:
+        params: dict[str, Any] = {"from_seq": from_seq, "limit": limit}
+        if query is not None:
+            params["query"] = query
+        return MatchPage.model_validate_json(self._send("GET", "/v1/matches", params=params).content)
+
+    def all_matches(
+        self, from_seq: int = 0, query: str | None = None, page: int = 5000
+    ) -> list[dict[str, Any]]:
+        """Every match from ``from_seq`` up to the newest, as plain dicts."""
+        out: list[dict[str, Any]] = []
+        while True:
+            params: dict[str, Any] = {"from_seq": from_seq, "limit": page}
+            if query is not None:
+                params["query"] = query
+            data = orjson.loads(self._send("GET", "/v1/matches", params=params).content)
+            out += data["matches"]
+            if len(data["matches"]) < page:
+                return out
+            from_seq = data["next_seq"]
+
+    # health
+    def ready(self) -> bool:
+        try:
+            return self._http.get("/readyz").status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def metrics(self) -> str:
+        return self._send("GET", "/metrics").text
+
+
+class AsyncClient:
+    """Asynchronous client with the same methods as :class:`Client`."""
+
+    def __init__(self, base_url: str, token: str | None = None, timeout: float = 60.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self._http = httpx.AsyncClient(base_url=self.base_url, headers=_headers(token), timeout=timeout)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        response = await self._http.request(method, path, **kwargs)
+        _raise_for(response)
+        return response
+
+    async def register(
+        self, name: str, text: str | None = None, pattern: Mapping[str, Any] | None = None
+    ) -> QueryPublic:
+        body, headers = _json(_query_body(name, text, pattern))
+        response = await self._send("POST", "/v1/queries", content=body, headers=headers)
+        return QueryPublic.model_validate_json(response.content)
+
+    async def register_bulk(self, queries: Iterable[QueryLike]) -> list[QueryPublic]:
+        body, headers = _json({"queries": [_query_dict(q) for q in queries]})
+        response = await self._send("POST", "/v1/queries/bulk", content=body, headers=headers)
+        return QueryBulkPublic.model_validate_json(response.content).queries
+
+    async def queries(self) -> list[QueryPublic]:
+        return QueryList.model_validate_json((await self._send("GET", "/v1/queries")).content).queries
+
+    async def query(self, name: str) -> QueryPublic:
+        return QueryPublic.model_validate_json((await self._send("GET", f"/v1/queries/{name}")).content)
+
+    async def delete_query(self, name: str) -> None:
+        await self._send("DELETE", f"/v1/queries/{name}")
+
+    async def post_events(
+        self, producer: str, batch_id: str | int, events: Sequence[EventLike]
+    ) -> BatchResult:
+        payload = {"producer": producer, "batch_id": batch_id, "events": [_event_dict(e) for e in events]}
+        body, headers = _json(payload)
+        response = await self._send("POST", "/v1/events", content=body, headers=headers)
+        return BatchResult.model_validate_json(response.content)
+
+    async def post_arrow(self, producer: str, batch_id: str | int, stream: bytes | Any) -> BatchResult:
+        body = stream if isinstance(stream, bytes | bytearray) else arrow_bytes(stream)
+        headers = {"Content-Type": ARROW_MEDIA_TYPE, PRODUCER_HEADER: producer, BATCH_HEADER: str(batch_id)}
+        response = await self._send("POST", "/v1/events", content=body, headers=headers)
+        return BatchResult.model_validate_json(response.content)
+
+    async def advance_time(self, t: float) -> TimeResult:
+        body, headers = _json({"time": t})
+        response = await self._send("POST", "/v1/time", content=body, headers=headers)
+        return TimeResult.model_validate_json(response.content)
+
+    async def matches(self, from_seq: int = 0, limit: int = 1000, query: str | None = None) -> MatchPage:
+        params: dict[str, Any] = {"from_seq": from_seq, "limit": limit}
+        if query is not None:
+            params["query"] = query
+        return MatchPage.model_validate_json((await self._send("GET", "/v1/matches", params=params)).content)
+
+    async def ready(self) -> bool:
+        try:
+            return (await self._http.get("/readyz")).status_code == 200
+        except httpx.TransportError:
+            return False
+
+
+# --------------------------------------------------------------------- subscriptions
+
+
+def _ws_url(base_url: str, from_seq: int, queries: Iterable[str] | None) -> str:
+    url = base_url.rstrip("/")
+    url = "ws" + url[4:] if url.startswith("http") else url
+    params: dict[str, Any] = {"from_seq": from_seq}
+    if queries:
+        params["queries"] = ",".join(queries)
+    return f"{url}/v1/matches/ws?{urlencode(params)}"
+
+
+def _refusal(err: websockets.InvalidStatus) -> ApiError:
+    response = err.response
+    try:
+        detail = orjson.loads(response.body or b"{}").get("detail")
+    except (orjson.JSONDecodeError, AttributeError):
+        detail = None
+    if not isinstance(detail, dict):
+        detail = {"message": f"the server refused the subscription ({response.status_code})"}
+    return ApiError(response.status_code, detail)
+
+
+class _Resume:
+    """What both subscription kinds share: the resume point and the retry policy."""
+
+    def __init__(
+        self,
+        base_url: str,
+        from_seq: int,
+        queries: Iterable[str] | None,
+        token: str | None,
+        idle_timeout: float | None,
+        max_retries: int | None,
+        backoff: float,
+    ) -> None:
+        self.base_url = base_url
+        self.next_seq = from_seq
+        self.queries = list(queries) if queries else None
+        self.token = token
+        self.idle_timeout = idle_timeout
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.reconnects = 0
+        # (code, reason) of each close the server sent: why the iterator reconnected.
+        self.closes: list[tuple[int | None, str]] = []
+        self._failures = 0
+
+    def url(self) -> str:
+        return _ws_url(self.base_url, self.next_seq, self.queries)
+
+    def accept(self, text: str | bytes) -> dict[str, Any] | None:
+        """The match in a message, or None for one already seen (resumed overlap)."""
+        match: dict[str, Any] = orjson.loads(text)
+        seq = int(match["seq"])
+        if seq < self.next_seq:
+            return None
+        self.next_seq = seq + 1
+        self._failures = 0
+        return match
+
+    def retry_delay(self, err: BaseException | None) -> float:
+        """Seconds to wait before reconnecting; raises ``err`` when out of retries."""
+        self._failures += 1
+        self.reconnects += 1
+        if self.max_retries is not None and self._failures > self.max_retries:
+            if err is not None:
+                raise err
+            raise ConnectionError("the subscription dropped too many times")
+        return float(min(self.backoff * 2 ** (self._failures - 1), 5.0))
+
+
+class Subscription(_Resume):
+    """``async for match in Subscription(url, from_seq=0, queries=["q1"])``: matches as
+    dicts (SEMANTICS.md §9), each once, in ``seq`` order, across reconnects.
+
+    The iteration ends when no match arrives for ``idle_timeout`` seconds (if set);
+    ``max_retries`` consecutive failed connections raise the last error. A refusal (bad
+    token, unknown query, invalid ``from_seq``) raises :class:`ApiError` at once.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        from_seq: int = 0,
+        queries: Iterable[str] | None = None,
+        token: str | None = None,
+        idle_timeout: float | None = None,
+        max_retries: int | None = 20,
+        backoff: float = 0.1,
+        **connect_kwargs: Any,
+    ) -> None:
+        super().__init__(base_url, from_seq, queries, token, idle_timeout, max_retries, backoff)
+        self.connect_kwargs = connect_kwargs
+
+    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        while True:
+            error: BaseException | None = None
+            try:
+                async with ws_connect(
+                    self.url(),
+                    additional_headers=_headers(self.token),
+                    max_size=None,
+                    proxy=None,
+                    **self.connect_kwargs,
+                ) as ws:
+                    while True:
+                        try:
+                            text = await asyncio.wait_for(ws.recv(), self.idle_timeout)
+                        except TimeoutError:
+                            return
+                        match = self.accept(text)
+                        if match is not None:
+                            yield match
+            except websockets.InvalidStatus as err:
+                if err.response.status_code < 500:
+                    raise _refusal(err) from None
+                error = err
+            except websockets.ConnectionClosed as err:
+                self.closes.append((err.rcvd.code if err.rcvd else None, err.rcvd.reason if err.rcvd else ""))
+                error = err
+            except (OSError, websockets.InvalidHandshake) as err:
+                error = err
+            await asyncio.sleep(self.retry_delay(error))
+
+
+class SyncSubscription(_Resume):
+    """The blocking twin of :class:`Subscription` (``websockets.sync``)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        from_seq: int = 0,
+        queries: Iterable[str] | None = None,
+        token: str | None = None,
+        idle_timeout: float | None = None,
+        max_retries: int | None = 20,
+        backoff: float = 0.1,
+        **connect_kwargs: Any,
+    ) -> None:
+        super().__init__(base_url, from_seq, queries, token, idle_timeout, max_retries, backoff)
+        self.connect_kwargs = connect_kwargs
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        while True:
+            error: BaseException | None = None
+            try:
+                with ws_connect_sync(
+                    self.url(),
+                    additional_headers=_headers(self.token),
+                    max_size=None,
+                    proxy=None,
+                    **self.connect_kwargs,
+                ) as ws:
+                    while True:
+                        try:
+                            text = ws.recv(timeout=self.idle_timeout)
+                        except TimeoutError:
+                            return
+                        match = self.accept(text)
+                        if match is not None:
+                            yield match
+            except websockets.InvalidStatus as err:
+                if err.response.status_code < 500:
+                    raise _refusal(err) from None
+                error = err
+            except websockets.ConnectionClosed as err:
+                self.closes.append((err.rcvd.code if err.rcvd else None, err.rcvd.reason if err.rcvd else ""))
+                error = err
+            except (OSError, websockets.InvalidHandshake) as err:
+                error = err
+            time.sleep(self.retry_delay(error))

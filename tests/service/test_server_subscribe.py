@@ -1,0 +1,99 @@
+"""WebSocket subscriptions: a slow subscriber is cut off with a close frame that says
+so, and resumes by seq with no gap and no duplicate; the engine stays off the loop."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import orjson
+from websockets.sync.client import connect
+
+from api.client import SyncSubscription
+from tests.service.conftest import StartServer
+
+PAD = "x" * 2000  # big matches fill the socket buffers quickly
+
+
+def events(batch: int, size: int) -> list[dict[str, object]]:
+    return [
+        {"id": f"{PAD}-{batch}-{i}", "src": i % 5, "type": "A", "start": float(batch * size + i)}
+        for i in range(size)
+    ]
+
+
+def test_a_slow_subscriber_is_told_it_overflowed_and_resumes_by_seq(start_server: StartServer) -> None:
+    server = start_server(SCEMON_SUBSCRIBER_QUEUE="20")
+    client = server.client()
+    client.register("all", "OR(A)")
+    ws_url = server.url.replace("http", "ws") + "/v1/matches/ws?from_seq=0"
+    # A subscriber that reads nothing while 4,000 matches (~8 MB) are produced.
+    with connect(ws_url, max_queue=1, max_size=None, proxy=None, compression=None) as slow:
+        for batch in range(20):
+            client.post_events("p", batch, events(batch, 200))
+        total = 4000
+        assert client.matches(from_seq=total).next_seq == total
+        seen: list[int] = []
+        close_code, close_reason = None, ""
+        try:
+            while True:
+                seen.append(int(orjson.loads(slow.recv(timeout=10))["seq"]))
+        except Exception:
+            assert slow.close_code is not None
+            close_code, close_reason = slow.close_code, slow.close_reason or ""
+    assert close_code == 1008
+    assert "overflow" in close_reason and f"from_seq={seen[-1] + 1}" in close_reason
+    assert seen == list(range(len(seen))) and len(seen) < total
+    rest = [m["seq"] for m in SyncSubscription(server.url, from_seq=seen[-1] + 1, idle_timeout=2)]
+    assert seen + rest == list(range(total))
+    assert "scemon_subscriber_overflows_total 1.0" in client.metrics()
+
+
+def test_the_subscription_iterator_reconnects_across_an_overflow(start_server: StartServer) -> None:
+    server = start_server(SCEMON_SUBSCRIBER_QUEUE="20")
+    client = server.client()
+    client.register("all", "OR(A)")
+    client.post_events("p", "first", events(99, 1))
+    sub = SyncSubscription(server.url, idle_timeout=3, max_queue=1, compression=None)
+    stream = iter(sub)
+    assert next(stream)["seq"] == 0  # connected; now fall behind
+    for batch in range(15):
+        client.post_events("p", batch, events(batch, 200))
+    seqs = [0] + [m["seq"] for m in stream]
+    assert seqs == list(range(1 + 15 * 200))
+    assert any(code == 1008 for code, _ in sub.closes)
+    assert sub.reconnects >= 1
+
+
+def test_http_stays_responsive_while_a_large_batch_is_applied(start_server: StartServer) -> None:
+    server = start_server()
+    client = server.client()
+    client.register_bulk([{"name": f"q{i}", "text": f"SEQ(A, B, C{i % 10}) WITHIN 100 s"} for i in range(50)])
+    big = [
+        {"src": i % 3, "type": "AB"[i % 13] if i % 13 < 2 else f"C{i % 10}", "start": float(i)}
+        for i in range(12_000)
+    ]
+    done = threading.Event()
+
+    def post() -> None:
+        httpx.post(
+            f"{server.url}/v1/events", json={"producer": "p", "batch_id": 1, "events": big}, timeout=120
+        )
+        done.set()
+
+    thread = threading.Thread(target=post)
+    thread.start()
+    time.sleep(0.5)
+    slowest = 0.0
+    answered_during = 0
+    while not done.is_set():
+        started = time.monotonic()
+        assert httpx.get(f"{server.url}/healthz", timeout=5).status_code == 200
+        assert httpx.get(f"{server.url}/v1/queries/q1", timeout=5).status_code == 200
+        slowest = max(slowest, time.monotonic() - started)
+        answered_during += 1
+        time.sleep(0.05)
+    thread.join()
+    assert answered_during >= 3, "the batch finished too fast to tell"
+    assert slowest < 1.0
