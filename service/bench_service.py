@@ -13,12 +13,6 @@ is stopped at the end.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -26,15 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 
 from api.client import Client, Subscription, arrow_bytes
 from ecq import workload
+from service.server_process import ServerProcess
 
 __all__ = ["run"]
 
-_READY_TIMEOUT = 60.0
 _DRAIN_TIMEOUT = 120.0
 
 
@@ -54,56 +47,6 @@ class Row:
     @property
     def post_events_per_s(self) -> float:
         return self.events / self.post_seconds if self.post_seconds else 0.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class _ServerProcess:
-    """``scemon serve`` on loopback, on a temporary store."""
-
-    def __init__(self, data: Path) -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SCEMON_")}
-        env["SCEMON_SUBSCRIBER_QUEUE"] = "1000000"
-        command = [
-            sys.executable,
-            "-m",
-            "service.cli",
-            "serve",
-            "--port",
-            str(self.port),
-            "--data",
-            str(data),
-        ]
-        command += ["--log-level", "warning"]
-        self.proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + _READY_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"the server exited: {self.proc.stderr.read().decode() if self.proc.stderr else ''}"
-                )
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
-                    return
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError("the server did not become ready")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 class _Subscribers:
@@ -208,7 +151,11 @@ def run(events: int, batch: int, n_queries: int, subscriber_counts: list[int]) -
     warmup = int(24 * 60 / w.source_gap * w.n_sources * 1.2)
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="scemon-bench-") as tmp:
-        server = _ServerProcess(Path(tmp) / "data")
+        # A large subscriber queue: the bench measures throughput, not cut-offs.
+        server = ServerProcess(
+            Path(tmp) / "data", env={"SCEMON_SUBSCRIBER_QUEUE": "1000000", "SCEMON_TOKENS": ""}
+        )
+        server.start()
         try:
             with Client(server.url) as client:
                 client.register_bulk(

@@ -20,6 +20,7 @@ import typer
 from ecq.errors import ScemonError
 from service import replay as files
 from service.bench_cli import bench_app
+from service.generate_cli import generate
 from service.progress import LazyProgress
 from service.serve_cli import openapi, serve
 from service.stream_cli import demo, queries_app, stream
@@ -62,6 +63,7 @@ app.add_typer(bench_app)
 app.command()(stream)
 app.command()(demo)
 app.add_typer(queries_app)
+app.command()(generate)
 
 
 @app.callback()
@@ -149,7 +151,14 @@ def replay(
         progress.phase("matching", total=len(batch))
         with files.open_output(out) as stream:
             counts = files.run(engine, batch, stream, progress=progress.update)
-    per_query = ", ".join(f"{name} {counts[name]}" for name, _ in specs)
+    # Name every query for small sets; for thousands, the busiest ten say enough.
+    shown = [(name, counts[name]) for name, _ in specs]
+    if len(shown) > 12:
+        busiest = sorted(shown, key=lambda item: -item[1])[:10]
+        shown_text = ", ".join(f"{name} {n}" for name, n in busiest)
+        per_query = f"busiest: {shown_text}, ... {len(shown)} queries"
+    else:
+        per_query = ", ".join(f"{name} {n}" for name, n in shown)
     total = sum(counts.values())
     noun = "match" if total == 1 else "matches"
     typer.echo(f"{len(batch)} events, {total} {noun} ({per_query})", err=True)
