@@ -146,7 +146,13 @@ def run(events: int, batch: int, n_queries: int, subscriber_counts: list[int]) -
     # Windows of 20-24 minutes: after a warm-up of that much stream every row runs in the
     # same steady state (as many partial matches expiring as starting).
     w = workload.Workload(
-        n_queries=n_queries, n_sources=100, n_classes=50, window_min=20 * 60.0, window_max=24 * 60.0, seed=5
+        n_queries=n_queries,
+        n_sources=100,
+        n_classes=50,
+        window_min=20 * 60.0,
+        window_max=24 * 60.0,
+        source_gap=60.0,
+        seed=5,
     )
     warmup = int(24 * 60 / w.source_gap * w.n_sources * 1.2)
     rows: list[Row] = []
