@@ -482,7 +482,9 @@ class Network:
         ecq = self.ecqs.get(e.type)
         if ecq is None:
             return []
-        probe = self._probe(e.src, hclock)
+        # The probe (built on first use: most events complete nothing) is shared by every
+        # query this instance touches: one probe per ECQ per instance.
+        probe: Any = None
         completed: list[tuple[QState, Cand]] = []
         static = ecq.static_pass
 
@@ -503,8 +505,10 @@ class Network:
             if level == "summary":
                 extended = self._extend_summary(ecq, e, seq_pass, hclock)
             elif level == "bitsets":
+                probe = self._probe(e.src, hclock)
                 extended = self._extend_bitsets(ecq, e, seq_pass, probe)
             else:
+                probe = self._probe(e.src, hclock)
                 extended = self._extend_per_query(ecq, e, seq_pass, probe, hclock)
 
         done = seq_pass.get(0, 0) & ecq.seq_final.get(0, 0)
@@ -514,6 +518,8 @@ class Network:
                 for _t, bits in groups:
                     done |= bits & final
         if done:
+            if probe is None:
+                probe = self._probe(e.src, hclock)
             for qs in self._nodes_of(done):
                 cq = qs.cq
                 if cq.never:
@@ -527,6 +533,8 @@ class Network:
 
         # ---- composite patterns: negation, Kleene closure, sub-patterns, conjunctions
         if ecq.general_final:
+            if probe is None:
+                probe = self._probe(e.src, hclock)
             ctx = Context(moment, probe, e)
             seen: set[int] = set()
             for clink in ecq.general_final:

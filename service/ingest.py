@@ -16,10 +16,13 @@ Other integer and floating widths are accepted where a number is expected.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
+import pyarrow as pa
+import pyarrow.ipc as ipc
 
 from api.models import ID_MAX
 from ecq.errors import EventError
@@ -99,9 +102,6 @@ def _events(raw: list[Any], batch_id: str) -> list[Event]:
 
 def from_arrow(body: bytes, producer: str | None, batch_id: str | None, max_events: int) -> Batch:
     """An Arrow IPC stream with the key in headers; see the module docstring."""
-    import pyarrow as pa
-    import pyarrow.ipc as ipc
-
     if producer is None:
         raise InvalidInputError("missing header X-Scemon-Producer", field="X-Scemon-Producer")
     if batch_id is None:
@@ -128,8 +128,12 @@ def from_arrow(body: bytes, producer: str | None, batch_id: str | None, max_even
     columns: dict[str, list[Any]] = {}
     for name in names:
         column = table.column(name)
-        _check_type(name, column.type, pa)
+        _check_type(name, column.type)
         columns[name] = column.to_pylist()
+    fast = _fast_events(columns, table.num_rows, batch_id)
+    if fast is not None:
+        return Batch(producer, batch_id, fast)
+    # Some row is invalid: the general path finds the first one and names it.
     if "attrs" in columns:
         columns["attrs"] = [_attrs(text, index) for index, text in enumerate(columns["attrs"])]
     keys = list(columns)
@@ -137,7 +141,46 @@ def from_arrow(body: bytes, producer: str | None, batch_id: str | None, max_even
     return Batch(producer, batch_id, _events(rows, batch_id))
 
 
-def _check_type(name: str, kind: Any, pa: Any) -> None:
+def _fast_events(columns: dict[str, list[Any]], n: int, batch_id: str) -> list[Event] | None:
+    """Events straight from the columns, or None at the first row that is not plainly
+    valid. Why: the column types are already checked, so a row needs only the value
+    checks — about twice as fast as building a dict per row for ``Event.from_dict``."""
+    none = [None] * n
+    srcs, types, starts = columns["src"], columns["type"], columns["start"]
+    ends, probs = columns.get("end", none), columns.get("prob", none)
+    ids, texts = columns.get("id", none), columns.get("attrs", none)
+    # Local names: this loop runs once per event of batches of thousands.
+    isfinite = math.isfinite
+    loads = orjson.loads
+    flat = (str, int, float, bool)
+    out: list[Event] = []
+    append = out.append
+    for i in range(n):
+        src, etype, start, end, prob, text = srcs[i], types[i], starts[i], ends[i], probs[i], texts[i]
+        if src is None or not etype or start is None:
+            return None
+        start = float(start)
+        end = start if end is None else float(end)
+        prob = 1.0 if prob is None else float(prob)
+        if not (isfinite(start) and isfinite(end) and end >= start and 0.0 < prob <= 1.0):
+            return None
+        attrs = None
+        if text is not None:
+            try:
+                attrs = loads(text)
+            except orjson.JSONDecodeError:
+                return None
+            if not isinstance(attrs, dict):
+                return None
+            for value in attrs.values():
+                if not isinstance(value, flat) or (isinstance(value, float) and not isfinite(value)):
+                    return None
+        eid = ids[i]
+        append(Event(src, etype, start, end, attrs, prob, f"{batch_id}:{i}" if eid is None else eid))
+    return out
+
+
+def _check_type(name: str, kind: Any) -> None:
     types = pa.types
     text = types.is_string(kind) or types.is_large_string(kind)
     integer = types.is_integer(kind)

@@ -1,0 +1,268 @@
+"""Measuring engines the way the SCEMon paper does (§7), several engines side by side.
+
+One :func:`measure` call runs every engine of a list (the shared network at some
+ablation level, the separate-processing baseline) over the same workload **in one
+process, interleaved**: the stream is cut into chunks and each chunk goes to every
+engine in turn, in a rotating order, so a slow moment of a shared machine hits all of
+them alike and their ratio holds even when absolute times wander.
+
+Metrics (paper §7):
+
+- **unit processing time**: seconds spent in ``process`` and in cleaning, per event, in
+  µs, over the events after warm-up. Output delivery is not included: the matches are
+  counted and dropped (the engine still builds each ``Match``).
+- **stored instances**: counted just before and just after each cleaning after
+  warm-up, averaged over those counts (the paper's average over 15 cleanings).
+
+Cleaning is driven from here (every ``clean_every`` events, at the same stream positions
+for every engine) and timed separately as well. The cyclic garbage collector is off
+while timing, as :mod:`timeit` does, and young objects are collected at each cleaning,
+untimed: a collection triggered by one engine's garbage would otherwise be billed to
+whichever engine happened to run next.
+
+Pure: no I/O; the CLI prints and plots what this returns.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ecq.baseline import PHASES, SeparateEngine
+from ecq.engine import Engine
+from ecq.event import Event
+from ecq.network import LEVELS
+from ecq.workload import Workload, events, template_queries
+
+__all__ = [
+    "ENGINES",
+    "LEVELS",
+    "PHASES",
+    "Measurement",
+    "Progress",
+    "Setting",
+    "Variant",
+    "make_engine",
+    "measure",
+    "phase_timers",
+    "stored",
+]
+
+ENGINES = ("shared", "separate")
+# An engine's own cleaning never runs during a measurement: the runner cleans.
+_NEVER = 1 << 62
+
+AnyEngine = Engine | SeparateEngine
+# Called with (fraction of the measurement done, what is running).
+Progress = Callable[[float, str], None]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One engine of a measurement: ``shared`` (the ECQ network, at an ablation
+    ``level``, default the full engine) or ``separate`` (the SP baseline); ``profile``
+    turns the per-phase timers on (they cost a little time themselves); ``queries``
+    registers only the first that many of the setting's queries (query sets of the
+    workload are prefixes of each other, so several sizes can share one stream)."""
+
+    engine: str = "shared"
+    level: str | None = None
+    profile: bool = False
+    queries: int | None = None
+
+    @property
+    def label(self) -> str:
+        label = self.engine
+        if self.engine == "shared" and self.level is not None:
+            label += f":{self.level}"
+        if self.queries is not None:
+            label += f"@{self.queries}"
+        return label
+
+
+SHARED = Variant("shared")
+SEPARATE = Variant("separate")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What one measurement runs: a workload and a query template, the cleaning period,
+    and how many events warm the engines up (default: one longest window of the
+    stream, after which storage is steady) and are then measured."""
+
+    workload: Workload = field(default_factory=Workload)
+    template: str = "seq"
+    clean_every: int = 5000
+    events: int = 20_000
+    warmup: int | None = None
+    chunk: int = 1000
+
+    @property
+    def warmup_events(self) -> int:
+        return self.workload.window_events if self.warmup is None else self.warmup
+
+
+@dataclass
+class Measurement:
+    """One engine's numbers over the measured (post-warm-up) events."""
+
+    variant: Variant
+    events: int = 0
+    seconds: float = 0.0
+    clean_seconds: float = 0.0
+    matches: int = 0
+    stored_samples: list[int] = field(default_factory=list)
+    # Seconds per phase (profiled variants only), measured events only.
+    timers: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return self.variant.label
+
+    @property
+    def unit_us(self) -> float:
+        """Unit processing time: µs per event, cleaning included."""
+        return self.seconds / self.events * 1e6 if self.events else 0.0
+
+    @property
+    def clean_us(self) -> float:
+        """Cleaning time per event, µs."""
+        return self.clean_seconds / self.events * 1e6 if self.events else 0.0
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events / self.seconds if self.seconds else 0.0
+
+    @property
+    def matches_per_event(self) -> float:
+        return self.matches / self.events if self.events else 0.0
+
+    @property
+    def stored_avg(self) -> float:
+        """Stored instances averaged over the counts before and after each cleaning."""
+        return sum(self.stored_samples) / len(self.stored_samples) if self.stored_samples else 0.0
+
+    @property
+    def cleanings(self) -> int:
+        return len(self.stored_samples) // 2
+
+    def phase_us(self, phase: str) -> float:
+        """µs per event spent in one phase (profiled variants)."""
+        return self.timers.get(phase, 0.0) / self.events * 1e6 if self.events else 0.0
+
+
+# ------------------------------------------------------------------ engines
+
+
+def make_engine(variant: Variant) -> AnyEngine:
+    """A fresh engine for ``variant``; the one place that knows the engines' options."""
+    if variant.engine == "shared":
+        if variant.level is not None:
+            return Engine(clean_every=_NEVER, level=variant.level, profile=variant.profile)
+        return Engine(clean_every=_NEVER, profile=variant.profile)
+    if variant.engine == "separate":
+        return SeparateEngine(clean_every=_NEVER, profile=variant.profile)
+    raise ValueError(f"unknown engine {variant.engine!r} (expected one of {', '.join(ENGINES)})")
+
+
+def phase_timers(engine: AnyEngine) -> dict[str, float] | None:
+    """The engine's per-phase seconds (keys :data:`PHASES`), or None when not profiling."""
+    if isinstance(engine, SeparateEngine):
+        return engine.timers if engine.profile else None
+    return engine.network.timers
+
+
+def stored(engine: AnyEngine) -> int:
+    """Instances the engine stores now (every copy, for the baseline). O(classes) or O(1)."""
+    if isinstance(engine, SeparateEngine):
+        return engine.stored()
+    return engine.network.stored()
+
+
+# ---------------------------------------------------------------- measuring
+
+
+def _boundaries(total: int, chunk: int, marks: Sequence[int]) -> list[int]:
+    """Chunk ends: every ``chunk`` events, and at every mark (warm-up end, cleanings)."""
+    ends = set(range(chunk, total, chunk)) | {m for m in marks if 0 < m < total}
+    ends.add(total)
+    return sorted(ends)
+
+
+def measure(
+    setting: Setting, variants: Sequence[Variant], progress: Progress | None = None
+) -> list[Measurement]:
+    """Run every variant over ``setting``'s workload, interleaved chunk by chunk;
+    one :class:`Measurement` per variant, in order. Time: the sum of the engines'
+    processing time, plus building each engine's own copy of the events."""
+    w = setting.workload
+    queries = template_queries(w, setting.template)
+    warm = setting.warmup_events
+    total = warm + setting.events
+    stream = [(e.src, e.type, e.start, e.end) for e in events(w, total)]
+    engines = [make_engine(v) for v in variants]
+    results = [Measurement(v) for v in variants]
+    for engine, variant in zip(engines, variants, strict=True):
+        for name, text in queries[: variant.queries]:
+            engine.register(name, text)
+    every = setting.clean_every
+    ends = _boundaries(total, setting.chunk, [warm, *range(every, total, every)])
+    now = time.perf_counter
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        begin = 0
+        for step, end in enumerate(ends):
+            measured = begin >= warm
+            n = len(engines)
+            for turn in range(n):
+                i = (step + turn) % n
+                engine = engines[i]
+                batch = [
+                    Event(s, c, t0, t1, id=k) for k, (s, c, t0, t1) in enumerate(stream[begin:end], begin)
+                ]
+                began = now()
+                out = engine.process(batch)
+                spent = now() - began
+                if measured:
+                    res = results[i]
+                    res.seconds += spent
+                    res.events += end - begin
+                    res.matches += len(out)
+                del out, batch
+            if end % every == 0:
+                for turn in range(n):
+                    i = (step + turn) % n
+                    engine = engines[i]
+                    before = stored(engine)
+                    began = now()
+                    engine.clean()
+                    spent = now() - began
+                    if end > warm:
+                        res = results[i]
+                        res.seconds += spent
+                        res.clean_seconds += spent
+                        res.stored_samples += [before, stored(engine)]
+                gc.collect(0)
+            if end == warm:
+                for engine in engines:
+                    timers = phase_timers(engine)
+                    if timers is not None:
+                        for key in timers:
+                            timers[key] = 0.0
+            begin = end
+            if progress is not None:
+                progress(end / total, ", ".join(v.label for v in variants))
+    finally:
+        if was_enabled:
+            gc.enable()
+    for engine, res in zip(engines, results, strict=True):
+        if not res.stored_samples:
+            res.stored_samples.append(stored(engine))  # no cleaning after warm-up
+        timers = phase_timers(engine)
+        if timers is not None:
+            res.timers = dict(timers)
+    return results
