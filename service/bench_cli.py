@@ -29,3 +29,25 @@ def service(
 
     counts = [int(part) for part in subscribers.split(",") if part.strip()]
     run(events=events, batch=batch, n_queries=queries, subscriber_counts=counts)
+
+
+# The SCEMon paper's figures (Figs. 7-14) and issue 4's targets: service/bench_paper.py.
+def _add_paper_commands() -> None:
+    from service import bench_paper as paper
+
+    for name, command in (
+        ("cleaning", paper.cleaning),
+        ("queries", paper.queries),
+        ("sources", paper.sources),
+        ("breakdown", paper.breakdown),
+        ("storage", paper.storage),
+        ("classes", paper.classes),
+        ("conjunction", paper.conjunction),
+        ("disjunction", paper.disjunction),
+        ("ratio", paper.ratio),
+        ("all", paper.all_figures),
+    ):
+        bench_app.command(name)(command)
+
+
+_add_paper_commands()

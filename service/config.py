@@ -37,7 +37,6 @@ class Settings(BaseSettings):
     tokens: str = Field(default="", description="Comma-separated token:role pairs.")
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1024, description="Larger requests get 413.")
     max_batch_events: int = Field(default=200_000, ge=1, description="Larger batches get 413.")
-    max_page: int = Field(default=10_000, ge=1, description="Largest `limit` of GET /v1/matches.")
     subscriber_queue: int = Field(
         default=50_000,
         ge=1,
@@ -65,13 +64,14 @@ def parse_tokens(text: str) -> dict[str, Role]:
     """``"tok1:admin, tok2:producer"`` → ``{"tok1": Role.admin, ...}``; raises ValueError
     naming the bad entry."""
     out: dict[str, Role] = {}
-    for entry in text.split(","):
+    for number, entry in enumerate(text.split(","), 1):
         entry = entry.strip()
         if not entry:
             continue
         token, sep, role = entry.rpartition(":")
         if not sep or not token:
-            raise ValueError(f"token entry {entry!r} must be token:role")
+            # Never echo the entry: it is a secret.
+            raise ValueError(f"token entry {number} must be token:role")
         try:
             out[token] = Role(role.strip())
         except ValueError:

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import orjson
 
 from ecq.engine import Engine
-from ecq.errors import DuplicateQueryError, QueryError, ScemonError, UnknownQueryError
+from ecq.errors import DuplicateQueryError, QueryError, ScemonError, SemanticError, UnknownQueryError
 from ecq.event import Event
 from ecq.language import format_query
 from ecq.language.ast import Query, from_json
@@ -188,9 +188,11 @@ class EngineHost:
 
     def queries(self) -> list[QueryInfo]:
         """Registered queries in registration order (a snapshot; any thread)."""
+        self._require_ok()
         return list(self._infos.values())
 
     def query(self, name: str) -> QueryInfo:
+        self._require_ok()
         info = self._infos.get(name)
         if info is None:
             raise UnknownQueryError(f"no query named {name!r} is registered")
@@ -277,11 +279,22 @@ class EngineHost:
                 err = DuplicateQueryError(f"a query named {name!r} is already registered")
                 raise err if len(entries) == 1 else InBulkError(err, index, name)
             seen.add(name)
+        # Compile first, off the engine: a query that cannot compile (or that nests so
+        # deep the parser runs out of stack) is refused without touching the engine.
+        compiled: list[CompiledQuery] = []
+        for index, (name, spec) in enumerate(entries):
+            try:
+                compiled.append(Engine.compile(name, spec_query(spec)))
+            except RecursionError:
+                deep = SemanticError("the query is nested too deeply")
+                raise deep if len(entries) == 1 else InBulkError(deep, index, name) from None
+            except QueryError as err:
+                raise err if len(entries) == 1 else InBulkError(err, index, name) from None
         done: list[tuple[str, CompiledQuery]] = []
         try:
-            for index, (name, spec) in enumerate(entries):
+            for index, (name, _) in enumerate(entries):
                 try:
-                    done.append((name, engine.register(name, spec_query(spec))))
+                    done.append((name, engine.register(name, compiled[index])))
                 except QueryError as err:
                     raise err if len(entries) == 1 else InBulkError(err, index, name) from None
         except ScemonError:

@@ -51,7 +51,11 @@ def serve(
             f"refusing to bind {settings.host} without tokens: set SCEMON_TOKENS "
             "(e.g. 'secret1:admin,secret2:producer') or bind 127.0.0.1"
         )
+    import logging
+
     import uvicorn
+
+    logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
 
     from service.main import create_app
 

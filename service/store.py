@@ -22,7 +22,6 @@ backlogs) use one connection per thread, which WAL lets run beside the writer.
 
 from __future__ import annotations
 
-import math
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -331,7 +330,3 @@ class Store:
         """Whether the match log holds a match of ``query`` (which may be gone now). Any thread."""
         row = self._reader().execute("SELECT 1 FROM matches WHERE query = ? LIMIT 1", (query,)).fetchone()
         return row is not None
-
-
-def finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None

@@ -35,6 +35,7 @@ log = logging.getLogger("scemon.ws")
 router = APIRouter(prefix="/v1/matches", tags=["matches"])
 
 MAX_PAGE = 10_000
+MAX_SEQ = 2**62  # SQLite integers are 64-bit; no real seq comes near
 BACKLOG_PAGE = 1_000
 OVERFLOW_CODE = 1008  # policy violation: the subscriber broke the queue bound
 SHUTDOWN_CODE = 1001  # going away
@@ -67,13 +68,13 @@ async def _check_queries(store: Store, host: EngineHost, names: frozenset[str]) 
     "",
     response_model=MatchPage,
     dependencies=[Reader],
-    responses=errors(401, 403, 404, 410, 422),
+    responses=errors(401, 403, 404, 410, 422, 503),
     summary="Poll matches by seq",
 )
 async def get_matches(
     runtime: RuntimeDep,
     store: StoreDep,
-    from_seq: Annotated[int, Query(ge=0, description="First seq to return.")] = 0,
+    from_seq: Annotated[int, Query(ge=0, le=MAX_SEQ, description="First seq to return.")] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Most matches to return.")] = 1000,
     query: Annotated[
         str | None,
@@ -109,6 +110,8 @@ def _parse_from_seq(text: str | None) -> int:
         ) from None
     if value < 0:
         raise InvalidInputError(f"query parameter from_seq: {value} is negative", field="from_seq")
+    if value > MAX_SEQ:
+        raise InvalidInputError(f"query parameter from_seq: {value} is too large", field="from_seq")
     return value
 
 

@@ -78,7 +78,11 @@ async def create_queries(bulk: QueryBulkCreate, host: HostDep) -> QueryBulkPubli
 
 
 @router.get(
-    "", response_model=QueryList, dependencies=[AnyRole], responses=errors(*_AUTH), summary="List queries"
+    "",
+    response_model=QueryList,
+    dependencies=[AnyRole],
+    responses=errors(*_AUTH, 503),
+    summary="List queries",
 )
 async def list_queries(host: HostDep) -> QueryList:
     """Every registered query in registration order, with its match count."""
@@ -89,7 +93,7 @@ async def list_queries(host: HostDep) -> QueryList:
     "/{name}",
     response_model=QueryPublic,
     dependencies=[AnyRole],
-    responses=errors(*_AUTH, 404, 422),
+    responses=errors(*_AUTH, 404, 422, 503),
     summary="Show a query",
 )
 async def get_query(name: NamePath, host: HostDep) -> QueryPublic:

@@ -53,7 +53,9 @@ def run_ops(engine: AnyEngine, ops: list[tuple[Any, ...]]) -> list[Any]:
 
 
 def both(ops: list[tuple[Any, ...]], clean_every: int = 2) -> tuple[list[Any], list[Any]]:
-    return run_ops(Engine(clean_every=clean_every), ops), run_ops(SeparateEngine(clean_every=clean_every), ops)
+    return run_ops(Engine(clean_every=clean_every), ops), run_ops(
+        SeparateEngine(clean_every=clean_every), ops
+    )
 
 
 # ---------------------------------------------------------------- properties
@@ -95,7 +97,11 @@ def test_separate_equals_shared_on_the_papers_workload(kind: str, mode: str) -> 
     """Hundreds of queries over few classes and sources, so stacks hold many entries
     and cleaning drops some mid-stream."""
     w = Workload(n_queries=120, n_sources=12, n_classes=8, source_gap=300.0, window_min=600, window_max=1200)
-    make = {"sequence": sequence_queries, "conjunction": conjunction_queries, "disjunction": disjunction_queries}
+    make = {
+        "sequence": sequence_queries,
+        "conjunction": conjunction_queries,
+        "disjunction": disjunction_queries,
+    }
     queries = make[kind](w)
     if kind == "conjunction":
         queries = queries[:30]

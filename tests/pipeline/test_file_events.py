@@ -27,7 +27,7 @@ def good(rows: list[tuple]) -> list[dict]:
 
 
 def bad(rows: list[tuple]) -> list[tuple[int, str]]:
-    return [(row[2], row[10]) for row in rows if row[10] is not None]
+    return [(row[2], str(row[10])) for row in rows if row[10] is not None]
 
 
 def test_jsonl_rows_carry_replays_line_numbers_and_derived_ids() -> None:
@@ -127,8 +127,8 @@ def test_a_mapping_reads_parquet_with_timestamps_as_seconds() -> None:
 
 
 def test_an_unreadable_parquet_file_is_one_dead_row() -> None:
-    [row] = list(parse_file("t.parquet", b"not parquet"))
-    assert "not a readable Parquet file" in row[10]
+    [(line, reason)] = bad(list(parse_file("t.parquet", b"not parquet")))
+    assert line == 1 and "not a readable Parquet file" in reason
 
 
 def test_rows_become_one_arrow_batch_of_the_declared_schema() -> None:

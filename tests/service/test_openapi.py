@@ -70,7 +70,7 @@ def _arrow_body(ctx: Any, value: Any) -> bytes:
 
 
 @schema.parametrize()
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 def test_no_request_makes_a_500(case: schemathesis.Case, fuzz_server: Server) -> None:
     case.call_and_validate(
         base_url=fuzz_server.url,

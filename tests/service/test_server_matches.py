@@ -3,11 +3,12 @@ posted as JSON and as Arrow; a replayed batch changes nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from typing import Any
 
-from api.client import SyncSubscription
+from api.client import AsyncClient, Subscription, SyncSubscription
 from tests.service.conftest import StartServer
 from tests.service.feeds import FLUSH, QUERIES, Feed, arrow_table, expected, make_batches, query_json
 
@@ -106,3 +107,28 @@ def test_a_batch_is_sorted_by_end_then_start_before_matching(start_server: Start
     assert result.matches == 1
     [match] = client.all_matches()
     assert match["events"] == ["b1:1", "b1:0"]  # ids name the posted positions
+
+
+def test_the_async_client_and_subscription(start_server: StartServer) -> None:
+    server = start_server()
+
+    async def scenario() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        async with AsyncClient(server.url) as client:
+            await client.register_bulk([{"name": "ab", "text": "SEQ(A, B) WITHIN 10 s"}])
+            assert [q.name for q in await client.queries()] == ["ab"]
+            await client.post_events(
+                "p", 1, [{"src": 1, "type": "A", "start": 1}, {"src": 1, "type": "B", "start": 2}]
+            )
+            await client.post_arrow(
+                "p",
+                2,
+                arrow_table([{"src": "2", "type": "A", "start": 3}, {"src": "2", "type": "B", "start": 4}]),
+            )
+            assert (await client.advance_time(100)).clock == 100
+            page = await client.matches()
+            streamed = [m async for m in Subscription(server.url, idle_timeout=1)]
+            return [m.model_dump() for m in page.matches], streamed
+
+    polled, streamed = asyncio.run(scenario())
+    assert [m["events"] for m in polled] == [["1:0", "1:1"], ["2:0", "2:1"]]
+    assert streamed == polled
