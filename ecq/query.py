@@ -156,7 +156,11 @@ def compile_query(name: str, ast: Query, text: str | None = None, tag: str = "")
     an excerpt with a caret. ``tag`` is appended to the derived class names of the
     sub-patterns, so that only queries registered at the same point share them.
     Raises :class:`SemanticError`."""
-    return _Compiler(name, ast, text, tag).run()
+    compiler = _Compiler(name, ast, text, tag)
+    try:
+        return compiler.run()
+    except RecursionError:
+        raise compiler.error("the query is nested too deeply", "where" if ast.where is not None else "pattern") from None
 
 
 def sub_key(pattern: Pattern, mode: str, window: float | None, tag: str) -> str:

@@ -27,11 +27,20 @@ __all__ = ["parse_query", "parse_queries"]
 _CLAUSES = ("WHERE", "WITHIN", "MODE", "RETURN", "PROBABILITY")
 
 
+# Deeper nesting is rejected with its place rather than exhausting the interpreter's
+# stack (the parser and the compiler are recursive).
+MAX_NESTING = 64
+
+
 def parse_query(text: str) -> Query:
     """Parse one query; raises :class:`ecq.errors.ParseError` with the place of the
     first syntax error."""
     ts = TokenStream(text)
-    query = _query(ts)
+    _check_nesting(ts)
+    try:
+        query = _query(ts)
+    except RecursionError:
+        raise ts.error("the query is nested too deeply") from None
     if ts.at("QUERY"):
         raise ts.error("a second query starts here; use parse_queries() for a text of several queries")
     return query
@@ -40,12 +49,27 @@ def parse_query(text: str) -> Query:
 def parse_queries(text: str) -> list[Query]:
     """Parse a text of several queries, each starting with ``QUERY <name>``."""
     ts = TokenStream(text)
+    _check_nesting(ts)
     out = []
     while not ts.at_end():
         if not ts.at("QUERY"):
             raise ts.error(f"expected QUERY <name> to start a query, found {ts.describe(ts.peek())}")
-        out.append(_query(ts))
+        try:
+            out.append(_query(ts))
+        except RecursionError:
+            raise ts.error("the query is nested too deeply") from None
     return out
+
+
+def _check_nesting(ts: TokenStream) -> None:
+    depth = 0
+    for tok in ts.tokens:
+        if tok.key in ("(", "[", "{"):
+            depth += 1
+            if depth > MAX_NESTING:
+                raise ts.error(f"more than {MAX_NESTING} nested brackets", tok)
+        elif tok.key in (")", "]", "}"):
+            depth -= 1
 
 
 def _query(ts: TokenStream) -> Query:

@@ -126,3 +126,11 @@ def test_bad_events_name_the_place_and_the_field(data: dict[str, Any], field: st
         Event.from_dict(data, where="event 4")
     assert info.value.field == field
     assert str(info.value).startswith(f"event 4, field {field!r}")
+
+
+def test_deep_nesting_is_a_located_error_not_a_crash() -> None:
+    err = rejected("PATTERN " + "(" * 200 + "A" + ")" * 200)
+    assert isinstance(err, ParseError)
+    assert (err.line, err.column, err.token) == (1, 73, "(")
+    long_sum = "PATTERN A WHERE A.x > " + " + ".join(["1"] * 1500)
+    assert "nested too deeply" in str(rejected(long_sum))
