@@ -31,162 +31,45 @@ copies are still visible; it holds no instance.
 from __future__ import annotations
 
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ecq.composite import Cand, Context, complete, inst_key, prims_of, trailing_factor
-from ecq.conditions import MISSING, PredFn
+from ecq.composite import Cand, Context, complete, inst_key, trailing_factor
+from ecq.conditions import MISSING
 from ecq.engine import Engine
 from ecq.errors import DuplicateQueryError, SemanticError, UnknownQueryError
 from ecq.event import Event
 from ecq.language.ast import Query
 from ecq.match import Match
 from ecq.network import Emission, QState
-from ecq.query import KIND_OR, KIND_SEQ, CompiledQuery
+from ecq.plan import (
+    DISJ,
+    FILTER,
+    SASE,
+    Entry,
+    Horizon,
+    Plan,
+    PlanNode,
+    Stacks,
+    assemble,
+    bound_ok,
+    derived_instance,
+    entry_prims,
+    match_cand,
+)
+from ecq.query import CompiledQuery
 
 __all__ = ["SeparateEngine", "PHASES"]
 
 NEG_INF = float("-inf")
 
-# How a node is evaluated.
-SASE, FILTER, DISJ, GENERAL = range(4)
-
 # The keys of ``SeparateEngine.timers`` (the shared engine's, for the breakdown figure).
 PHASES = ("search", "probe", "evaluate", "insert", "clean")
 
-# A stack entry: (instance, latest start of a partial match ending here, absolute index
-# of the top of the previous stack when the instance arrived).
-Entry = tuple[Event, float, int]
 # An instance waiting to be processed, and the plan it belongs to (a sub-pattern's
 # instance) or None (a primitive event or an ``@name`` instance: the index routes it).
-Delivery = tuple[Event, "_Plan | None"]
-
-
-class _Horizon:
-    """The drop horizon of one class (docs/semantics.md, Cleaning): the same rule as
-    :class:`ecq.ecq.ECQ`, over the windows of the query set's storing nodes."""
-
-    __slots__ = ("windows", "window", "frozen", "uses")
-
-    def __init__(self) -> None:
-        self.windows: Counter[float] = Counter()
-        self.window = NEG_INF
-        self.frozen = NEG_INF
-        self.uses = 0
-
-    def at(self, clock: float) -> float:
-        moving = clock - self.window
-        return moving if moving > self.frozen else self.frozen
-
-    def set_windows(self, clock: float, add: float | None = None, remove: float | None = None) -> None:
-        if self.window != NEG_INF:
-            self.frozen = self.at(clock)
-        if add is not None:
-            self.windows[add] += 1
-        if remove is not None:
-            self.windows[remove] -= 1
-            if self.windows[remove] <= 0:
-                del self.windows[remove]
-        self.window = max(self.windows) if self.windows else NEG_INF
-        if self.window == NEG_INF:
-            self.frozen = NEG_INF
-
-
-class _Stacks:
-    """One source's stacks inside one plain-sequence node: ``items[k]`` for positions
-    ``0 .. n-2`` in arrival order, ``base[k]`` how many were dropped from its bottom (so
-    pointers are absolute indexes and survive cleaning)."""
-
-    __slots__ = ("items", "base")
-
-    def __init__(self, n: int) -> None:
-        self.items: list[list[Entry]] = [[] for _ in range(n)]
-        self.base = [0] * n
-
-
-class _Node:
-    """One compiled query or sub-pattern inside a plan, with its own state."""
-
-    __slots__ = (
-        "qs",
-        "cq",
-        "kind",
-        "n",
-        "window",
-        "filters",
-        "finals",
-        "single",
-        "sources",
-        "pending",
-        "trailing",
-        "bound",
-        "never",
-    )
-
-    def __init__(self, qs: QState) -> None:
-        cq = qs.cq
-        self.qs = qs
-        self.cq = cq
-        self.n = cq.length
-        self.window = cq.window if cq.window is not None else 0.0
-        if cq.kind == KIND_OR:
-            self.kind = DISJ
-        elif cq.is_filter:
-            self.kind = FILTER
-        elif cq.plain:
-            self.kind = SASE
-        else:
-            self.kind = GENERAL
-        self.filters: list[PredFn | None] = [c.filter for c in cq.comps]
-        # Classes whose arrival may complete the node (a general node only).
-        last = cq.positives[-1]
-        self.finals: frozenset[str] = frozenset().union(
-            *(c.classes for c in cq.comps if not c.negated and (cq.kind != KIND_SEQ or c.index == last))
-        )
-        # The class of each position when it has exactly one (its horizon is looked up
-        # once per scan of its stack).
-        self.single: list[str | None] = [
-            next(iter(c.classes)) if len(c.classes) == 1 else None for c in cq.comps
-        ]
-        self.sources: dict[Any, _Stacks] = {}
-        self.pending: list[tuple[Cand, float]] = []
-        self.trailing = bool(cq.trailing)
-        self.bound = cq.probability if cq.top else None
-        self.never = cq.never
-
-
-class _Plan:
-    """The plan of one registered query: its nodes (sub-patterns deepest first, then the
-    query), which of its nodes use each class at which positions, and the private store
-    of its general nodes (source -> class -> instances in arrival order)."""
-
-    __slots__ = ("name", "order", "reg", "nodes", "top", "routes", "stored", "store", "matches")
-
-    def __init__(self, name: str, order: int, reg: int, nodes: list[_Node]) -> None:
-        self.name = name
-        self.order = order
-        self.reg = reg
-        self.nodes = nodes
-        self.top = nodes[-1]
-        self.routes: dict[str, list[tuple[_Plan, _Node, tuple[int, ...]]]] = {}
-        for node in nodes:
-            by_class: dict[str, list[int]] = {}
-            for comp in node.cq.comps:
-                for cls in comp.classes:
-                    by_class.setdefault(cls, []).append(comp.index)
-            for cls, positions in by_class.items():
-                self.routes.setdefault(cls, []).append((self, node, tuple(positions)))
-        self.stored: frozenset[str] = frozenset(
-            cls for node in nodes if node.kind == GENERAL for c in node.cq.comps for cls in c.classes
-        )
-        self.store: dict[Any, dict[str, list[Event]]] = {}
-        self.matches = 0
-
-    def size(self) -> int:
-        """Instances this plan stores (stack entries and private store). O(stored)."""
-        n = sum(len(items) for node in self.nodes for st in node.sources.values() for items in st.items)
-        return n + sum(len(xs) for per in self.store.values() for xs in per.values())
+Delivery = tuple[Event, "Plan | None"]
 
 
 class SeparateEngine:
@@ -200,11 +83,11 @@ class SeparateEngine:
     """
 
     def __init__(self, clean_every: int = 4096, profile: bool = False) -> None:
-        self.index: dict[str, list[tuple[_Plan, _Node, tuple[int, ...]]]] = {}
+        self.index: dict[str, list[tuple[Plan, PlanNode, tuple[int, ...]]]] = {}
         # The plans that keep a class in their private store (general nodes).
-        self.keepers: dict[str, list[_Plan]] = {}
-        self.plans: dict[str, _Plan] = {}
-        self.horizons: dict[str, _Horizon] = {}
+        self.keepers: dict[str, list[Plan]] = {}
+        self.plans: dict[str, Plan] = {}
+        self.horizons: dict[str, Horizon] = {}
         self.clock = NEG_INF
         self.arrivals = 0
         self.ops = 0
@@ -215,7 +98,7 @@ class SeparateEngine:
         self._since_clean = 0
         self._order = 0
         self._stored = 0
-        self._waiting: dict[int, tuple[_Plan, _Node]] = {}
+        self._waiting: dict[int, tuple[Plan, PlanNode]] = {}
 
     # ------------------------------------------------------------------ queries
 
@@ -237,8 +120,8 @@ class SeparateEngine:
         reg = 2 * self.ops + 1
         order = self._order
         self._order += 1
-        nodes = [_Node(QState(node, i, order, reg)) for i, node in enumerate((*cq.subs, cq))]
-        plan = _Plan(name, order, reg, nodes)
+        nodes = [PlanNode(QState(node, i, order, reg)) for i, node in enumerate((*cq.subs, cq))]
+        plan = Plan(name, order, reg, nodes)
         for node in nodes:
             self._windows(node.cq, add=True)
         for cls, routes in plan.routes.items():
@@ -279,7 +162,7 @@ class SeparateEngine:
         for cls in sorted(classes):
             hz = self.horizons.get(cls)
             if hz is None:
-                hz = self.horizons[cls] = _Horizon()
+                hz = self.horizons[cls] = Horizon()
             if storing:
                 if add:
                     hz.set_windows(self.clock, add=cq.window)
@@ -416,8 +299,8 @@ class SeparateEngine:
 
     def _finish(
         self,
-        plan: _Plan,
-        node: _Node,
+        plan: Plan,
+        node: PlanNode,
         cand: Cand,
         prob: float,
         moment: int,
@@ -427,10 +310,10 @@ class SeparateEngine:
         out: list[Emission],
     ) -> None:
         cq = node.cq
-        if not _bound_ok(cq, prob):
+        if not bound_ok(cq, prob):
             return
         entries = cand.entries(cq)
-        prims = cand.prims if cand.prims else _prims(entries)
+        prims = cand.prims if cand.prims else entry_prims(entries)
         if not cq.top:
             flat = [
                 ev
@@ -438,7 +321,9 @@ class SeparateEngine:
                 for inst in (item if type(item) is list else (item,))
                 for ev in inst.flat or (inst,)
             ]
-            made.append((_derived(cand, cq.name, {}, prob, moment, arrival, entries, flat, prims), plan))
+            made.append(
+                (derived_instance(cand, cq.name, {}, prob, moment, arrival, entries, flat, prims), plan)
+            )
             return
         attrs: dict[str, Any] = {}
         for label, fn in cq.returns:
@@ -450,10 +335,13 @@ class SeparateEngine:
         derived = "@" + cq.name
         if derived in self.index:
             made.append(
-                (_derived(cand, derived, dict(attrs), prob, moment, arrival, entries, None, prims), None)
+                (
+                    derived_instance(cand, derived, dict(attrs), prob, moment, arrival, entries, None, prims),
+                    None,
+                )
             )
 
-    def _probe(self, plan: _Plan, src: Any, hclock: float) -> Callable[[str], list[Event]]:
+    def _probe(self, plan: Plan, src: Any, hclock: float) -> Callable[[str], list[Event]]:
         """The plan's private store for ``src``: visible instances of a class, latest
         first. O(instances of the class and source) per class, cached per call."""
         per = plan.store.get(src)
@@ -479,7 +367,7 @@ class SeparateEngine:
 
     def _process(
         self, group: list[Delivery], hclock: float, moment: int
-    ) -> list[tuple[_Plan, _Node, Cand, Event]]:
+    ) -> list[tuple[Plan, PlanNode, Cand, Event]]:
         """Hand one instance (or the plans' copies of it) to every plan that uses its
         class; each plan searches its per-source stacks, evaluates its transitions and
         inserts its own copy. O(plans using the class x their source's stacks)."""
@@ -488,7 +376,7 @@ class SeparateEngine:
         now = time.perf_counter
         t0 = t1 = t2 = 0.0
         horizons = self.horizons
-        done: list[tuple[_Plan, _Node, Cand, Event]] = []
+        done: list[tuple[Plan, PlanNode, Cand, Event]] = []
         stored = 0
         for x, owner in group:
             routes = self.index.get(x.type) if owner is None else owner.routes.get(x.type)
@@ -557,15 +445,15 @@ class SeparateEngine:
                             pushes = []
                         pushes.append((k, (x, best, top)))
                     else:
-                        for env in self._assemble(node, st, x, top, hclock):
-                            done.append((plan, node, _cand(env, x), x))
+                        for env in assemble(node, st, x, top, hclock, horizons):
+                            done.append((plan, node, match_cand(env, x), x))
                 if prof:
                     t2 = now()
                     timers["evaluate"] += t2 - t1
                 # ---- insert: the plan's own copy
                 if push0 or pushes:
                     if st is None:
-                        st = sources[src] = _Stacks(node.n - 1)
+                        st = sources[src] = Stacks(node.n - 1)
                     items = st.items
                     if push0:
                         items[0].append((x, x_start, -1))
@@ -598,13 +486,13 @@ class SeparateEngine:
 
     def _other(
         self,
-        plan: _Plan,
-        node: _Node,
+        plan: Plan,
+        node: PlanNode,
         positions: tuple[int, ...],
         x: Event,
         hclock: float,
         moment: int,
-        done: list[tuple[_Plan, _Node, Cand, Event]],
+        done: list[tuple[Plan, PlanNode, Cand, Event]],
     ) -> None:
         """A filter, a disjunction or a general node evaluates ``x`` (the general node on
         its plan's private store, with the shared engine's matching rules)."""
@@ -614,62 +502,19 @@ class SeparateEngine:
         kind = node.kind
         if kind == FILTER:
             f = node.filters[0]
-            if (f is None or f(x)) and _bound_ok(cq, x.prob):
-                done.append((plan, node, _cand([x], x), x))
+            if (f is None or f(x)) and bound_ok(cq, x.prob):
+                done.append((plan, node, match_cand([x], x), x))
         elif kind == DISJ:
             for k in positions:
                 f = node.filters[k]
                 if f is None or f(x):
-                    if _bound_ok(cq, x.prob):
-                        done.append((plan, node, _cand([x], x, k, node.n), x))
+                    if bound_ok(cq, x.prob):
+                        done.append((plan, node, match_cand([x], x, k, node.n), x))
                     return
         elif x.type in node.finals and x.moment > plan.reg:
             ctx = Context(moment, self._probe(plan, x.src, hclock), x)
             for cand in complete(node.qs, x, ctx):
                 done.append((plan, node, cand, x))
-
-    def _assemble(self, node: _Node, st: _Stacks, last: Event, top: int, hclock: float) -> list[list[Event]]:
-        """The matches ``last`` completes: walk the stacks back from the pointers, most
-        recent first, backtracking past predecessors that fail a condition (RECENT: the
-        first match found; ALL: every one). O(entries visited)."""
-        cq = node.cq
-        n = node.n
-        bound = last.end - node.window
-        checks_at = node.qs.checks_at
-        mode_all = cq.mode_all
-        min_prob = node.bound
-        horizons = self.horizons
-        env: list[Event] = [last] * n
-        found: list[list[Event]] = []
-
-        def fill(i: int, ptr: int, nxt: Event) -> bool:
-            stack = st.items[i]
-            j = ptr - st.base[i]
-            if j >= len(stack):
-                j = len(stack) - 1
-            while j >= 0:
-                p, t, back = stack[j]
-                j -= 1
-                if p.moment >= nxt.moment or p.end > nxt.start or t < bound:
-                    continue
-                if p.start < horizons[p.type].at(hclock):
-                    continue
-                env[i] = p
-                if checks_at[i] and not all(check(env) for check in checks_at[i]):
-                    continue
-                if i:
-                    if fill(i - 1, back, p):
-                        return True
-                    continue
-                if min_prob is not None and _probability(env) < min_prob:
-                    continue
-                found.append(env.copy())
-                if not mode_all:
-                    return True
-            return False
-
-        fill(n - 2, top, last)
-        return found
 
     # ----------------------------------------------------------------- cleaning
 
@@ -795,52 +640,3 @@ def _groups(made: list[Delivery]) -> list[list[Delivery]]:
             out.append([d])
         last_key = key
     return out
-
-
-def _bound_ok(cq: CompiledQuery, prob: float) -> bool:
-    if cq.top and cq.probability is not None:
-        return prob >= cq.probability
-    return prob > 0.0
-
-
-def _probability(env: list[Event]) -> float:
-    prob = 1.0
-    for ev in env:
-        prob *= ev.prob
-    return prob
-
-
-def _cand(env: list[Event], trigger: Event, single: int = -1, length: int = 0) -> Cand:
-    binding: list[Any] = env
-    if single >= 0:
-        binding = [None] * length
-        binding[single] = trigger
-    return Cand(binding, env[0].start, env[-1].end, _probability(env), trigger, (), frozenset())
-
-
-def _prims(entries: list[Any]) -> frozenset[int]:
-    out: set[int] = set()
-    for item in entries:
-        for inst in item if type(item) is list else (item,):
-            out |= prims_of(inst)
-    return frozenset(out)
-
-
-def _derived(
-    cand: Cand,
-    cls: str,
-    attrs: dict[str, Any],
-    prob: float,
-    moment: int,
-    arrival: int,
-    entries: list[Any],
-    flat: list[Event] | None,
-    prims: frozenset[int],
-) -> Event:
-    d = Event(cand.trigger.src, cls, cand.start, cand.end, attrs, prob)
-    d.arrival = arrival
-    d.moment = moment
-    d.parts = entries
-    d.flat = flat
-    d.prims = prims
-    return d

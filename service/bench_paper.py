@@ -4,7 +4,9 @@ separate-processing baseline, measured in this process side by side.
 
 Each command runs one figure of :mod:`ecq.bench.figures`, prints its tables and writes
 ``<name>.csv`` and ``<name>.png`` per table under ``--out`` (``docs/bench``; with
-``--quick``, small sizes that run in seconds, written to ``build/bench-quick``).
+``--quick``, small sizes that run in seconds, written to ``build/bench-quick``). A full
+run into the default folder also refreshes the tables of ``docs/benchmarks.md`` (between
+``<!-- bench:NAME -->`` markers), so the page always shows the latest numbers.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from rich.console import Console
 from ecq.bench import figures
 from ecq.bench.runner import Progress
 from ecq.bench.table import Table
-from service.bench_report import report
+from service.bench_report import refresh_doc, report
 from service.progress import LazyProgress
 
 __all__ = [
@@ -68,7 +70,6 @@ def _scale(quick: bool, events: int | None, clean_every: int | None) -> figures.
 def _run(
     figure: Figure, quick: bool, out: Path | None, events: int | None, clean_every: int | None
 ) -> list[Table]:
-    folder = out if out is not None else Path("build/bench-quick" if quick else "docs/bench")
     scale = _scale(quick, events, clean_every)
     name = figure.__name__
     with LazyProgress(min_items=0, min_seconds=1.0) as bar:
@@ -78,8 +79,24 @@ def _run(
             bar.update(int(fraction * 1000))
 
         tables = figure(scale, progress)
-    report(tables, folder)
+    _publish(tables, quick, out)
     return tables
+
+
+DOCS = Path("docs/bench")
+PAGE = Path("docs/benchmarks.md")
+
+
+def _folder(quick: bool, out: Path | None) -> Path:
+    return out if out is not None else Path("build/bench-quick") if quick else DOCS
+
+
+def _publish(tables: list[Table], quick: bool, out: Path | None) -> None:
+    report(tables, _folder(quick, out))
+    if out is None and not quick:
+        names = refresh_doc(PAGE, DOCS)
+        if names:
+            Console().print(f"updated {PAGE}: {', '.join(names)}", style="dim")
 
 
 def cleaning(quick: QuickOption = False, out: OutOption = None, events: EventsOption = None) -> None:
@@ -172,7 +189,6 @@ def ratio(
     replay` end to end (a generated file, a separate process) at 1K queries."""
     from service.bench_replay import time_replay
 
-    folder = out if out is not None else Path("build/bench-quick" if quick else "docs/bench")
     scale = _scale(quick, events, clean_every)
     console = Console(stderr=True)
     with LazyProgress(min_items=0, min_seconds=1.0) as bar:
@@ -195,7 +211,7 @@ def ratio(
         f"replay: {timing.events} events, {timing.matches} matches, {timing.seconds:.2f} s wall "
         "(process start, reading, matching, writing)"
     )
-    report(tables, folder)
+    _publish(tables, quick, out)
 
 
 def all_figures(quick: QuickOption = False, out: OutOption = None) -> None:

@@ -8,6 +8,7 @@ the pictures beside them always come from the same rows.
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from rich.table import Table as RichTable
 
 from ecq.bench.table import Table
 
-__all__ = ["render", "write_csv", "write_plot", "report"]
+__all__ = ["markdown", "refresh_doc", "render", "report", "write_csv", "write_plot"]
 
 
 def render(table: Table) -> RichTable:
@@ -111,3 +112,62 @@ def report(tables: Sequence[Table], folder: Path, console: Console | None = None
     for path in written:
         console.print(f"wrote {path}", style="dim")
     return written
+
+
+# ---------------------------------------------------------------- the docs page
+
+_MARK = re.compile(r"(<!-- bench:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /bench:(?P=name) -->)", re.S)
+
+
+def markdown(path: Path) -> str:
+    """A CSV written by :func:`write_csv` as a Markdown table, its notes in italics."""
+    notes: list[str] = []
+    lines: list[str] = []
+    with path.open(newline="") as fh:
+        for line in fh:
+            if line.startswith("# "):
+                notes.append(line[2:].strip())
+            else:
+                lines.append(line)
+    rows = list(csv.reader(lines))
+    if not rows:
+        return ""
+    header, body = rows[0], rows[1:]
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(_md_cell(v) for v in row) + " |" for row in body]
+    if notes:
+        out += ["", "*" + "; ".join(notes[1:] or notes) + "*"]
+    return "\n".join(out) + "\n"
+
+
+def _md_cell(value: str) -> str:
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    if number.is_integer() and "." not in value:
+        return f"{int(number):,}"
+    return f"{number:,.2f}" if abs(number) < 1e5 else f"{number:,.0f}"
+
+
+def refresh_doc(doc: Path, folder: Path) -> list[str]:
+    """Replace every ``<!-- bench:NAME -->`` ... ``<!-- /bench:NAME -->`` block of
+    ``doc`` with the table of ``folder/NAME.csv`` (blocks without a CSV are left alone);
+    the names refreshed. Keeps the page and the numbers in step after a re-run."""
+    if not doc.exists():
+        return []
+    text = doc.read_text()
+    done: list[str] = []
+
+    def table(match: re.Match[str]) -> str:
+        name = match.group("name")
+        path = folder / f"{name}.csv"
+        if not path.exists():
+            return match.group(0)
+        done.append(name)
+        return match.group(1) + markdown(path) + match.group(4)
+
+    new = _MARK.sub(table, text)
+    if new != text:
+        doc.write_text(new)
+    return done

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import csv
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -31,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import orjson
@@ -153,6 +154,10 @@ def spark_session(master: str | None = None, app_name: str = "scemon-stream") ->
         )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if threading.current_thread() is threading.main_thread():
+        # pyspark's own SIGINT handler cancels jobs through py4j from inside the signal,
+        # which breaks a py4j call in progress; the job handles Ctrl-C itself (Pipeline.run).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     return spark
 
 
@@ -231,27 +236,35 @@ class Pipeline:
         return query
 
     def run(self) -> JobProgress:
-        """:func:`check_job`, :meth:`start`, then wait for the end. Ctrl-C stops the stream
-        between batches' posts; the checkpoint resumes it."""
+        """:func:`check_job`, :meth:`start`, then wait for the end.
+
+        Ctrl-C stops the stream and then raises KeyboardInterrupt; the checkpoint resumes
+        it. The signal only sets a flag that the wait loop reads: a KeyboardInterrupt
+        raised inside a py4j call would break the JVM connection the stop needs."""
         check_job(self.options)
         query = self.start()
+        interrupted = threading.Event()
+        previous = _catch_sigint(interrupted)
         try:
-            query.awaitTermination()
-        except KeyboardInterrupt:
-            query.stop()
-            raise
+            while not query.awaitTermination(1):
+                if interrupted.is_set():
+                    query.stop()
+                    raise KeyboardInterrupt
         except Exception as err:  # StreamingQueryException, or py4j's on shutdown
             raise self._job_error(err) from None
         finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
             self._sink.close()
         if self._failure is not None:
             raise self._job_error(self._failure)
         return self.progress
 
     def stop(self) -> None:
-        """Stop the stream (from another thread); safe to call twice."""
+        """Stop the stream (from another thread) and release the sink; safe to call twice."""
         if self._query is not None and self._query.isActive:
             self._query.stop()
+        self._sink.close()
 
     def _job_error(self, err: BaseException) -> JobError:
         cause = self._failure or err
@@ -311,6 +324,14 @@ class Pipeline:
         p.last = report
         if self.on_batch is not None:
             self.on_batch(p)
+
+
+def _catch_sigint(flag: threading.Event) -> Any:
+    """Make SIGINT set ``flag``; return the handler it replaced (None off the main
+    thread, where Python cannot install one)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, lambda signum, frame: flag.set())
 
 
 class DeadLetters:

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from api.spark_sink import RetryPolicy, shard_of
+from api.spark_sink import RetryPolicy, ServiceSink, shard_of
 from service.pipeline import JobError, JobOptions, Pipeline
 from tests.pipeline.conftest import RunJob
 from tests.pipeline.fake_service import fake_service
@@ -158,3 +158,15 @@ def test_the_rate_source_makes_synthetic_payments(spark: Any, tmp_path: Path) ->
     assert {e["src"] for e in events} <= set(range(10))
     assert all(e["type"].startswith("C") and "payment" in orjson.loads(e["attrs"]) for e in events)
     assert len({e["id"] for e in events}) == len(events)
+
+
+def test_the_sink_is_a_foreach_batch_function_for_any_event_dataframe(spark: Any) -> None:
+    df = spark.createDataFrame(
+        [("7", "A", 2.0, "e1"), ("7", "B", 1.0, "e2")], "src string, type string, start double, id string"
+    )
+    with fake_service() as service:
+        sink = ServiceSink([service.url], "my-job")
+        sink(df, 3)
+        sink.close()
+    assert list(service.batches) == [("my-job", "3.0")]
+    assert [(e["id"], e["src"]) for e in service.events()] == [("e2", 7), ("e1", 7)]
