@@ -124,6 +124,9 @@ class Network:
         # later position one latest-first list of disjoint (start, bits) groups).
         self.summary: dict[Any, tuple[dict[str, tuple[float, int]], list[list[tuple[float, int]]]]] = {}
         self._max_window = float("-inf")
+        # How many fast-path components accept several classes (ANY): only then can
+        # summary groups of different classes share query bits.
+        self._any_positions = 0
         # Spans up to the smallest window pass every query's window: no mask needed.
         self._min_window = float("-inf")
         # Nodes holding pending trailing-negation matches, and the earliest deadline.
@@ -198,6 +201,8 @@ class Network:
             if cls not in self.ecqs:
                 self.ecqs[cls] = ECQ(cls)
         last_positive = cq.positives[-1]
+        if qs.fast:
+            self._any_positions += sum(len(c.classes) > 1 for c in cq.comps)
         for k, comp in enumerate(cq.comps):
             for cls in comp.classes:
                 ecq = self.ecqs[cls]
@@ -226,6 +231,8 @@ class Network:
 
     def _remove_node(self, qs: QState, moment: int, clock: float) -> None:
         cq = qs.cq
+        if qs.fast:
+            self._any_positions -= sum(len(c.classes) > 1 for c in cq.comps)
         bit = qs.bit
         n = cq.length
         for k, comp in enumerate(cq.comps):
@@ -641,7 +648,13 @@ class Network:
                         if bb:
                             res.append((t, bb))
             if res:
-                out[k] = resolve_latest(res) if len(res) > 1 else res
+                if len(res) > 1:
+                    # Different classes' groups share query bits only through ANY(...).
+                    if self._any_positions:
+                        res = resolve_latest(res)
+                    else:
+                        res.sort(key=_latest_first)
+                out[k] = res
         return out
 
     def _summarise(
@@ -856,3 +869,7 @@ def _clear(masks: dict[int, int], k: int, bit: int) -> None:
         masks[k] = left
     else:
         masks.pop(k, None)
+
+
+def _latest_first(group: tuple[float, int]) -> float:
+    return -group[0]
