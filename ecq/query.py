@@ -160,7 +160,8 @@ def compile_query(name: str, ast: Query, text: str | None = None, tag: str = "")
     try:
         return compiler.run()
     except RecursionError:
-        raise compiler.error("the query is nested too deeply", "where" if ast.where is not None else "pattern") from None
+        where = "where" if ast.where is not None else "pattern"
+        raise compiler.error("the query is nested too deeply", where) from None
 
 
 def sub_key(pattern: Pattern, mode: str, window: float | None, tag: str) -> str:

@@ -7,7 +7,14 @@ from typing import Any
 import pytest
 
 from ecq.engine import Engine
-from ecq.errors import DuplicateQueryError, EventError, ParseError, QueryError, SemanticError, UnknownQueryError
+from ecq.errors import (
+    DuplicateQueryError,
+    EventError,
+    ParseError,
+    QueryError,
+    SemanticError,
+    UnknownQueryError,
+)
 from ecq.event import Event
 
 
