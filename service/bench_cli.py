@@ -44,6 +44,7 @@ def _add_paper_commands() -> None:
         ("classes", paper.classes),
         ("conjunction", paper.conjunction),
         ("disjunction", paper.disjunction),
+        ("rate", paper.rate),
         ("ratio", paper.ratio),
         ("all", paper.all_figures),
     ):

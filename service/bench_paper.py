@@ -33,6 +33,7 @@ __all__ = [
     "conjunction",
     "disjunction",
     "queries",
+    "rate",
     "ratio",
     "sources",
     "storage",
@@ -175,6 +176,17 @@ def disjunction(
     _run(figures.disjunction, quick, out, events, clean_every)
 
 
+def rate(
+    quick: QuickOption = False,
+    out: OutOption = None,
+    events: EventsOption = None,
+    clean_every: CleanOption = None,
+) -> None:
+    """The workload's event rate: matches per event, unit times and storage vs the mean
+    gap between two events of one source (why the default gap is 20 minutes)."""
+    _run(figures.rate, quick, out, events, clean_every)
+
+
 def ratio(
     quick: QuickOption = False,
     out: OutOption = None,
@@ -216,6 +228,6 @@ def ratio(
 
 def all_figures(quick: QuickOption = False, out: OutOption = None) -> None:
     """Every figure, then the targets (long without --quick)."""
-    for command in (cleaning, queries, sources, breakdown, storage, classes, conjunction, disjunction):
+    for command in (cleaning, queries, sources, breakdown, storage, classes, conjunction, disjunction, rate):
         command(quick=quick, out=out)
     ratio(quick=quick, out=out)

@@ -16,6 +16,7 @@ few seconds' worth (``QUICK``).
 | :func:`classes` | Fig. 11 | classes ``Npc`` (10-200) and steps ``Nstep`` |
 | :func:`conjunction` | Fig. 12, 13 | CNJ3: time and storage vs ``Nq``, ``Ns`` |
 | :func:`disjunction` | Fig. 14 | DSJ3, DSJ5: time vs ``Nq``, ``Ns`` |
+| :func:`rate` | - | the event rate (seconds between a source's events) |
 | :func:`targets` | issue 4 | SP/shared ratio, events/s, scaling |
 """
 
@@ -40,6 +41,7 @@ __all__ = [
     "conjunction",
     "disjunction",
     "queries",
+    "rate",
     "sources",
     "storage",
     "targets",
@@ -71,6 +73,8 @@ class Scale:
     dsj_sources: tuple[int, ...] = (100, 500, 1000, 2000, 5000)
     dsj_events: int = 3000
     target_queries: tuple[int, int, int] = (100, 1000, 5000)
+    gaps: tuple[float, ...] = (300.0, 600.0, 1200.0, 2400.0, 3600.0)
+    gap_events: int = 10_000
 
     def setting(self, template: str = "seq", **changes: int) -> Setting:
         """The default setting with workload fields changed (``n_queries=...``)."""
@@ -98,6 +102,8 @@ QUICK = Scale(
     dsj_sources=(20, 50),
     dsj_events=400,
     target_queries=(20, 50, 100),
+    gaps=(600.0, 1200.0, 2400.0),
+    gap_events=600,
 )
 
 
@@ -449,5 +455,35 @@ def targets(scale: Scale = FULL, progress: Progress | None = None) -> list[Table
     row(f"unit time {large} / {small} queries", growth, "<= 3", growth <= 3)
     drift = (s_large.stored_avg / s_mid.stored_avg - 1) * 100 if s_mid.stored_avg else 0.0
     row(f"stored {large} vs {middle} queries, %", drift, "within ±5", abs(drift) <= 5)
-    table.notes = _notes(scale, setting, "issue 4, Targets")
+    table.notes = _notes(scale, scale.setting(), f"issue 4, Targets; Nq = {small}, {middle}, {large}")
+    return [table]
+
+
+def rate(scale: Scale = FULL, progress: Progress | None = None) -> list[Table]:
+    """How the event rate shapes the workload (not a figure of the paper, which does not
+    give its rate): matches per event, unit times and storage as the mean gap between
+    two events of one source varies (docs/benchmarks.md, "The event rate")."""
+    steps = _Steps(progress, len(scale.gaps))
+    table = Table(
+        "workload_rate",
+        "Event rate: one event per source every `gap` seconds",
+        ["gap", "matches_per_event", "shared_us", "separate_us", "ratio", "shared_stored", "separate_stored"],
+        plot=Plot(
+            "gap", ("shared_us", "separate_us"), "unit processing time (µs/event)", "gap (s)", x_log=True
+        ),
+    )
+    base = scale.setting()
+    for gap in scale.gaps:
+        setting = replace(base, workload=replace(scale.base, source_gap=gap), events=scale.gap_events)
+        shared, separate = steps.run(setting, [SHARED, SEPARATE])
+        table.add(
+            gap=gap,
+            matches_per_event=round(shared.matches_per_event, 3),
+            shared_us=round(shared.unit_us, 2),
+            separate_us=round(separate.unit_us, 2),
+            ratio=round(separate.unit_us / shared.unit_us, 2) if shared.unit_us else 0.0,
+            shared_stored=round(shared.stored_avg),
+            separate_stored=round(separate.stored_avg),
+        )
+    table.notes = _notes(scale, replace(base, events=scale.gap_events), "workload event rate")
     return [table]

@@ -16,7 +16,7 @@ from ecq.bench.runner import PHASES, SEPARATE, SHARED, Setting, Variant, make_en
 from ecq.bench.table import Plot, Table
 from ecq.network import LEVELS
 from ecq.workload import Workload
-from service.bench_report import write_csv, write_plot
+from service.bench_report import refresh_doc, write_csv, write_plot
 from service.cli import app
 
 TINY = Setting(Workload(n_queries=40, n_sources=20), clean_every=200, events=800, warmup=400, chunk=150)
@@ -91,6 +91,8 @@ TINY_SCALE = replace(
     dsj_sources=(10, 20),
     dsj_events=200,
     target_queries=(10, 20, 30),
+    gaps=(1200.0, 2400.0),
+    gap_events=200,
 )
 
 PAIR = [
@@ -139,6 +141,17 @@ EXPECTED = {
         for name, param in (("fig14a_dsj_queries", "queries"), ("fig14b_dsj_sources", "sources"))
     },
     "targets": {"targets": ["metric", "value", "target", "met"]},
+    "rate": {
+        "workload_rate": [
+            "gap",
+            "matches_per_event",
+            "shared_us",
+            "separate_us",
+            "ratio",
+            "shared_stored",
+            "separate_stored",
+        ]
+    },
 }
 
 
@@ -191,6 +204,23 @@ def test_csv_and_plot_files(tmp_path: Path) -> None:
     png = write_plot(stacked, tmp_path)
     assert png is not None and png.read_bytes().startswith(PNG)
     assert write_plot(Table("none", "none", ["x"]), tmp_path) is None
+
+
+def test_refresh_doc_replaces_only_the_marked_tables(tmp_path: Path) -> None:
+    table = Table("fig", "a title", ["x", "y"], notes=["paper Fig. 1", "setting"])
+    table.add(x=1000, y=2.5)
+    write_csv(table, tmp_path)
+    doc = tmp_path / "page.md"
+    doc.write_text(
+        "intro\n<!-- bench:fig -->\nold\n<!-- /bench:fig -->\n"
+        "<!-- bench:missing -->\nkept\n<!-- /bench:missing -->\n"
+    )
+    assert refresh_doc(doc, tmp_path) == ["fig"]
+    assert doc.read_text() == (
+        "intro\n<!-- bench:fig -->\n| x | y |\n|---|---|\n| 1,000 | 2.50 |\n\n*setting*\n"
+        "<!-- /bench:fig -->\n<!-- bench:missing -->\nkept\n<!-- /bench:missing -->\n"
+    )
+    assert refresh_doc(tmp_path / "absent.md", tmp_path) == []
 
 
 # ---------------------------------------------------------------------- CLI
