@@ -59,15 +59,26 @@ def assemble_seq(qs: QState, last: Event, probe: Probe) -> list[list[Event]]:
 
     def fill(i: int, nxt: Event) -> bool:
         classes = qs.classes_at[i]
-        lists = [probe(cls) for cls in classes]
-        for p in _by_recency(lists):
+        candidates = probe(classes[0]) if len(classes) == 1 else _by_recency([probe(c) for c in classes])
+        nxt_moment = nxt.moment
+        nxt_start = nxt.start
+        for p in candidates:
             moment = p.moment
-            if moment >= nxt.moment:
+            if moment >= nxt_moment:
                 continue
             if moment <= reg:
                 break  # everything further back arrived before the query existed
-            if p.end > nxt.start or not p._pmb.extends(i, bit, bound, p.start):
+            if p.end > nxt_start:
                 continue
+            # The PMB check of PMB.extends, inlined: this loop runs for every match.
+            pmb = p._pmb
+            if i == 0 and pmb.init & bit:
+                if p.start < bound:
+                    continue
+            else:
+                t = pmb.latest(i, bit, p.start)
+                if t is None or t < bound:
+                    continue
             env[i] = p
             if checks_at[i] and not all(check(env) for check in checks_at[i]):
                 continue

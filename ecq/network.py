@@ -83,6 +83,11 @@ class QState:
         return self.cq.name
 
     @property
+    def derived_class(self) -> str:
+        """The class of this query's matches for queries that read them (``@name``)."""
+        return "@" + self.cq.name
+
+    @property
     def fast(self) -> bool:
         """Handled by the bitset fast path (plain sequences and single-component filters)."""
         return self.cq.plain or self.cq.is_filter
@@ -103,7 +108,11 @@ class Emission:
     phase: int
 
     def sort_key(self) -> tuple[Any, ...]:
-        return (self.phase, self.qs.order, entry_key(self.cand.entries(self.qs.cq)))
+        entries = self.cand.entries(self.qs.cq)
+        if all(type(x) is Event and x.parts is None for x in entries):
+            # Primitive events only (the common case): their arrival indexes order them.
+            return (self.phase, self.qs.order, (1, tuple((0, x.arrival) for x in entries)))
+        return (self.phase, self.qs.order, entry_key(entries))
 
 
 class Network:
@@ -439,7 +448,6 @@ class Network:
         if not _bound_ok(cq, prob):
             return
         entries = cand.entries(cq)
-        prims = cand.prims if cand.prims else _prims(entries)
         if not cq.top:
             flat = [
                 ev
@@ -447,6 +455,7 @@ class Network:
                 for inst in (item if type(item) is list else (item,))
                 for ev in inst.flat or (inst,)
             ]
+            prims = cand.prims or _prims(entries)
             made.append(_derived(cand, cq.name, {}, prob, moment, arrival, entries, flat, prims))
             return
         attrs: dict[str, Any] = {}
@@ -457,8 +466,9 @@ class Network:
         out.append(Emission(qs, cand, prob, attrs, phase))
         qs.matches += 1
         qs.last_match = cand.end
-        derived = "@" + cq.name
+        derived = qs.derived_class
         if derived in self.ecqs:
+            prims = cand.prims or _prims(entries)
             made.append(_derived(cand, derived, dict(attrs), prob, moment, arrival, entries, None, prims))
 
     def _probe(self, src: Any, hclock: float, cache: bool = True) -> Any:

@@ -14,13 +14,13 @@ Defaults are the paper's: 1K queries, 1K sources, 50 classes, windows of 200-240
 The paper does not give its event rate. ``source_gap`` = 20 min (one event per source
 every 20 minutes, ~12 per source in a 240-minute window, ~0.24 per class) keeps the
 partial-match selectivity low, as the paper describes ("a large portion of incoming
-event instances fails to extend partial matching"): at the defaults about one event in
-three completes a RECENT match of some query, and the separate-processing scheme stores
-~0.3M instance copies (1.4M at 5K queries or 5K sources), the shared network ~12K.
-Every halving of the gap multiplies matches per event by about 3.5 (0.4 at 20 min, 1.5
-at 10 min, 4.4 at 5 min, 10 at 2.5 min: at high rates nearly every event completes a
-RECENT match of most queries that end with its class) and doubles storage
-(docs/benchmarks.md).
+event instances fails to extend partial matching"): at the defaults an event completes
+0.4 RECENT matches on average (2 at 5K queries), and the separate-processing scheme
+stores ~0.4M instance copies (2M at 5K queries, 1.5M at 5K sources) against ~17K in the
+shared network, with cleaning every 10K events. Every halving of the gap multiplies
+matches per event by about 3.5 (1.5 at 10 min, 4.5 at 5 min: at high rates nearly every
+event completes a RECENT match of most queries that end with its class) and doubles
+storage (``scemon bench rate``, docs/benchmarks.md).
 """
 
 from __future__ import annotations

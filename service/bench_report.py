@@ -79,7 +79,12 @@ def write_plot(table: Table, folder: Path) -> Path | None:
         for name in plot.series:
             ax.plot(xs, table.column(name), marker="o", label=name)
         if plot.x_log:
+            from matplotlib.ticker import NullFormatter, ScalarFormatter
+
             ax.set_xscale("log")
+            ax.set_xticks(xs)  # the measured points, written out in full
+            ax.xaxis.set_major_formatter(ScalarFormatter())
+            ax.xaxis.set_minor_formatter(NullFormatter())
         ax.grid(True, which="both", alpha=0.3)
     if plot.y_log:
         ax.set_yscale("log")

@@ -466,7 +466,7 @@ def rate(scale: Scale = FULL, progress: Progress | None = None) -> list[Table]:
     steps = _Steps(progress, len(scale.gaps))
     table = Table(
         "workload_rate",
-        "Event rate: one event per source every `gap` seconds",
+        "Event rate: one event per source every gap seconds",
         ["gap", "matches_per_event", "shared_us", "separate_us", "ratio", "shared_stored", "separate_stored"],
         plot=Plot(
             "gap", ("shared_us", "separate_us"), "unit processing time (µs/event)", "gap (s)", x_log=True
@@ -477,7 +477,7 @@ def rate(scale: Scale = FULL, progress: Progress | None = None) -> list[Table]:
         setting = replace(base, workload=replace(scale.base, source_gap=gap), events=scale.gap_events)
         shared, separate = steps.run(setting, [SHARED, SEPARATE])
         table.add(
-            gap=gap,
+            gap=int(gap),
             matches_per_event=round(shared.matches_per_event, 3),
             shared_us=round(shared.unit_us, 2),
             separate_us=round(separate.unit_us, 2),
@@ -485,5 +485,8 @@ def rate(scale: Scale = FULL, progress: Progress | None = None) -> list[Table]:
             shared_stored=round(shared.stored_avg),
             separate_stored=round(separate.stored_avg),
         )
-    table.notes = _notes(scale, replace(base, events=scale.gap_events), "workload event rate")
+    table.notes = _notes(scale, replace(base, events=scale.gap_events), "workload event rate")[:2] + [
+        f"{scale.gap_events} events measured after one window of warm-up (at each gap); cleaning every "
+        f"{base.clean_every} events"
+    ]
     return [table]
