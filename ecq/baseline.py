@@ -35,14 +35,24 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ecq.composite import Cand, Context, complete, inst_key, trailing_factor
+from ecq.composite import (
+    Cand,
+    Context,
+    bound_ok,
+    complete,
+    derived_instance,
+    entry_prims,
+    inst_key,
+    match_cand,
+    trailing_factor,
+)
 from ecq.conditions import MISSING
 from ecq.engine import Engine
 from ecq.errors import DuplicateQueryError, SemanticError, UnknownQueryError
 from ecq.event import Event
 from ecq.language.ast import Query
 from ecq.match import Match
-from ecq.network import Emission, QState
+from ecq.network import Emission, QState, matches_of, reachable
 from ecq.plan import (
     DISJ,
     FILTER,
@@ -53,10 +63,6 @@ from ecq.plan import (
     PlanNode,
     Stacks,
     assemble,
-    bound_ok,
-    derived_instance,
-    entry_prims,
-    match_cand,
 )
 from ecq.query import CompiledQuery
 
@@ -115,7 +121,7 @@ class SeparateEngine:
         for dep in sorted(cq.depends):
             if dep not in self.plans and dep != cq.name:
                 raise SemanticError(f"@{dep} names no registered query")
-        if cq.name in self._reachable(cq.depends):
+        if cq.name in reachable(cq.depends, self._depends):
             raise SemanticError(f"query {cq.name!r} would read its own matches through @name: a cycle")
         reg = 2 * self.ops + 1
         order = self._order
@@ -172,16 +178,9 @@ class SeparateEngine:
             if hz.uses == 0:
                 del self.horizons[cls]
 
-    def _reachable(self, names: frozenset[str]) -> set[str]:
-        seen: set[str] = set()
-        todo = list(names)
-        while todo:
-            n = todo.pop()
-            if n not in seen:
-                seen.add(n)
-                if n in self.plans:
-                    todo.extend(self.plans[n].top.cq.depends)
-        return seen
+    def _depends(self, name: str) -> frozenset[str] | None:
+        plan = self.plans.get(name)
+        return plan.top.cq.depends if plan is not None else None
 
     def queries(self) -> list[CompiledQuery]:
         """Registered queries in registration order."""
@@ -227,25 +226,9 @@ class SeparateEngine:
         return out
 
     def _emit(self, emitted: list[Emission], trigger: int, out: list[Match]) -> None:
-        if len(emitted) > 1:
-            emitted.sort(key=Emission.sort_key)
-        for em in emitted:
-            cand = em.cand
-            cq = em.qs.cq
-            out.append(
-                Match(
-                    cq.name,
-                    cand.trigger.src,
-                    cand.start,
-                    cand.end,
-                    cand.entries(cq),
-                    em.attrs,
-                    em.prob,
-                    self.next_seq,
-                    trigger,
-                )
-            )
-            self.next_seq += 1
+        matches = matches_of(emitted, trigger, self.next_seq)
+        self.next_seq += len(matches)
+        out.extend(matches)
 
     def _fire(self, moment: int, before: float, clock: float, arrival: int, out: list[Emission]) -> None:
         """Phase 0: pending trailing-negation matches whose deadline the clock passed,

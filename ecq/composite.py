@@ -30,7 +30,20 @@ from ecq.query import CompiledQuery
 if TYPE_CHECKING:
     from ecq.network import QState
 
-__all__ = ["Cand", "Context", "complete", "trailing_factor", "inst_key", "entry_key", "prims_of"]
+__all__ = [
+    "Cand",
+    "Context",
+    "complete",
+    "trailing_factor",
+    "inst_key",
+    "entry_key",
+    "prims_of",
+    "bound_ok",
+    "probability",
+    "match_cand",
+    "entry_prims",
+    "derived_instance",
+]
 
 Bound = Any  # an Event, or a list of Events for a Kleene group
 
@@ -148,19 +161,6 @@ def _passes(cq: CompiledQuery, index: int, ev: Event) -> bool:
 
 def _checks_ok(cq: CompiledQuery, env: list[Bound]) -> bool:
     return all(check(env) for _, check in cq.checks)
-
-
-def _bound_ok(cq: CompiledQuery, prob: float) -> bool:
-    if cq.top and cq.probability is not None:
-        return prob >= cq.probability
-    return prob > 0.0
-
-
-def _probability(insts: list[Event]) -> float:
-    prob = 1.0
-    for ev in insts:
-        prob *= ev.prob
-    return prob
 
 
 def _distinct(insts: list[Event]) -> frozenset[int] | None:
@@ -371,9 +371,9 @@ def _seq_cand(qs: QState, binding: list[Bound], x: Event, ctx: Context) -> Cand 
     if not _checks_ok(cq, binding):
         return None
     recent_key = tuple(max(inst_key(e) for e in as_list(binding[i])) for i in reversed(positives[:-1]))
-    cand = Cand(binding, start, end, _probability(insts), x, recent_key, prims)
+    cand = Cand(binding, start, end, probability(insts), x, recent_key, prims)
     cand.prob *= _seq_negation(qs, cand, ctx)
-    if not _bound_ok(cq, cand.prob):
+    if not bound_ok(cq, cand.prob):
         return None
     return cand
 
@@ -416,10 +416,10 @@ def _conj_candidates(qs: QState, x: Event, ctx: Context) -> list[Cand]:
         start = min(e.start for e in members)
         end = max(e.end for e in members)
         recent_key = tuple(inst_key(e) for e in sorted(others, key=inst_key, reverse=True))
-        cand = Cand(binding, start, end, _probability([binding[i] for i in positives]), x, recent_key, prims)
+        cand = Cand(binding, start, end, probability([binding[i] for i in positives]), x, recent_key, prims)
         if any(c.negated for c in comps):
             cand.prob *= _conj_negation(qs, cand, ctx)
-        if not _bound_ok(cq, cand.prob):
+        if not bound_ok(cq, cand.prob):
             continue
         out.append(cand)
         if not cq.mode_all:
@@ -506,3 +506,63 @@ def complete(qs: QState, x: Event, ctx: Context) -> list[Cand]:
     if qs.cq.kind == "and":
         return _conj_candidates(qs, x, ctx)
     return _seq_candidates(qs, x, ctx)
+
+
+# ---------------------------------------------------- candidates and instances
+
+
+def bound_ok(cq: CompiledQuery, prob: float) -> bool:
+    """The probability bound (SEMANTICS.md §7): ``PROBABILITY >= p`` of a query, else
+    ``> 0`` (a sub-pattern has no clause of its own)."""
+    if cq.top and cq.probability is not None:
+        return prob >= cq.probability
+    return prob > 0.0
+
+
+def probability(env: list[Event]) -> float:
+    """Product of the instances' ``prob``, in component order (the order is part of the
+    result's last bits, so it is the shared engine's)."""
+    prob = 1.0
+    for ev in env:
+        prob *= ev.prob
+    return prob
+
+
+def match_cand(env: list[Event], trigger: Event, single: int = -1, length: int = 0) -> Cand:
+    """A stack-assembled match (or a disjunction's one event, at ``single`` of ``length``
+    components) as a candidate, as the shared engine's fast path makes it."""
+    binding: list[Any] = env
+    if single >= 0:
+        binding = [None] * length
+        binding[single] = trigger
+    return Cand(binding, env[0].start, env[-1].end, probability(env), trigger, (), frozenset())
+
+
+def entry_prims(entries: list[Any]) -> frozenset[int]:
+    """The arrival indexes of the primitive events of a match's entries."""
+    out: set[int] = set()
+    for item in entries:
+        for inst in item if type(item) is list else (item,):
+            out |= prims_of(inst)
+    return frozenset(out)
+
+
+def derived_instance(
+    cand: Cand,
+    cls: str,
+    attrs: dict[str, Any],
+    prob: float,
+    moment: int,
+    arrival: int,
+    entries: list[Any],
+    flat: list[Event] | None,
+    prims: frozenset[int],
+) -> Event:
+    """A sub-pattern's or ``@name`` instance made from a match (SEMANTICS.md §8)."""
+    d = Event(cand.trigger.src, cls, cand.start, cand.end, attrs, prob)
+    d.arrival = arrival
+    d.moment = moment
+    d.parts = entries
+    d.flat = flat
+    d.prims = prims
+    return d

@@ -9,20 +9,18 @@ incrementally on register/unregister.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ecq.conditions import PredFn
 from ecq.event import Event
+from ecq.horizon import NEG_INF, Horizon
 from ecq.siq import SIQ
 
 if TYPE_CHECKING:
     from ecq.network import QState
 
 __all__ = ["ECQ", "CLink", "RCLink", "SlotFilter"]
-
-NEG_INF = float("-inf")
 
 
 @dataclass(frozen=True)
@@ -112,9 +110,7 @@ class ECQ:
         "general_uses",
         "general_final",
         "disj",
-        "windows",
-        "window",
-        "frozen",
+        "drop",
     )
 
     def __init__(self, cls: str) -> None:
@@ -136,11 +132,9 @@ class ECQ:
         self.general_final: list[CLink] = []
         # Disjunctions using this class, in registration order.
         self.disj: list[CLink] = []
-        # Windows of the storing queries that use the class (a query counts once).
-        self.windows: Counter[float] = Counter()
-        self.window = NEG_INF
-        # The drop horizon reached before the last change of ``window`` (docs/semantics.md).
-        self.frozen = NEG_INF
+        # The drop horizon: the windows of the storing queries that use the class (a
+        # query counts once) and the horizon they have produced.
+        self.drop = Horizon()
 
     def refresh(self) -> None:
         """Recompute what is derived from the CLT after a register/unregister."""
@@ -151,25 +145,12 @@ class ECQ:
 
     def horizon(self, clock: float) -> float:
         """Instances with ``start`` below this are dropped for good."""
-        moving = clock - self.window
-        return moving if moving > self.frozen else self.frozen
+        return self.drop.at(clock)
 
     def set_windows(self, clock: float, add: float | None = None, remove: float | None = None) -> None:
-        """Record that a storing query with window ``add`` started, or ``remove`` stopped,
-        using this class; freezes the horizon reached so far before ``window`` moves."""
-        if self.window != NEG_INF:
-            self.frozen = self.horizon(clock)
-        if add is not None:
-            self.windows[add] += 1
-        if remove is not None:
-            self.windows[remove] -= 1
-            if self.windows[remove] <= 0:
-                del self.windows[remove]
-        self.window = max(self.windows) if self.windows else NEG_INF
-        if self.window == NEG_INF:
-            # No query stores the class any more: every instance is dropped, and a query
-            # that stores it later starts afresh (it sees only later events anyway).
-            self.frozen = NEG_INF
+        """See :meth:`Horizon.set_windows`; the queue empties with the last storing query."""
+        self.drop.set_windows(clock, add, remove)
+        if self.drop.window == NEG_INF:
             self.siq = SIQ()
 
     def __repr__(self) -> str:

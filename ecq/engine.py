@@ -16,7 +16,7 @@ from ecq.errors import DuplicateQueryError, SemanticError, UnknownQueryError
 from ecq.event import Event
 from ecq.language.ast import Query
 from ecq.match import Match
-from ecq.network import Emission, Network, QState
+from ecq.network import Emission, Network, QState, matches_of
 from ecq.query import CompiledQuery, compile_query
 
 __all__ = ["Engine"]
@@ -54,7 +54,7 @@ class Engine:
             raise SemanticError("a query needs a non-empty name")
         if name in self.network.queries:
             raise DuplicateQueryError(f"a query named {name!r} is already registered")
-        cq = self.compile(name, query, tag=f"#{self.arrivals}")
+        cq = self.compile(name, query, tag=f"#{self.network.seen}")
         self.ops += 1
         self.network.register(cq, 2 * self.ops + 1, self.clock)
         return cq
@@ -132,25 +132,9 @@ class Engine:
         return out
 
     def _emit(self, emitted: list[Emission], trigger: int, out: list[Match]) -> None:
-        if len(emitted) > 1:
-            emitted.sort(key=Emission.sort_key)
-        for em in emitted:
-            cand = em.cand
-            cq = em.qs.cq
-            out.append(
-                Match(
-                    cq.name,
-                    cand.trigger.src,
-                    cand.start,
-                    cand.end,
-                    cand.entries(cq),
-                    em.attrs,
-                    em.prob,
-                    self.next_seq,
-                    trigger,
-                )
-            )
-            self.next_seq += 1
+        matches = matches_of(emitted, trigger, self.next_seq)
+        self.next_seq += len(matches)
+        out.extend(matches)
 
     # -------------------------------------------------------------------- stats
 

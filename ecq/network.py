@@ -24,15 +24,28 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ecq.assembly import assemble_seq
-from ecq.composite import Cand, Context, complete, entry_key, inst_key, prims_of, trailing_factor
+from ecq.composite import (
+    Cand,
+    Context,
+    bound_ok,
+    complete,
+    derived_instance,
+    entry_key,
+    entry_prims,
+    inst_key,
+    match_cand,
+    trailing_factor,
+)
 from ecq.conditions import MISSING, PredFn
 from ecq.ecq import ECQ, CLink, RCLink, SlotFilter
 from ecq.errors import SemanticError
 from ecq.event import Event
+from ecq.match import Match
 from ecq.pmb import PMB, merge_latest, resolve_latest
 from ecq.query import KIND_OR, KIND_SEQ, CompiledQuery
 
@@ -115,6 +128,44 @@ class Emission:
         return (self.phase, self.qs.order, entry_key(entries))
 
 
+def matches_of(emitted: list[Emission], trigger: int, first_seq: int) -> list[Match]:
+    """The matches of one op in emission order (docs/semantics.md), numbered from
+    ``first_seq``."""
+    if len(emitted) > 1:
+        emitted.sort(key=Emission.sort_key)
+    out = []
+    for seq, em in enumerate(emitted, first_seq):
+        cand = em.cand
+        cq = em.qs.cq
+        out.append(
+            Match(
+                cq.name,
+                cand.trigger.src,
+                cand.start,
+                cand.end,
+                cand.entries(cq),
+                em.attrs,
+                em.prob,
+                seq,
+                trigger,
+            )
+        )
+    return out
+
+
+def reachable(names: frozenset[str], depends: Callable[[str], frozenset[str] | None]) -> set[str]:
+    """Query names reachable through ``@name`` references from ``names``
+    (``depends(name)`` is None for a name no query has)."""
+    seen: set[str] = set()
+    todo = list(names)
+    while todo:
+        n = todo.pop()
+        if n not in seen:
+            seen.add(n)
+            todo.extend(depends(n) or ())
+    return seen
+
+
 class Network:
     """All ECQs, the registered nodes and their bit assignment."""
 
@@ -142,6 +193,10 @@ class Network:
         self._pending_nodes: set[QState] = set()
         self._next_deadline = float("inf")
         self.ecqs: dict[str, ECQ] = {}
+        # Instances (events and derived instances) that have arrived so far: two queries
+        # registered with no instance between them see the same instances, so they may
+        # share sub-pattern nodes.
+        self.seen = 0
         self.queries: dict[str, QState] = {}
         self.subs: dict[str, QState] = {}
         self.by_bit: dict[int, QState] = {}
@@ -163,7 +218,7 @@ class Network:
         for dep in sorted(cq.depends):
             if dep not in self.queries and dep != cq.name:
                 raise SemanticError(f"@{dep} names no registered query")
-        if cq.name in self._reachable(cq.depends):
+        if cq.name in reachable(cq.depends, self._depends):
             raise SemanticError(f"query {cq.name!r} would read its own matches through @name: a cycle")
         for sub in cq.subs:
             shared = self.subs.get(sub.name)
@@ -189,17 +244,9 @@ class Network:
                 self._remove_node(shared, moment, clock)
         return qs
 
-    def _reachable(self, names: frozenset[str]) -> set[str]:
-        """Query names reachable through ``@name`` references from ``names``."""
-        seen: set[str] = set()
-        todo = list(names)
-        while todo:
-            n = todo.pop()
-            if n not in seen:
-                seen.add(n)
-                if n in self.queries:
-                    todo.extend(self.queries[n].cq.depends)
-        return seen
+    def _depends(self, name: str) -> frozenset[str] | None:
+        qs = self.queries.get(name)
+        return qs.cq.depends if qs is not None else None
 
     def _add_node(self, cq: CompiledQuery, moment: int, clock: float) -> QState:
         qs = QState(cq, self._alloc_bit(), self._order, moment)
@@ -445,7 +492,7 @@ class Network:
         """A selected match with its final probability: emitted (and made an ``@name``
         instance), or made an instance of its sub-pattern's derived class."""
         cq = qs.cq
-        if not _bound_ok(cq, prob):
+        if not bound_ok(cq, prob):
             return
         entries = cand.entries(cq)
         if not cq.top:
@@ -455,8 +502,8 @@ class Network:
                 for inst in (item if type(item) is list else (item,))
                 for ev in inst.flat or (inst,)
             ]
-            prims = cand.prims or _prims(entries)
-            made.append(_derived(cand, cq.name, {}, prob, moment, arrival, entries, flat, prims))
+            prims = cand.prims or entry_prims(entries)
+            made.append(derived_instance(cand, cq.name, {}, prob, moment, arrival, entries, flat, prims))
             return
         attrs: dict[str, Any] = {}
         for label, fn in cq.returns:
@@ -468,8 +515,10 @@ class Network:
         qs.last_match = cand.end
         derived = qs.derived_class
         if derived in self.ecqs:
-            prims = cand.prims or _prims(entries)
-            made.append(_derived(cand, derived, dict(attrs), prob, moment, arrival, entries, None, prims))
+            prims = cand.prims or entry_prims(entries)
+            made.append(
+                derived_instance(cand, derived, dict(attrs), prob, moment, arrival, entries, None, prims)
+            )
 
     def _probe(self, src: Any, hclock: float, cache: bool = True) -> Any:
         """The probe of one source's visible instances of a class, latest first; cached
@@ -496,6 +545,7 @@ class Network:
     def process(self, e: Event, hclock: float, moment: int) -> list[tuple[QState, Cand]]:
         """Test and insert phases for one instance; the nodes it completes with their
         selected candidates (unordered)."""
+        self.seen += 1
         ecq = self.ecqs.get(e.type)
         if ecq is None:
             return []
@@ -516,6 +566,7 @@ class Network:
             now = time.perf_counter()
             timers["search"] += now - began
             began = now
+            probed = timers["probe"]
         extended: dict[int, list[tuple[float, int]]] = {}
         if len(seq_pass) > 1 or 0 not in seq_pass:
             level = self.level
@@ -542,11 +593,11 @@ class Network:
                 if cq.never:
                     continue
                 if cq.length == 1:
-                    if _bound_ok(cq, e.prob):
-                        completed.append((qs, _cand([e], e)))
+                    if bound_ok(cq, e.prob):
+                        completed.append((qs, match_cand([e], e)))
                 else:
                     for env in assemble_seq(qs, e, probe):
-                        completed.append((qs, _cand(env, e)))
+                        completed.append((qs, match_cand(env, e)))
 
         # ---- composite patterns: negation, Kleene closure, sub-patterns, conjunctions
         if ecq.general_final:
@@ -574,13 +625,14 @@ class Network:
                 f = qs.cq.comps[clink.position].filter
                 if f is None or f(e):
                     taken.add(qs.bitno)
-                    if _bound_ok(qs.cq, e.prob):
-                        completed.append((qs, _cand([e], e, single=clink.position, length=qs.cq.length)))
+                    if bound_ok(qs.cq, e.prob):
+                        completed.append((qs, match_cand([e], e, single=clink.position, length=qs.cq.length)))
 
         # ---- insert phase: store once if any partial match can go on from here
         if timers is not None:
             now = time.perf_counter()
-            timers["evaluate"] += now - began
+            # Probes made while evaluating are counted under "probe" only.
+            timers["evaluate"] += now - began - (timers["probe"] - probed)
             began = now
         init = seq_pass.get(0, 0) & ecq.seq_more.get(0, 0)
         kept: dict[int, list[tuple[float, int]]] | None = None
@@ -824,53 +876,6 @@ class Network:
             for cls in qs.classes:
                 assert any(c.q is qs for c in self.ecqs[cls].clt)
         assert len(self.by_bit) == len(self.queries) + len(self.subs)
-
-
-def _bound_ok(cq: CompiledQuery, prob: float) -> bool:
-    if cq.top and cq.probability is not None:
-        return prob >= cq.probability
-    return prob > 0.0
-
-
-def _cand(env: list[Event], trigger: Event, single: int = -1, length: int = 0) -> Cand:
-    """A fast-path match as a candidate; a disjunction binds one of ``length``
-    components (``single``)."""
-    prob = 1.0
-    for ev in env:
-        prob *= ev.prob
-    binding: list[Any] = env
-    if single >= 0:
-        binding = [None] * length
-        binding[single] = trigger
-    return Cand(binding, env[0].start, env[-1].end, prob, trigger, (), frozenset())
-
-
-def _prims(entries: list[Any]) -> frozenset[int]:
-    out: set[int] = set()
-    for item in entries:
-        for inst in item if type(item) is list else (item,):
-            out |= prims_of(inst)
-    return frozenset(out)
-
-
-def _derived(
-    cand: Cand,
-    cls: str,
-    attrs: dict[str, Any],
-    prob: float,
-    moment: int,
-    arrival: int,
-    entries: list[Any],
-    flat: list[Event] | None,
-    prims: frozenset[int],
-) -> Event:
-    d = Event(cand.trigger.src, cls, cand.start, cand.end, attrs, prob)
-    d.arrival = arrival
-    d.moment = moment
-    d.parts = entries
-    d.flat = flat
-    d.prims = prims
-    return d
 
 
 def _clear(masks: dict[int, int], k: int, bit: int) -> None:

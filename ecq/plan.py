@@ -10,14 +10,14 @@ Cleaning).
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
-from ecq.composite import Cand, prims_of
+from ecq.composite import Cand, bound_ok, derived_instance, entry_prims, match_cand, probability
 from ecq.conditions import PredFn
 from ecq.event import Event
+from ecq.horizon import Horizon as _Horizon
 from ecq.network import QState
-from ecq.query import KIND_OR, KIND_SEQ, CompiledQuery
+from ecq.query import KIND_OR, KIND_SEQ
 
 __all__ = [
     "DISJ",
@@ -48,34 +48,15 @@ SASE, FILTER, DISJ, GENERAL = range(4)
 Entry = tuple[Event, float, int]
 
 
-class Horizon:
-    """The drop horizon of one class (docs/semantics.md, Cleaning): the same rule as
-    :class:`ecq.ecq.ECQ`, over the windows of the query set's storing nodes."""
+class Horizon(_Horizon):
+    """The drop horizon of one class (the shared engine's rule, :mod:`ecq.horizon`),
+    with the number of plan nodes using the class."""
 
-    __slots__ = ("windows", "window", "frozen", "uses")
+    __slots__ = ("uses",)
 
     def __init__(self) -> None:
-        self.windows: Counter[float] = Counter()
-        self.window = NEG_INF
-        self.frozen = NEG_INF
+        super().__init__()
         self.uses = 0
-
-    def at(self, clock: float) -> float:
-        moving = clock - self.window
-        return moving if moving > self.frozen else self.frozen
-
-    def set_windows(self, clock: float, add: float | None = None, remove: float | None = None) -> None:
-        if self.window != NEG_INF:
-            self.frozen = self.at(clock)
-        if add is not None:
-            self.windows[add] += 1
-        if remove is not None:
-            self.windows[remove] -= 1
-            if self.windows[remove] <= 0:
-                del self.windows[remove]
-        self.window = max(self.windows) if self.windows else NEG_INF
-        if self.window == NEG_INF:
-            self.frozen = NEG_INF
 
 
 class Stacks:
@@ -217,60 +198,3 @@ def assemble(
 
     fill(n - 2, top, last)
     return found
-
-
-def bound_ok(cq: CompiledQuery, prob: float) -> bool:
-    """The probability bound (SEMANTICS.md §7): ``PROBABILITY >= p`` of a query, else
-    ``> 0`` (a sub-pattern has no clause of its own)."""
-    if cq.top and cq.probability is not None:
-        return prob >= cq.probability
-    return prob > 0.0
-
-
-def probability(env: list[Event]) -> float:
-    """Product of the instances' ``prob``, in component order (the order is part of the
-    result's last bits, so it is the shared engine's)."""
-    prob = 1.0
-    for ev in env:
-        prob *= ev.prob
-    return prob
-
-
-def match_cand(env: list[Event], trigger: Event, single: int = -1, length: int = 0) -> Cand:
-    """A stack-assembled match (or a disjunction's one event, at ``single`` of ``length``
-    components) as a candidate, as the shared engine's fast path makes it."""
-    binding: list[Any] = env
-    if single >= 0:
-        binding = [None] * length
-        binding[single] = trigger
-    return Cand(binding, env[0].start, env[-1].end, probability(env), trigger, (), frozenset())
-
-
-def entry_prims(entries: list[Any]) -> frozenset[int]:
-    """The arrival indexes of the primitive events of a match's entries."""
-    out: set[int] = set()
-    for item in entries:
-        for inst in item if type(item) is list else (item,):
-            out |= prims_of(inst)
-    return frozenset(out)
-
-
-def derived_instance(
-    cand: Cand,
-    cls: str,
-    attrs: dict[str, Any],
-    prob: float,
-    moment: int,
-    arrival: int,
-    entries: list[Any],
-    flat: list[Event] | None,
-    prims: frozenset[int],
-) -> Event:
-    """A sub-pattern's or ``@name`` instance made from a match (SEMANTICS.md §8)."""
-    d = Event(cand.trigger.src, cls, cand.start, cand.end, attrs, prob)
-    d.arrival = arrival
-    d.moment = moment
-    d.parts = entries
-    d.flat = flat
-    d.prims = prims
-    return d

@@ -67,7 +67,9 @@ def _check_nesting(ts: TokenStream) -> None:
         if tok.key in ("(", "[", "{"):
             depth += 1
             if depth > MAX_NESTING:
-                raise ts.error(f"the query is nested too deeply: more than {MAX_NESTING} nested brackets", tok)
+                raise ts.error(
+                    f"the query is nested too deeply: more than {MAX_NESTING} nested brackets", tok
+                )
         elif tok.key in (")", "]", "}"):
             depth -= 1
 

@@ -68,14 +68,14 @@ def test_separate_equals_shared(ops: list[tuple[Any, ...]], clean_every: int) ->
     assert separate == shared
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(query_sets_full(CLASSES)))
 def test_separate_equals_shared_with_negation_kleene_and_nesting(ops: list[tuple[Any, ...]]) -> None:
     shared, separate = both(ops)
     assert separate == shared
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.one_of(query_sets(CLASSES), query_sets_full(CLASSES)),
     streams(CLASSES, n_sources=3, max_len=30, min_len=10),

@@ -233,3 +233,18 @@ def test_a_query_reads_another_querys_matches_through_its_name() -> None:
         ("pair", [2, 3]),
         ("twice", [[0, 1], [2, 3]]),
     ]
+
+
+def test_sub_patterns_are_shared_only_by_queries_that_saw_the_same_instances() -> None:
+    """A query registered after a clock advance released an ``@name`` instance must not
+    see that instance through a sub-pattern node shared with an earlier query."""
+    eng = Engine()
+    eng.register("n", "SEQ(A, !B) WITHIN 5")
+    eng.process([Event(1, "A", 1, id="a")])
+    eng.register("q1", "(@n; C); D WITHIN 100")
+    released = eng.advance_time(10)
+    assert [m.query for m in released] == ["n"]
+    eng.register("q2", "(@n; C); D WITHIN 100")
+    assert eng.stats()["derived_classes"] == 2
+    matches = eng.process([Event(1, "C", 20, id="c"), Event(1, "D", 21, id="d")])
+    assert [(m.query, m.event_ids()) for m in matches] == [("q1", [[["a"], "c"], "d"])]

@@ -1,0 +1,49 @@
+"""The drop horizon of one event class (docs/semantics.md, "Which events a query can
+see"): instances whose ``start`` is below it are dropped for good.
+
+``W(X)`` is the largest window of the storing queries that use class ``X``; the horizon
+is the largest value ``clock - W(X)`` has had at any check since the class's queue was
+created. Between two changes of ``W(X)`` that maximum is the current ``clock - W(X)``,
+so only the value reached before each change (``frozen``) needs remembering. O(1).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+__all__ = ["Horizon", "NEG_INF"]
+
+NEG_INF = float("-inf")
+
+
+class Horizon:
+    """The windows of a class's storing queries and the horizon they have produced."""
+
+    __slots__ = ("windows", "window", "frozen")
+
+    def __init__(self) -> None:
+        self.windows: Counter[float] = Counter()
+        self.window = NEG_INF
+        self.frozen = NEG_INF
+
+    def at(self, clock: float) -> float:
+        """The horizon now: instances with ``start`` below it are dropped."""
+        moving = clock - self.window
+        return moving if moving > self.frozen else self.frozen
+
+    def set_windows(self, clock: float, add: float | None = None, remove: float | None = None) -> None:
+        """A storing query with window ``add`` started, or ``remove`` stopped, using the
+        class; freezes the horizon reached so far before ``window`` moves. When no
+        storing query is left, every instance is dropped and a later query starts
+        afresh (it sees only later events anyway)."""
+        if self.window != NEG_INF:
+            self.frozen = self.at(clock)
+        if add is not None:
+            self.windows[add] += 1
+        if remove is not None:
+            self.windows[remove] -= 1
+            if self.windows[remove] <= 0:
+                del self.windows[remove]
+        self.window = max(self.windows) if self.windows else NEG_INF
+        if self.window == NEG_INF:
+            self.frozen = NEG_INF
