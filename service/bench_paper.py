@@ -195,6 +195,10 @@ def ratio(
     replay_events: Annotated[
         int | None, typer.Option(min=100, help="Events for the timed `scemon replay` [200,000; quick 5,000].")
     ] = None,
+    source_gap: Annotated[
+        float | None,
+        typer.Option(min=1.0, help="Mean seconds between two events of one source [the workload's default]."),
+    ] = None,
 ) -> None:
     """Issue 4's targets: SP/shared ratio at 5K queries, shared events/s at 1K and 5K
     queries, unit-time growth 100 -> 5K queries, storage 1K vs 5K queries, and `scemon
@@ -202,6 +206,8 @@ def ratio(
     from service.bench_replay import time_replay
 
     scale = _scale(quick, events, clean_every)
+    if source_gap is not None:
+        scale = replace(scale, base=replace(scale.base, source_gap=source_gap))
     console = Console(stderr=True)
     with LazyProgress(min_items=0, min_seconds=1.0) as bar:
         bar.phase("bench ratio", total=1000)
