@@ -49,7 +49,7 @@ from ecq.match import Match
 from ecq.pmb import PMB, merge_latest, resolve_latest
 from ecq.query import KIND_OR, KIND_SEQ, CompiledQuery
 
-__all__ = ["Network", "QState", "Emission", "LEVELS"]
+__all__ = ["Network", "QState", "Emission", "LEVELS", "matches_of", "reachable"]
 
 # Ablation levels of the benchmark, each adding one technique to the one before:
 #   instances   instance sharing only (paper §5.1): one probe per CLink, one PMatch per query
@@ -571,7 +571,7 @@ class Network:
         if len(seq_pass) > 1 or 0 not in seq_pass:
             level = self.level
             if level == "summary":
-                extended = self._extend_summary(ecq, e, seq_pass, hclock)
+                extended = self._extend_summary(ecq, e, seq_pass)
             elif level == "bitsets":
                 probe = self._probe(e.src, hclock)
                 extended = self._extend_bitsets(ecq, e, seq_pass, probe)
@@ -660,7 +660,7 @@ class Network:
     # ------------------------------------------------------------- extension
 
     def _extend_summary(
-        self, ecq: ECQ, e: Event, seq_pass: dict[int, int], hclock: float
+        self, ecq: ECQ, e: Event, seq_pass: dict[int, int]
     ) -> dict[int, list[tuple[float, int]]]:
         """Level "summary": for each position ``k`` of ``e``'s class, the queries whose
         partial match at ``k - 1`` (at ``e``'s source) ``e`` extends within their window,
