@@ -340,6 +340,15 @@ class _Resume:
         self._failures = 0
         return match
 
+    def failed(self, err: BaseException) -> BaseException:
+        """Why a connection ended: a refusal (a 4xx handshake answer) is raised, as
+        retrying cannot help; anything else is remembered and returned for the retry."""
+        if isinstance(err, websockets.InvalidStatus) and err.response.status_code < 500:
+            raise _refusal(err) from None
+        if isinstance(err, websockets.ConnectionClosed):
+            self.closes.append((err.rcvd.code if err.rcvd else None, err.rcvd.reason if err.rcvd else ""))
+        return err
+
     def retry_delay(self, err: BaseException | None) -> float:
         """Seconds to wait before reconnecting; raises ``err`` when out of retries."""
         self._failures += 1
@@ -393,15 +402,8 @@ class Subscription(_Resume):
                         match = self.accept(text)
                         if match is not None:
                             yield match
-            except websockets.InvalidStatus as err:
-                if err.response.status_code < 500:
-                    raise _refusal(err) from None
-                error = err
-            except websockets.ConnectionClosed as err:
-                self.closes.append((err.rcvd.code if err.rcvd else None, err.rcvd.reason if err.rcvd else ""))
-                error = err
-            except (OSError, websockets.InvalidHandshake) as err:
-                error = err
+            except (websockets.ConnectionClosed, OSError, websockets.InvalidHandshake) as err:
+                error = self.failed(err)
             await asyncio.sleep(self.retry_delay(error))
 
 
@@ -441,13 +443,6 @@ class SyncSubscription(_Resume):
                         match = self.accept(text)
                         if match is not None:
                             yield match
-            except websockets.InvalidStatus as err:
-                if err.response.status_code < 500:
-                    raise _refusal(err) from None
-                error = err
-            except websockets.ConnectionClosed as err:
-                self.closes.append((err.rcvd.code if err.rcvd else None, err.rcvd.reason if err.rcvd else ""))
-                error = err
-            except (OSError, websockets.InvalidHandshake) as err:
-                error = err
+            except (websockets.ConnectionClosed, OSError, websockets.InvalidHandshake) as err:
+                error = self.failed(err)
             time.sleep(self.retry_delay(error))
