@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from ecq.composite import (
@@ -51,8 +51,8 @@ from ecq.engine import Engine
 from ecq.errors import DuplicateQueryError, SemanticError, UnknownQueryError
 from ecq.event import Event
 from ecq.language.ast import Query
-from ecq.match import Match
-from ecq.network import Emission, QState, matches_of, reachable
+from ecq.network import Emission, QState, check_depends
+from ecq.ops import OpClock
 from ecq.plan import (
     DISJ,
     FILTER,
@@ -78,7 +78,7 @@ PHASES = ("search", "probe", "evaluate", "insert", "clean")
 Delivery = tuple[Event, "Plan | None"]
 
 
-class SeparateEngine:
+class SeparateEngine(OpClock):
     """The separate-processing scheme with :class:`ecq.Engine`'s API and results.
 
     ``clean_every``: physical cleaning every that many events (results do not depend on
@@ -94,14 +94,9 @@ class SeparateEngine:
         self.keepers: dict[str, list[Plan]] = {}
         self.plans: dict[str, Plan] = {}
         self.horizons: dict[str, Horizon] = {}
-        self.clock = NEG_INF
-        self.arrivals = 0
-        self.ops = 0
-        self.next_seq = 0
-        self.clean_every = clean_every
+        super().__init__(clean_every)
         self.profile = profile
         self.timers: dict[str, float] = dict.fromkeys(PHASES, 0.0)
-        self._since_clean = 0
         self._order = 0
         self._stored = 0
         self._waiting: dict[int, tuple[Plan, PlanNode]] = {}
@@ -116,13 +111,10 @@ class SeparateEngine:
             raise SemanticError("a query needs a non-empty name")
         if name in self.plans:
             raise DuplicateQueryError(f"a query named {name!r} is already registered")
-        cq = Engine.compile(name, query, tag=f"#{self.arrivals}")
+        # Plans share nothing, so no sharing tag: every sub-pattern is the plan's own.
+        cq = Engine.compile(name, query)
         self.ops += 1  # as the engine: a rejected @name still took an op
-        for dep in sorted(cq.depends):
-            if dep not in self.plans and dep != cq.name:
-                raise SemanticError(f"@{dep} names no registered query")
-        if cq.name in reachable(cq.depends, self._depends):
-            raise SemanticError(f"query {cq.name!r} would read its own matches through @name: a cycle")
+        check_depends(cq, self._depends)
         reg = 2 * self.ops + 1
         order = self._order
         self._order += 1
@@ -188,47 +180,12 @@ class SeparateEngine:
 
     # ------------------------------------------------------------------- events
 
-    def process(self, events: Iterable[Event]) -> list[Match]:
-        """Process events in order; the matches they release, in emission order."""
-        out: list[Match] = []
-        for e in events:
-            if e.arrival >= 0:
-                e = Event(e.src, e.type, e.start, e.end, e.attrs, e.prob, e.id)
-            self.ops += 1
-            e.arrival = self.arrivals
-            e.moment = 2 * self.ops + 1
-            self.arrivals += 1
-            before = self.clock
-            if e.end > before:
-                self.clock = e.end
-            emitted: list[Emission] = []
-            if self._waiting:
-                self._fire(e.moment - 1, before, self.clock, e.arrival, emitted)
-            self._run([[(e, None)]], e.moment, self.clock, self.clock, 1, e.arrival, emitted)
-            if emitted:
-                self._emit(emitted, e.arrival, out)
-            self._since_clean += 1
-            if self._since_clean >= self.clean_every:
-                self.clean()
-        return out
-
-    def advance_time(self, t: float) -> list[Match]:
-        """Move the clock to ``t`` (if later) and release due trailing-negation matches."""
-        self.ops += 1
-        before = self.clock
-        if t > before:
-            self.clock = t
+    def _on_event(self, e: Event, clock_before: float, clock: float) -> list[Emission] | None:
         emitted: list[Emission] = []
-        self._fire(2 * self.ops, before, self.clock, self.arrivals, emitted)
-        out: list[Match] = []
-        if emitted:
-            self._emit(emitted, self.arrivals, out)
-        return out
-
-    def _emit(self, emitted: list[Emission], trigger: int, out: list[Match]) -> None:
-        matches = matches_of(emitted, trigger, self.next_seq)
-        self.next_seq += len(matches)
-        out.extend(matches)
+        if self._waiting:
+            self._fire(e.moment - 1, clock_before, clock, e.arrival, emitted)
+        self._run([[(e, None)]], e.moment, clock, clock, 1, e.arrival, emitted)
+        return emitted
 
     def _fire(self, moment: int, before: float, clock: float, arrival: int, out: list[Emission]) -> None:
         """Phase 0: pending trailing-negation matches whose deadline the clock passed,

@@ -9,22 +9,19 @@ no I/O, no threads and no wall clock: the service and the CLI are adapters aroun
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 from typing import Any
 
 from ecq.errors import DuplicateQueryError, SemanticError, UnknownQueryError
 from ecq.event import Event
 from ecq.language.ast import Query
-from ecq.match import Match
-from ecq.network import Emission, Network, QState, matches_of
+from ecq.network import Emission, Network, QState
+from ecq.ops import OpClock
 from ecq.query import CompiledQuery, compile_query
 
 __all__ = ["Engine"]
 
-NEG_INF = float("-inf")
 
-
-class Engine:
+class Engine(OpClock):
     """Evaluates any number of registered queries over one stream, in one shared network.
 
     ``clean_every``: physical cleaning runs every that many events (results do not depend
@@ -34,13 +31,8 @@ class Engine:
     """
 
     def __init__(self, clean_every: int = 4096, level: str = "summary", profile: bool = False) -> None:
+        super().__init__(clean_every)
         self.network = Network(level, profile)
-        self.clock = NEG_INF
-        self.arrivals = 0
-        self.ops = 0
-        self.next_seq = 0
-        self.clean_every = clean_every
-        self._since_clean = 0
 
     # ------------------------------------------------------------------ queries
 
@@ -94,47 +86,13 @@ class Engine:
 
     # ------------------------------------------------------------------- events
 
-    def process(self, events: Iterable[Event]) -> list[Match]:
-        """Process events in order; returns the matches they release, in emission order
-        (docs/semantics.md). Events are stamped with their arrival index and moment."""
-        out: list[Match] = []
-        on_event = self.network.on_event
-        for e in events:
-            if e.arrival >= 0:
-                e = _copy(e)
-            self.ops += 1
-            e.arrival = self.arrivals
-            e.moment = 2 * self.ops + 1
-            self.arrivals += 1
-            before = self.clock
-            if e.end > before:
-                self.clock = e.end
-            emitted = on_event(e, before, self.clock)
-            if emitted:
-                self._emit(emitted, e.arrival, out)
-            self._since_clean += 1
-            if self._since_clean >= self.clean_every:
-                self.clean()
-        return out
+    def _on_event(self, e: Event, clock_before: float, clock: float) -> list[Emission] | None:
+        return self.network.on_event(e, clock_before, clock)
 
-    def advance_time(self, t: float) -> list[Match]:
-        """Move the clock to ``t`` (if later): matches waiting for the clock (trailing
-        negation) whose deadline it passes are emitted."""
-        self.ops += 1
-        before = self.clock
-        if t > before:
-            self.clock = t
-        emitted: list[Emission] = []
-        self.network.fire(2 * self.ops, before, self.clock, self.arrivals, emitted)
-        out: list[Match] = []
-        if emitted:
-            self._emit(emitted, self.arrivals, out)
-        return out
-
-    def _emit(self, emitted: list[Emission], trigger: int, out: list[Match]) -> None:
-        matches = matches_of(emitted, trigger, self.next_seq)
-        self.next_seq += len(matches)
-        out.extend(matches)
+    def _fire(
+        self, moment: int, clock_before: float, clock: float, arrival: int, out: list[Emission]
+    ) -> None:
+        self.network.fire(moment, clock_before, clock, arrival, out)
 
     # -------------------------------------------------------------------- stats
 
@@ -167,7 +125,3 @@ class Engine:
 
     def _check(self) -> None:
         self.network._check()
-
-
-def _copy(e: Event) -> Event:
-    return Event(e.src, e.type, e.start, e.end, e.attrs, e.prob, e.id)

@@ -49,7 +49,7 @@ from ecq.match import Match
 from ecq.pmb import PMB, merge_latest, resolve_latest
 from ecq.query import KIND_OR, KIND_SEQ, CompiledQuery
 
-__all__ = ["Network", "QState", "Emission", "LEVELS", "matches_of", "reachable"]
+__all__ = ["Network", "QState", "Emission", "LEVELS", "matches_of", "reachable", "check_depends"]
 
 # Ablation levels of the benchmark, each adding one technique to the one before:
 #   instances   instance sharing only (paper §5.1): one probe per CLink, one PMatch per query
@@ -166,6 +166,16 @@ def reachable(names: frozenset[str], depends: Callable[[str], frozenset[str] | N
     return seen
 
 
+def check_depends(cq: CompiledQuery, depends: Callable[[str], frozenset[str] | None]) -> None:
+    """Reject an ``@name`` that names no registered query, and a query that would read
+    its own matches, directly or through others (``depends`` as for :func:`reachable`)."""
+    for dep in sorted(cq.depends):
+        if dep != cq.name and depends(dep) is None:
+            raise SemanticError(f"@{dep} names no registered query")
+    if cq.name in reachable(cq.depends, depends):
+        raise SemanticError(f"query {cq.name!r} would read its own matches through @name: a cycle")
+
+
 class Network:
     """All ECQs, the registered nodes and their bit assignment."""
 
@@ -215,11 +225,7 @@ class Network:
     def register(self, cq: CompiledQuery, moment: int, clock: float) -> QState:
         """Add a query (and the sub-patterns it needs); it sees instances of later
         moments. Raises :class:`SemanticError` for an unknown or cyclic ``@name``."""
-        for dep in sorted(cq.depends):
-            if dep not in self.queries and dep != cq.name:
-                raise SemanticError(f"@{dep} names no registered query")
-        if cq.name in reachable(cq.depends, self._depends):
-            raise SemanticError(f"query {cq.name!r} would read its own matches through @name: a cycle")
+        check_depends(cq, self._depends)
         for sub in cq.subs:
             shared = self.subs.get(sub.name)
             if shared is not None:
