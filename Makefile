@@ -2,7 +2,8 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-# Touched after a successful install; re-install only when pyproject.toml is newer.
+# Touched after a successful install; re-install when pyproject.toml or the compiled
+# part of the engine (ecq/_speedups.pyx, built in place by the editable install) changes.
 STAMP  := $(VENV)/.installed
 
 .PHONY: install java test lint typecheck pytest demo clean distclean
@@ -11,7 +12,7 @@ STAMP  := $(VENV)/.installed
 # job on a local Spark, and so does the demo.
 install: $(STAMP) java
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py ecq/_speedups.pyx ecq/_bits.h
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
 	touch $(STAMP)

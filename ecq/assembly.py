@@ -24,12 +24,12 @@ from ecq.event import Event
 if TYPE_CHECKING:
     from ecq.network import QState
 
-__all__ = ["assemble_seq"]
+__all__ = ["assemble_seq", "by_recency"]
 
 Probe = Callable[[str], list[Event]]
 
 
-def _by_recency(lists: list[list[Event]]) -> Iterator[Event]:
+def by_recency(lists: list[list[Event]]) -> Iterator[Event]:
     if len(lists) == 1:
         return iter(lists[0])
     return heapq.merge(*lists, key=lambda p: -p.moment)
@@ -59,7 +59,7 @@ def assemble_seq(qs: QState, last: Event, probe: Probe) -> list[list[Event]]:
 
     def fill(i: int, nxt: Event) -> bool:
         classes = qs.classes_at[i]
-        candidates = probe(classes[0]) if len(classes) == 1 else _by_recency([probe(c) for c in classes])
+        candidates = probe(classes[0]) if len(classes) == 1 else by_recency([probe(c) for c in classes])
         nxt_moment = nxt.moment
         nxt_start = nxt.start
         for p in candidates:

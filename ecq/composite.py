@@ -86,7 +86,7 @@ def before(left: Bound, right: Bound) -> bool:
 class Cand:
     """A match before selection: the bindings of the components and what follows."""
 
-    __slots__ = ("binding", "start", "end", "prob", "trigger", "recent_key", "prims")
+    __slots__ = ("binding", "start", "end", "prob", "trigger", "recent_key", "prims", "ents")
 
     def __init__(
         self,
@@ -105,10 +105,14 @@ class Cand:
         self.trigger = trigger
         self.recent_key = recent_key
         self.prims = prims
+        # The entries when known up front (a stack-assembled match: its events).
+        self.ents: list[Any] | None = None
 
     def entries(self, cq: CompiledQuery) -> list[Any]:
         """``events`` of the match: the bound positive components in order (SEMANTICS.md
         §9; a disjunction binds one)."""
+        if self.ents is not None:
+            return self.ents
         return [b for c in cq.comps if not c.negated and (b := self.binding[c.index]) is not None]
 
 
@@ -535,7 +539,12 @@ def match_cand(env: list[Event], trigger: Event, single: int = -1, length: int =
     if single >= 0:
         binding = [None] * length
         binding[single] = trigger
-    return Cand(binding, env[0].start, env[-1].end, probability(env), trigger, (), frozenset())
+    cand = Cand(binding, env[0].start, env[-1].end, probability(env), trigger, (), _NO_PRIMS)
+    cand.ents = env
+    return cand
+
+
+_NO_PRIMS: frozenset[int] = frozenset()
 
 
 def entry_prims(entries: list[Any]) -> frozenset[int]:

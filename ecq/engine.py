@@ -27,12 +27,19 @@ class Engine(OpClock):
     ``clean_every``: physical cleaning runs every that many events (results do not depend
     on it; memory does). ``level``: the techniques in use, for the benchmark's ablations
     (``ecq.network.LEVELS``; every level gives the same matches). ``profile``: accumulate
-    seconds per phase in ``network.timers``.
+    seconds per phase in ``network.timers``. ``compiled``: use the compiled hot functions
+    (``ecq.accel``; default: when built), or force the pure-Python code (False).
     """
 
-    def __init__(self, clean_every: int = 4096, level: str = "summary", profile: bool = False) -> None:
+    def __init__(
+        self,
+        clean_every: int = 4096,
+        level: str = "summary",
+        profile: bool = False,
+        compiled: bool | None = None,
+    ) -> None:
         super().__init__(clean_every)
-        self.network = Network(level, profile)
+        self.network = Network(level, profile, compiled)
 
     # ------------------------------------------------------------------ queries
 

@@ -28,7 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ecq.assembly import assemble_seq
+from ecq import accel
+from ecq.assembly import assemble_seq, by_recency
 from ecq.composite import (
     Cand,
     Context,
@@ -80,9 +81,12 @@ class QState:
     users: int = 1
     matches: int = 0
     last_match: float | None = None
+    # The class of this query's matches for queries that read them (``@name``).
+    derived_class: str = ""
 
     def __post_init__(self) -> None:
         self.bit = 1 << self.bitno
+        self.derived_class = "@" + self.cq.name
         n = self.cq.length
         self.checks_at = [[] for _ in range(n)]
         for comps, pred in self.cq.checks:
@@ -96,11 +100,6 @@ class QState:
         return self.cq.name
 
     @property
-    def derived_class(self) -> str:
-        """The class of this query's matches for queries that read them (``@name``)."""
-        return "@" + self.cq.name
-
-    @property
     def fast(self) -> bool:
         """Handled by the bitset fast path (plain sequences and single-component filters)."""
         return self.cq.plain or self.cq.is_filter
@@ -110,22 +109,26 @@ class QState:
         return not self.fast and self.cq.kind != KIND_OR
 
 
-@dataclass
 class Emission:
     """A query's match leaving the network, with what orders it (docs/semantics.md)."""
 
-    qs: QState
-    cand: Cand
-    prob: float
-    attrs: dict[str, Any]
-    phase: int
+    __slots__ = ("qs", "cand", "prob", "attrs", "phase", "entries")
+
+    def __init__(self, qs: QState, cand: Cand, prob: float, attrs: dict[str, Any], phase: int) -> None:
+        self.qs = qs
+        self.cand = cand
+        self.prob = prob
+        self.attrs = attrs
+        self.phase = phase
+        self.entries: list[Any] = cand.entries(qs.cq)
 
     def sort_key(self) -> tuple[Any, ...]:
-        entries = self.cand.entries(self.qs.cq)
-        if all(type(x) is Event and x.parts is None for x in entries):
-            # Primitive events only (the common case): their arrival indexes order them.
-            return (self.phase, self.qs.order, (1, tuple((0, x.arrival) for x in entries)))
-        return (self.phase, self.qs.order, entry_key(entries))
+        entries = self.entries
+        for x in entries:
+            if type(x) is not Event or x.parts is not None:
+                return (self.phase, self.qs.order, entry_key(entries))
+        # Primitive events only (the common case): their arrival indexes order them.
+        return (self.phase, self.qs.order, (1, tuple([(0, x.arrival) for x in entries])))
 
 
 def matches_of(emitted: list[Emission], trigger: int, first_seq: int) -> list[Match]:
@@ -143,7 +146,7 @@ def matches_of(emitted: list[Emission], trigger: int, first_seq: int) -> list[Ma
                 cand.trigger.src,
                 cand.start,
                 cand.end,
-                cand.entries(cq),
+                em.entries,
                 em.attrs,
                 em.prob,
                 seq,
@@ -179,10 +182,14 @@ def check_depends(cq: CompiledQuery, depends: Callable[[str], frozenset[str] | N
 class Network:
     """All ECQs, the registered nodes and their bit assignment."""
 
-    def __init__(self, level: str = "summary", profile: bool = False) -> None:
+    def __init__(self, level: str = "summary", profile: bool = False, compiled: bool | None = None) -> None:
         if level not in LEVELS:
             raise ValueError(f"level must be one of {', '.join(LEVELS)}")
+        if compiled and not accel.available():
+            raise ValueError("the compiled functions are not built (make install) or SCEMON_PURE is set")
         self.level = level
+        # The compiled twins of the summary level's hot functions (ecq.accel), or None.
+        self._c: Any = accel.speedups if compiled is not False else None
         self.reduced = level not in ("instances", "subpatterns")
         # Per-phase seconds when profiling (the benchmark's breakdown), else None.
         self.timers: dict[str, float] | None = (
@@ -573,37 +580,50 @@ class Network:
             timers["search"] += now - began
             began = now
             probed = timers["probe"]
+        # The compiled plain phases (ecq.accel) when not profiling.
+        compiled = self._c is not None and self.level == "summary" and timers is None
         extended: dict[int, list[tuple[float, int]]] = {}
-        if len(seq_pass) > 1 or 0 not in seq_pass:
-            level = self.level
-            if level == "summary":
-                extended = self._extend_summary(ecq, e, seq_pass)
-            elif level == "bitsets":
-                probe = self._probe(e.src, hclock)
-                extended = self._extend_bitsets(ecq, e, seq_pass, probe)
-            else:
-                probe = self._probe(e.src, hclock)
-                extended = self._extend_per_query(ecq, e, seq_pass, probe, hclock)
-
-        done = seq_pass.get(0, 0) & ecq.seq_final.get(0, 0)
-        for k, groups in extended.items():
-            final = ecq.seq_final.get(k, 0)
-            if final:
-                for _t, bits in groups:
-                    done |= bits & final
-        if done:
-            if probe is None:
-                probe = self._probe(e.src, hclock)
-            for qs in self._nodes_of(done):
-                cq = qs.cq
-                if cq.never:
-                    continue
-                if cq.length == 1:
-                    if bound_ok(cq, e.prob):
-                        completed.append((qs, match_cand([e], e)))
+        if compiled:
+            extended = self._c.test_plain(self, ecq, e, seq_pass, hclock, completed, match_cand, by_recency)
+        else:
+            if len(seq_pass) > 1 or 0 not in seq_pass:
+                level = self.level
+                if level == "summary":
+                    if self._c is not None:
+                        extended = self._c.extend_summary(self, ecq, e, seq_pass)
+                    else:
+                        extended = self._extend_summary(ecq, e, seq_pass)
+                elif level == "bitsets":
+                    probe = self._probe(e.src, hclock)
+                    extended = self._extend_bitsets(ecq, e, seq_pass, probe)
                 else:
-                    for env in assemble_seq(qs, e, probe):
-                        completed.append((qs, match_cand(env, e)))
+                    probe = self._probe(e.src, hclock)
+                    extended = self._extend_per_query(ecq, e, seq_pass, probe, hclock)
+
+            done = seq_pass.get(0, 0) & ecq.seq_final.get(0, 0)
+            for k, groups in extended.items():
+                final = ecq.seq_final.get(k, 0)
+                if final:
+                    for _t, bits in groups:
+                        done |= bits & final
+            if done:
+                if probe is None:
+                    probe = self._probe(e.src, hclock)
+                for qs in self._nodes_of(done):
+                    cq = qs.cq
+                    if cq.never:
+                        continue
+                    if cq.length == 1:
+                        if bound_ok(cq, e.prob):
+                            completed.append((qs, match_cand([e], e)))
+                    else:
+                        found = (
+                            self._c.assemble_seq(qs, e, probe, by_recency)
+                            if self._c is not None
+                            else assemble_seq(qs, e, probe)
+                        )
+                        for env in found:
+                            completed.append((qs, match_cand(env, e)))
 
         # ---- composite patterns: negation, Kleene closure, sub-patterns, conjunctions
         if ecq.general_final:
@@ -640,6 +660,9 @@ class Network:
             # Probes made while evaluating are counted under "probe" only.
             timers["evaluate"] += now - began - (timers["probe"] - probed)
             began = now
+        if compiled:
+            self._c.insert_plain(self, ecq, e, seq_pass, extended, hclock, PMB)
+            return completed
         init = seq_pass.get(0, 0) & ecq.seq_more.get(0, 0)
         kept: dict[int, list[tuple[float, int]]] | None = None
         if init and not self.reduced:
@@ -658,7 +681,10 @@ class Network:
             e._pmb = PMB(init, kept)
             ecq.siq.insert(e)
             if self.level == "summary" and (init or kept):
-                self._summarise(e, init, kept, hclock)
+                if self._c is not None:
+                    self._c.summarise(self, e, init, kept, hclock)
+                else:
+                    self._summarise(e, init, kept, hclock)
         if timers is not None:
             timers["insert"] += time.perf_counter() - began
         return completed

@@ -98,7 +98,7 @@ class CompiledQuery:
     # ``@name`` classes this query reads.
     depends: frozenset[str] = frozenset()
 
-    @property
+    @cached_property
     def length(self) -> int:
         return len(self.comps)
 

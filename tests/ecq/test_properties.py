@@ -11,9 +11,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ecq import accel
 from ecq.engine import Engine
 from ecq.errors import QueryError
 from ecq.event import Event
@@ -28,11 +30,13 @@ CLASSES = ("A", "B", "C", "D")
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def engine_run(ops: list[tuple[Any, ...]], level: str = "summary") -> list[dict[str, Any]]:
+def engine_run(
+    ops: list[tuple[Any, ...]], level: str = "summary", compiled: bool | None = None
+) -> list[dict[str, Any]]:
     """Run reference-style ``ops`` on the engine, checking invariants after each step.
     A registration the engine rejects (an ``@name`` whose query is gone) is removed from
     ``ops`` in place, with the ops that name it, so the reference sees the same stream."""
-    eng = Engine(clean_every=2, level=level)
+    eng = Engine(clean_every=2, level=level, compiled=compiled)
     out: list[Match] = []
     rejected: set[str] = set()
     kept: list[tuple[Any, ...]] = []
@@ -163,3 +167,26 @@ def test_engine_equals_reference_on_longer_streams(
 def test_every_ablation_level_gives_the_reference_matches(ops: list[tuple[Any, ...]], level: str) -> None:
     """The benchmark's ablations change how matches are found, never which."""
     assert normalise(engine_run(ops, level)) == normalise(reference.evaluate(ops))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.booleans())
+def test_compiled_and_pure_python_engines_give_the_reference_matches(
+    ops: list[tuple[Any, ...]], compiled: bool
+) -> None:
+    """ecq/_speedups.pyx and the Python code it replaces find the same matches; the
+    rest of the suite runs the compiled one (the default once built)."""
+    if compiled and not accel.available():
+        pytest.skip("ecq._speedups is not built or SCEMON_PURE is set (see test_accel.py)")
+    assert normalise(engine_run(ops, compiled=compiled)) == normalise(reference.evaluate(ops))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(query_sets_full(CLASSES), streams(CLASSES, n_sources=2, max_len=18, min_len=6))
+def test_pure_python_engine_equals_reference_on_longer_streams(
+    queries: list[tuple[str, dict[str, Any]]], events: list[dict[str, Any]]
+) -> None:
+    ops: list[tuple[Any, ...]] = [("register", name, q) for name, q in queries]
+    ops += [("event", e) for e in events]
+    ops.append(("time", math.inf))
+    assert normalise(engine_run(ops, compiled=False)) == normalise(reference.evaluate(ops))

@@ -1,0 +1,447 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled versions of the shared engine's hottest functions (optional).
+
+Each function here does exactly what the pure-Python function of the same name in
+``ecq.network``, ``ecq.pmb`` or ``ecq.assembly`` does, on the same data structures
+(Python ints as query bitsets, lists of ``(start, bits)`` groups, the SIQ back chains),
+so the two can be swapped at any moment and the tests run both (``ecq.accel``). What it
+saves is the interpreter's dispatch and, mostly, the intermediate ints: Python's
+``bits & m & window`` allocates two ints, ``_bits.h`` combines the digits in one pass and
+allocates nothing when the result is zero, which it usually is.
+"""
+
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.tuple cimport PyTuple_GET_ITEM
+from cpython.float cimport PyFloat_AS_DOUBLE
+from cpython.ref cimport PyObject
+from libc.string cimport memset
+
+cdef extern from "_bits.h":
+    ctypedef struct scemon_buf:
+        pass
+    object bits_and3(object a, object b, PyObject *c)
+    int bits_meet(object a, object b) except -1
+    int bits_test(object a, Py_ssize_t k) except -1
+    int buf_or(scemon_buf *b, object a) except -1
+    object bits_andnot_buf(object a, const scemon_buf *b)
+    void buf_free(scemon_buf *b)
+    int bits_is_zero(object a)
+
+from ecq.pmb import resolve_latest as _resolve_latest
+
+__all__ = ["merge_latest", "extend_summary", "summarise", "assemble_seq", "test_plain", "insert_plain"]
+
+
+cdef inline double _t(object group):
+    return PyFloat_AS_DOUBLE(<object>PyTuple_GET_ITEM(group, 0))
+
+
+cdef inline object _bits(object group):
+    return <object>PyTuple_GET_ITEM(group, 1)
+
+
+def merge_latest(list groups, list new, double cutoff):
+    """``ecq.pmb.merge_latest``: fold latest-first disjoint ``new`` into ``groups``."""
+    cdef list out = []
+    cdef Py_ssize_t i = 0, j = 0
+    cdef Py_ssize_t n_old = len(groups), n_new = len(new)
+    cdef scemon_buf claimed_new, claimed_old
+    cdef object g, bits, last
+    cdef double t
+    cdef bint take_new
+    memset(&claimed_new, 0, sizeof(scemon_buf))
+    memset(&claimed_old, 0, sizeof(scemon_buf))
+    try:
+        while i < n_old or j < n_new:
+            if j < n_new and (i >= n_old or _t(new[j]) >= _t(groups[i])):
+                g = new[j]
+                j += 1
+                take_new = True
+            else:
+                g = groups[i]
+                i += 1
+                take_new = False
+            t = _t(g)
+            bits = _bits(g)
+            if take_new:
+                bits = bits_andnot_buf(bits, &claimed_old)
+                buf_or(&claimed_new, bits)
+            else:
+                bits = bits_andnot_buf(bits, &claimed_new)
+                buf_or(&claimed_old, bits)
+            if t < cutoff:
+                break
+            if bits_is_zero(bits):
+                continue
+            if out and _t(out[len(out) - 1]) == t:
+                last = out[len(out) - 1]
+                out[len(out) - 1] = (<object>PyTuple_GET_ITEM(last, 0), _bits(last) | bits)
+            elif bits is _bits(g):
+                out.append(g)
+            else:
+                out.append((<object>PyTuple_GET_ITEM(g, 0), bits))
+    finally:
+        buf_free(&claimed_new)
+        buf_free(&claimed_old)
+    groups[:] = out
+
+
+cdef object _window_mask(list wins, list wcum, double span):
+    # bisect_left(wins, span), then the nodes whose window is at least wins[j].
+    cdef Py_ssize_t lo = 0, hi = PyList_GET_SIZE(wins), mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if PyFloat_AS_DOUBLE(<object>PyList_GET_ITEM(wins, mid)) < span:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < PyList_GET_SIZE(wcum):
+        return <object>PyList_GET_ITEM(wcum, lo)
+    return 0
+
+
+cdef void _sort_latest_first(list res):
+    # Stable insertion sort by descending start (the lists are a handful of groups).
+    cdef Py_ssize_t i, j, n = len(res)
+    cdef object cur
+    cdef double t
+    for i in range(1, n):
+        cur = res[i]
+        t = _t(cur)
+        j = i - 1
+        while j >= 0 and _t(res[j]) < t:
+            res[j + 1] = res[j]
+            j -= 1
+        res[j + 1] = cur
+
+
+def extend_summary(net, ecq, e, dict seq_pass):
+    """``Network._extend_summary``."""
+    cdef dict out = {}
+    summary = net.summary.get(e.src)
+    if summary is None:
+        return out
+    cdef dict starts = <dict>PyTuple_GET_ITEM(summary, 0)
+    cdef list later = <list>PyTuple_GET_ITEM(summary, 1)
+    cdef list wins = net._wins
+    cdef list wcum = net._wcum
+    cdef double full = net._min_window
+    cdef double e_end = e.end
+    cdef double oldest = e_end - <double>net._max_window
+    cdef dict final = ecq.seq_final
+    cdef dict more = ecq.seq_more
+    cdef Py_ssize_t k, n_later = len(later)
+    cdef list res, stale, groups
+    cdef double t
+    cdef object m, bb, wm, cls, g
+    cdef PyObject *wptr
+    cdef bint any_positions = bool(net._any_positions)
+    for key, passed in seq_pass.items():
+        k = key
+        if k == 0 or k > n_later + 1:
+            continue
+        m = passed & (final.get(key, 0) | more.get(key, 0))
+        if not m:
+            continue
+        res = []
+        if k == 1:
+            stale = None
+            for cls, g in starts.items():
+                t = _t(g)
+                if t < oldest:
+                    if stale is None:
+                        stale = []
+                    stale.append(cls)
+                    continue
+                if e_end - t > full:
+                    wm = _window_mask(wins, wcum, e_end - t)
+                    wptr = <PyObject *>wm
+                else:
+                    wptr = NULL
+                bb = bits_and3(_bits(g), m, wptr)
+                if not bits_is_zero(bb):
+                    res.append((<object>PyTuple_GET_ITEM(g, 0), bb))
+            if stale is not None:
+                for cls in stale:
+                    del starts[cls]
+        else:
+            groups = <list>PyList_GET_ITEM(later, k - 2)
+            for g in groups:
+                t = _t(g)
+                if t < oldest:
+                    break  # latest first: no window reaches this group or the rest
+                if e_end - t > full:
+                    wm = _window_mask(wins, wcum, e_end - t)
+                    wptr = <PyObject *>wm
+                else:
+                    wptr = NULL
+                bb = bits_and3(_bits(g), m, wptr)
+                if not bits_is_zero(bb):
+                    res.append((<object>PyTuple_GET_ITEM(g, 0), bb))
+        if res:
+            if len(res) > 1:
+                # Different classes' groups share query bits only through ANY(...).
+                if any_positions:
+                    res = _resolve_latest(res)
+                else:
+                    _sort_latest_first(res)
+            out[key] = res
+    return out
+
+
+def summarise(net, e, init, kept, double hclock):
+    """``Network._summarise``."""
+    summary = net.summary.get(e.src)
+    if summary is None:
+        summary = net.summary[e.src] = ({}, [])
+    cdef dict starts = <dict>PyTuple_GET_ITEM(summary, 0)
+    cdef list later = <list>PyTuple_GET_ITEM(summary, 1)
+    cdef double cutoff = hclock - <double>net._max_window
+    cdef Py_ssize_t k
+    if init:
+        cls = e.type
+        previous = starts.get(cls)
+        if previous is None:
+            starts[cls] = (e.start, init)
+        else:
+            start = e.start
+            t = <object>PyTuple_GET_ITEM(previous, 0)
+            starts[cls] = (start if start > t else t, _bits(previous) | init)
+    if kept:
+        for key, groups in kept.items():
+            k = key
+            while len(later) < k:
+                later.append([])
+            merge_latest(later[k - 1], groups, cutoff)
+
+
+cdef class _Assembly:
+    """One call of ``assemble_seq``: the query's constants and the match being built."""
+
+    cdef object probe
+    cdef list classes_at
+    cdef list checks_at
+    cdef list env
+    cdef list found
+    cdef double bound
+    cdef long long reg
+    cdef Py_ssize_t bitno
+    cdef bint mode_all
+    cdef object min_prob
+    cdef object by_recency
+
+    cdef bint fill(self, Py_ssize_t i, object nxt) except -1:
+        cdef tuple classes = <tuple>PyList_GET_ITEM(self.classes_at, i)
+        cdef list candidates
+        if type(self.probe) is _Chains:
+            if len(classes) == 1:
+                candidates = (<_Chains>self.probe).chain(classes[0])
+            else:
+                candidates = list(self.by_recency([(<_Chains>self.probe).chain(c) for c in classes]))
+        elif len(classes) == 1:
+            candidates = self.probe(classes[0])
+        else:
+            candidates = list(self.by_recency([self.probe(c) for c in classes]))
+        cdef long long nxt_moment = nxt.moment
+        cdef double nxt_start = nxt.start
+        cdef long long moment
+        cdef double t
+        cdef bint ok
+        cdef list checks = <list>PyList_GET_ITEM(self.checks_at, i)
+        cdef Py_ssize_t bitno = self.bitno
+        for p in candidates:
+            moment = p.moment
+            if moment >= nxt_moment:
+                continue
+            if moment <= self.reg:
+                break  # everything further back arrived before the query existed
+            if <double>p.end > nxt_start:
+                continue
+            pmb = p._pmb
+            if i == 0 and bits_test(pmb.init, bitno):
+                if <double>p.start < self.bound:
+                    continue
+            else:
+                entries = pmb.entries
+                if not entries:
+                    continue
+                groups = entries.get(i)
+                if not groups:
+                    continue
+                ok = False
+                for g in groups:
+                    if bits_test(_bits(g), bitno):
+                        ok = _t(g) >= self.bound
+                        break
+                if not ok:
+                    continue
+            self.env[i] = p
+            if checks:
+                ok = True
+                for check in checks:
+                    if not check(self.env):
+                        ok = False
+                        break
+                if not ok:
+                    continue
+            if i:
+                if self.fill(i - 1, p):
+                    return True
+                continue
+            if self.min_prob is not None:
+                t = 1.0
+                for ev in self.env:
+                    t *= <double>ev.prob
+                if t < <double>self.min_prob:
+                    continue
+            self.found.append(list(self.env))
+            if not self.mode_all:
+                return True
+        return False
+
+
+def assemble_seq(qs, last, probe, by_recency):
+    """``ecq.assembly.assemble_seq`` (``by_recency`` merges several classes' chains)."""
+    cq = qs.cq
+    cdef Py_ssize_t n = cq.length
+    cdef _Assembly a = _Assembly()
+    a.probe = probe
+    a.classes_at = qs.classes_at
+    a.checks_at = qs.checks_at
+    a.env = [last] * n
+    a.found = []
+    window = cq.window
+    a.bound = <double>last.end - (<double>window if window else 0.0)
+    a.reg = qs.reg
+    a.bitno = qs.bitno
+    a.mode_all = cq.mode_all
+    a.min_prob = cq.probability
+    a.by_recency = by_recency
+    a.fill(n - 2, last)
+    return a.found
+
+
+# ------------------------------------------------------------ whole plain phases
+
+
+cdef double _horizon(dict ecqs, dict cache, object cls, double hclock) except? -1.0:
+    # ECQ.horizon(hclock) of a class, once per class per instance.
+    got = cache.get(cls)
+    if got is None:
+        target = ecqs.get(cls)
+        if target is None:
+            got = float("inf")
+        else:
+            drop = target.drop
+            moving = hclock - <double>drop.window
+            frozen = <double>drop.frozen
+            got = moving if moving > frozen else frozen
+        cache[cls] = got
+    return <double>got
+
+
+cdef class _Chains:
+    """The probe of ``Network._probe`` for one instance, walking the SIQ back chains
+    directly: a source's visible instances of a class, latest first."""
+
+    cdef dict ecqs
+    cdef dict horizons
+    cdef object src
+    cdef double hclock
+
+    cdef list chain(self, object cls):
+        cdef list out = []
+        cdef double horizon = _horizon(self.ecqs, self.horizons, cls, self.hclock)
+        target = self.ecqs.get(cls)
+        if target is None:
+            return out
+        p = target.siq.last.get(self.src)
+        while p is not None:
+            if <double>p.start >= horizon:
+                out.append(p)
+            p = p._prev
+        return out
+
+    def __call__(self, cls):
+        return self.chain(cls)
+
+
+def test_plain(net, ecq, e, dict seq_pass, double hclock, list completed, match_cand, by_recency):
+    """The plain-sequence part of ``Network.process``'s test phase at level "summary":
+    extend from the summary, then assemble the matches of the queries ``e`` completes
+    (appended to ``completed``). Returns the extended groups."""
+    cdef dict extended
+    if len(seq_pass) > 1 or 0 not in seq_pass:
+        extended = extend_summary(net, ecq, e, seq_pass)
+    else:
+        extended = {}
+    cdef dict final = ecq.seq_final
+    done = seq_pass.get(0, 0) & final.get(0, 0)
+    for key, groups in extended.items():
+        fin = final.get(key, 0)
+        if fin:
+            for g in groups:
+                done |= _bits(g) & fin
+    if not done:
+        return extended
+    cdef _Chains probe = _Chains()
+    probe.ecqs = net.ecqs
+    probe.horizons = {}
+    probe.src = e.src
+    probe.hclock = hclock
+    by_bit = net.by_bit
+    cdef Py_ssize_t bitno
+    while done:
+        # Lowest bit first, as Network._nodes_of.
+        low = done & -done
+        bitno = low.bit_length() - 1
+        done ^= low
+        qs = by_bit[bitno]
+        cq = qs.cq
+        if cq.never:
+            continue
+        if cq.length == 1:
+            if cq.top and cq.probability is not None:
+                ok = e.prob >= cq.probability
+            else:
+                ok = e.prob > 0.0
+            if ok:
+                completed.append((qs, match_cand([e], e)))
+        else:
+            for env in assemble_seq(qs, e, probe, by_recency):
+                completed.append((qs, match_cand(env, e)))
+    return extended
+
+
+def insert_plain(net, ecq, e, dict seq_pass, dict extended, double hclock, pmb_type):
+    """``Network.process``'s insert phase at level "summary": the instance's PMB, its
+    place in the SIQ, and its source's summary. Returns whether it was stored."""
+    cdef dict more_at = ecq.seq_more
+    init = seq_pass.get(0, 0) & more_at.get(0, 0)
+    kept = None
+    cdef list keep
+    for key, groups in extended.items():
+        more = more_at.get(key, 0)
+        if not more:
+            continue
+        keep = []
+        for g in groups:
+            bb = bits_and3(_bits(g), more, NULL)
+            if not bits_is_zero(bb):
+                keep.append(g if bb is _bits(g) or bb == _bits(g) else (<object>PyTuple_GET_ITEM(g, 0), bb))
+        if keep:
+            if kept is None:
+                kept = {}
+            kept[key] = keep
+    if init or kept or ecq.general_uses:
+        e._pmb = pmb_type(init, kept)
+        siq = ecq.siq
+        last = siq.last
+        src = e.src
+        e._prev = last.get(src)
+        last[src] = e
+        siq.queue.append(e)
+        if init or kept:
+            summarise(net, e, init, kept, hclock)
+        return True
+    return False

@@ -1,0 +1,36 @@
+"""The optional compiled part of the shared engine, and the switch between it and the
+pure-Python code.
+
+``ecq/_speedups.pyx`` (built by ``make install``; see setup.py) holds compiled versions
+of the hot functions of the summary level: the extension of partial matches from a
+source's summary, folding an instance into the summary, and assembling sequence matches.
+Each takes and returns exactly what its Python twin does, on the same data structures,
+so results never depend on which one runs; the tests run the engine both ways.
+
+``SCEMON_PURE=1`` in the environment, or ``Engine(compiled=False)``, uses the Python code.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+__all__ = ["speedups", "available"]
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("SCEMON_PURE", "") not in ("", "0"):
+        return None
+    try:
+        from ecq import _speedups  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _speedups  # type: ignore[no-any-return]
+
+
+speedups: ModuleType | None = _load()
+
+
+def available() -> bool:
+    """Whether the compiled functions are built and in use by default."""
+    return speedups is not None

@@ -1,0 +1,99 @@
+"""The compiled functions (ecq/_speedups.pyx) against their pure-Python twins, on the
+same inputs: same results and same changes to the structures they share."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ecq import accel
+from ecq.engine import Engine
+from ecq.event import Event
+from ecq.pmb import merge_latest
+from ecq.workload import Workload, events, sequence_queries
+
+pytestmark = pytest.mark.skipif(
+    not accel.available(), reason="ecq._speedups is not built (make install) or SCEMON_PURE is set"
+)
+
+
+def test_the_extension_is_built_by_make_install() -> None:
+    """``make install`` builds ecq._speedups; the engine uses it unless told not to."""
+    assert os.environ.get("SCEMON_PURE", "") in ("", "0") and accel.speedups is not None
+    assert Engine().network._c is accel.speedups
+    assert Engine(compiled=False).network._c is None
+
+
+def _groups(draw_times: list[float], draw_bits: list[int]) -> list[tuple[float, int]]:
+    """Disjoint latest-first groups, as the summary keeps them."""
+    out: list[tuple[float, int]] = []
+    claimed = 0
+    for t, bits in sorted(zip(draw_times, draw_bits, strict=False), key=lambda g: -g[0]):
+        fresh = bits & ~claimed
+        if fresh:
+            if out and out[-1][0] == t:
+                out[-1] = (t, out[-1][1] | fresh)
+            else:
+                out.append((t, fresh))
+            claimed |= fresh
+    return out
+
+
+times = st.lists(st.sampled_from([0.0, 1.0, 2.5, 3.0, 7.0, 9.0]), max_size=8)
+bitsets = st.lists(st.integers(0, 1 << 200), max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(times, bitsets, times, bitsets, st.sampled_from([float("-inf"), 0.5, 2.5, 8.0]))
+def test_merge_latest_is_the_python_function(
+    t_old: list[float], b_old: list[int], t_new: list[float], b_new: list[int], cutoff: float
+) -> None:
+    old, new = _groups(t_old, b_old), _groups(t_new, b_new)
+    expected, got = list(old), list(old)
+    merge_latest(expected, list(new), cutoff)
+    assert accel.speedups is not None
+    accel.speedups.merge_latest(got, list(new), cutoff)
+    assert got == expected
+
+
+@pytest.mark.parametrize("n_queries", [60, 700])
+def test_compiled_and_pure_engines_agree_on_the_paper_workload(n_queries: int) -> None:
+    """Same matches, same stored instances, same PMBs and summaries, on the benchmark's
+    own workload (with ANY components and filters mixed in, so every branch runs)."""
+    w = Workload(n_queries=n_queries, n_sources=40, source_gap=300.0)
+    queries = sequence_queries(w)
+    rng = random.Random(7)
+    extra = [
+        ("any0", "PATTERN SEQ(ANY(C01, C02, C03) a, C04 b, C05 c) WITHIN 3 hours"),
+        ("flt0", "PATTERN SEQ(C06 a, C07 b) WHERE a.start > 5000 WITHIN 2 hours"),
+        ("all0", "PATTERN SEQ(C08 a, C09 b, C10 c) MODE ALL WITHIN 1 hour"),
+    ]
+    engines = [Engine(clean_every=500, compiled=c) for c in (True, False)]
+    for eng in engines:
+        for name, text in queries + extra:
+            eng.register(name, text)
+    stream = list(events(w, 6000))
+    outs: list[list[tuple[object, ...]]] = [[], []]
+    for i in range(0, len(stream), 1000):
+        chunk = stream[i : i + 1000]
+        if i == 3000:  # unregister and register mid-stream
+            drop = rng.sample([n for n, _ in queries], 5)
+            for eng in engines:
+                for name in drop:
+                    eng.unregister(name)
+                eng.register("late", "PATTERN SEQ(C11, C12) WITHIN 30 mins")
+        for eng, out in zip(engines, outs, strict=True):
+            batch = [Event(e.src, e.type, e.start, e.end, id=e.id) for e in chunk]
+            out += [(m.query, m.seq, m.prob, tuple(m.arrivals())) for m in eng.process(batch)]
+    assert outs[0] == outs[1] and outs[0]
+    a, b = (eng.network for eng in engines)
+    assert a.summary == b.summary
+    assert a.stored() == b.stored() and a.pmb_entries() == b.pmb_entries()
+    for cls, ecq in a.ecqs.items():
+        assert [(x.id, x._pmb.init, x._pmb.entries) for x in ecq.siq] == [
+            (x.id, x._pmb.init, x._pmb.entries) for x in b.ecqs[cls].siq
+        ]
