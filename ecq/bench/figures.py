@@ -429,8 +429,10 @@ def targets(scale: Scale = FULL, progress: Progress | None = None) -> list[Table
         replace(SEPARATE, queries=middle),
         replace(SHARED, queries=large),
         replace(SEPARATE, queries=large),
+        replace(SHARED, queries=middle, compiled=False),
+        replace(SHARED, queries=large, compiled=False),
     ]
-    s_small, s_mid, p_mid, s_large, p_large = _Steps(progress, 1).run(setting, variants)
+    s_small, s_mid, p_mid, s_large, p_large, py_mid, py_large = _Steps(progress, 1).run(setting, variants)
     table = Table("targets", "Issue 4 targets", ["metric", "value", "target", "met"])
 
     def row(metric: str, value: float, target: str, met: bool) -> None:
@@ -455,6 +457,9 @@ def targets(scale: Scale = FULL, progress: Progress | None = None) -> list[Table
     row(f"unit time {large} / {small} queries", growth, "<= 3", growth <= 3)
     drift = (s_large.stored_avg / s_mid.stored_avg - 1) * 100 if s_mid.stored_avg else 0.0
     row(f"stored {large} vs {middle} queries, %", drift, "within ±5", abs(drift) <= 5)
+    # For comparison: the same engine on its pure-Python code (no compiled extension).
+    for res in (py_mid, py_large):
+        row(f"shared events/s, pure Python, {res.variant.queries} queries", res.events_per_s, "-", True)
     table.notes = _notes(scale, scale.setting(), f"issue 4, Targets; Nq = {small}, {middle}, {large}")
     return [table]
 

@@ -71,12 +71,16 @@ class Variant:
     level: str | None = None
     profile: bool = False
     queries: int | None = None
+    # The shared engine on its pure-Python code only (False), else compiled when built.
+    compiled: bool | None = None
 
     @property
     def label(self) -> str:
         label = self.engine
         if self.engine == "shared" and self.level is not None:
             label += f":{self.level}"
+        if self.engine == "shared" and self.compiled is False:
+            label += ":python"
         if self.queries is not None:
             label += f"@{self.queries}"
         return label
@@ -159,9 +163,8 @@ class Measurement:
 def make_engine(variant: Variant) -> AnyEngine:
     """A fresh engine for ``variant``; the one place that knows the engines' options."""
     if variant.engine == "shared":
-        if variant.level is not None:
-            return Engine(clean_every=_NEVER, level=variant.level, profile=variant.profile)
-        return Engine(clean_every=_NEVER, profile=variant.profile)
+        level = variant.level if variant.level is not None else "summary"
+        return Engine(clean_every=_NEVER, level=level, profile=variant.profile, compiled=variant.compiled)
     if variant.engine == "separate":
         return SeparateEngine(clean_every=_NEVER, profile=variant.profile)
     raise ValueError(f"unknown engine {variant.engine!r} (expected one of {', '.join(ENGINES)})")
