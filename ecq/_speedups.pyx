@@ -366,10 +366,10 @@ cdef class _Chains:
         return self.chain(cls)
 
 
-def test_plain(net, ecq, e, dict seq_pass, double hclock, list completed, match_cand, by_recency):
+def test_plain(net, ecq, e, dict seq_pass, double hclock, list completed, by_recency):
     """The plain-sequence part of ``Network.process``'s test phase at level "summary":
     extend from the summary, then assemble the matches of the queries ``e`` completes
-    (appended to ``completed``). Returns the extended groups."""
+    (appended to ``completed`` as ``(node, events)``). Returns the extended groups."""
     cdef dict extended
     if len(seq_pass) > 1 or 0 not in seq_pass:
         extended = extend_summary(net, ecq, e, seq_pass)
@@ -406,10 +406,10 @@ def test_plain(net, ecq, e, dict seq_pass, double hclock, list completed, match_
             else:
                 ok = e.prob > 0.0
             if ok:
-                completed.append((qs, match_cand([e], e)))
+                completed.append((qs, [e]))
         else:
             for env in assemble_seq(qs, e, probe, by_recency):
-                completed.append((qs, match_cand(env, e)))
+                completed.append((qs, env))
     return extended
 
 
@@ -445,3 +445,107 @@ def insert_plain(net, ecq, e, dict seq_pass, dict extended, double hclock, pmb_t
             summarise(net, e, init, kept, hclock)
         return True
     return False
+
+
+# ------------------------------------------------------------------ the event loop
+
+
+from ecq.event import Event as _Event
+from ecq.match import Match as _Match
+
+
+cdef inline bint _simple(qs, dict ecqs):
+    # Emitted as it is: no trailing negation to wait for, no RETURN, no probability
+    # clause, and no query reads its matches through @name.
+    return qs.simple and qs.derived_class not in ecqs
+
+
+def run_events(engine, events):
+    """``OpClock.process`` for the shared engine at level "summary": the same stamping,
+    clock, cleaning and emission order. An event of a class only plain sequences use
+    (no filters, no pending trailing negation due) goes through the compiled phases, and
+    the matches of plain queries that need nothing more are built here directly;
+    anything else takes ``Network.on_event`` and ``OpClock._emit``."""
+    cdef list out = []
+    net = engine.network
+    cdef dict ecqs = net.ecqs
+    cdef list completed, keyed, emitted
+    cdef double before, clock, prob, end
+    cdef Py_ssize_t i, n
+    cdef bint simple
+    by_recency = net._by_recency
+    for e in events:
+        if e.arrival >= 0:
+            e = _Event(e.src, e.type, e.start, e.end, e.attrs, e.prob, e.id)
+        engine.ops += 1
+        arrival = engine.arrivals
+        e.arrival = arrival
+        e.moment = 2 * engine.ops + 1
+        engine.arrivals = arrival + 1
+        before = engine.clock
+        end = e.end
+        if end > before:
+            engine.clock = e.end
+        clock = engine.clock
+        ecq = ecqs.get(e.type)
+        if (
+            ecq is None
+            or clock > <double>net._next_deadline
+            or ecq.static_pass is None
+            or ecq.general_final
+            or ecq.disj
+        ):
+            emitted = net.on_event(e, before, clock)
+            if emitted:
+                engine._emit(emitted, arrival, out)
+        else:
+            net.seen += 1
+            completed = []
+            static = ecq.static_pass
+            extended = test_plain(net, ecq, e, static, clock, completed, by_recency)
+            insert_plain(net, ecq, e, static, extended, clock, net._pmb_type)
+            if completed:
+                simple = True
+                for qs, env in completed:
+                    if not _simple(qs, ecqs):
+                        simple = False
+                        break
+                if simple:
+                    _emit_simple(engine, completed, e, arrival, out)
+                else:
+                    emitted = net.settle_plain(completed, e, clock)
+                    if emitted:
+                        engine._emit(emitted, arrival, out)
+        engine._since_clean += 1
+        if engine._since_clean >= engine.clean_every:
+            engine.clean()
+    return out
+
+
+cdef _emit_simple(engine, list completed, e, arrival, list out):
+    # Network._finish + matches_of for matches that need nothing more: ordered by the
+    # node's registration, then the events' arrival indexes (docs/semantics.md).
+    cdef list keyed = []
+    cdef double prob
+    cdef Py_ssize_t i
+    for i in range(len(completed)):
+        qs, env = completed[i]
+        prob = 1.0
+        for ev in env:
+            prob *= <double>ev.prob
+        if not prob > 0.0:
+            continue
+        keyed.append((qs.order, tuple([ev.arrival for ev in env]), i, prob))
+    if len(keyed) > 1:
+        keyed.sort()
+    seq = engine.next_seq
+    src = e.src
+    for order, arrivals, i, prob in keyed:
+        qs, env = completed[i]
+        first = env[0]
+        last = env[len(env) - 1]
+        out.append(_Match(qs.cq.name, src, first.start, last.end, env, {}, prob, seq, arrival))
+        seq += 1
+        qs.matches += 1
+        qs.last_match = last.end
+    engine.next_seq = seq

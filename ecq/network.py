@@ -83,10 +83,15 @@ class QState:
     last_match: float | None = None
     # The class of this query's matches for queries that read them (``@name``).
     derived_class: str = ""
+    # A match is emitted as it is found: no trailing negation, RETURN or probability
+    # clause (whether some query reads ``@name`` is checked when it is found).
+    simple: bool = False
 
     def __post_init__(self) -> None:
         self.bit = 1 << self.bitno
         self.derived_class = "@" + self.cq.name
+        cq = self.cq
+        self.simple = cq.top and not cq.trailing and not cq.returns and cq.probability is None
         n = self.cq.length
         self.checks_at = [[] for _ in range(n)]
         for comps, pred in self.cq.checks:
@@ -188,8 +193,11 @@ class Network:
         if compiled and not accel.available():
             raise ValueError("the compiled functions are not built (make install) or SCEMON_PURE is set")
         self.level = level
-        # The compiled twins of the summary level's hot functions (ecq.accel), or None.
+        # The compiled twins of the summary level's hot functions (ecq.accel), or None,
+        # and what they are handed.
         self._c: Any = accel.speedups if compiled is not False else None
+        self._by_recency = by_recency
+        self._pmb_type = PMB
         self.reduced = level not in ("instances", "subpatterns")
         # Per-phase seconds when profiling (the benchmark's breakdown), else None.
         self.timers: dict[str, float] | None = (
@@ -404,6 +412,17 @@ class Network:
                 self._run(made, e.moment, clock, clock, 1, e.arrival, out)
         return out or None
 
+    def settle_plain(self, found: list[tuple[QState, list[Event]]], e: Event, clock: float) -> list[Emission]:
+        """The rest of :meth:`on_event` after the compiled plain phases found matches
+        (``(node, events)``) that need more than emitting: trailing negation, RETURN,
+        probability, sub-patterns, ``@name`` readers."""
+        out: list[Emission] = []
+        completed = [(qs, match_cand(env, e)) for qs, env in found]
+        made = self._settle(completed, e, e.moment, clock, clock, 1, e.arrival, out)
+        if made:
+            self._run(made, e.moment, clock, clock, 1, e.arrival, out)
+        return out
+
     def fire(self, moment: int, clock_before: float, clock: float, arrival: int, out: list[Emission]) -> None:
         """Phase 0: every pending trailing-negation match whose deadline the clock now
         exceeds is checked for blockers that arrived before this moment and finished."""
@@ -584,7 +603,9 @@ class Network:
         compiled = self._c is not None and self.level == "summary" and timers is None
         extended: dict[int, list[tuple[float, int]]] = {}
         if compiled:
-            extended = self._c.test_plain(self, ecq, e, seq_pass, hclock, completed, match_cand, by_recency)
+            pairs: list[tuple[QState, list[Event]]] = []
+            extended = self._c.test_plain(self, ecq, e, seq_pass, hclock, pairs, by_recency)
+            completed = [(qs, match_cand(env, e)) for qs, env in pairs]
         else:
             if len(seq_pass) > 1 or 0 not in seq_pass:
                 level = self.level

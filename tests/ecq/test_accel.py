@@ -68,10 +68,19 @@ def test_compiled_and_pure_engines_agree_on_the_paper_workload(n_queries: int) -
     w = Workload(n_queries=n_queries, n_sources=40, source_gap=300.0)
     queries = sequence_queries(w)
     rng = random.Random(7)
+    # Beside the plain queries the compiled loop emits itself, queries that take the
+    # Python path: ANY, a filter, MODE ALL, RETURN, a probability bound, a reader of
+    # another query's matches, trailing negation, a Kleene closure on shared classes.
     extra = [
         ("any0", "PATTERN SEQ(ANY(C01, C02, C03) a, C04 b, C05 c) WITHIN 3 hours"),
         ("flt0", "PATTERN SEQ(C06 a, C07 b) WHERE a.start > 5000 WITHIN 2 hours"),
         ("all0", "PATTERN SEQ(C08 a, C09 b, C10 c) MODE ALL WITHIN 1 hour"),
+        ("ret0", "PATTERN SEQ(C13 a, C14 b) WITHIN 2 hours RETURN b.end - a.start AS gap"),
+        ("prb0", "PATTERN SEQ(C15 a, C16 b) WITHIN 2 hours PROBABILITY >= 0.5"),
+        ("src0", "PATTERN SEQ(C17 a, C18 b) WITHIN 2 hours"),
+        ("use0", "PATTERN SEQ(@src0 x, C19 c) WITHIN 3 hours"),
+        ("neg0", "PATTERN SEQ(C20 a, C21 b, !C22 c) WITHIN 30 mins"),
+        ("kln0", "PATTERN SEQ(C23 a, C24+ b, C25 c) WITHIN 1 hour"),
     ]
     engines = [Engine(clean_every=500, compiled=c) for c in (True, False)]
     for eng in engines:
@@ -90,7 +99,11 @@ def test_compiled_and_pure_engines_agree_on_the_paper_workload(n_queries: int) -
         for eng, out in zip(engines, outs, strict=True):
             batch = [Event(e.src, e.type, e.start, e.end, id=e.id) for e in chunk]
             out += [(m.query, m.seq, m.prob, tuple(m.arrivals())) for m in eng.process(batch)]
-    assert outs[0] == outs[1] and outs[0]
+    for eng, out in zip(engines, outs, strict=True):
+        out += [(m.query, m.seq, m.prob, tuple(m.arrivals())) for m in eng.advance_time(float("inf"))]
+    assert outs[0] == outs[1]
+    found = {query for query, *_ in outs[0]}
+    assert {"any0", "all0", "ret0", "prb0", "src0", "use0", "neg0"} <= found, found
     a, b = (eng.network for eng in engines)
     assert a.summary == b.summary
     assert a.stored() == b.stored() and a.pmb_entries() == b.pmb_entries()
