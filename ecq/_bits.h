@@ -4,8 +4,8 @@
  * extension share every data structure. Python's `a & b & c` allocates one int per
  * operator; the hot loops of ecq/_speedups.pyx only need the final result (often zero,
  * which needs no allocation at all) or a yes/no answer, so these helpers work on the
- * digits of CPython 3.11's int layout directly. On any other layout (3.12 changed it)
- * they fall back to the generic number protocol: slower, same results.
+ * digits of CPython 3.11's int layout directly (3.12 changed it: setup.py builds the
+ * extension only for 3.11; elsewhere the engine runs its pure-Python code).
  */
 #ifndef SCEMON_BITS_H
 #define SCEMON_BITS_H
@@ -32,6 +32,20 @@ static inline digit *bits_digits(PyObject *o) { return ((PyLongObject *)o)->ob_d
 
 /* Usable only for exact, non-negative ints (every bitset of the engine). */
 static inline int bits_plain(PyObject *o) { return PyLong_CheckExact(o) && Py_SIZE(o) >= 0; }
+
+/* A new int of n digits, uninitialised (the caller fills every digit, the top one
+ * non-zero). */
+static inline PyObject *bits_new(Py_ssize_t n) { return (PyObject *)_PyLong_New(n); }
+
+/* A new int from n digits (trailing zero digits allowed). */
+static PyObject *bits_from_digits(const digit *d, Py_ssize_t n) {
+    while (n > 0 && d[n - 1] == 0) n--;
+    if (n == 0) return PyLong_FromLong(0);
+    PyLongObject *r = _PyLong_New(n);
+    if (r == NULL) return NULL;
+    memcpy(r->ob_digit, d, (size_t)n * sizeof(digit));
+    return (PyObject *)r;
+}
 
 /* a & b & c (c may be NULL). New reference. */
 static PyObject *bits_and3(PyObject *a, PyObject *b, PyObject *c) {
@@ -144,61 +158,8 @@ static PyObject *bits_andnot_buf(PyObject *a, const scemon_buf *b) {
 
 static inline int bits_is_zero(PyObject *a) { return bits_plain(a) ? Py_SIZE(a) == 0 : !PyObject_IsTrue(a); }
 
-#else /* generic: the number protocol */
-
-typedef struct {
-    PyObject *v;
-} scemon_buf;
-
-static PyObject *bits_and3(PyObject *a, PyObject *b, PyObject *c) {
-    PyObject *ab = PyNumber_And(a, b);
-    if (ab == NULL || c == NULL) return ab;
-    PyObject *r = PyNumber_And(ab, c);
-    Py_DECREF(ab);
-    return r;
-}
-
-static int bits_meet(PyObject *a, PyObject *b) {
-    PyObject *ab = PyNumber_And(a, b);
-    if (ab == NULL) return -1;
-    int r = PyObject_IsTrue(ab);
-    Py_DECREF(ab);
-    return r;
-}
-
-static int bits_test(PyObject *a, Py_ssize_t k) {
-    PyObject *one = PyLong_FromLong(1), *sh = PyLong_FromSsize_t(k);
-    if (one == NULL || sh == NULL) { Py_XDECREF(one); Py_XDECREF(sh); return -1; }
-    PyObject *bit = PyNumber_Lshift(one, sh);
-    Py_DECREF(one); Py_DECREF(sh);
-    if (bit == NULL) return -1;
-    int r = bits_meet(a, bit);
-    Py_DECREF(bit);
-    return r;
-}
-
-static void buf_free(scemon_buf *b) { Py_CLEAR(b->v); }
-
-static int buf_or(scemon_buf *b, PyObject *a) {
-    if (b->v == NULL) { Py_INCREF(a); b->v = a; return 0; }
-    PyObject *r = PyNumber_Or(b->v, a);
-    if (r == NULL) return -1;
-    Py_DECREF(b->v);
-    b->v = r;
-    return 0;
-}
-
-static PyObject *bits_andnot_buf(PyObject *a, const scemon_buf *b) {
-    if (b->v == NULL) { Py_INCREF(a); return a; }
-    PyObject *inv = PyNumber_Invert(b->v);
-    if (inv == NULL) return NULL;
-    PyObject *r = PyNumber_And(a, inv);
-    Py_DECREF(inv);
-    return r;
-}
-
-static inline int bits_is_zero(PyObject *a) { return !PyObject_IsTrue(a); }
-
+#else
+#error "ecq/_speedups needs CPython 3.11's int layout; setup.py builds it only there"
 #endif
 
 #endif

@@ -14,11 +14,20 @@ from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.float cimport PyFloat_AS_DOUBLE
 from cpython.ref cimport PyObject
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+
+cdef extern from "Python.h":
+    ctypedef unsigned int digit
+    int PyLong_SHIFT
 
 cdef extern from "_bits.h":
     ctypedef struct scemon_buf:
         pass
+    Py_ssize_t bits_ndigits(object o)
+    digit *bits_digits(object o)
+    object bits_from_digits(const digit *d, Py_ssize_t n)
+    object bits_new(Py_ssize_t n)
     object bits_and3(object a, object b, PyObject *c)
     int bits_meet(object a, object b) except -1
     int bits_test(object a, Py_ssize_t k) except -1
@@ -29,7 +38,16 @@ cdef extern from "_bits.h":
 
 from ecq.pmb import resolve_latest as _resolve_latest
 
-__all__ = ["merge_latest", "extend_summary", "summarise", "assemble_seq", "test_plain", "insert_plain"]
+__all__ = [
+    "merge_latest",
+    "new_summary",
+    "extend_summary",
+    "summarise",
+    "assemble_seq",
+    "test_plain",
+    "insert_plain",
+    "run_events",
+]
 
 
 cdef inline double _t(object group):
@@ -100,29 +118,211 @@ cdef object _window_mask(list wins, list wcum, double span):
     return 0
 
 
-cdef void _sort_latest_first(list res):
-    # Stable insertion sort by descending start (the lists are a handful of groups).
-    cdef Py_ssize_t i, j, n = len(res)
-    cdef object cur
-    cdef double t
-    for i in range(1, n):
-        cur = res[i]
-        t = _t(cur)
-        j = i - 1
-        while j >= 0 and _t(res[j]) < t:
-            res[j + 1] = res[j]
-            j -= 1
-        res[j + 1] = cur
+# ------------------------------------------------------------ native summaries
+
+
+cdef class _Rows:
+    """Rows of (start, bitset) stored contiguously: a source's summary is read on every
+    event of the source, and as separate Python objects (tuple, float, int) each group
+    cost a cache miss or three. ``w`` digits per row, widened when a longer int comes."""
+
+    cdef double *t
+    cdef digit *d
+    cdef Py_ssize_t n, cap, w
+
+    def __dealloc__(self):
+        PyMem_Free(self.t)
+        PyMem_Free(self.d)
+
+    cdef int _reserve(self, Py_ssize_t rows, Py_ssize_t w) except -1:
+        cdef Py_ssize_t cap = self.cap, i
+        cdef double *t
+        cdef digit *d
+        if rows <= cap and w <= self.w:
+            return 0
+        if rows > cap:
+            cap = cap * 2 if cap else 4
+            while cap < rows:
+                cap *= 2
+        if w < self.w:
+            w = self.w
+        t = <double *>PyMem_Realloc(self.t, cap * sizeof(double))
+        if t == NULL:
+            raise MemoryError()
+        self.t = t
+        d = <digit *>PyMem_Malloc(cap * w * sizeof(digit) + 1)
+        if d == NULL:
+            raise MemoryError()
+        memset(d, 0, cap * w * sizeof(digit))
+        for i in range(self.n):
+            memcpy(d + i * w, self.d + i * self.w, self.w * sizeof(digit))
+        PyMem_Free(self.d)
+        self.d = d
+        self.cap = cap
+        self.w = w
+        return 0
+
+    cdef inline digit *row(self, Py_ssize_t i):
+        return self.d + i * self.w
+
+    cdef int set_row(self, Py_ssize_t i, double t, object bits) except -1:
+        cdef Py_ssize_t nd = bits_ndigits(bits)
+        self._reserve(self.n if i < self.n else i + 1, nd)
+        self.t[i] = t
+        memset(self.row(i), 0, self.w * sizeof(digit))
+        memcpy(self.row(i), bits_digits(bits), nd * sizeof(digit))
+        return 0
+
+    cdef int append(self, double t, object bits) except -1:
+        self._reserve(self.n + 1, bits_ndigits(bits))
+        self.set_row(self.n, t, bits)
+        self.n += 1
+        return 0
+
+    cdef void delete(self, Py_ssize_t i):
+        cdef Py_ssize_t j
+        for j in range(i, self.n - 1):
+            self.t[j] = self.t[j + 1]
+            memcpy(self.row(j), self.row(j + 1), self.w * sizeof(digit))
+        self.n -= 1
+
+    cdef int or_row(self, Py_ssize_t i, object bits) except -1:
+        cdef Py_ssize_t nd = bits_ndigits(bits), j
+        cdef digit *r
+        cdef const digit *b = bits_digits(bits)
+        self._reserve(self.n, nd)
+        r = self.row(i)
+        for j in range(nd):
+            r[j] |= b[j]
+        return 0
+
+    cdef object bits_of(self, Py_ssize_t i):
+        return bits_from_digits(self.row(i), self.w)
+
+    cdef bint zero(self, Py_ssize_t i):
+        cdef digit *r = self.row(i)
+        cdef Py_ssize_t j
+        for j in range(self.w):
+            if r[j]:
+                return False
+        return True
+
+    cdef object and_with(self, Py_ssize_t i, object m, object wm):
+        # row & m (& wm), as a new int; 0 when empty.
+        cdef Py_ssize_t n = self.w, j, top
+        cdef digit *r = self.row(i)
+        cdef const digit *dm = bits_digits(m)
+        cdef const digit *dw
+        if bits_ndigits(m) < n:
+            n = bits_ndigits(m)
+        if wm is not None:
+            if bits_ndigits(wm) < n:
+                n = bits_ndigits(wm)
+            dw = bits_digits(wm)
+            top = n
+            while top > 0 and (r[top - 1] & dm[top - 1] & dw[top - 1]) == 0:
+                top -= 1
+            if top == 0:
+                return 0
+            out = bits_new(top)
+            for j in range(top):
+                (<digit *>bits_digits(out))[j] = r[j] & dm[j] & dw[j]
+            return out
+        top = n
+        while top > 0 and (r[top - 1] & dm[top - 1]) == 0:
+            top -= 1
+        if top == 0:
+            return 0
+        out = bits_new(top)
+        for j in range(top):
+            (<digit *>bits_digits(out))[j] = r[j] & dm[j]
+        return out
+
+    cdef void clear_bit(self, Py_ssize_t bitno):
+        cdef Py_ssize_t i, k = bitno // PyLong_SHIFT
+        if k >= self.w:
+            return
+        for i in range(self.n):
+            self.row(i)[k] &= ~((<digit>1) << (bitno % PyLong_SHIFT))
+
+    cdef list groups(self):
+        return [(self.t[i], self.bits_of(i)) for i in range(self.n)]
+
+
+cdef class SrcSummary:
+    """One source's summary at level "summary", natively: ``starts`` (one row per
+    class, in the order a dict would keep them) and ``later`` (per position, latest-first
+    disjoint rows), the same content as the pure-Python ``(starts, later)`` tuple
+    (:meth:`view` gives that tuple; the tests compare it)."""
+
+    cdef list s_cls
+    cdef _Rows starts
+    cdef list later
+
+    def __cinit__(self):
+        self.s_cls = []
+        self.starts = _Rows()
+        self.later = []
+
+    def view(self):
+        """The pure-Python form: ``({cls: (start, bits)}, [[(start, bits), ...], ...])``."""
+        starts = {cls: (self.starts.t[i], self.starts.bits_of(i)) for i, cls in enumerate(self.s_cls)}
+        return starts, [(<_Rows>rows).groups() for rows in self.later]
+
+    def empty(self):
+        cdef _Rows rows
+        for rows in self.later:
+            if rows.n:
+                return False
+        return not self.s_cls
+
+    def prune(self, double cutoff):
+        """``Network.prune_summary`` for this source."""
+        cdef Py_ssize_t i = 0
+        cdef _Rows rows
+        while i < len(self.s_cls):
+            if self.starts.t[i] < cutoff:
+                del self.s_cls[i]
+                self.starts.delete(i)
+            else:
+                i += 1
+        for rows in self.later:
+            while rows.n and rows.t[rows.n - 1] < cutoff:
+                rows.n -= 1
+
+    def remove_bit(self, Py_ssize_t bitno):
+        """A node's bit leaves every row; rows left empty go."""
+        cdef Py_ssize_t i
+        cdef _Rows rows
+        self.starts.clear_bit(bitno)
+        i = 0
+        while i < len(self.s_cls):
+            if self.starts.zero(i):
+                del self.s_cls[i]
+                self.starts.delete(i)
+            else:
+                i += 1
+        for rows in self.later:
+            i = 0
+            while i < rows.n:
+                if rows.zero(i):
+                    rows.delete(i)
+                else:
+                    i += 1
+
+
+def new_summary():
+    return SrcSummary()
 
 
 def extend_summary(net, ecq, e, dict seq_pass):
-    """``Network._extend_summary``."""
+    """``Network._extend_summary`` on a native summary."""
     cdef dict out = {}
-    summary = net.summary.get(e.src)
+    cdef SrcSummary summary = net.summary.get(e.src)
     if summary is None:
         return out
-    cdef dict starts = <dict>PyTuple_GET_ITEM(summary, 0)
-    cdef list later = <list>PyTuple_GET_ITEM(summary, 1)
+    cdef _Rows starts = summary.starts
+    cdef list later = summary.later
     cdef list wins = net._wins
     cdef list wcum = net._wcum
     cdef double full = net._min_window
@@ -130,12 +330,11 @@ def extend_summary(net, ecq, e, dict seq_pass):
     cdef double oldest = e_end - <double>net._max_window
     cdef dict final = ecq.seq_final
     cdef dict more = ecq.seq_more
-    cdef Py_ssize_t k, n_later = len(later)
-    cdef list res, stale, groups
+    cdef Py_ssize_t k, i, n_later = len(later)
+    cdef list res
     cdef double t
-    cdef object m, bb, wm, cls, g
-    cdef PyObject *wptr
-    cdef bint any_positions = bool(net._any_positions)
+    cdef object m, bb, wm
+    cdef _Rows rows
     for key, passed in seq_pass.items():
         k = key
         if k == 0 or k > n_later + 1:
@@ -145,74 +344,106 @@ def extend_summary(net, ecq, e, dict seq_pass):
             continue
         res = []
         if k == 1:
-            stale = None
-            for cls, g in starts.items():
-                t = _t(g)
+            i = 0
+            while i < len(summary.s_cls):
+                t = starts.t[i]
                 if t < oldest:
-                    if stale is None:
-                        stale = []
-                    stale.append(cls)
+                    del summary.s_cls[i]
+                    starts.delete(i)
                     continue
-                if e_end - t > full:
-                    wm = _window_mask(wins, wcum, e_end - t)
-                    wptr = <PyObject *>wm
-                else:
-                    wptr = NULL
-                bb = bits_and3(_bits(g), m, wptr)
+                wm = _window_mask(wins, wcum, e_end - t) if e_end - t > full else None
+                bb = starts.and_with(i, m, wm)
                 if not bits_is_zero(bb):
-                    res.append((<object>PyTuple_GET_ITEM(g, 0), bb))
-            if stale is not None:
-                for cls in stale:
-                    del starts[cls]
+                    res.append((t, bb))
+                i += 1
         else:
-            groups = <list>PyList_GET_ITEM(later, k - 2)
-            for g in groups:
-                t = _t(g)
+            rows = <_Rows>PyList_GET_ITEM(later, k - 2)
+            for i in range(rows.n):
+                t = rows.t[i]
                 if t < oldest:
                     break  # latest first: no window reaches this group or the rest
-                if e_end - t > full:
-                    wm = _window_mask(wins, wcum, e_end - t)
-                    wptr = <PyObject *>wm
-                else:
-                    wptr = NULL
-                bb = bits_and3(_bits(g), m, wptr)
+                wm = _window_mask(wins, wcum, e_end - t) if e_end - t > full else None
+                bb = rows.and_with(i, m, wm)
                 if not bits_is_zero(bb):
-                    res.append((<object>PyTuple_GET_ITEM(g, 0), bb))
+                    res.append((t, bb))
         if res:
-            if len(res) > 1:
-                # Different classes' groups share query bits only through ANY(...).
-                if any_positions:
-                    res = _resolve_latest(res)
-                else:
-                    _sort_latest_first(res)
-            out[key] = res
+            # First positions: each query at its latest start, one group per distinct
+            # start (classes' entries share query bits only through ANY(...)); later
+            # positions' rows are that already.
+            out[key] = _resolve_latest(res) if k == 1 else res
     return out
 
 
+cdef int _merge_rows(_Rows rows, list new, double cutoff) except -1:
+    # merge_latest on native rows: the merged rows replace ``rows``' content.
+    cdef _Rows out = _Rows()
+    cdef Py_ssize_t i = 0, j = 0, n_old = rows.n, n_new = len(new), q, w
+    cdef scemon_buf claimed_new, claimed_old
+    cdef double t
+    cdef object g, bits
+    cdef digit *r
+    memset(&claimed_new, 0, sizeof(scemon_buf))
+    memset(&claimed_old, 0, sizeof(scemon_buf))
+    try:
+        while i < n_old or j < n_new:
+            if j < n_new and (i >= n_old or _t(new[j]) >= rows.t[i]):
+                g = new[j]
+                j += 1
+                t = _t(g)
+                bits = bits_andnot_buf(_bits(g), &claimed_old)
+                buf_or(&claimed_new, bits)
+            else:
+                t = rows.t[i]
+                bits = bits_andnot_buf(rows.bits_of(i), &claimed_new)
+                i += 1
+                buf_or(&claimed_old, bits)
+            if t < cutoff:
+                break
+            if bits_is_zero(bits):
+                continue
+            if out.n and out.t[out.n - 1] == t:
+                out.or_row(out.n - 1, bits)
+            else:
+                out.append(t, bits)
+    finally:
+        buf_free(&claimed_new)
+        buf_free(&claimed_old)
+    # Take over ``out``'s storage.
+    rows.t, out.t = out.t, rows.t
+    rows.d, out.d = out.d, rows.d
+    rows.n, out.n = out.n, rows.n
+    rows.cap, out.cap = out.cap, rows.cap
+    rows.w, out.w = out.w, rows.w
+    return 0
+
+
 def summarise(net, e, init, kept, double hclock):
-    """``Network._summarise``."""
-    summary = net.summary.get(e.src)
+    """``Network._summarise`` on a native summary."""
+    cdef SrcSummary summary = net.summary.get(e.src)
     if summary is None:
-        summary = net.summary[e.src] = ({}, [])
-    cdef dict starts = <dict>PyTuple_GET_ITEM(summary, 0)
-    cdef list later = <list>PyTuple_GET_ITEM(summary, 1)
+        summary = SrcSummary()
+        net.summary[e.src] = summary
     cdef double cutoff = hclock - <double>net._max_window
-    cdef Py_ssize_t k
+    cdef double start
+    cdef Py_ssize_t k, i
+    cls = e.type
     if init:
-        cls = e.type
-        previous = starts.get(cls)
-        if previous is None:
-            starts[cls] = (e.start, init)
+        start = e.start
+        try:
+            i = summary.s_cls.index(cls)
+        except ValueError:
+            summary.s_cls.append(cls)
+            summary.starts.append(start, init)
         else:
-            start = e.start
-            t = <object>PyTuple_GET_ITEM(previous, 0)
-            starts[cls] = (start if start > t else t, _bits(previous) | init)
+            if start > summary.starts.t[i]:
+                summary.starts.t[i] = start
+            summary.starts.or_row(i, init)
     if kept:
         for key, groups in kept.items():
             k = key
-            while len(later) < k:
-                later.append([])
-            merge_latest(later[k - 1], groups, cutoff)
+            while len(summary.later) < k:
+                summary.later.append(_Rows())
+            _merge_rows(<_Rows>summary.later[k - 1], groups, cutoff)
 
 
 cdef class _Assembly:

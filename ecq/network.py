@@ -206,12 +206,10 @@ class Network:
         # Per source, per sequence position: disjoint (latest start, query bits) groups
         # over the source's stored instances (level "summary").
         # Per source: (latest (start, bits) per class for first components, and for each
-        # later position one latest-first list of disjoint (start, bits) groups).
-        self.summary: dict[Any, tuple[dict[str, tuple[float, int]], list[list[tuple[float, int]]]]] = {}
+        # later position one latest-first list of disjoint (start, bits) groups); with
+        # the compiled functions the same content natively (``_speedups.SrcSummary``).
+        self.summary: dict[Any, Any] = {}
         self._max_window = float("-inf")
-        # How many fast-path components accept several classes (ANY): only then can
-        # summary groups of different classes share query bits.
-        self._any_positions = 0
         # Spans up to the smallest window pass every query's window: no mask needed.
         self._min_window = float("-inf")
         # Nodes holding pending trailing-negation matches, and the earliest deadline.
@@ -278,8 +276,6 @@ class Network:
             if cls not in self.ecqs:
                 self.ecqs[cls] = ECQ(cls)
         last_positive = cq.positives[-1]
-        if qs.fast:
-            self._any_positions += sum(len(c.classes) > 1 for c in cq.comps)
         for k, comp in enumerate(cq.comps):
             for cls in comp.classes:
                 ecq = self.ecqs[cls]
@@ -308,8 +304,6 @@ class Network:
 
     def _remove_node(self, qs: QState, moment: int, clock: float) -> None:
         cq = qs.cq
-        if qs.fast:
-            self._any_positions -= sum(len(c.classes) > 1 for c in cq.comps)
         bit = qs.bit
         n = cq.length
         for k, comp in enumerate(cq.comps):
@@ -343,7 +337,10 @@ class Network:
         self._free.append((moment, qs.bitno))
         qs.pending.clear()
         self._pending_nodes.discard(qs)
-        if qs.fast and self.summary:
+        if qs.fast and self._c is not None:
+            for native in self.summary.values():
+                native.remove_bit(qs.bitno)
+        elif qs.fast and self.summary:
             keep = ~bit
             for starts, later in self.summary.values():
                 for cls, (t, b) in list(starts.items()):
@@ -763,13 +760,10 @@ class Network:
                         if bb:
                             res.append((t, bb))
             if res:
-                if len(res) > 1:
-                    # Different classes' groups share query bits only through ANY(...).
-                    if self._any_positions:
-                        res = resolve_latest(res)
-                    else:
-                        res.sort(key=_latest_first)
-                out[k] = res
+                # First positions: each query at its latest start, one group per distinct
+                # start (classes' entries share query bits only through ANY(...)); later
+                # positions' groups are that already.
+                out[k] = resolve_latest(res) if k == 1 else res
         return out
 
     def _summarise(
@@ -803,6 +797,10 @@ class Network:
     def prune_summary(self, clock: float) -> None:
         """Drop summary groups no window can reach any more (run with cleaning)."""
         cutoff = clock - self._max_window
+        if self._c is not None:
+            for src in [src for src, s in self.summary.items() if s.prune(cutoff) or s.empty()]:
+                del self.summary[src]
+            return
         empty = []
         for src, (starts, later) in self.summary.items():
             for cls in [c for c, (t, _) in starts.items() if t < cutoff]:
@@ -938,6 +936,3 @@ def _clear(masks: dict[int, int], k: int, bit: int) -> None:
     else:
         masks.pop(k, None)
 
-
-def _latest_first(group: tuple[float, int]) -> float:
-    return -group[0]
