@@ -12,6 +12,7 @@
 
 #include <Python.h>
 #include <string.h>
+#include <structmember.h> /* PyMemberDef */
 
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && !defined(Py_LIMITED_API)
 #define SCEMON_DIGITS 1
@@ -32,6 +33,36 @@ static inline digit *bits_digits(PyObject *o) { return ((PyLongObject *)o)->ob_d
 
 /* Usable only for exact, non-negative ints (every bitset of the engine). */
 static inline int bits_plain(PyObject *o) { return PyLong_CheckExact(o) && Py_SIZE(o) >= 0; }
+
+/* Slots of the engine's own __slots__ classes (Event, PMB), read and written at their
+ * offsets: the generic attribute lookup (type dict, descriptor, call) costs more than
+ * the rest of the hot loops. Every slot of those classes is set in __init__. */
+static Py_ssize_t slot_offset(PyObject *cls, const char *name) {
+    PyObject *descr = PyObject_GetAttrString(cls, name);
+    if (descr == NULL) return -1;
+    if (Py_TYPE(descr) != &PyMemberDescr_Type) {
+        Py_DECREF(descr);
+        PyErr_Format(PyExc_TypeError, "%s is not a slot", name);
+        return -1;
+    }
+    Py_ssize_t off = ((PyMemberDescrObject *)descr)->d_member->offset;
+    Py_DECREF(descr);
+    return off;
+}
+
+/* Borrowed reference; NULL (an AttributeError) when the slot is unset. */
+static inline PyObject *slot_get(PyObject *o, Py_ssize_t off) {
+    PyObject *v = *(PyObject **)((char *)o + off);
+    if (v == NULL) PyErr_SetString(PyExc_AttributeError, "slot is not set");
+    return v;
+}
+
+static inline int slot_set(PyObject *o, Py_ssize_t off, PyObject *v) {
+    PyObject **p = (PyObject **)((char *)o + off);
+    Py_INCREF(v);
+    Py_XSETREF(*p, v);
+    return 0;
+}
 
 /* A new int of n digits, uninitialised (the caller fills every digit, the top one
  * non-zero). */

@@ -28,6 +28,9 @@ cdef extern from "_bits.h":
     digit *bits_digits(object o)
     object bits_from_digits(const digit *d, Py_ssize_t n)
     object bits_new(Py_ssize_t n)
+    Py_ssize_t slot_offset(object cls, const char *name) except -1
+    PyObject *slot_get(object o, Py_ssize_t off) except NULL
+    int slot_set(object o, Py_ssize_t off, object v) except -1
     object bits_and3(object a, object b, PyObject *c)
     int bits_meet(object a, object b) except -1
     int bits_test(object a, Py_ssize_t k) except -1
@@ -36,7 +39,31 @@ cdef extern from "_bits.h":
     void buf_free(scemon_buf *b)
     int bits_is_zero(object a)
 
+from ecq.event import Event as _Event
+from ecq.match import Match as _Match
+from ecq.pmb import PMB as _PMB
 from ecq.pmb import resolve_latest as _resolve_latest
+
+# Slot offsets of Event and PMB (see slot_get in _bits.h).
+cdef Py_ssize_t E_SRC = slot_offset(_Event, b"src")
+cdef Py_ssize_t E_TYPE = slot_offset(_Event, b"type")
+cdef Py_ssize_t E_START = slot_offset(_Event, b"start")
+cdef Py_ssize_t E_END = slot_offset(_Event, b"end")
+cdef Py_ssize_t E_PROB = slot_offset(_Event, b"prob")
+cdef Py_ssize_t E_ARRIVAL = slot_offset(_Event, b"arrival")
+cdef Py_ssize_t E_MOMENT = slot_offset(_Event, b"moment")
+cdef Py_ssize_t E_PREV = slot_offset(_Event, b"_prev")
+cdef Py_ssize_t E_PMB = slot_offset(_Event, b"_pmb")
+cdef Py_ssize_t P_INIT = slot_offset(_PMB, b"init")
+cdef Py_ssize_t P_ENTRIES = slot_offset(_PMB, b"entries")
+
+
+cdef inline object _get(object o, Py_ssize_t off):
+    return <object>slot_get(o, off)
+
+
+cdef inline double _getf(object o, Py_ssize_t off) except? -1.0:
+    return <double><object>slot_get(o, off)
 
 __all__ = [
     "merge_latest",
@@ -473,27 +500,27 @@ cdef class _Assembly:
             candidates = self.probe(classes[0])
         else:
             candidates = list(self.by_recency([self.probe(c) for c in classes]))
-        cdef long long nxt_moment = nxt.moment
-        cdef double nxt_start = nxt.start
+        cdef long long nxt_moment = _get(nxt, E_MOMENT)
+        cdef double nxt_start = _getf(nxt, E_START)
         cdef long long moment
         cdef double t
         cdef bint ok
         cdef list checks = <list>PyList_GET_ITEM(self.checks_at, i)
         cdef Py_ssize_t bitno = self.bitno
         for p in candidates:
-            moment = p.moment
+            moment = _get(p, E_MOMENT)
             if moment >= nxt_moment:
                 continue
             if moment <= self.reg:
                 break  # everything further back arrived before the query existed
-            if <double>p.end > nxt_start:
+            if _getf(p, E_END) > nxt_start:
                 continue
-            pmb = p._pmb
-            if i == 0 and bits_test(pmb.init, bitno):
-                if <double>p.start < self.bound:
+            pmb = _get(p, E_PMB)
+            if i == 0 and bits_test(_get(pmb, P_INIT), bitno):
+                if _getf(p, E_START) < self.bound:
                     continue
             else:
-                entries = pmb.entries
+                entries = _get(pmb, P_ENTRIES)
                 if not entries:
                     continue
                 groups = entries.get(i)
@@ -522,7 +549,7 @@ cdef class _Assembly:
             if self.min_prob is not None:
                 t = 1.0
                 for ev in self.env:
-                    t *= <double>ev.prob
+                    t *= _getf(ev, E_PROB)
                 if t < <double>self.min_prob:
                     continue
             self.found.append(list(self.env))
@@ -588,9 +615,9 @@ cdef class _Chains:
             return out
         p = target.siq.last.get(self.src)
         while p is not None:
-            if <double>p.start >= horizon:
+            if _getf(p, E_START) >= horizon:
                 out.append(p)
-            p = p._prev
+            p = _get(p, E_PREV)
         return out
 
     def __call__(self, cls):
@@ -665,11 +692,11 @@ def insert_plain(net, ecq, e, dict seq_pass, dict extended, double hclock, pmb_t
                 kept = {}
             kept[key] = keep
     if init or kept or ecq.general_uses:
-        e._pmb = pmb_type(init, kept)
+        slot_set(e, E_PMB, pmb_type(init, kept))
         siq = ecq.siq
         last = siq.last
-        src = e.src
-        e._prev = last.get(src)
+        src = _get(e, E_SRC)
+        slot_set(e, E_PREV, last.get(src))
         last[src] = e
         siq.queue.append(e)
         if init or kept:
@@ -679,10 +706,6 @@ def insert_plain(net, ecq, e, dict seq_pass, dict extended, double hclock, pmb_t
 
 
 # ------------------------------------------------------------------ the event loop
-
-
-from ecq.event import Event as _Event
-from ecq.match import Match as _Match
 
 
 cdef inline bint _simple(qs, dict ecqs):
@@ -708,19 +731,26 @@ def run_events(engine, events):
     for e in events:
         if e.arrival >= 0:
             e = _Event(e.src, e.type, e.start, e.end, e.attrs, e.prob, e.id)
+        exact = type(e) is _Event
         engine.ops += 1
         arrival = engine.arrivals
-        e.arrival = arrival
-        e.moment = 2 * engine.ops + 1
+        moment = 2 * engine.ops + 1
+        if exact:
+            slot_set(e, E_ARRIVAL, arrival)
+            slot_set(e, E_MOMENT, moment)
+        else:
+            e.arrival = arrival
+            e.moment = moment
         engine.arrivals = arrival + 1
         before = engine.clock
-        end = e.end
-        if end > before:
-            engine.clock = e.end
+        end_o = _get(e, E_END) if exact else e.end
+        if <double>end_o > before:
+            engine.clock = end_o
         clock = engine.clock
-        ecq = ecqs.get(e.type)
+        ecq = ecqs.get(_get(e, E_TYPE) if exact else e.type)
         if (
-            ecq is None
+            not exact
+            or ecq is None
             or clock > <double>net._next_deadline
             or ecq.static_pass is None
             or ecq.general_final
@@ -763,20 +793,19 @@ cdef _emit_simple(engine, list completed, e, arrival, list out):
         qs, env = completed[i]
         prob = 1.0
         for ev in env:
-            prob *= <double>ev.prob
+            prob *= _getf(ev, E_PROB)
         if not prob > 0.0:
             continue
-        keyed.append((qs.order, tuple([ev.arrival for ev in env]), i, prob))
+        keyed.append((qs.order, tuple([_get(ev, E_ARRIVAL) for ev in env]), i, prob))
     if len(keyed) > 1:
         keyed.sort()
     seq = engine.next_seq
-    src = e.src
+    src = _get(e, E_SRC)
     for order, arrivals, i, prob in keyed:
         qs, env = completed[i]
-        first = env[0]
-        last = env[len(env) - 1]
-        out.append(_Match(qs.cq.name, src, first.start, last.end, env, {}, prob, seq, arrival))
+        end = _get(env[len(env) - 1], E_END)
+        out.append(_Match(qs.cq.name, src, _get(env[0], E_START), end, env, {}, prob, seq, arrival))
         seq += 1
         qs.matches += 1
-        qs.last_match = last.end
+        qs.last_match = end
     engine.next_seq = seq
