@@ -777,7 +777,8 @@ class Network:
         summary = self.summary.get(e.src)
         if summary is None:
             summary = self.summary[e.src] = ({}, [])
-        starts, later = summary
+        starts: dict[str, tuple[float, int]] = summary[0]
+        later: list[list[tuple[float, int]]] = summary[1]
         cutoff = hclock - self._max_window
         if init:
             previous = starts.get(e.type)
