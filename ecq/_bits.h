@@ -169,6 +169,40 @@ static int buf_or(scemon_buf *b, PyObject *a) {
     return 0;
 }
 
+/* b |= a & c. */
+static int buf_or_and(scemon_buf *b, PyObject *a, PyObject *c) {
+    if (!bits_plain(a) || !bits_plain(c)) { PyErr_SetString(PyExc_ValueError, "bitsets must be non-negative ints"); return -1; }
+    Py_ssize_t n = bits_ndigits(a) < bits_ndigits(c) ? bits_ndigits(a) : bits_ndigits(c);
+    if (buf_reserve(b, n) < 0) return -1;
+    const digit *da = bits_digits(a), *dc = bits_digits(c);
+    for (Py_ssize_t i = 0; i < n; i++) b->d[i] |= da[i] & dc[i];
+    if (n > b->n) b->n = n;
+    return 0;
+}
+
+/* The lowest set bit of b at or above `from`, or -1. */
+static Py_ssize_t buf_next_bit(const scemon_buf *b, Py_ssize_t from) {
+    Py_ssize_t i = from / PyLong_SHIFT;
+    if (i >= b->n) return -1;
+    digit d = b->d[i] & (digit)(~(digit)0 << (from % PyLong_SHIFT)) & PyLong_MASK;
+    while (d == 0) {
+        if (++i >= b->n) return -1;
+        d = b->d[i];
+    }
+    return i * PyLong_SHIFT + __builtin_ctz(d);
+}
+
+/* Whether every bit of a is in b. */
+static int bits_subset(PyObject *a, PyObject *b) {
+    if (!bits_plain(a) || !bits_plain(b)) return 0;
+    Py_ssize_t na = bits_ndigits(a), nb = bits_ndigits(b);
+    if (na > nb) return 0;
+    const digit *da = bits_digits(a), *db = bits_digits(b);
+    for (Py_ssize_t i = 0; i < na; i++)
+        if (da[i] & ~db[i]) return 0;
+    return 1;
+}
+
 /* a & ~b, as a new int. */
 static PyObject *bits_andnot_buf(PyObject *a, const scemon_buf *b) {
     if (!bits_plain(a)) { PyErr_SetString(PyExc_ValueError, "bitsets must be non-negative ints"); return NULL; }

@@ -35,6 +35,9 @@ cdef extern from "_bits.h":
     int bits_meet(object a, object b) except -1
     int bits_test(object a, Py_ssize_t k) except -1
     int buf_or(scemon_buf *b, object a) except -1
+    int buf_or_and(scemon_buf *b, object a, object c) except -1
+    Py_ssize_t buf_next_bit(const scemon_buf *b, Py_ssize_t start)
+    int bits_subset(object a, object b)
     object bits_andnot_buf(object a, const scemon_buf *b)
     void buf_free(scemon_buf *b)
     int bits_is_zero(object a)
@@ -357,6 +360,7 @@ def extend_summary(net, ecq, e, dict seq_pass):
     cdef double oldest = e_end - <double>net._max_window
     cdef dict final = ecq.seq_final
     cdef dict more = ecq.seq_more
+    static = ecq.static_pass
     cdef Py_ssize_t k, i, n_later = len(later)
     cdef list res
     cdef double t
@@ -366,8 +370,11 @@ def extend_summary(net, ecq, e, dict seq_pass):
         k = key
         if k == 0 or k > n_later + 1:
             continue
-        m = passed & (final.get(key, 0) | more.get(key, 0))
-        if not m:
+        if seq_pass is static:
+            m = passed  # no filters: the position's queries, all in final | more
+        else:
+            m = passed & (final.get(key, 0) | more.get(key, 0))
+        if bits_is_zero(m):
             continue
         res = []
         if k == 1:
@@ -634,27 +641,38 @@ def test_plain(net, ecq, e, dict seq_pass, double hclock, list completed, by_rec
     else:
         extended = {}
     cdef dict final = ecq.seq_final
-    done = seq_pass.get(0, 0) & final.get(0, 0)
-    for key, groups in extended.items():
-        fin = final.get(key, 0)
-        if fin:
-            for g in groups:
-                done |= _bits(g) & fin
-    if not done:
-        return extended
+    # The queries ``e`` completes, gathered digit by digit (no int is made).
+    cdef scemon_buf done
+    memset(&done, 0, sizeof(scemon_buf))
+    try:
+        fin = final.get(0)
+        if fin is not None:
+            buf_or_and(&done, seq_pass.get(0, 0), fin)
+        for key, groups in extended.items():
+            fin = final.get(key)
+            if fin is not None:
+                for g in groups:
+                    buf_or_and(&done, _bits(g), fin)
+        bitno = buf_next_bit(&done, 0)
+        if bitno < 0:
+            return extended
+        _complete(net, e, hclock, &done, bitno, completed, by_recency)
+    finally:
+        buf_free(&done)
+    return extended
+
+
+cdef int _complete(net, e, double hclock, scemon_buf *done, Py_ssize_t bitno, list completed, by_recency) except -1:
+    # The matches of the queries in ``done`` (lowest bit first, as Network._nodes_of).
     cdef _Chains probe = _Chains()
     probe.ecqs = net.ecqs
     probe.horizons = {}
-    probe.src = e.src
+    probe.src = _get(e, E_SRC)
     probe.hclock = hclock
     by_bit = net.by_bit
-    cdef Py_ssize_t bitno
-    while done:
-        # Lowest bit first, as Network._nodes_of.
-        low = done & -done
-        bitno = low.bit_length() - 1
-        done ^= low
+    while bitno >= 0:
         qs = by_bit[bitno]
+        bitno = buf_next_bit(done, bitno + 1)
         cq = qs.cq
         if cq.never:
             continue
@@ -668,7 +686,7 @@ def test_plain(net, ecq, e, dict seq_pass, double hclock, list completed, by_rec
         else:
             for env in assemble_seq(qs, e, probe, by_recency):
                 completed.append((qs, env))
-    return extended
+    return 0
 
 
 def insert_plain(net, ecq, e, dict seq_pass, dict extended, double hclock, pmb_type):
@@ -684,9 +702,12 @@ def insert_plain(net, ecq, e, dict seq_pass, dict extended, double hclock, pmb_t
             continue
         keep = []
         for g in groups:
+            if bits_subset(_bits(g), more):
+                keep.append(g)  # every query of the group goes on from here
+                continue
             bb = bits_and3(_bits(g), more, NULL)
             if not bits_is_zero(bb):
-                keep.append(g if bb is _bits(g) or bb == _bits(g) else (<object>PyTuple_GET_ITEM(g, 0), bb))
+                keep.append((<object>PyTuple_GET_ITEM(g, 0), bb))
         if keep:
             if kept is None:
                 kept = {}
