@@ -480,6 +480,44 @@ def summarise(net, e, init, kept, double hclock):
             _merge_rows(<_Rows>summary.later[k - 1], groups, cutoff)
 
 
+cdef class _Plan:
+    """A node's constants for the compiled loops, read from its QState and
+    CompiledQuery once (each attribute lookup is a dict lookup). Cached on the QState,
+    which never changes once registered."""
+
+    cdef readonly object name
+    cdef bint never, top, mode_all, simple
+    cdef Py_ssize_t length, bitno
+    cdef long long reg
+    cdef object order, probability, derived_class
+    cdef double window
+    cdef list classes_at, checks_at
+
+
+cdef _Plan _plan_of(qs):
+    plan = qs.plan
+    if plan is not None:
+        return <_Plan>plan
+    cdef _Plan p = _Plan()
+    cq = qs.cq
+    p.name = cq.name
+    p.never = cq.never
+    p.top = cq.top
+    p.mode_all = cq.mode_all
+    p.simple = qs.simple
+    p.length = cq.length
+    p.bitno = qs.bitno
+    p.reg = qs.reg
+    p.order = qs.order
+    p.probability = cq.probability
+    p.derived_class = qs.derived_class
+    p.window = cq.window if cq.window else 0.0
+    p.classes_at = qs.classes_at
+    p.checks_at = qs.checks_at
+    qs.plan = p
+    return p
+
+
 cdef class _Assembly:
     """One call of ``assemble_seq``: the query's constants and the match being built."""
 
@@ -567,20 +605,22 @@ cdef class _Assembly:
 
 def assemble_seq(qs, last, probe, by_recency):
     """``ecq.assembly.assemble_seq`` (``by_recency`` merges several classes' chains)."""
-    cq = qs.cq
-    cdef Py_ssize_t n = cq.length
+    return _assemble(_plan_of(qs), last, probe, by_recency)
+
+
+cdef list _assemble(_Plan plan, last, probe, by_recency):
+    cdef Py_ssize_t n = plan.length
     cdef _Assembly a = _Assembly()
     a.probe = probe
-    a.classes_at = qs.classes_at
-    a.checks_at = qs.checks_at
+    a.classes_at = plan.classes_at
+    a.checks_at = plan.checks_at
     a.env = [last] * n
     a.found = []
-    window = cq.window
-    a.bound = <double>last.end - (<double>window if window else 0.0)
-    a.reg = qs.reg
-    a.bitno = qs.bitno
-    a.mode_all = cq.mode_all
-    a.min_prob = cq.probability
+    a.bound = _getf(last, E_END) - plan.window
+    a.reg = plan.reg
+    a.bitno = plan.bitno
+    a.mode_all = plan.mode_all
+    a.min_prob = plan.probability
     a.by_recency = by_recency
     a.fill(n - 2, last)
     return a.found
@@ -611,11 +651,17 @@ cdef class _Chains:
 
     cdef dict ecqs
     cdef dict horizons
+    cdef dict chains
     cdef object src
     cdef double hclock
 
     cdef list chain(self, object cls):
-        cdef list out = []
+        # Cached for the instance being processed, as Network._probe.
+        cdef list out = self.chains.get(cls)
+        if out is not None:
+            return out
+        out = []
+        self.chains[cls] = out
         cdef double horizon = _horizon(self.ecqs, self.horizons, cls, self.hclock)
         target = self.ecqs.get(cls)
         if target is None:
@@ -667,24 +713,26 @@ cdef int _complete(net, e, double hclock, scemon_buf *done, Py_ssize_t bitno, li
     cdef _Chains probe = _Chains()
     probe.ecqs = net.ecqs
     probe.horizons = {}
+    probe.chains = {}
     probe.src = _get(e, E_SRC)
     probe.hclock = hclock
     by_bit = net.by_bit
+    cdef _Plan plan
     while bitno >= 0:
         qs = by_bit[bitno]
         bitno = buf_next_bit(done, bitno + 1)
-        cq = qs.cq
-        if cq.never:
+        plan = _plan_of(qs)
+        if plan.never:
             continue
-        if cq.length == 1:
-            if cq.top and cq.probability is not None:
-                ok = e.prob >= cq.probability
+        if plan.length == 1:
+            if plan.top and plan.probability is not None:
+                ok = _getf(e, E_PROB) >= <double>plan.probability
             else:
-                ok = e.prob > 0.0
+                ok = _getf(e, E_PROB) > 0.0
             if ok:
                 completed.append((qs, [e]))
         else:
-            for env in assemble_seq(qs, e, probe, by_recency):
+            for env in _assemble(plan, e, probe, by_recency):
                 completed.append((qs, env))
     return 0
 
@@ -732,7 +780,8 @@ def insert_plain(net, ecq, e, dict seq_pass, dict extended, double hclock, pmb_t
 cdef inline bint _simple(qs, dict ecqs):
     # Emitted as it is: no trailing negation to wait for, no RETURN, no probability
     # clause, and no query reads its matches through @name.
-    return qs.simple and qs.derived_class not in ecqs
+    cdef _Plan plan = _plan_of(qs)
+    return plan.simple and plan.derived_class not in ecqs
 
 
 def run_events(engine, events):
@@ -817,7 +866,7 @@ cdef _emit_simple(engine, list completed, e, arrival, list out):
             prob *= _getf(ev, E_PROB)
         if not prob > 0.0:
             continue
-        keyed.append((qs.order, tuple([_get(ev, E_ARRIVAL) for ev in env]), i, prob))
+        keyed.append((_plan_of(qs).order, tuple([_get(ev, E_ARRIVAL) for ev in env]), i, prob))
     if len(keyed) > 1:
         keyed.sort()
     seq = engine.next_seq
@@ -825,7 +874,7 @@ cdef _emit_simple(engine, list completed, e, arrival, list out):
     for order, arrivals, i, prob in keyed:
         qs, env = completed[i]
         end = _get(env[len(env) - 1], E_END)
-        out.append(_Match(qs.cq.name, src, _get(env[0], E_START), end, env, {}, prob, seq, arrival))
+        out.append(_Match(_plan_of(qs).name, src, _get(env[0], E_START), end, env, {}, prob, seq, arrival))
         seq += 1
         qs.matches += 1
         qs.last_match = end

@@ -86,6 +86,8 @@ class QState:
     # A match is emitted as it is found: no trailing negation, RETURN or probability
     # clause (whether some query reads ``@name`` is checked when it is found).
     simple: bool = False
+    # The compiled part's copy of this node's constants (ecq._speedups), made on use.
+    plan: Any = None
 
     def __post_init__(self) -> None:
         self.bit = 1 << self.bitno
