@@ -408,44 +408,78 @@ def extend_summary(net, ecq, e, dict seq_pass):
     return out
 
 
+cdef _Rows _scratch = _Rows()
+
+
 cdef int _merge_rows(_Rows rows, list new, double cutoff) except -1:
-    # merge_latest on native rows: the merged rows replace ``rows``' content.
-    cdef _Rows out = _Rows()
-    cdef Py_ssize_t i = 0, j = 0, n_old = rows.n, n_new = len(new), q, w
-    cdef scemon_buf claimed_new, claimed_old
+    # merge_latest on native rows, digit by digit into a scratch block whose storage
+    # then trades places with ``rows``' (no allocation once warm).
+    global _scratch
+    cdef _Rows out = _scratch
+    cdef Py_ssize_t i = 0, j = 0, n_old = rows.n, n_new = len(new), q, w = rows.w, nd
     cdef double t
     cdef object g, bits
     cdef digit *r
-    memset(&claimed_new, 0, sizeof(scemon_buf))
-    memset(&claimed_old, 0, sizeof(scemon_buf))
-    try:
-        while i < n_old or j < n_new:
-            if j < n_new and (i >= n_old or _t(new[j]) >= rows.t[i]):
-                g = new[j]
-                j += 1
-                t = _t(g)
-                bits = bits_andnot_buf(_bits(g), &claimed_old)
-                buf_or(&claimed_new, bits)
-            else:
-                t = rows.t[i]
-                bits = bits_andnot_buf(rows.bits_of(i), &claimed_new)
-                i += 1
-                buf_or(&claimed_old, bits)
-            if t < cutoff:
-                break
-            if bits_is_zero(bits):
-                continue
-            if out.n and out.t[out.n - 1] == t:
-                out.or_row(out.n - 1, bits)
-            else:
-                out.append(t, bits)
-    finally:
-        buf_free(&claimed_new)
-        buf_free(&claimed_old)
-    # Take over ``out``'s storage.
+    cdef digit *src
+    cdef digit *cn
+    cdef digit *co
+    cdef digit x
+    cdef bint any_bit, from_new
+    # One width for the old rows, the new groups and the scratch block.
+    if out.w > w:
+        w = out.w
+    for g in new:
+        nd = bits_ndigits(_bits(g))
+        if nd > w:
+            w = nd
+    rows._reserve(rows.n, w)
+    out.n = 0
+    out._reserve(n_old + n_new + 2, w)  # two more rows: the claimed sets
+    assert rows.w == w and out.w == w
+    cn = out.row(out.cap - 1)  # bits of the new groups placed so far
+    co = out.row(out.cap - 2)  # bits of the old groups placed so far
+    memset(cn, 0, w * sizeof(digit))
+    memset(co, 0, w * sizeof(digit))
+    while i < n_old or j < n_new:
+        from_new = j < n_new and (i >= n_old or _t(new[j]) >= rows.t[i])
+        r = out.row(out.n)
+        any_bit = False
+        if from_new:
+            g = new[j]
+            j += 1
+            t = _t(g)
+            bits = _bits(g)
+            nd = bits_ndigits(bits)
+            src = bits_digits(bits)
+            for q in range(w):
+                x = (src[q] if q < nd else 0) & ~co[q]
+                r[q] = x
+                cn[q] |= x
+                any_bit = any_bit or x != 0
+        else:
+            t = rows.t[i]
+            src = rows.row(i)
+            i += 1
+            for q in range(w):
+                x = src[q] & ~cn[q]
+                r[q] = x
+                co[q] |= x
+                any_bit = any_bit or x != 0
+        if t < cutoff:
+            break
+        if not any_bit:
+            continue
+        if out.n and out.t[out.n - 1] == t:
+            src = out.row(out.n - 1)
+            for q in range(w):
+                src[q] |= r[q]
+        else:
+            out.t[out.n] = t
+            out.n += 1
+    # Trade storage: ``rows`` takes the merged rows, the scratch the old block.
     rows.t, out.t = out.t, rows.t
     rows.d, out.d = out.d, rows.d
-    rows.n, out.n = out.n, rows.n
+    rows.n, out.n = out.n, 0
     rows.cap, out.cap = out.cap, rows.cap
     rows.w, out.w = out.w, rows.w
     return 0

@@ -111,3 +111,26 @@ def test_compiled_and_pure_engines_agree_on_the_paper_workload(n_queries: int) -
         assert [(x.id, x._pmb.init, x._pmb.entries) for x in ecq.siq] == [
             (x.id, x._pmb.init, x._pmb.entries) for x in b.ecqs[cls].siq
         ]
+
+
+def test_native_summaries_widen_as_queries_come_and_go() -> None:
+    """Queries registered in waves get ever higher bit numbers, so the native summaries'
+    rows must widen mid-stream (and bits be freed and reused after unregistering)."""
+    w = Workload(n_queries=400, n_classes=8, n_sources=6, source_gap=200.0)
+    queries = sequence_queries(w)
+    engines = [Engine(clean_every=300, compiled=c) for c in (True, False)]
+    stream = list(events(w, 4000))
+    outs: list[list[tuple[object, ...]]] = [[], []]
+    for wave in range(8):
+        for eng, out in zip(engines, outs, strict=True):
+            for name, text in queries[wave * 50 : (wave + 1) * 50]:
+                eng.register(name, text)
+            if wave >= 2:
+                for name, _ in queries[(wave - 2) * 50 : (wave - 2) * 50 + 25]:
+                    eng.unregister(name)
+            chunk = stream[wave * 500 : (wave + 1) * 500]
+            batch = [Event(e.src, e.type, e.start, e.end, id=e.id) for e in chunk]
+            out += [(m.query, m.seq, tuple(m.arrivals())) for m in eng.process(batch)]
+        a, b = (eng.network for eng in engines)
+        assert {src: native.view() for src, native in a.summary.items()} == b.summary
+    assert outs[0] == outs[1] and len(outs[0]) > 100
