@@ -45,7 +45,6 @@ cdef extern from "_bits.h":
 from ecq.event import Event as _Event
 from ecq.match import Match as _Match
 from ecq.pmb import PMB as _PMB
-from ecq.pmb import resolve_latest as _resolve_latest
 
 # Slot offsets of Event and PMB (see slot_get in _bits.h).
 cdef Py_ssize_t E_SRC = slot_offset(_Event, b"src")
@@ -404,7 +403,46 @@ def extend_summary(net, ecq, e, dict seq_pass):
             # First positions: each query at its latest start, one group per distinct
             # start (classes' entries share query bits only through ANY(...)); later
             # positions' rows are that already.
-            out[key] = _resolve_latest(res) if k == 1 else res
+            out[key] = _resolve(res) if k == 1 else res
+    return out
+
+
+cdef list _resolve(list groups):
+    # ecq.pmb.resolve_latest: each query bit at its latest start, one group per distinct
+    # start, latest first (a stable sort, then one pass with the bits claimed so far).
+    cdef Py_ssize_t i, j, n = len(groups)
+    cdef object cur, g, fresh, last
+    cdef double t
+    cdef list out
+    cdef scemon_buf claimed
+    if n <= 1:
+        return groups
+    for i in range(1, n):
+        cur = groups[i]
+        t = _t(cur)
+        j = i - 1
+        while j >= 0 and _t(groups[j]) < t:
+            groups[j + 1] = groups[j]
+            j -= 1
+        groups[j + 1] = cur
+    out = []
+    memset(&claimed, 0, sizeof(scemon_buf))
+    try:
+        for g in groups:
+            fresh = bits_andnot_buf(_bits(g), &claimed)
+            if bits_is_zero(fresh):
+                continue
+            t = _t(g)
+            if out and _t(out[len(out) - 1]) == t:
+                last = out[len(out) - 1]
+                out[len(out) - 1] = (<object>PyTuple_GET_ITEM(last, 0), _bits(last) | fresh)
+            elif fresh is _bits(g):
+                out.append(g)
+            else:
+                out.append((<object>PyTuple_GET_ITEM(g, 0), fresh))
+            buf_or(&claimed, fresh)
+    finally:
+        buf_free(&claimed)
     return out
 
 
