@@ -1,13 +1,15 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled versions of the shared engine's hottest functions (optional).
+"""The compiled part of the shared engine at level "summary" (optional; ecq.accel).
 
-Each function here does exactly what the pure-Python function of the same name in
-``ecq.network``, ``ecq.pmb`` or ``ecq.assembly`` does, on the same data structures
-(Python ints as query bitsets, lists of ``(start, bits)`` groups, the SIQ back chains),
-so the two can be swapped at any moment and the tests run both (``ecq.accel``). What it
-saves is the interpreter's dispatch and, mostly, the intermediate ints: Python's
-``bits & m & window`` allocates two ints, ``_bits.h`` combines the digits in one pass and
-allocates nothing when the result is zero, which it usually is.
+Each public function is the twin of a Python one: ``run_events`` of
+``OpClock.process``, ``test_plain``/``insert_plain`` of the plain-sequence part of
+``Network.process``, ``extend_summary``/``summarise`` of ``Network._extend_summary``/
+``_summarise``, ``assemble_seq`` of ``ecq.assembly.assemble_seq``. They take the same
+arguments and give the same results on the same objects (Python ints as query bitsets,
+PMBs, SIQ back chains, matches); only a source's summary is kept natively
+(``SrcSummary``, whose ``view()`` is the Python summary). docs/architecture.md says
+why each piece is faster: mostly fewer intermediate ints (``_bits.h`` combines digits
+in one pass and allocates nothing when the result is zero) and fewer scattered objects.
 """
 
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
@@ -68,8 +70,6 @@ cdef inline double _getf(object o, Py_ssize_t off) except? -1.0:
     return <double><object>slot_get(o, off)
 
 __all__ = [
-    "merge_latest",
-    "new_summary",
     "extend_summary",
     "summarise",
     "assemble_seq",
@@ -85,52 +85,6 @@ cdef inline double _t(object group):
 
 cdef inline object _bits(object group):
     return <object>PyTuple_GET_ITEM(group, 1)
-
-
-def merge_latest(list groups, list new, double cutoff):
-    """``ecq.pmb.merge_latest``: fold latest-first disjoint ``new`` into ``groups``."""
-    cdef list out = []
-    cdef Py_ssize_t i = 0, j = 0
-    cdef Py_ssize_t n_old = len(groups), n_new = len(new)
-    cdef scemon_buf claimed_new, claimed_old
-    cdef object g, bits, last
-    cdef double t
-    cdef bint take_new
-    memset(&claimed_new, 0, sizeof(scemon_buf))
-    memset(&claimed_old, 0, sizeof(scemon_buf))
-    try:
-        while i < n_old or j < n_new:
-            if j < n_new and (i >= n_old or _t(new[j]) >= _t(groups[i])):
-                g = new[j]
-                j += 1
-                take_new = True
-            else:
-                g = groups[i]
-                i += 1
-                take_new = False
-            t = _t(g)
-            bits = _bits(g)
-            if take_new:
-                bits = bits_andnot_buf(bits, &claimed_old)
-                buf_or(&claimed_new, bits)
-            else:
-                bits = bits_andnot_buf(bits, &claimed_new)
-                buf_or(&claimed_old, bits)
-            if t < cutoff:
-                break
-            if bits_is_zero(bits):
-                continue
-            if out and _t(out[len(out) - 1]) == t:
-                last = out[len(out) - 1]
-                out[len(out) - 1] = (<object>PyTuple_GET_ITEM(last, 0), _bits(last) | bits)
-            elif bits is _bits(g):
-                out.append(g)
-            else:
-                out.append((<object>PyTuple_GET_ITEM(g, 0), bits))
-    finally:
-        buf_free(&claimed_new)
-        buf_free(&claimed_old)
-    groups[:] = out
 
 
 cdef object _window_mask(list wins, list wcum, double span):
@@ -338,10 +292,6 @@ cdef class SrcSummary:
                     rows.delete(i)
                 else:
                     i += 1
-
-
-def new_summary():
-    return SrcSummary()
 
 
 def extend_summary(net, ecq, e, dict seq_pass):

@@ -1,11 +1,12 @@
 """The optional compiled part of the shared engine, and the switch between it and the
 pure-Python code.
 
-``ecq/_speedups.pyx`` (built by ``make install``; see setup.py) holds compiled versions
-of the hot functions of the summary level: the extension of partial matches from a
-source's summary, folding an instance into the summary, and assembling sequence matches.
-Each takes and returns exactly what its Python twin does, on the same data structures,
-so results never depend on which one runs; the tests run the engine both ways.
+``ecq/_speedups.pyx`` (built by ``make install`` for CPython 3.11; see setup.py) holds
+the compiled event loop and test and insert phases of the summary level: extending
+partial matches from a source's summary, assembling sequence matches, folding an
+instance into the summary. Each gives exactly what its Python twin gives, so results
+never depend on which one runs; the tests run the engine both ways
+(docs/architecture.md, "The compiled part").
 
 ``SCEMON_PURE=1`` in the environment, or ``Engine(compiled=False)``, uses the Python code.
 """

@@ -7,13 +7,10 @@ import os
 import random
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from ecq import accel
 from ecq.engine import Engine
 from ecq.event import Event
-from ecq.pmb import merge_latest
 from ecq.workload import Workload, events, sequence_queries
 
 # Without SCEMON_PURE the extension must be there: `make test` builds it first.
@@ -27,38 +24,6 @@ def test_the_extension_is_built_by_make_install() -> None:
     assert accel.speedups is not None, "ecq._speedups is not built: run make install"
     assert Engine().network._c is accel.speedups
     assert Engine(compiled=False).network._c is None
-
-
-def _groups(draw_times: list[float], draw_bits: list[int]) -> list[tuple[float, int]]:
-    """Disjoint latest-first groups, as the summary keeps them."""
-    out: list[tuple[float, int]] = []
-    claimed = 0
-    for t, bits in sorted(zip(draw_times, draw_bits, strict=False), key=lambda g: -g[0]):
-        fresh = bits & ~claimed
-        if fresh:
-            if out and out[-1][0] == t:
-                out[-1] = (t, out[-1][1] | fresh)
-            else:
-                out.append((t, fresh))
-            claimed |= fresh
-    return out
-
-
-times = st.lists(st.sampled_from([0.0, 1.0, 2.5, 3.0, 7.0, 9.0]), max_size=8)
-bitsets = st.lists(st.integers(0, 1 << 200), max_size=8)
-
-
-@settings(max_examples=300, deadline=None)
-@given(times, bitsets, times, bitsets, st.sampled_from([float("-inf"), 0.5, 2.5, 8.0]))
-def test_merge_latest_is_the_python_function(
-    t_old: list[float], b_old: list[int], t_new: list[float], b_new: list[int], cutoff: float
-) -> None:
-    old, new = _groups(t_old, b_old), _groups(t_new, b_new)
-    expected, got = list(old), list(old)
-    merge_latest(expected, list(new), cutoff)
-    assert accel.speedups is not None
-    accel.speedups.merge_latest(got, list(new), cutoff)
-    assert got == expected
 
 
 @pytest.mark.parametrize("n_queries", [60, 700])
