@@ -64,10 +64,6 @@ static inline int slot_set(PyObject *o, Py_ssize_t off, PyObject *v) {
     return 0;
 }
 
-/* A new int of n digits, uninitialised (the caller fills every digit, the top one
- * non-zero). */
-static inline PyObject *bits_new(Py_ssize_t n) { return (PyObject *)_PyLong_New(n); }
-
 /* A new int from n digits (trailing zero digits allowed). */
 static PyObject *bits_from_digits(const digit *d, Py_ssize_t n) {
     while (n > 0 && d[n - 1] == 0) n--;
@@ -76,6 +72,44 @@ static PyObject *bits_from_digits(const digit *d, Py_ssize_t n) {
     if (r == NULL) return NULL;
     memcpy(r->ob_digit, d, (size_t)n * sizeof(digit));
     return (PyObject *)r;
+}
+
+/* r & m (& w, when not NULL) over n digits, as a new int. A branch-free OR of the
+ * whole result first (it vectorises; most results are zero), then the digits. */
+static PyObject *digits_and(const digit *r, const digit *m, const digit *w, Py_ssize_t n) {
+    digit acc = 0;
+    Py_ssize_t i;
+    if (w != NULL) {
+        for (i = 0; i < n; i++) acc |= r[i] & m[i] & w[i];
+    } else {
+        for (i = 0; i < n; i++) acc |= r[i] & m[i];
+    }
+    if (acc == 0) return PyLong_FromLong(0);
+    Py_ssize_t top = n;
+    while (top > 0 && (r[top - 1] & m[top - 1] & (w != NULL ? w[top - 1] : PyLong_MASK)) == 0) top--;
+    PyLongObject *out = _PyLong_New(top);
+    if (out == NULL) return NULL;
+    if (w != NULL) {
+        for (i = 0; i < top; i++) out->ob_digit[i] = r[i] & m[i] & w[i];
+    } else {
+        for (i = 0; i < top; i++) out->ob_digit[i] = r[i] & m[i];
+    }
+    return (PyObject *)out;
+}
+
+/* One step of merging latest-first groups (merge_latest): r = s & ~other over w digits
+ * (s has ns of them, the rest are zero), mine |= r. Returns whether r has a bit. */
+static int digits_claim(digit *r, const digit *s, Py_ssize_t ns, const digit *other, digit *mine, Py_ssize_t w) {
+    digit acc = 0;
+    Py_ssize_t n = ns < w ? ns : w, q;
+    for (q = 0; q < n; q++) {
+        digit x = s[q] & ~other[q];
+        r[q] = x;
+        mine[q] |= x;
+        acc |= x;
+    }
+    for (; q < w; q++) r[q] = 0;
+    return acc != 0;
 }
 
 /* a & b & c (c may be NULL). New reference. */

@@ -29,7 +29,8 @@ cdef extern from "_bits.h":
     Py_ssize_t bits_ndigits(object o)
     digit *bits_digits(object o)
     object bits_from_digits(const digit *d, Py_ssize_t n)
-    object bits_new(Py_ssize_t n)
+    object digits_and(const digit *r, const digit *m, const digit *w, Py_ssize_t n)
+    bint digits_claim(digit *r, const digit *s, Py_ssize_t ns, const digit *other, digit *mine, Py_ssize_t w)
     Py_ssize_t slot_offset(object cls, const char *name) except -1
     PyObject *slot_get(object o, Py_ssize_t off) except NULL
     int slot_set(object o, Py_ssize_t off, object v) except -1
@@ -60,6 +61,15 @@ cdef Py_ssize_t E_PREV = slot_offset(_Event, b"_prev")
 cdef Py_ssize_t E_PMB = slot_offset(_Event, b"_pmb")
 cdef Py_ssize_t P_INIT = slot_offset(_PMB, b"init")
 cdef Py_ssize_t P_ENTRIES = slot_offset(_PMB, b"entries")
+cdef Py_ssize_t M_QUERY = slot_offset(_Match, b"query")
+cdef Py_ssize_t M_SRC = slot_offset(_Match, b"src")
+cdef Py_ssize_t M_START = slot_offset(_Match, b"start")
+cdef Py_ssize_t M_END = slot_offset(_Match, b"end")
+cdef Py_ssize_t M_EVENTS = slot_offset(_Match, b"events")
+cdef Py_ssize_t M_ATTRS = slot_offset(_Match, b"attrs")
+cdef Py_ssize_t M_PROB = slot_offset(_Match, b"prob")
+cdef Py_ssize_t M_SEQ = slot_offset(_Match, b"seq")
+cdef Py_ssize_t M_TRIGGER = slot_offset(_Match, b"trigger")
 
 
 cdef inline object _get(object o, Py_ssize_t off):
@@ -192,34 +202,14 @@ cdef class _Rows:
 
     cdef object and_with(self, Py_ssize_t i, object m, object wm):
         # row & m (& wm), as a new int; 0 when empty.
-        cdef Py_ssize_t n = self.w, j, top
-        cdef digit *r = self.row(i)
-        cdef const digit *dm = bits_digits(m)
-        cdef const digit *dw
+        cdef Py_ssize_t n = self.w
         if bits_ndigits(m) < n:
             n = bits_ndigits(m)
-        if wm is not None:
-            if bits_ndigits(wm) < n:
-                n = bits_ndigits(wm)
-            dw = bits_digits(wm)
-            top = n
-            while top > 0 and (r[top - 1] & dm[top - 1] & dw[top - 1]) == 0:
-                top -= 1
-            if top == 0:
-                return 0
-            out = bits_new(top)
-            for j in range(top):
-                (<digit *>bits_digits(out))[j] = r[j] & dm[j] & dw[j]
-            return out
-        top = n
-        while top > 0 and (r[top - 1] & dm[top - 1]) == 0:
-            top -= 1
-        if top == 0:
-            return 0
-        out = bits_new(top)
-        for j in range(top):
-            (<digit *>bits_digits(out))[j] = r[j] & dm[j]
-        return out
+        if wm is None:
+            return digits_and(self.row(i), bits_digits(m), NULL, n)
+        if bits_ndigits(wm) < n:
+            n = bits_ndigits(wm)
+        return digits_and(self.row(i), bits_digits(m), bits_digits(wm), n)
 
     cdef void clear_bit(self, Py_ssize_t bitno):
         cdef Py_ssize_t i, k = bitno // PyLong_SHIFT
@@ -411,7 +401,6 @@ cdef int _merge_rows(_Rows rows, list new, double cutoff) except -1:
     cdef digit *src
     cdef digit *cn
     cdef digit *co
-    cdef digit x
     cdef bint any_bit, from_new
     # One width for the old rows, the new groups and the scratch block.
     if out.w > w:
@@ -431,28 +420,16 @@ cdef int _merge_rows(_Rows rows, list new, double cutoff) except -1:
     while i < n_old or j < n_new:
         from_new = j < n_new and (i >= n_old or _t(new[j]) >= rows.t[i])
         r = out.row(out.n)
-        any_bit = False
         if from_new:
             g = new[j]
             j += 1
             t = _t(g)
             bits = _bits(g)
-            nd = bits_ndigits(bits)
-            src = bits_digits(bits)
-            for q in range(w):
-                x = (src[q] if q < nd else 0) & ~co[q]
-                r[q] = x
-                cn[q] |= x
-                any_bit = any_bit or x != 0
+            any_bit = digits_claim(r, bits_digits(bits), bits_ndigits(bits), co, cn, w)
         else:
             t = rows.t[i]
-            src = rows.row(i)
+            any_bit = digits_claim(r, rows.row(i), w, cn, co, w)
             i += 1
-            for q in range(w):
-                x = src[q] & ~cn[q]
-                r[q] = x
-                co[q] |= x
-                any_bit = any_bit or x != 0
         if t < cutoff:
             break
         if not any_bit:
@@ -896,7 +873,18 @@ cdef _emit_simple(engine, list completed, e, arrival, list out):
     for order, arrivals, i, prob in keyed:
         qs, env = completed[i]
         end = _get(env[len(env) - 1], E_END)
-        out.append(_Match(_plan_of(qs).name, src, _get(env[0], E_START), end, env, {}, prob, seq, arrival))
+        # Match(name, src, start, end, env, {}, prob, seq, arrival), slot by slot.
+        m = _Match.__new__(_Match)
+        slot_set(m, M_QUERY, _plan_of(qs).name)
+        slot_set(m, M_SRC, src)
+        slot_set(m, M_START, _get(env[0], E_START))
+        slot_set(m, M_END, end)
+        slot_set(m, M_EVENTS, env)
+        slot_set(m, M_ATTRS, {})
+        slot_set(m, M_PROB, prob)
+        slot_set(m, M_SEQ, seq)
+        slot_set(m, M_TRIGGER, arrival)
+        out.append(m)
         seq += 1
         qs.matches += 1
         qs.last_match = end
