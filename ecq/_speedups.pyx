@@ -80,6 +80,7 @@ cdef inline double _getf(object o, Py_ssize_t off) except? -1.0:
     return <double><object>slot_get(o, off)
 
 __all__ = [
+    "clean_siq",
     "extend_summary",
     "summarise",
     "assemble_seq",
@@ -889,3 +890,21 @@ cdef _emit_simple(engine, list completed, e, arrival, list out):
         qs.matches += 1
         qs.last_match = end
     engine.next_seq = seq
+
+
+def clean_siq(siq, double horizon):
+    """``SIQ.clean``: drop instances from the front while their start is below
+    ``horizon``, unlinking each from its chain; returns how many."""
+    queue = siq.queue
+    cdef dict last = siq.last
+    cdef Py_ssize_t dropped = 0
+    popleft = queue.popleft
+    while queue and _getf(queue[0], E_START) < horizon:
+        e = popleft()
+        slot_set(e, E_PREV, None)
+        slot_set(e, E_PMB, None)
+        src = _get(e, E_SRC)
+        if last.get(src) is e:
+            del last[src]
+        dropped += 1
+    return dropped

@@ -907,6 +907,8 @@ class Network:
         O(dropped + ECQs + summary groups)."""
         if self.summary:
             self.prune_summary(clock)
+        if self._c is not None:
+            return sum(self._c.clean_siq(ecq.siq, ecq.horizon(clock)) for ecq in self.ecqs.values())
         return sum(ecq.siq.clean(ecq.horizon(clock)) for ecq in self.ecqs.values())
 
     def stored(self) -> int:
