@@ -45,6 +45,7 @@ cdef extern from "_bits.h":
     void buf_free(scemon_buf *b)
     int bits_is_zero(object a)
 
+from ecq.assembly import by_recency as _by_recency
 from ecq.event import Event as _Event
 from ecq.match import Match as _Match
 from ecq.pmb import PMB as _PMB
@@ -531,7 +532,6 @@ cdef class _Assembly:
     cdef Py_ssize_t bitno
     cdef bint mode_all
     cdef object min_prob
-    cdef object by_recency
 
     cdef bint fill(self, Py_ssize_t i, object nxt) except -1:
         cdef tuple classes = <tuple>PyList_GET_ITEM(self.classes_at, i)
@@ -540,11 +540,11 @@ cdef class _Assembly:
             if len(classes) == 1:
                 candidates = (<_Chains>self.probe).chain(classes[0])
             else:
-                candidates = list(self.by_recency([(<_Chains>self.probe).chain(c) for c in classes]))
+                candidates = list(_by_recency([(<_Chains>self.probe).chain(c) for c in classes]))
         elif len(classes) == 1:
             candidates = self.probe(classes[0])
         else:
-            candidates = list(self.by_recency([self.probe(c) for c in classes]))
+            candidates = list(_by_recency([self.probe(c) for c in classes]))
         cdef long long nxt_moment = _get(nxt, E_MOMENT)
         cdef double nxt_start = _getf(nxt, E_START)
         cdef long long moment
@@ -603,12 +603,12 @@ cdef class _Assembly:
         return False
 
 
-def assemble_seq(qs, last, probe, by_recency):
-    """``ecq.assembly.assemble_seq`` (``by_recency`` merges several classes' chains)."""
-    return _assemble(_plan_of(qs), last, probe, by_recency)
+def assemble_seq(qs, last, probe):
+    """``ecq.assembly.assemble_seq``."""
+    return _assemble(_plan_of(qs), last, probe)
 
 
-cdef list _assemble(_Plan plan, last, probe, by_recency):
+cdef list _assemble(_Plan plan, last, probe):
     cdef Py_ssize_t n = plan.length
     cdef _Assembly a = _Assembly()
     a.probe = probe
@@ -621,7 +621,6 @@ cdef list _assemble(_Plan plan, last, probe, by_recency):
     a.bitno = plan.bitno
     a.mode_all = plan.mode_all
     a.min_prob = plan.probability
-    a.by_recency = by_recency
     a.fill(n - 2, last)
     return a.found
 
@@ -677,7 +676,7 @@ cdef class _Chains:
         return self.chain(cls)
 
 
-def test_plain(net, ecq, e, dict seq_pass, double hclock, list completed, by_recency):
+def test_plain(net, ecq, e, dict seq_pass, double hclock, list completed):
     """The plain-sequence part of ``Network.process``'s test phase at level "summary":
     extend from the summary, then assemble the matches of the queries ``e`` completes
     (appended to ``completed`` as ``(node, events)``). Returns the extended groups."""
@@ -702,13 +701,13 @@ def test_plain(net, ecq, e, dict seq_pass, double hclock, list completed, by_rec
         bitno = buf_next_bit(&done, 0)
         if bitno < 0:
             return extended
-        _complete(net, e, hclock, &done, bitno, completed, by_recency)
+        _complete(net, e, hclock, &done, bitno, completed)
     finally:
         buf_free(&done)
     return extended
 
 
-cdef int _complete(net, e, double hclock, scemon_buf *done, Py_ssize_t bitno, list completed, by_recency) except -1:
+cdef int _complete(net, e, double hclock, scemon_buf *done, Py_ssize_t bitno, list completed) except -1:
     # The matches of the queries in ``done`` (lowest bit first, as Network._nodes_of).
     cdef _Chains probe = _Chains()
     probe.ecqs = net.ecqs
@@ -732,12 +731,12 @@ cdef int _complete(net, e, double hclock, scemon_buf *done, Py_ssize_t bitno, li
             if ok:
                 completed.append((qs, [e]))
         else:
-            for env in _assemble(plan, e, probe, by_recency):
+            for env in _assemble(plan, e, probe):
                 completed.append((qs, env))
     return 0
 
 
-def insert_plain(net, ecq, e, dict seq_pass, dict extended, double hclock, pmb_type):
+def insert_plain(net, ecq, e, dict seq_pass, dict extended, double hclock):
     """``Network.process``'s insert phase at level "summary": the instance's PMB, its
     place in the SIQ, and its source's summary. Returns whether it was stored."""
     cdef dict more_at = ecq.seq_more
@@ -761,7 +760,7 @@ def insert_plain(net, ecq, e, dict seq_pass, dict extended, double hclock, pmb_t
                 kept = {}
             kept[key] = keep
     if init or kept or ecq.general_uses:
-        slot_set(e, E_PMB, pmb_type(init, kept))
+        slot_set(e, E_PMB, _PMB(init, kept))
         siq = ecq.siq
         last = siq.last
         src = _get(e, E_SRC)
@@ -797,7 +796,6 @@ def run_events(engine, events):
     cdef double before, clock, prob, end
     cdef Py_ssize_t i, n
     cdef bint simple
-    by_recency = net._by_recency
     for e in events:
         if e.arrival >= 0:
             e = _Event(e.src, e.type, e.start, e.end, e.attrs, e.prob, e.id)
@@ -833,8 +831,8 @@ def run_events(engine, events):
             net.seen += 1
             completed = []
             static = ecq.static_pass
-            extended = test_plain(net, ecq, e, static, clock, completed, by_recency)
-            insert_plain(net, ecq, e, static, extended, clock, net._pmb_type)
+            extended = test_plain(net, ecq, e, static, clock, completed)
+            insert_plain(net, ecq, e, static, extended, clock)
             if completed:
                 simple = True
                 for qs, env in completed:

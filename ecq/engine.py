@@ -100,7 +100,7 @@ class Engine(OpClock):
         Events are stamped with their arrival index and moment. (The compiled loop of
         ``ecq.accel`` when built: same results.)"""
         net = self.network
-        if net._c is not None and net.timers is None and net.level == "summary":
+        if net.compiled_plain:
             out: list[Match] = net._c.run_events(self, events)
             return out
         return super().process(events)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ecq import accel
-from ecq.assembly import assemble_seq, by_recency
+from ecq.assembly import assemble_seq
 from ecq.composite import (
     Cand,
     Context,
@@ -195,19 +195,17 @@ class Network:
         if compiled and not accel.available():
             raise ValueError("the compiled functions are not built (make install) or SCEMON_PURE is set")
         self.level = level
-        # The compiled twins of the summary level's hot functions (ecq.accel), or None,
-        # and what they are handed.
+        # The compiled twins of the summary level's hot functions (ecq.accel), or None.
         self._c: Any = accel.speedups if compiled is not False else None
-        self._by_recency = by_recency
-        self._pmb_type = PMB
         self.reduced = level not in ("instances", "subpatterns")
         # Per-phase seconds when profiling (the benchmark's breakdown), else None.
         self.timers: dict[str, float] | None = (
             dict.fromkeys(("search", "probe", "evaluate", "insert", "clean"), 0.0) if profile else None
         )
-        # Per source, per sequence position: disjoint (latest start, query bits) groups
-        # over the source's stored instances (level "summary").
-        # Per source: (latest (start, bits) per class for first components, and for each
+        # The compiled event loop and plain phases run the summary level when not
+        # profiling (the profiled loop times the phases from Python).
+        self.compiled_plain = self._c is not None and level == "summary" and not profile
+        # Per source (level "summary"): (latest (start, bits) per class for first components, and for each
         # later position one latest-first list of disjoint (start, bits) groups); with
         # the compiled functions the same content natively (``_speedups.SrcSummary``).
         self.summary: dict[Any, Any] = {}
@@ -406,9 +404,7 @@ class Network:
             self.fire(e.moment - 1, clock_before, clock, e.arrival, out)
         completed = self.process(e, clock, e.moment)
         if completed:
-            made = self._settle(completed, e, e.moment, clock, clock, 1, e.arrival, out)
-            if made:
-                self._run(made, e.moment, clock, clock, 1, e.arrival, out)
+            self._conclude(completed, e, clock, out)
         return out or None
 
     def settle_plain(self, found: list[tuple[QState, list[Event]]], e: Event, clock: float) -> list[Emission]:
@@ -416,11 +412,15 @@ class Network:
         (``(node, events)``) that need more than emitting: trailing negation, RETURN,
         probability, sub-patterns, ``@name`` readers."""
         out: list[Emission] = []
-        completed = [(qs, match_cand(env, e)) for qs, env in found]
+        self._conclude([(qs, match_cand(env, e)) for qs, env in found], e, clock, out)
+        return out
+
+    def _conclude(self, completed: list[tuple[QState, Cand]], e: Event, clock: float, out: list[Emission]) -> None:
+        """Phase 1 after the test phase: settle what ``e`` completed, then run the
+        derived instances that makes."""
         made = self._settle(completed, e, e.moment, clock, clock, 1, e.arrival, out)
         if made:
             self._run(made, e.moment, clock, clock, 1, e.arrival, out)
-        return out
 
     def fire(self, moment: int, clock_before: float, clock: float, arrival: int, out: list[Emission]) -> None:
         """Phase 0: every pending trailing-negation match whose deadline the clock now
@@ -598,12 +598,11 @@ class Network:
             timers["search"] += now - began
             began = now
             probed = timers["probe"]
-        # The compiled plain phases (ecq.accel) when not profiling.
-        compiled = self._c is not None and self.level == "summary" and timers is None
+        compiled = self.compiled_plain
         extended: dict[int, list[tuple[float, int]]] = {}
         if compiled:
             pairs: list[tuple[QState, list[Event]]] = []
-            extended = self._c.test_plain(self, ecq, e, seq_pass, hclock, pairs, by_recency)
+            extended = self._c.test_plain(self, ecq, e, seq_pass, hclock, pairs)
             completed = [(qs, match_cand(env, e)) for qs, env in pairs]
         else:
             if len(seq_pass) > 1 or 0 not in seq_pass:
@@ -638,7 +637,7 @@ class Network:
                             completed.append((qs, match_cand([e], e)))
                     else:
                         found = (
-                            self._c.assemble_seq(qs, e, probe, by_recency)
+                            self._c.assemble_seq(qs, e, probe)
                             if self._c is not None
                             else assemble_seq(qs, e, probe)
                         )
@@ -681,7 +680,7 @@ class Network:
             timers["evaluate"] += now - began - (timers["probe"] - probed)
             began = now
         if compiled:
-            self._c.insert_plain(self, ecq, e, seq_pass, extended, hclock, PMB)
+            self._c.insert_plain(self, ecq, e, seq_pass, extended, hclock)
             return completed
         init = seq_pass.get(0, 0) & ecq.seq_more.get(0, 0)
         kept: dict[int, list[tuple[float, int]]] | None = None
@@ -801,7 +800,9 @@ class Network:
         """Drop summary groups no window can reach any more (run with cleaning)."""
         cutoff = clock - self._max_window
         if self._c is not None:
-            for src in [src for src, s in self.summary.items() if s.prune(cutoff) or s.empty()]:
+            for native in self.summary.values():
+                native.prune(cutoff)
+            for src in [src for src, native in self.summary.items() if native.empty()]:
                 del self.summary[src]
             return
         empty = []
