@@ -7,19 +7,16 @@ line on stderr and exit status 1 — a traceback is for bugs, not for typos.
 
 from __future__ import annotations
 
-import errno
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 
-from ecq.errors import ScemonError
 from service import replay as files
 from service.bench_cli import bench_app
+from service.cli_errors import user_errors
 from service.generate_cli import generate
 from service.progress import LazyProgress
 from service.serve_cli import openapi, serve
@@ -81,7 +78,7 @@ def parse(queries: QueriesOption) -> None:
     Exits 1 with the file, line and column of the first query that does not parse or
     that the engine rejects.
     """
-    with _user_errors():
+    with user_errors():
         specs = files.read_queries(queries)
         parsed = files.canonical_queries(specs, queries)
         files.build_engine(specs, queries)  # what the engine rejects beyond the grammar
@@ -143,7 +140,7 @@ def replay(
     time advances to infinity, so matches waiting for a window to close are written too.
     A one-line summary goes to stderr.
     """
-    with _user_errors(), LazyProgress() as progress:
+    with user_errors(), LazyProgress() as progress:
         specs = files.read_queries(queries)
         engine = files.build_engine(specs, queries, engine_kind.value)
         progress.phase("reading events")
@@ -162,26 +159,6 @@ def replay(
     total = sum(counts.values())
     noun = "match" if total == 1 else "matches"
     typer.echo(f"{len(batch)} events, {total} {noun} ({per_query})", err=True)
-
-
-@contextmanager
-def _user_errors() -> Iterator[None]:
-    """Report a user's mistake on one line and exit 1."""
-    try:
-        yield
-    except ScemonError as err:
-        _fail(str(err))
-    except OSError as err:
-        if err.errno == errno.EPIPE:
-            raise  # the reader went away (`| head`): typer exits quietly
-        reason = err.strerror or str(err)
-        _fail(f"{err.filename}: {reason}" if err.filename is not None else reason)
-
-
-def _fail(message: str) -> NoReturn:
-    first = message.split("\n", 1)[0]
-    typer.echo(f"error: {first}", err=True)
-    raise typer.Exit(1)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from service.cli_errors import fail
 from service.config import Settings, is_loopback
 
 __all__ = ["openapi", "serve"]
@@ -45,9 +46,9 @@ def serve(
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
-        _fail(f"setting {where}: {first['msg']}")
+        fail(f"setting {where}: {first['msg']}")
     if not settings.auth_enabled and not is_loopback(settings.host):
-        _fail(
+        fail(
             f"refusing to bind {settings.host} without tokens: set SCEMON_TOKENS "
             "(e.g. 'secret1:admin,secret2:producer') or bind 127.0.0.1"
         )
@@ -81,17 +82,12 @@ def openapi(
     text = openapi_yaml(create_app(Settings()))
     if check:
         if out == "-":
-            _fail("--check needs --out FILE")
+            fail("--check needs --out FILE")
         current = Path(out).read_text(encoding="utf-8") if Path(out).exists() else ""
         if current != text:
-            _fail(f"{out} is out of date: run `scemon openapi --out {out}`")
+            fail(f"{out} is out of date: run `scemon openapi --out {out}`")
         return
     if out == "-":
         sys.stdout.write(text)
     else:
         Path(out).write_text(text, encoding="utf-8")
-
-
-def _fail(message: str) -> Any:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(1)

@@ -9,15 +9,17 @@ exit status 1.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 
 from ecq.errors import ScemonError
+from service.cli_errors import user_errors
+
+# What to do when the Spark job's extra is not installed.
+SPARK_MISSING = "pip install 'scemon[spark]' (and a Java 17 runtime)"
 
 __all__ = ["demo", "queries_app", "stream"]
 
@@ -120,7 +122,7 @@ def stream(
     from api.spark_sink import RetryPolicy
     from service.pipeline import JobOptions, Pipeline, check_job, parse_mapping, spark_session
 
-    with _user_errors():
+    with user_errors(SPARK_MISSING):
         options = JobOptions(
             source=source,
             services=service,
@@ -187,7 +189,7 @@ def demo(
     """
     from service.demo import Demo
 
-    with _user_errors():
+    with user_errors(SPARK_MISSING):
         code = Demo(
             n_events=events,
             n_files=files,
@@ -220,7 +222,7 @@ def register(
     """
     from service.shard_queries import register_everywhere
 
-    with _user_errors():
+    with user_errors(SPARK_MISSING):
         for line in register_everywhere(service, queries, token):
             typer.echo(line, err=True)
 
@@ -229,22 +231,3 @@ def _check_services(urls: list[str]) -> None:
     for url in urls:
         if not url.startswith(("http://", "https://")):
             raise ScemonError(f"--service {url}: expected a URL like http://127.0.0.1:8080")
-
-
-@contextmanager
-def _user_errors() -> Iterator[None]:
-    """Report a user's mistake (or a service that stayed away) on one line and exit 1."""
-    try:
-        yield
-    except ScemonError as err:
-        _fail(str(err))
-    except OSError as err:
-        reason = err.strerror or str(err)
-        _fail(f"{err.filename}: {reason}" if err.filename is not None else reason)
-    except ModuleNotFoundError as err:  # the spark extra is missing
-        _fail(f"{err.name} is not installed: pip install 'scemon[spark]' (and a Java 17 runtime)")
-
-
-def _fail(message: str) -> NoReturn:
-    typer.echo(f"error: {message.splitlines()[0] if message else 'failed'}", err=True)
-    raise typer.Exit(1)
