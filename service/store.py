@@ -25,6 +25,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,11 +149,22 @@ class Store:
         row = self._db.execute("SELECT MAX(pos) FROM ops").fetchone()
         return 0 if row[0] is None else int(row[0]) + 1
 
-    def commit_register(self, entries: Sequence[tuple[str, dict[str, Any]]]) -> None:
-        """Log queries registered together (a bulk call) in one transaction."""
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction of the writer connection: committed when the block
+        ends, rolled back (and the error raised again) when it fails."""
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
+            yield db
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def commit_register(self, entries: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """Log queries registered together (a bulk call) in one transaction."""
+        with self._writing() as db:
             pos = self._next_pos()
             for offset, (name, spec) in enumerate(entries):
                 body = orjson.dumps(spec)
@@ -163,23 +175,13 @@ class Store:
                 db.execute(
                     "INSERT INTO queries (name, spec, pos) VALUES (?, ?, ?)", (name, body, pos + offset)
                 )
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
 
     def commit_unregister(self, name: str) -> None:
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with self._writing() as db:
             db.execute(
                 "INSERT INTO ops (pos, kind, name) VALUES (?, ?, ?)", (self._next_pos(), UNREGISTER, name)
             )
             db.execute("DELETE FROM queries WHERE name = ?", (name,))
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
 
     def commit_batch(
         self,
@@ -195,9 +197,7 @@ class Store:
     ) -> None:
         """One batch's effects, together: its op, its id, its matches, the per-query
         counts (``name -> (new matches, last match end)``), ``next_seq`` and the clock."""
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with self._writing() as db:
             pos = self._next_pos()
             db.execute(
                 "INSERT INTO ops (pos, kind, body, time) VALUES (?, ?, ?, ?)", (pos, BATCH, events, max_end)
@@ -207,10 +207,6 @@ class Store:
                 (producer, batch_id, pos, accepted),
             )
             self._write_matches(matches, counts, next_seq, clock)
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
 
     def commit_time(
         self,
@@ -220,15 +216,9 @@ class Store:
         next_seq: int,
         clock: float,
     ) -> None:
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with self._writing() as db:
             db.execute("INSERT INTO ops (pos, kind, time) VALUES (?, ?, ?)", (self._next_pos(), TIME, time))
             self._write_matches(matches, counts, next_seq, clock)
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
 
     def _write_matches(
         self, matches: Sequence[MatchRow], counts: dict[str, tuple[int, float]], next_seq: int, clock: float
@@ -256,10 +246,7 @@ class Store:
         """
         db = self._db
         row = db.execute("SELECT MIN(pos) FROM ops WHERE kind = ? AND time >= ?", (BATCH, horizon)).fetchone()
-        cut = row[0]
-        if cut is None:
-            last = db.execute("SELECT MAX(pos) FROM ops").fetchone()[0]
-            cut = 0 if last is None else int(last) + 1
+        cut = row[0] if row[0] is not None else self._next_pos()
         drop: list[int] = []
         open_reg: dict[str, int] = {}
         for pos, kind, name in db.execute(
@@ -272,17 +259,12 @@ class Store:
                 reg = open_reg.pop(name)
                 if name not in keep:
                     drop += [reg, pos]
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with self._writing() as db:
             dropped = db.execute(
                 "DELETE FROM ops WHERE pos < ? AND kind IN (?, ?)", (cut, BATCH, TIME)
             ).rowcount
             db.executemany("DELETE FROM ops WHERE pos = ?", [(p,) for p in drop])
             db.execute("DELETE FROM matches WHERE seq < ?", (next_seq - match_log_max,))
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
         return int(dropped) + len(drop)
 
     # ------------------------------------------------------------- reading matches
