@@ -308,13 +308,16 @@ class _Resume:
     def __init__(
         self,
         base_url: str,
-        from_seq: int,
-        queries: Iterable[str] | None,
-        token: str | None,
-        idle_timeout: float | None,
-        max_retries: int | None,
-        backoff: float,
+        from_seq: int = 0,
+        queries: Iterable[str] | None = None,
+        token: str | None = None,
+        idle_timeout: float | None = None,
+        max_retries: int | None = 20,
+        backoff: float = 0.1,
+        **connect_kwargs: Any,
     ) -> None:
+        # ``connect_kwargs`` go to the websockets library's connect call.
+        self.connect_kwargs = connect_kwargs
         self.base_url = base_url
         self.next_seq = from_seq
         self.queries = list(queries) if queries else None
@@ -369,20 +372,6 @@ class Subscription(_Resume):
     token, unknown query, invalid ``from_seq``) raises :class:`ApiError` at once.
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        from_seq: int = 0,
-        queries: Iterable[str] | None = None,
-        token: str | None = None,
-        idle_timeout: float | None = None,
-        max_retries: int | None = 20,
-        backoff: float = 0.1,
-        **connect_kwargs: Any,
-    ) -> None:
-        super().__init__(base_url, from_seq, queries, token, idle_timeout, max_retries, backoff)
-        self.connect_kwargs = connect_kwargs
-
     async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
         while True:
             error: BaseException | None = None
@@ -409,20 +398,6 @@ class Subscription(_Resume):
 
 class SyncSubscription(_Resume):
     """The blocking twin of :class:`Subscription` (``websockets.sync``)."""
-
-    def __init__(
-        self,
-        base_url: str,
-        from_seq: int = 0,
-        queries: Iterable[str] | None = None,
-        token: str | None = None,
-        idle_timeout: float | None = None,
-        max_retries: int | None = 20,
-        backoff: float = 0.1,
-        **connect_kwargs: Any,
-    ) -> None:
-        super().__init__(base_url, from_seq, queries, token, idle_timeout, max_retries, backoff)
-        self.connect_kwargs = connect_kwargs
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         while True:
