@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 import httpx
 
@@ -41,7 +42,11 @@ class ServerProcess:
         log_level: str = "warning",
         env: dict[str, str] | None = None,
         grace: float = 10.0,
+        inherit_settings: bool = True,
     ) -> None:
+        """``env`` adds to (or overrides) this process's environment; with
+        ``inherit_settings=False`` its ``SCEMON_*`` settings are left out first, so the
+        server runs on its defaults plus ``env``."""
         self.data = data
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -49,6 +54,7 @@ class ServerProcess:
         self.log_level = log_level
         self.env = env
         self.grace = grace
+        self.inherit_settings = inherit_settings
         self.process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> ServerProcess:
@@ -60,7 +66,7 @@ class ServerProcess:
     ) -> None:
         self.stop()
 
-    def start(self, timeout: float = 60.0) -> None:
+    def start(self, timeout: float = 60.0) -> Self:
         """Start the server and wait until ``/readyz`` answers 200 (the engine is rebuilt
         from the store). Raises RuntimeError with the log's tail if it does not."""
         self.data.mkdir(parents=True, exist_ok=True)
@@ -82,7 +88,7 @@ class ServerProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                env={**os.environ, **(self.env or {})},
+                env={**self._inherited(), **(self.env or {})},
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -92,7 +98,7 @@ class ServerProcess:
                 )
             try:
                 if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
-                    return
+                    return self
             except httpx.TransportError:
                 pass
             time.sleep(0.1)
@@ -116,6 +122,11 @@ class ServerProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+    def _inherited(self) -> dict[str, str]:
+        if self.inherit_settings:
+            return dict(os.environ)
+        return {k: v for k, v in os.environ.items() if not k.startswith("SCEMON_")}
 
     def _tail(self) -> str:
         try:

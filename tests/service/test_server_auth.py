@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
 from websockets.sync.client import connect
 
 from api.client import ApiError, SyncSubscription
-from tests.service.conftest import ROOT, StartServer, free_port
+from service.server_process import free_port
+from tests.service.conftest import StartServer
+
+ROOT = Path(__file__).resolve().parents[2]
 
 TOKENS = "adm-secret:admin,prod-secret:producer,read-secret:reader"
 EVENTS = {"producer": "p", "batch_id": 1, "events": [{"src": 1, "type": "A", "start": 1}]}

@@ -3,7 +3,6 @@ nothing: the queries, the match log and the counters are as before."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,7 +12,7 @@ import pytest
 from websockets.sync.client import connect
 
 from api.client import arrow_bytes
-from tests.service.conftest import Server, free_port
+from tests.service.conftest import Server
 from tests.service.feeds import arrow_table
 
 ARROW = "application/vnd.apache.arrow.stream"
@@ -22,9 +21,8 @@ GOOD_EVENT = {"src": 1, "type": "A", "start": 1.0}
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCEMON_")}
-    env.update(SCEMON_MAX_BATCH_EVENTS="100", SCEMON_MAX_BODY_BYTES="200000")
-    server = Server(tmp_path_factory.mktemp("bad") / "data", free_port(), env).start()
+    env = {"SCEMON_MAX_BATCH_EVENTS": "100", "SCEMON_MAX_BODY_BYTES": "200000"}
+    server = Server(tmp_path_factory.mktemp("bad") / "data", env).start()
     client = server.client()
     client.register("ab", "SEQ(A, B) WITHIN 10 s")
     client.post_events("p", 0, [GOOD_EVENT, {"src": 1, "type": "B", "start": 2.0}])
