@@ -11,6 +11,7 @@
 #define SCEMON_BITS_H
 
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 #include <structmember.h> /* PyMemberDef */
 
@@ -252,6 +253,42 @@ static PyObject *bits_andnot_buf(PyObject *a, const scemon_buf *b) {
     PyLongObject *r = _PyLong_New(top);
     if (r == NULL) return NULL;
     for (Py_ssize_t i = 0; i < top; i++) r->ob_digit[i] = da[i] & ~(i < b->n ? b->d[i] : 0);
+    return (PyObject *)r;
+}
+
+/* b |= bit k. */
+static inline int buf_set(scemon_buf *b, Py_ssize_t k) {
+    Py_ssize_t i = k / PyLong_SHIFT;
+    if (buf_reserve(b, i + 1) < 0) return -1;
+    b->d[i] |= (digit)1 << (k % PyLong_SHIFT);
+    if (i + 1 > b->n) b->n = i + 1;
+    return 0;
+}
+
+/* The numbers of the set bits of r & m (& w, when not NULL) over n digits, ascending,
+ * written to out (room for n * PyLong_SHIFT); returns how many. Sparse query sets are
+ * what the engine stores per instance: a few queries out of thousands. */
+static Py_ssize_t digits_and_ids(const digit *r, const digit *m, const digit *w, Py_ssize_t n, uint32_t *out) {
+    Py_ssize_t count = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        digit x = r[i] & m[i];
+        if (w != NULL) x &= w[i];
+        while (x) {
+            out[count++] = (uint32_t)(i * PyLong_SHIFT + __builtin_ctz(x));
+            x &= x - 1;
+        }
+    }
+    return count;
+}
+
+/* A new int with the bits numbered ids[0..n) (ascending) set. */
+static PyObject *bits_from_ids(const uint32_t *ids, Py_ssize_t n) {
+    if (n == 0) return PyLong_FromLong(0);
+    Py_ssize_t nd = ids[n - 1] / PyLong_SHIFT + 1;
+    PyLongObject *r = _PyLong_New(nd);
+    if (r == NULL) return NULL;
+    memset(r->ob_digit, 0, (size_t)nd * sizeof(digit));
+    for (Py_ssize_t i = 0; i < n; i++) r->ob_digit[ids[i] / PyLong_SHIFT] |= (digit)1 << (ids[i] % PyLong_SHIFT);
     return (PyObject *)r;
 }
 

@@ -16,6 +16,7 @@ from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.float cimport PyFloat_AS_DOUBLE
 from cpython.ref cimport PyObject
+from libc.stdint cimport uint32_t
 from libc.string cimport memcpy, memset
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 
@@ -25,7 +26,9 @@ cdef extern from "Python.h":
 
 cdef extern from "_bits.h":
     ctypedef struct scemon_buf:
-        pass
+        digit *d
+        Py_ssize_t n
+        Py_ssize_t cap
     Py_ssize_t bits_ndigits(object o)
     digit *bits_digits(object o)
     object bits_from_digits(const digit *d, Py_ssize_t n)
@@ -44,6 +47,9 @@ cdef extern from "_bits.h":
     object bits_andnot_buf(object a, const scemon_buf *b)
     void buf_free(scemon_buf *b)
     int bits_is_zero(object a)
+    int buf_set(scemon_buf *b, Py_ssize_t k) except -1
+    Py_ssize_t digits_and_ids(const digit *r, const digit *m, const digit *w, Py_ssize_t n, uint32_t *out)
+    object bits_from_ids(const uint32_t *ids, Py_ssize_t n)
 
 from ecq.assembly import by_recency as _by_recency
 from ecq.event import Event as _Event
@@ -81,6 +87,7 @@ cdef inline double _getf(object o, Py_ssize_t off) except? -1.0:
     return <double><object>slot_get(o, off)
 
 __all__ = [
+    "Groups",
     "clean_siq",
     "extend_summary",
     "summarise",
@@ -111,6 +118,169 @@ cdef object _window_mask(list wins, list wcum, double span):
     if lo < PyList_GET_SIZE(wcum):
         return <object>PyList_GET_ITEM(wcum, lo)
     return 0
+
+
+# ------------------------------------------------------------ sparse groups
+
+
+cdef class Groups:
+    """Latest-first disjoint ``(start, bits)`` groups (a PMB entry, an extension's
+    result) with each group's queries as their numbers, ascending, instead of an int.
+    At thousands of queries a group holds a few of them: an int of the width of every
+    registered query was most of an instance's memory, and allocating and freeing those
+    ints most of the insert phase. To Python it is the list of ``(start, int)`` tuples
+    it stands for (iteration, ``len``, indexing, ``==``), so the pure-Python readers of
+    PMBs and the tests see the same entries either way. Immutable."""
+
+    cdef Py_ssize_t n
+    cdef double *t
+    cdef Py_ssize_t *off  # group i holds ids[off[i]:off[i + 1]]
+    cdef uint32_t *ids
+    cdef void *block
+
+    def __dealloc__(self):
+        PyMem_Free(self.block)
+
+    def __len__(self):
+        return self.n
+
+    cdef object bits_of(self, Py_ssize_t i):
+        return bits_from_ids(self.ids + self.off[i], self.off[i + 1] - self.off[i])
+
+    cdef Py_ssize_t max_id(self):
+        cdef Py_ssize_t i, top = -1
+        for i in range(self.n):
+            if self.off[i + 1] > self.off[i] and <Py_ssize_t>self.ids[self.off[i + 1] - 1] > top:
+                top = self.ids[self.off[i + 1] - 1]
+        return top
+
+    cdef bint find(self, Py_ssize_t bitno, double *start):
+        # Whether a group holds query ``bitno``; its start goes to ``start``.
+        cdef Py_ssize_t i, lo, hi, mid
+        cdef uint32_t b = <uint32_t>bitno
+        for i in range(self.n):
+            lo = self.off[i]
+            hi = self.off[i + 1]
+            if hi == lo or self.ids[lo] > b or self.ids[hi - 1] < b:
+                continue
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if self.ids[mid] < b:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if self.ids[lo] == b:
+                start[0] = self.t[i]
+                return True
+        return False
+
+    def __getitem__(self, Py_ssize_t i):
+        if i < 0:
+            i += self.n
+        if i < 0 or i >= self.n:
+            raise IndexError("group index out of range")
+        return (self.t[i], self.bits_of(i))
+
+    def __iter__(self):
+        cdef Py_ssize_t i
+        for i in range(self.n):
+            yield (self.t[i], self.bits_of(i))
+
+    def __eq__(self, other):
+        if isinstance(other, (Groups, list)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    def __ne__(self, other):
+        if isinstance(other, (Groups, list)):
+            return list(self) != list(other)
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"Groups({list(self)!r})"
+
+
+cdef class _Builder:
+    """Scratch space where Groups are put together, reused from call to call."""
+
+    cdef double *t
+    cdef Py_ssize_t *off
+    cdef uint32_t *ids
+    cdef Py_ssize_t n, cap_g, cap_i
+
+    def __cinit__(self):
+        self.cap_g = 16
+        self.cap_i = 1024
+        self.t = <double *>PyMem_Malloc(self.cap_g * sizeof(double))
+        self.off = <Py_ssize_t *>PyMem_Malloc((self.cap_g + 1) * sizeof(Py_ssize_t))
+        self.ids = <uint32_t *>PyMem_Malloc(self.cap_i * sizeof(uint32_t))
+        if self.t == NULL or self.off == NULL or self.ids == NULL:
+            raise MemoryError()
+        self.n = 0
+        self.off[0] = 0
+
+    def __dealloc__(self):
+        PyMem_Free(self.t)
+        PyMem_Free(self.off)
+        PyMem_Free(self.ids)
+
+    cdef inline void reset(self):
+        self.n = 0
+        self.off[0] = 0
+
+    cdef inline Py_ssize_t used(self):
+        return self.off[self.n]
+
+    cdef int reserve(self, Py_ssize_t more_ids) except -1:
+        # Room for one more group and ``more_ids`` more ids.
+        cdef Py_ssize_t cap
+        if self.n + 1 >= self.cap_g:
+            cap = self.cap_g * 2
+            self.t = <double *>_grow(self.t, cap * sizeof(double))
+            self.off = <Py_ssize_t *>_grow(self.off, (cap + 1) * sizeof(Py_ssize_t))
+            self.cap_g = cap
+        if self.off[self.n] + more_ids > self.cap_i:
+            cap = self.cap_i * 2
+            while cap < self.off[self.n] + more_ids:
+                cap *= 2
+            self.ids = <uint32_t *>_grow(self.ids, cap * sizeof(uint32_t))
+            self.cap_i = cap
+        return 0
+
+    cdef inline void close(self, double t, Py_ssize_t end):
+        # The ids written from off[n] to ``end`` become group n, starting at ``t``.
+        self.t[self.n] = t
+        self.n += 1
+        self.off[self.n] = end
+
+    cdef Groups finish(self):
+        cdef Groups g = Groups.__new__(Groups)
+        cdef Py_ssize_t n = self.n, m = self.off[n], i
+        cdef size_t size = n * sizeof(double) + (n + 1) * sizeof(Py_ssize_t) + m * sizeof(uint32_t)
+        g.block = PyMem_Malloc(size if size else 1)
+        if g.block == NULL:
+            raise MemoryError()
+        g.n = n
+        g.t = <double *>g.block
+        g.off = <Py_ssize_t *>(g.t + n)
+        g.ids = <uint32_t *>(g.off + n + 1)
+        memcpy(g.t, self.t, n * sizeof(double))
+        memcpy(g.off, self.off, (n + 1) * sizeof(Py_ssize_t))
+        memcpy(g.ids, self.ids, m * sizeof(uint32_t))
+        return g
+
+
+cdef void *_grow(void *p, size_t size) except NULL:
+    cdef void *q = PyMem_Realloc(p, size)
+    if q == NULL:
+        raise MemoryError()
+    return q
+
+
+cdef _Builder _raw = _Builder()
+cdef _Builder _made = _Builder()
 
 
 # ------------------------------------------------------------ native summaries
@@ -213,6 +383,22 @@ cdef class _Rows:
             n = bits_ndigits(wm)
         return digits_and(self.row(i), bits_digits(m), bits_digits(wm), n)
 
+    cdef int add_ids(self, Py_ssize_t i, object m, object wm, _Builder b, double t) except -1:
+        # The queries of row & m (& wm) become a group of ``b`` starting at ``t`` (none
+        # when empty).
+        cdef Py_ssize_t n = self.w, count
+        if bits_ndigits(m) < n:
+            n = bits_ndigits(m)
+        if wm is not None and bits_ndigits(wm) < n:
+            n = bits_ndigits(wm)
+        b.reserve(n * PyLong_SHIFT)
+        count = digits_and_ids(
+            self.row(i), bits_digits(m), bits_digits(wm) if wm is not None else NULL, n, b.ids + b.used()
+        )
+        if count:
+            b.close(t, b.used() + count)
+        return 0
+
     cdef void clear_bit(self, Py_ssize_t bitno):
         cdef Py_ssize_t i, k = bitno // PyLong_SHIFT
         if k >= self.w:
@@ -287,7 +473,8 @@ cdef class SrcSummary:
 
 
 def extend_summary(net, ecq, e, dict seq_pass):
-    """``Network._extend_summary`` on a native summary."""
+    """``Network._extend_summary`` on a native summary; each position's groups come as
+    :class:`Groups`."""
     cdef dict out = {}
     cdef SrcSummary summary = net.summary.get(e.src)
     if summary is None:
@@ -303,10 +490,10 @@ def extend_summary(net, ecq, e, dict seq_pass):
     cdef dict more = ecq.seq_more
     static = ecq.static_pass
     cdef Py_ssize_t k, i, n_later = len(later)
-    cdef list res
     cdef double t
-    cdef object m, bb, wm
+    cdef object m, wm
     cdef _Rows rows
+    cdef _Builder raw = _raw
     for key, passed in seq_pass.items():
         k = key
         if k == 0 or k > n_later + 1:
@@ -317,7 +504,7 @@ def extend_summary(net, ecq, e, dict seq_pass):
             m = passed & (final.get(key, 0) | more.get(key, 0))
         if bits_is_zero(m):
             continue
-        res = []
+        raw.reset()
         if k == 1:
             i = 0
             while i < len(summary.s_cls):
@@ -327,10 +514,13 @@ def extend_summary(net, ecq, e, dict seq_pass):
                     starts.delete(i)
                     continue
                 wm = _window_mask(wins, wcum, e_end - t) if e_end - t > full else None
-                bb = starts.and_with(i, m, wm)
-                if not bits_is_zero(bb):
-                    res.append((t, bb))
+                starts.add_ids(i, m, wm, raw, t)
                 i += 1
+            if raw.n:
+                # First positions: each query at its latest start, one group per
+                # distinct start (classes' entries share query bits only through
+                # ANY(...)).
+                out[key] = _resolve(raw)
         else:
             rows = <_Rows>PyList_GET_ITEM(later, k - 2)
             for i in range(rows.n):
@@ -338,65 +528,89 @@ def extend_summary(net, ecq, e, dict seq_pass):
                 if t < oldest:
                     break  # latest first: no window reaches this group or the rest
                 wm = _window_mask(wins, wcum, e_end - t) if e_end - t > full else None
-                bb = rows.and_with(i, m, wm)
-                if not bits_is_zero(bb):
-                    res.append((t, bb))
-        if res:
-            # First positions: each query at its latest start, one group per distinct
-            # start (classes' entries share query bits only through ANY(...)); later
-            # positions' rows are that already.
-            out[key] = _resolve(res) if k == 1 else res
+                rows.add_ids(i, m, wm, raw, t)
+            if raw.n:
+                out[key] = raw.finish()  # later positions' rows are disjoint already
     return out
 
 
-cdef list _resolve(list groups):
-    # ecq.pmb.resolve_latest: each query bit at its latest start, one group per distinct
-    # start, latest first (a stable sort, then one pass with the bits claimed so far).
-    cdef Py_ssize_t i, j, n = len(groups)
-    cdef object cur, g, fresh, last
+cdef Groups _resolve(_Builder raw):
+    # ecq.pmb.resolve_latest: each query at its latest start, one group per distinct
+    # start, latest first (a stable sort, then one pass with the queries claimed so far).
+    cdef Py_ssize_t n = raw.n, i, j, lo, hi, w, top = 0, cur
     cdef double t
-    cdef list out
-    cdef scemon_buf claimed
-    if n <= 1:
-        return groups
-    for i in range(1, n):
-        cur = groups[i]
-        t = _t(cur)
+    cdef uint32_t q
+    cdef _Builder made = _made
+    if n == 1:
+        return raw.finish()
+    cdef Py_ssize_t *order = <Py_ssize_t *>PyMem_Malloc(n * sizeof(Py_ssize_t))
+    if order == NULL:
+        raise MemoryError()
+    for i in range(n):
+        cur = i
         j = i - 1
-        while j >= 0 and _t(groups[j]) < t:
-            groups[j + 1] = groups[j]
+        while j >= 0 and raw.t[order[j]] < raw.t[cur]:
+            order[j + 1] = order[j]
             j -= 1
-        groups[j + 1] = cur
-    out = []
+        order[j + 1] = cur
+        if raw.off[i + 1] > raw.off[i] and raw.ids[raw.off[i + 1] - 1] >= top:
+            top = raw.ids[raw.off[i + 1] - 1] + 1
+    cdef scemon_buf claimed
     memset(&claimed, 0, sizeof(scemon_buf))
+    made.reset()
     try:
-        for g in groups:
-            fresh = bits_andnot_buf(_bits(g), &claimed)
-            if bits_is_zero(fresh):
+        buf_set(&claimed, top)  # sized (and zeroed) once
+        for i in range(n):
+            cur = order[i]
+            t = raw.t[cur]
+            lo = raw.off[cur]
+            hi = raw.off[cur + 1]
+            made.reserve(hi - lo)
+            w = made.used()
+            for j in range(lo, hi):
+                q = raw.ids[j]
+                if not (claimed.d[q // PyLong_SHIFT] >> (q % PyLong_SHIFT)) & 1:
+                    claimed.d[q // PyLong_SHIFT] |= (<digit>1) << (q % PyLong_SHIFT)
+                    made.ids[w] = q
+                    w += 1
+            if w == made.used():
                 continue
-            t = _t(g)
-            if out and _t(out[len(out) - 1]) == t:
-                last = out[len(out) - 1]
-                out[len(out) - 1] = (<object>PyTuple_GET_ITEM(last, 0), _bits(last) | fresh)
-            elif fresh is _bits(g):
-                out.append(g)
+            if made.n and made.t[made.n - 1] == t:
+                # Same start as the group before: one group, its ids kept ascending.
+                made.off[made.n] = w
+                _sort_ids(made.ids + made.off[made.n - 1], w - made.off[made.n - 1])
             else:
-                out.append((<object>PyTuple_GET_ITEM(g, 0), fresh))
-            buf_or(&claimed, fresh)
+                made.close(t, w)
     finally:
         buf_free(&claimed)
-    return out
+        PyMem_Free(order)
+    return made.finish()
+
+
+cdef void _sort_ids(uint32_t *ids, Py_ssize_t n):
+    cdef Py_ssize_t i, j
+    cdef uint32_t x
+    for i in range(1, n):
+        x = ids[i]
+        j = i - 1
+        while j >= 0 and ids[j] > x:
+            ids[j + 1] = ids[j]
+            j -= 1
+        ids[j + 1] = x
 
 
 cdef _Rows _scratch = _Rows()
 
 
-cdef int _merge_rows(_Rows rows, list new, double cutoff) except -1:
+cdef int _merge_rows(_Rows rows, new, double cutoff) except -1:
     # merge_latest on native rows, digit by digit into a scratch block whose storage
-    # then trades places with ``rows``' (no allocation once warm).
+    # then trades places with ``rows``' (no allocation once warm). ``new`` is Groups, or
+    # a list of (start, int) groups from the Python insert phase.
     global _scratch
     cdef _Rows out = _scratch
-    cdef Py_ssize_t i = 0, j = 0, n_old = rows.n, n_new = len(new), q, w = rows.w, nd
+    cdef Groups gs = new if type(new) is Groups else None
+    cdef list gl = None if gs is not None else <list?>new
+    cdef Py_ssize_t i = 0, j = 0, n_old = rows.n, n_new, q, w = rows.w, nd
     cdef double t
     cdef object g, bits
     cdef digit *r
@@ -407,10 +621,17 @@ cdef int _merge_rows(_Rows rows, list new, double cutoff) except -1:
     # One width for the old rows, the new groups and the scratch block.
     if out.w > w:
         w = out.w
-    for g in new:
-        nd = bits_ndigits(_bits(g))
+    if gs is not None:
+        n_new = gs.n
+        nd = gs.max_id() // PyLong_SHIFT + 1
         if nd > w:
             w = nd
+    else:
+        n_new = len(gl)
+        for g in gl:
+            nd = bits_ndigits(_bits(g))
+            if nd > w:
+                w = nd
     rows._reserve(rows.n, w)
     out.n = 0
     out._reserve(n_old + n_new + 2, w)  # two more rows: the claimed sets
@@ -420,14 +641,19 @@ cdef int _merge_rows(_Rows rows, list new, double cutoff) except -1:
     memset(cn, 0, w * sizeof(digit))
     memset(co, 0, w * sizeof(digit))
     while i < n_old or j < n_new:
-        from_new = j < n_new and (i >= n_old or _t(new[j]) >= rows.t[i])
+        if j < n_new:
+            t = gs.t[j] if gs is not None else _t(gl[j])
+            from_new = i >= n_old or t >= rows.t[i]
+        else:
+            from_new = False
         r = out.row(out.n)
         if from_new:
-            g = new[j]
+            if gs is not None:
+                any_bit = _claim_ids(r, gs.ids + gs.off[j], gs.off[j + 1] - gs.off[j], co, cn, w)
+            else:
+                bits = _bits(gl[j])
+                any_bit = digits_claim(r, bits_digits(bits), bits_ndigits(bits), co, cn, w)
             j += 1
-            t = _t(g)
-            bits = _bits(g)
-            any_bit = digits_claim(r, bits_digits(bits), bits_ndigits(bits), co, cn, w)
         else:
             t = rows.t[i]
             any_bit = digits_claim(r, rows.row(i), w, cn, co, w)
@@ -450,6 +676,22 @@ cdef int _merge_rows(_Rows rows, list new, double cutoff) except -1:
     rows.cap, out.cap = out.cap, rows.cap
     rows.w, out.w = out.w, rows.w
     return 0
+
+
+cdef bint _claim_ids(digit *r, const uint32_t *ids, Py_ssize_t n, const digit *other, digit *mine, Py_ssize_t w):
+    # digits_claim for a group given by its query numbers.
+    cdef Py_ssize_t j, q
+    cdef digit bit
+    cdef bint any_bit = False
+    memset(r, 0, w * sizeof(digit))
+    for j in range(n):
+        q = ids[j] // PyLong_SHIFT
+        bit = (<digit>1) << (ids[j] % PyLong_SHIFT)
+        if not other[q] & bit:
+            r[q] |= bit
+            mine[q] |= bit
+            any_bit = True
+    return any_bit
 
 
 def summarise(net, e, init, kept, double hclock):
@@ -569,13 +811,17 @@ cdef class _Assembly:
                 if not entries:
                     continue
                 groups = entries.get(i)
-                if not groups:
+                if groups is None:
                     continue
                 ok = False
-                for g in groups:
-                    if bits_test(_bits(g), bitno):
-                        ok = _t(g) >= self.bound
-                        break
+                if type(groups) is Groups:
+                    if (<Groups>groups).find(bitno, &t):
+                        ok = t >= self.bound
+                else:
+                    for g in groups:
+                        if bits_test(_bits(g), bitno):
+                            ok = _t(g) >= self.bound
+                            break
                 if not ok:
                     continue
             self.env[i] = p
@@ -696,8 +942,7 @@ def test_plain(net, ecq, e, dict seq_pass, double hclock, list completed):
         for key, groups in extended.items():
             fin = final.get(key)
             if fin is not None:
-                for g in groups:
-                    buf_or_and(&done, _bits(g), fin)
+                _or_final(&done, <Groups?>groups, fin)
         bitno = buf_next_bit(&done, 0)
         if bitno < 0:
             return extended
@@ -705,6 +950,38 @@ def test_plain(net, ecq, e, dict seq_pass, double hclock, list completed):
     finally:
         buf_free(&done)
     return extended
+
+
+cdef int _or_final(scemon_buf *done, Groups g, fin) except -1:
+    # done |= the queries of g that are in fin.
+    cdef Py_ssize_t j
+    for j in range(g.off[g.n]):
+        if bits_test(fin, g.ids[j]):
+            buf_set(done, g.ids[j])
+    return 0
+
+
+cdef object _keep(Groups g, more):
+    # [(t, bits & more) for t, bits in g if bits & more], as Groups (g itself when every
+    # query of it goes on), or None.
+    cdef Py_ssize_t i, j, w, total = g.off[g.n]
+    cdef _Builder made = _made
+    for j in range(total):
+        if not bits_test(more, g.ids[j]):
+            break
+    else:
+        return g
+    made.reset()
+    for i in range(g.n):
+        made.reserve(g.off[i + 1] - g.off[i])
+        w = made.used()
+        for j in range(g.off[i], g.off[i + 1]):
+            if bits_test(more, g.ids[j]):
+                made.ids[w] = g.ids[j]
+                w += 1
+        if w > made.used():
+            made.close(g.t[i], w)
+    return made.finish() if made.n else None
 
 
 cdef int _complete(net, e, double hclock, scemon_buf *done, Py_ssize_t bitno, list completed) except -1:
@@ -742,20 +1019,12 @@ def insert_plain(net, ecq, e, dict seq_pass, dict extended, double hclock):
     cdef dict more_at = ecq.seq_more
     init = seq_pass.get(0, 0) & more_at.get(0, 0)
     kept = None
-    cdef list keep
     for key, groups in extended.items():
         more = more_at.get(key, 0)
         if not more:
             continue
-        keep = []
-        for g in groups:
-            if bits_subset(_bits(g), more):
-                keep.append(g)  # every query of the group goes on from here
-                continue
-            bb = bits_and3(_bits(g), more, NULL)
-            if not bits_is_zero(bb):
-                keep.append((<object>PyTuple_GET_ITEM(g, 0), bb))
-        if keep:
+        keep = _keep(<Groups?>groups, more)
+        if keep is not None:
             if kept is None:
                 kept = {}
             kept[key] = keep

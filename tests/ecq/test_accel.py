@@ -99,3 +99,45 @@ def test_native_summaries_widen_as_queries_come_and_go() -> None:
         a, b = (eng.network for eng in engines)
         assert {src: native.view() for src, native in a.summary.items()} == b.summary
     assert outs[0] == outs[1] and len(outs[0]) > 100
+
+
+def test_sparse_pmb_groups_read_as_the_lists_they_stand_for() -> None:
+    """The compiled insert phase stores a PMB's groups as ``_speedups.Groups`` (query
+    numbers, not ints); Python code reading PMBs (PMB.latest/size/_check, the tests'
+    comparisons) must see exactly the list of ``(start, int)`` tuples."""
+    w = Workload(n_queries=300, n_sources=5, source_gap=120.0)
+    eng = Engine(clean_every=10**9)
+    for name, text in sequence_queries(w):
+        eng.register(name, text)
+    eng.process(list(events(w, 3000)))
+    native = [
+        g for ecq in eng.network.ecqs.values() for x in ecq.siq if x._pmb.entries for g in x._pmb.entries.values()
+    ]
+    assert native and all(type(g) is accel.speedups.Groups for g in native)
+    several = [g for g in native if len(g) > 1]
+    assert several, "the workload should give instances several groups"
+    for g in several:
+        as_list = list(g)
+        assert all(type(t) is float and type(bits) is int and bits > 0 for t, bits in as_list)
+        assert [t for t, _ in as_list] == sorted((t for t, _ in as_list), reverse=True)
+        seen = 0
+        for _, bits in as_list:
+            assert not bits & seen  # disjoint
+            seen |= bits
+        assert g == as_list and not g != as_list and as_list == g
+        assert g[0] == as_list[0] and g[-1] == as_list[-1] and len(g) == len(as_list)
+        t, bits = as_list[-1]
+        assert g != [*as_list[:-1], (t, bits | (seen + 1))]
+        assert g != as_list[:-1] and g != as_list[1:]
+        assert repr(as_list) in repr(g)
+        with pytest.raises(IndexError):
+            g[len(as_list)]
+    for ecq in eng.network.ecqs.values():
+        for x in ecq.siq:
+            pmb = x._pmb
+            pmb._check()
+            for k, groups in (pmb.entries or {}).items():
+                for t, bits in groups:
+                    low = bits & -bits
+                    assert pmb.latest(k, low, x.start) == t
+                    assert pmb.latest(k, low << 4096, x.start) is None
