@@ -415,7 +415,9 @@ class Network:
         self._conclude([(qs, match_cand(env, e)) for qs, env in found], e, clock, out)
         return out
 
-    def _conclude(self, completed: list[tuple[QState, Cand]], e: Event, clock: float, out: list[Emission]) -> None:
+    def _conclude(
+        self, completed: list[tuple[QState, Cand]], e: Event, clock: float, out: list[Emission]
+    ) -> None:
         """Phase 1 after the test phase: settle what ``e`` completed, then run the
         derived instances that makes."""
         made = self._settle(completed, e, e.moment, clock, clock, 1, e.arrival, out)
@@ -941,4 +943,3 @@ def _clear(masks: dict[int, int], k: int, bit: int) -> None:
         masks[k] = left
     else:
         masks.pop(k, None)
-

@@ -111,7 +111,11 @@ def test_sparse_pmb_groups_read_as_the_lists_they_stand_for() -> None:
         eng.register(name, text)
     eng.process(list(events(w, 3000)))
     native = [
-        g for ecq in eng.network.ecqs.values() for x in ecq.siq if x._pmb.entries for g in x._pmb.entries.values()
+        g
+        for ecq in eng.network.ecqs.values()
+        for x in ecq.siq
+        if x._pmb.entries
+        for g in x._pmb.entries.values()
     ]
     assert native and all(type(g) is accel.speedups.Groups for g in native)
     several = [g for g in native if len(g) > 1]

@@ -21,7 +21,9 @@ class Server(ServerProcess):
     the environment's ``SCEMON_*``); ``restart()`` starts a new one on the same store."""
 
     def __init__(self, data: Path, env: dict[str, str]) -> None:
-        super().__init__(data, log=data.parent / f"{data.name}.log", env=env, grace=15.0, inherit_settings=False)
+        super().__init__(
+            data, log=data.parent / f"{data.name}.log", env=env, grace=15.0, inherit_settings=False
+        )
         self.clients: list[Client] = []
 
     def client(self, token: str | None = None) -> Client:
