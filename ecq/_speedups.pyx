@@ -472,23 +472,91 @@ cdef class SrcSummary:
                     i += 1
 
 
+# ------------------------------------------------------------ per-batch constants
+
+
+cdef class _Net:
+    """What the compiled phases read of the network, read once (each attribute of a
+    Python object is a dict lookup, and they were a fifth of an event's time). None of
+    it changes while a batch runs: queries register and unregister between batches."""
+
+    cdef object net
+    cdef dict summary, ecqs, by_bit, ecq_plans
+    cdef list wins, wcum
+    cdef double min_window, max_window
+
+
+cdef _Net _net_of(net):
+    cdef _Net n = _Net.__new__(_Net)
+    n.net = net
+    n.summary = net.summary
+    n.ecqs = net.ecqs
+    n.by_bit = net.by_bit
+    n.wins = net._wins
+    n.wcum = net._wcum
+    n.min_window = net._min_window
+    n.max_window = net._max_window
+    n.ecq_plans = {}
+    return n
+
+
+cdef class _Ecq:
+    """An ECQ's masks and queue for the compiled phases (see _Net)."""
+
+    cdef object ecq
+    cdef dict final, more
+    cdef object static  # the filter-free positions' masks, or None
+    cdef bint plain  # every use of the class is a plain sequence without filters
+    cdef bint general_uses
+    cdef dict last
+    cdef object queue
+
+
+cdef _Ecq _ecq_of(ecq):
+    cdef _Ecq q = _Ecq.__new__(_Ecq)
+    q.ecq = ecq
+    if ecq is None:
+        return q
+    q.final = ecq.seq_final
+    q.more = ecq.seq_more
+    q.static = ecq.static_pass
+    q.plain = q.static is not None and not ecq.general_final and not ecq.disj
+    q.general_uses = bool(ecq.general_uses)
+    siq = ecq.siq
+    q.last = siq.last
+    q.queue = siq.queue
+    return q
+
+
+cdef _Ecq _ecq_in(_Net n, cls):
+    # The ECQ of ``cls`` (its ``ecq`` None when no query uses the class), once a batch.
+    cdef _Ecq q = n.ecq_plans.get(cls)
+    if q is None:
+        q = _ecq_of(n.ecqs.get(cls))
+        n.ecq_plans[cls] = q
+    return q
+
+
 def extend_summary(net, ecq, e, dict seq_pass):
     """``Network._extend_summary`` on a native summary; each position's groups come as
     :class:`Groups`."""
+    return _extend(_net_of(net), _ecq_of(ecq), e.src, e.end, seq_pass)
+
+
+cdef dict _extend(_Net n, _Ecq q, src, double e_end, dict seq_pass):
     cdef dict out = {}
-    cdef SrcSummary summary = net.summary.get(e.src)
+    cdef SrcSummary summary = n.summary.get(src)
     if summary is None:
         return out
     cdef _Rows starts = summary.starts
     cdef list later = summary.later
-    cdef list wins = net._wins
-    cdef list wcum = net._wcum
-    cdef double full = net._min_window
-    cdef double e_end = e.end
-    cdef double oldest = e_end - <double>net._max_window
-    cdef dict final = ecq.seq_final
-    cdef dict more = ecq.seq_more
-    static = ecq.static_pass
+    cdef list wins = n.wins
+    cdef list wcum = n.wcum
+    cdef double full = n.min_window
+    cdef double oldest = e_end - n.max_window
+    cdef dict final = q.final
+    cdef dict more = q.more
+    static = q.static
     cdef Py_ssize_t k, i, n_later = len(later)
     cdef double t
     cdef object m, wm
@@ -696,16 +764,16 @@ cdef bint _claim_ids(digit *r, const uint32_t *ids, Py_ssize_t n, const digit *o
 
 def summarise(net, e, init, kept, double hclock):
     """``Network._summarise`` on a native summary."""
-    cdef SrcSummary summary = net.summary.get(e.src)
+    _summarise(net.summary, e.src, e.type, e.start, init, kept, hclock - <double>net._max_window)
+
+
+cdef int _summarise(dict summaries, src, cls, double start, init, dict kept, double cutoff) except -1:
+    cdef SrcSummary summary = summaries.get(src)
     if summary is None:
         summary = SrcSummary()
-        net.summary[e.src] = summary
-    cdef double cutoff = hclock - <double>net._max_window
-    cdef double start
+        summaries[src] = summary
     cdef Py_ssize_t k, i
-    cls = e.type
     if init:
-        start = e.start
         try:
             i = summary.s_cls.index(cls)
         except ValueError:
@@ -721,6 +789,7 @@ def summarise(net, e, init, kept, double hclock):
             while len(summary.later) < k:
                 summary.later.append(_Rows())
             _merge_rows(<_Rows>summary.later[k - 1], groups, cutoff)
+    return 0
 
 
 cdef class _Plan:
@@ -926,12 +995,16 @@ def test_plain(net, ecq, e, dict seq_pass, double hclock, list completed):
     """The plain-sequence part of ``Network.process``'s test phase at level "summary":
     extend from the summary, then assemble the matches of the queries ``e`` completes
     (appended to ``completed`` as ``(node, events)``). Returns the extended groups."""
+    return _test(_net_of(net), _ecq_of(ecq), e, e.src, e.end, seq_pass, hclock, completed)
+
+
+cdef dict _test(_Net n, _Ecq q, e, src, double end, dict seq_pass, double hclock, list completed):
     cdef dict extended
     if len(seq_pass) > 1 or 0 not in seq_pass:
-        extended = extend_summary(net, ecq, e, seq_pass)
+        extended = _extend(n, q, src, end, seq_pass)
     else:
         extended = {}
-    cdef dict final = ecq.seq_final
+    cdef dict final = q.final
     # The queries ``e`` completes, gathered digit by digit (no int is made).
     cdef scemon_buf done
     memset(&done, 0, sizeof(scemon_buf))
@@ -946,7 +1019,7 @@ def test_plain(net, ecq, e, dict seq_pass, double hclock, list completed):
         bitno = buf_next_bit(&done, 0)
         if bitno < 0:
             return extended
-        _complete(net, e, hclock, &done, bitno, completed)
+        _complete(n, e, src, hclock, &done, bitno, completed)
     finally:
         buf_free(&done)
     return extended
@@ -984,15 +1057,15 @@ cdef object _keep(Groups g, more):
     return made.finish() if made.n else None
 
 
-cdef int _complete(net, e, double hclock, scemon_buf *done, Py_ssize_t bitno, list completed) except -1:
+cdef int _complete(_Net n, e, src, double hclock, scemon_buf *done, Py_ssize_t bitno, list completed) except -1:
     # The matches of the queries in ``done`` (lowest bit first, as Network._nodes_of).
     cdef _Chains probe = _Chains()
-    probe.ecqs = net.ecqs
+    probe.ecqs = n.ecqs
     probe.horizons = {}
     probe.chains = {}
-    probe.src = _get(e, E_SRC)
+    probe.src = src
     probe.hclock = hclock
-    by_bit = net.by_bit
+    cdef dict by_bit = n.by_bit
     cdef _Plan plan
     while bitno >= 0:
         qs = by_bit[bitno]
@@ -1016,9 +1089,15 @@ cdef int _complete(net, e, double hclock, scemon_buf *done, Py_ssize_t bitno, li
 def insert_plain(net, ecq, e, dict seq_pass, dict extended, double hclock):
     """``Network.process``'s insert phase at level "summary": the instance's PMB, its
     place in the SIQ, and its source's summary. Returns whether it was stored."""
-    cdef dict more_at = ecq.seq_more
+    return _insert(_net_of(net), _ecq_of(ecq), e, e.src, e.type, e.start, seq_pass, extended, hclock)
+
+
+cdef bint _insert(
+    _Net n, _Ecq q, e, src, cls, double start, dict seq_pass, dict extended, double hclock
+) except -1:
+    cdef dict more_at = q.more
     init = seq_pass.get(0, 0) & more_at.get(0, 0)
-    kept = None
+    cdef dict kept = None
     for key, groups in extended.items():
         more = more_at.get(key, 0)
         if not more:
@@ -1028,16 +1107,14 @@ def insert_plain(net, ecq, e, dict seq_pass, dict extended, double hclock):
             if kept is None:
                 kept = {}
             kept[key] = keep
-    if init or kept or ecq.general_uses:
+    if init or kept or q.general_uses:
         slot_set(e, E_PMB, _PMB(init, kept))
-        siq = ecq.siq
-        last = siq.last
-        src = _get(e, E_SRC)
+        last = q.last
         slot_set(e, E_PREV, last.get(src))
         last[src] = e
-        siq.queue.append(e)
+        q.queue.append(e)
         if init or kept:
-            summarise(net, e, init, kept, hclock)
+            _summarise(n.summary, src, cls, start, init, kept, hclock - n.max_window)
         return True
     return False
 
@@ -1057,70 +1134,95 @@ def run_events(engine, events):
     clock, cleaning and emission order. An event of a class only plain sequences use
     (no filters, no pending trailing negation due) goes through the compiled phases, and
     the matches of plain queries that need nothing more are built here directly;
-    anything else takes ``Network.on_event`` and ``OpClock._emit``."""
+    anything else takes ``Network.on_event`` and ``OpClock._emit``. The engine's
+    counters live in C variables during the batch and are written back before any
+    Python code runs and at the end."""
     cdef list out = []
     net = engine.network
-    cdef dict ecqs = net.ecqs
-    cdef list completed, keyed, emitted
-    cdef double before, clock, prob, end
-    cdef Py_ssize_t i, n
-    cdef bint simple
-    for e in events:
-        if e.arrival >= 0:
-            e = _Event(e.src, e.type, e.start, e.end, e.attrs, e.prob, e.id)
-        exact = type(e) is _Event
-        engine.ops += 1
-        arrival = engine.arrivals
-        moment = 2 * engine.ops + 1
-        if exact:
-            slot_set(e, E_ARRIVAL, arrival)
-            slot_set(e, E_MOMENT, moment)
-        else:
-            e.arrival = arrival
-            e.moment = moment
-        engine.arrivals = arrival + 1
-        before = engine.clock
-        end_o = _get(e, E_END) if exact else e.end
-        if <double>end_o > before:
-            engine.clock = end_o
-        clock = engine.clock
-        ecq = ecqs.get(_get(e, E_TYPE) if exact else e.type)
-        if (
-            not exact
-            or ecq is None
-            or clock > <double>net._next_deadline
-            or ecq.static_pass is None
-            or ecq.general_final
-            or ecq.disj
-        ):
-            emitted = net.on_event(e, before, clock)
-            if emitted:
-                engine._emit(emitted, arrival, out)
-        else:
-            net.seen += 1
-            completed = []
-            static = ecq.static_pass
-            extended = test_plain(net, ecq, e, static, clock, completed)
-            insert_plain(net, ecq, e, static, extended, clock)
-            if completed:
-                simple = True
-                for qs, env in completed:
-                    if not _simple(qs, ecqs):
-                        simple = False
-                        break
-                if simple:
-                    _emit_simple(engine, completed, e, arrival, out)
-                else:
-                    emitted = net.settle_plain(completed, e, clock)
-                    if emitted:
-                        engine._emit(emitted, arrival, out)
-        engine._since_clean += 1
-        if engine._since_clean >= engine.clean_every:
-            engine.clean()
+    cdef _Net n = _net_of(net)
+    cdef dict ecqs = n.ecqs
+    cdef list completed
+    cdef long long ops = engine.ops, arrivals = engine.arrivals
+    cdef long long since = engine._since_clean, every = engine.clean_every, seen = net.seen
+    cdef double clock = engine.clock, before, deadline = net._next_deadline, end
+    cdef bint simple, exact
+    cdef _Ecq q
+    try:
+        for e in events:
+            exact = type(e) is _Event
+            if (<long long>_get(e, E_ARRIVAL) if exact else <long long>e.arrival) >= 0:
+                e = _Event(e.src, e.type, e.start, e.end, e.attrs, e.prob, e.id)
+                exact = True
+            ops += 1
+            arrival = arrivals
+            moment = 2 * ops + 1
+            if exact:
+                slot_set(e, E_ARRIVAL, arrival)
+                slot_set(e, E_MOMENT, moment)
+            else:
+                e.arrival = arrival
+                e.moment = moment
+            arrivals += 1
+            before = clock
+            end_o = _get(e, E_END) if exact else e.end
+            end = end_o
+            if end > before:
+                clock = end
+            cls = _get(e, E_TYPE) if exact else e.type
+            q = _ecq_in(n, cls)
+            if not exact or not q.plain or clock > deadline:
+                engine.ops = ops
+                engine.arrivals = arrivals
+                engine.clock = clock
+                net.seen = seen
+                emitted = net.on_event(e, before, clock)
+                seen = net.seen
+                deadline = net._next_deadline
+                if emitted:
+                    engine._emit(emitted, arrival, out)
+            else:
+                seen += 1
+                completed = []
+                src = _get(e, E_SRC)
+                static = q.static
+                extended = _test(n, q, e, src, end, static, clock, completed)
+                _insert(n, q, e, src, cls, _getf(e, E_START), static, extended, clock)
+                if completed:
+                    simple = True
+                    for qs, env in completed:
+                        if not _simple(qs, ecqs):
+                            simple = False
+                            break
+                    if simple:
+                        _emit_simple(engine, completed, e, src, arrival, out)
+                    else:
+                        engine.ops = ops
+                        engine.arrivals = arrivals
+                        engine.clock = clock
+                        net.seen = seen
+                        emitted = net.settle_plain(completed, e, clock)
+                        seen = net.seen
+                        deadline = net._next_deadline
+                        if emitted:
+                            engine._emit(emitted, arrival, out)
+            since += 1
+            if since >= every:
+                engine.ops = ops
+                engine.arrivals = arrivals
+                engine.clock = clock
+                net.seen = seen
+                engine.clean()
+                since = engine._since_clean
+    finally:
+        engine.ops = ops
+        engine.arrivals = arrivals
+        engine.clock = clock
+        engine._since_clean = since
+        net.seen = seen
     return out
 
 
-cdef _emit_simple(engine, list completed, e, arrival, list out):
+cdef _emit_simple(engine, list completed, e, src, arrival, list out):
     # Network._finish + matches_of for matches that need nothing more: ordered by the
     # node's registration, then the events' arrival indexes (docs/semantics.md).
     cdef list keyed = []
@@ -1137,7 +1239,6 @@ cdef _emit_simple(engine, list completed, e, arrival, list out):
     if len(keyed) > 1:
         keyed.sort()
     seq = engine.next_seq
-    src = _get(e, E_SRC)
     for order, arrivals, i, prob in keyed:
         qs, env = completed[i]
         end = _get(env[len(env) - 1], E_END)
