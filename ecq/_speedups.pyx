@@ -510,6 +510,7 @@ cdef class _Ecq:
     cdef bint general_uses
     cdef dict last
     cdef object queue
+    cdef double window, frozen  # its horizon's (ecq.horizon.Horizon)
 
 
 cdef _Ecq _ecq_of(ecq):
@@ -525,6 +526,9 @@ cdef _Ecq _ecq_of(ecq):
     siq = ecq.siq
     q.last = siq.last
     q.queue = siq.queue
+    drop = ecq.drop
+    q.window = drop.window
+    q.frozen = drop.frozen
     return q
 
 
@@ -773,11 +777,17 @@ cdef int _summarise(dict summaries, src, cls, double start, init, dict kept, dou
         summary = SrcSummary()
         summaries[src] = summary
     cdef Py_ssize_t k, i
+    cdef list s_cls = summary.s_cls
     if init:
-        try:
-            i = summary.s_cls.index(cls)
-        except ValueError:
-            summary.s_cls.append(cls)
+        # list.index would format an error message (a repr) for each new class.
+        for i in range(len(s_cls)):
+            c = <object>PyList_GET_ITEM(s_cls, i)
+            if c is cls or c == cls:
+                break
+        else:
+            i = -1
+        if i < 0:
+            s_cls.append(cls)
             summary.starts.append(start, init)
         else:
             if start > summary.starts.t[i]:
@@ -943,28 +953,12 @@ cdef list _assemble(_Plan plan, last, probe):
 # ------------------------------------------------------------ whole plain phases
 
 
-cdef double _horizon(dict ecqs, dict cache, object cls, double hclock) except? -1.0:
-    # ECQ.horizon(hclock) of a class, once per class per instance.
-    got = cache.get(cls)
-    if got is None:
-        target = ecqs.get(cls)
-        if target is None:
-            got = float("inf")
-        else:
-            drop = target.drop
-            moving = hclock - <double>drop.window
-            frozen = <double>drop.frozen
-            got = moving if moving > frozen else frozen
-        cache[cls] = got
-    return <double>got
-
-
 cdef class _Chains:
     """The probe of ``Network._probe`` for one instance, walking the SIQ back chains
-    directly: a source's visible instances of a class, latest first."""
+    directly: a source's visible instances of a class (start at or above the class's
+    horizon, ``ECQ.horizon``), latest first."""
 
-    cdef dict ecqs
-    cdef dict horizons
+    cdef _Net n
     cdef dict chains
     cdef object src
     cdef double hclock
@@ -976,11 +970,13 @@ cdef class _Chains:
             return out
         out = []
         self.chains[cls] = out
-        cdef double horizon = _horizon(self.ecqs, self.horizons, cls, self.hclock)
-        target = self.ecqs.get(cls)
-        if target is None:
+        cdef _Ecq q = _ecq_in(self.n, cls)
+        if q.ecq is None:
             return out
-        p = target.siq.last.get(self.src)
+        cdef double horizon = self.hclock - q.window
+        if q.frozen > horizon:
+            horizon = q.frozen
+        p = q.last.get(self.src)
         while p is not None:
             if _getf(p, E_START) >= horizon:
                 out.append(p)
@@ -1060,8 +1056,7 @@ cdef object _keep(Groups g, more):
 cdef int _complete(_Net n, e, src, double hclock, scemon_buf *done, Py_ssize_t bitno, list completed) except -1:
     # The matches of the queries in ``done`` (lowest bit first, as Network._nodes_of).
     cdef _Chains probe = _Chains()
-    probe.ecqs = n.ecqs
-    probe.horizons = {}
+    probe.n = n
     probe.chains = {}
     probe.src = src
     probe.hclock = hclock
