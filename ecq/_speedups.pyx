@@ -481,7 +481,7 @@ cdef class _Net:
     it changes while a batch runs: queries register and unregister between batches."""
 
     cdef object net
-    cdef dict summary, ecqs, by_bit, ecq_plans
+    cdef dict summary, ecqs, by_bit, ecq_plans, pairs
     cdef list wins, wcum
     cdef double min_window, max_window
 
@@ -497,6 +497,7 @@ cdef _Net _net_of(net):
     n.min_window = net._min_window
     n.max_window = net._max_window
     n.ecq_plans = {}
+    n.pairs = net.c_pairs
     return n
 
 
@@ -541,13 +542,69 @@ cdef _Ecq _ecq_in(_Net n, cls):
     return q
 
 
+cdef class _Ids:
+    """A sparse query set: query numbers, ascending."""
+
+    cdef Py_ssize_t n
+    cdef uint32_t *ids
+
+    def __dealloc__(self):
+        PyMem_Free(self.ids)
+
+
+cdef _Ids _pair(_Net n, dict of_cls, cls, first, second):
+    # The queries that can have an instance of ``first`` at position 0 and one of
+    # ``cls`` at position 1 (``second``: cls's position-1 queries). A source's
+    # first-position row of class ``first`` holds only position-0 queries of that
+    # class, so its AND with ``second`` is its AND with this set, which has a few
+    # queries where ``second`` has hundreds. Kept in Network.c_pairs until queries change.
+    cdef _Ids got = <_Ids>of_cls.get(first)
+    if got is not None:
+        return got
+    cdef _Ecq fq = _ecq_in(n, first)
+    got = _Ids.__new__(_Ids)
+    if fq.ecq is not None:
+        both = (fq.more.get(0, 0) | fq.final.get(0, 0)) & second
+        nd = bits_ndigits(both)
+        got.ids = <uint32_t *>PyMem_Malloc(nd * PyLong_SHIFT * sizeof(uint32_t) + 4)
+        if got.ids == NULL:
+            raise MemoryError()
+        got.n = digits_and_ids(bits_digits(both), bits_digits(both), NULL, nd, got.ids)
+    of_cls[first] = got
+    return got
+
+
+cdef inline bint _has(const digit *d, Py_ssize_t nd, uint32_t k):
+    return <Py_ssize_t>(k // PyLong_SHIFT) < nd and (d[k // PyLong_SHIFT] >> (k % PyLong_SHIFT)) & 1
+
+
+cdef int _add_pair_ids(_Rows rows, Py_ssize_t i, _Ids pair, object wm, _Builder b, double t) except -1:
+    # rows.add_ids(i, m, wm, b, t) for the static m, through the class pair's few queries.
+    cdef const digit *r = rows.row(i)
+    cdef Py_ssize_t j, w = b.used(), nw = 0
+    cdef const digit *dw = NULL
+    cdef uint32_t k
+    if wm is not None:
+        dw = bits_digits(wm)
+        nw = bits_ndigits(wm)
+    b.reserve(pair.n)
+    for j in range(pair.n):
+        k = pair.ids[j]
+        if _has(r, rows.w, k) and (dw == NULL or _has(dw, nw, k)):
+            b.ids[w] = k
+            w += 1
+    if w > b.used():
+        b.close(t, w)
+    return 0
+
+
 def extend_summary(net, ecq, e, dict seq_pass):
     """``Network._extend_summary`` on a native summary; each position's groups come as
     :class:`Groups`."""
-    return _extend(_net_of(net), _ecq_of(ecq), e.src, e.end, seq_pass)
+    return _extend(_net_of(net), _ecq_of(ecq), e.src, e.type, e.end, seq_pass)
 
 
-cdef dict _extend(_Net n, _Ecq q, src, double e_end, dict seq_pass):
+cdef dict _extend(_Net n, _Ecq q, src, cls, double e_end, dict seq_pass):
     cdef dict out = {}
     cdef SrcSummary summary = n.summary.get(src)
     if summary is None:
@@ -578,6 +635,11 @@ cdef dict _extend(_Net n, _Ecq q, src, double e_end, dict seq_pass):
             continue
         raw.reset()
         if k == 1:
+            of_cls = None
+            if seq_pass is static:
+                of_cls = n.pairs.get(cls)
+                if of_cls is None:
+                    of_cls = n.pairs[cls] = {}
             i = 0
             while i < len(summary.s_cls):
                 t = starts.t[i]
@@ -586,7 +648,11 @@ cdef dict _extend(_Net n, _Ecq q, src, double e_end, dict seq_pass):
                     starts.delete(i)
                     continue
                 wm = _window_mask(wins, wcum, e_end - t) if e_end - t > full else None
-                starts.add_ids(i, m, wm, raw, t)
+                if of_cls is not None:
+                    first = <object>PyList_GET_ITEM(summary.s_cls, i)
+                    _add_pair_ids(starts, i, _pair(n, of_cls, cls, first, m), wm, raw, t)
+                else:
+                    starts.add_ids(i, m, wm, raw, t)
                 i += 1
             if raw.n:
                 # First positions: each query at its latest start, one group per
@@ -991,13 +1057,13 @@ def test_plain(net, ecq, e, dict seq_pass, double hclock, list completed):
     """The plain-sequence part of ``Network.process``'s test phase at level "summary":
     extend from the summary, then assemble the matches of the queries ``e`` completes
     (appended to ``completed`` as ``(node, events)``). Returns the extended groups."""
-    return _test(_net_of(net), _ecq_of(ecq), e, e.src, e.end, seq_pass, hclock, completed)
+    return _test(_net_of(net), _ecq_of(ecq), e, e.src, e.type, e.end, seq_pass, hclock, completed)
 
 
-cdef dict _test(_Net n, _Ecq q, e, src, double end, dict seq_pass, double hclock, list completed):
+cdef dict _test(_Net n, _Ecq q, e, src, cls, double end, dict seq_pass, double hclock, list completed):
     cdef dict extended
     if len(seq_pass) > 1 or 0 not in seq_pass:
-        extended = _extend(n, q, src, end, seq_pass)
+        extended = _extend(n, q, src, cls, end, seq_pass)
     else:
         extended = {}
     cdef dict final = q.final
@@ -1180,7 +1246,7 @@ def run_events(engine, events):
                 completed = []
                 src = _get(e, E_SRC)
                 static = q.static
-                extended = _test(n, q, e, src, end, static, clock, completed)
+                extended = _test(n, q, e, src, cls, end, static, clock, completed)
                 _insert(n, q, e, src, cls, _getf(e, E_START), static, extended, clock)
                 if completed:
                     simple = True
