@@ -75,77 +75,6 @@ static PyObject *bits_from_digits(const digit *d, Py_ssize_t n) {
     return (PyObject *)r;
 }
 
-/* r & m (& w, when not NULL) over n digits, as a new int. A branch-free OR of the
- * whole result first (it vectorises; most results are zero), then the digits. */
-static PyObject *digits_and(const digit *r, const digit *m, const digit *w, Py_ssize_t n) {
-    digit acc = 0;
-    Py_ssize_t i;
-    if (w != NULL) {
-        for (i = 0; i < n; i++) acc |= r[i] & m[i] & w[i];
-    } else {
-        for (i = 0; i < n; i++) acc |= r[i] & m[i];
-    }
-    if (acc == 0) return PyLong_FromLong(0);
-    Py_ssize_t top = n;
-    while (top > 0 && (r[top - 1] & m[top - 1] & (w != NULL ? w[top - 1] : PyLong_MASK)) == 0) top--;
-    PyLongObject *out = _PyLong_New(top);
-    if (out == NULL) return NULL;
-    if (w != NULL) {
-        for (i = 0; i < top; i++) out->ob_digit[i] = r[i] & m[i] & w[i];
-    } else {
-        for (i = 0; i < top; i++) out->ob_digit[i] = r[i] & m[i];
-    }
-    return (PyObject *)out;
-}
-
-/* One step of merging latest-first groups (merge_latest): r = s & ~other over w digits
- * (s has ns of them, the rest are zero), mine |= r. Returns whether r has a bit. */
-static int digits_claim(digit *r, const digit *s, Py_ssize_t ns, const digit *other, digit *mine, Py_ssize_t w) {
-    digit acc = 0;
-    Py_ssize_t n = ns < w ? ns : w, q;
-    for (q = 0; q < n; q++) {
-        digit x = s[q] & ~other[q];
-        r[q] = x;
-        mine[q] |= x;
-        acc |= x;
-    }
-    for (; q < w; q++) r[q] = 0;
-    return acc != 0;
-}
-
-/* a & b & c (c may be NULL). New reference. */
-static PyObject *bits_and3(PyObject *a, PyObject *b, PyObject *c) {
-    if (!bits_plain(a) || !bits_plain(b) || (c != NULL && !bits_plain(c))) {
-        PyObject *ab = PyNumber_And(a, b);
-        if (ab == NULL || c == NULL) return ab;
-        PyObject *r = PyNumber_And(ab, c);
-        Py_DECREF(ab);
-        return r;
-    }
-    Py_ssize_t n = bits_ndigits(a) < bits_ndigits(b) ? bits_ndigits(a) : bits_ndigits(b);
-    if (c != NULL && bits_ndigits(c) < n) n = bits_ndigits(c);
-    const digit *da = bits_digits(a), *db = bits_digits(b);
-    /* Find the highest non-zero digit first: most results are zero or small. */
-    Py_ssize_t top = n;
-    if (c == NULL) {
-        while (top > 0 && (da[top - 1] & db[top - 1]) == 0) top--;
-    } else {
-        const digit *dc = bits_digits(c);
-        while (top > 0 && (da[top - 1] & db[top - 1] & dc[top - 1]) == 0) top--;
-    }
-    if (top == 0) return PyLong_FromLong(0);
-    PyLongObject *r = _PyLong_New(top);
-    if (r == NULL) return NULL;
-    digit *dr = r->ob_digit;
-    if (c == NULL) {
-        for (Py_ssize_t i = 0; i < top; i++) dr[i] = da[i] & db[i];
-    } else {
-        const digit *dc = bits_digits(c);
-        for (Py_ssize_t i = 0; i < top; i++) dr[i] = da[i] & db[i] & dc[i];
-    }
-    return (PyObject *)r;
-}
-
 /* Whether a & b is non-zero; -1 on error. */
 static int bits_meet(PyObject *a, PyObject *b) {
     if (!bits_plain(a) || !bits_plain(b)) {
@@ -193,17 +122,6 @@ static int buf_reserve(scemon_buf *b, Py_ssize_t n) {
 
 static void buf_free(scemon_buf *b) { PyMem_Free(b->d); b->d = NULL; b->n = b->cap = 0; }
 
-/* b |= a. */
-static int buf_or(scemon_buf *b, PyObject *a) {
-    if (!bits_plain(a)) { PyErr_SetString(PyExc_ValueError, "bitsets must be non-negative ints"); return -1; }
-    Py_ssize_t n = bits_ndigits(a);
-    if (buf_reserve(b, n) < 0) return -1;
-    const digit *da = bits_digits(a);
-    for (Py_ssize_t i = 0; i < n; i++) b->d[i] |= da[i];
-    if (n > b->n) b->n = n;
-    return 0;
-}
-
 /* b |= a & c. */
 static int buf_or_and(scemon_buf *b, PyObject *a, PyObject *c) {
     if (!bits_plain(a) || !bits_plain(c)) { PyErr_SetString(PyExc_ValueError, "bitsets must be non-negative ints"); return -1; }
@@ -225,35 +143,6 @@ static Py_ssize_t buf_next_bit(const scemon_buf *b, Py_ssize_t from) {
         d = b->d[i];
     }
     return i * PyLong_SHIFT + __builtin_ctz(d);
-}
-
-/* Whether every bit of a is in b. */
-static int bits_subset(PyObject *a, PyObject *b) {
-    if (!bits_plain(a) || !bits_plain(b)) return 0;
-    Py_ssize_t na = bits_ndigits(a), nb = bits_ndigits(b);
-    if (na > nb) return 0;
-    const digit *da = bits_digits(a), *db = bits_digits(b);
-    for (Py_ssize_t i = 0; i < na; i++)
-        if (da[i] & ~db[i]) return 0;
-    return 1;
-}
-
-/* a & ~b, as a new int. */
-static PyObject *bits_andnot_buf(PyObject *a, const scemon_buf *b) {
-    if (!bits_plain(a)) { PyErr_SetString(PyExc_ValueError, "bitsets must be non-negative ints"); return NULL; }
-    Py_ssize_t n = bits_ndigits(a);
-    const digit *da = bits_digits(a);
-    Py_ssize_t m = n < b->n ? n : b->n, i;
-    for (i = 0; i < m; i++)
-        if (da[i] & b->d[i]) break;
-    if (i == m) { Py_INCREF(a); return a; } /* nothing claimed: the same int */
-    Py_ssize_t top = n;
-    while (top > 0 && (da[top - 1] & ~(top - 1 < b->n ? b->d[top - 1] : 0)) == 0) top--;
-    if (top == 0) return PyLong_FromLong(0);
-    PyLongObject *r = _PyLong_New(top);
-    if (r == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < top; i++) r->ob_digit[i] = da[i] & ~(i < b->n ? b->d[i] : 0);
-    return (PyObject *)r;
 }
 
 /* b |= bit k. */

@@ -32,19 +32,12 @@ cdef extern from "_bits.h":
     Py_ssize_t bits_ndigits(object o)
     digit *bits_digits(object o)
     object bits_from_digits(const digit *d, Py_ssize_t n)
-    object digits_and(const digit *r, const digit *m, const digit *w, Py_ssize_t n)
-    bint digits_claim(digit *r, const digit *s, Py_ssize_t ns, const digit *other, digit *mine, Py_ssize_t w)
     Py_ssize_t slot_offset(object cls, const char *name) except -1
     PyObject *slot_get(object o, Py_ssize_t off) except NULL
     int slot_set(object o, Py_ssize_t off, object v) except -1
-    object bits_and3(object a, object b, PyObject *c)
-    int bits_meet(object a, object b) except -1
     int bits_test(object a, Py_ssize_t k) except -1
-    int buf_or(scemon_buf *b, object a) except -1
     int buf_or_and(scemon_buf *b, object a, object c) except -1
     Py_ssize_t buf_next_bit(const scemon_buf *b, Py_ssize_t start)
-    int bits_subset(object a, object b)
-    object bits_andnot_buf(object a, const scemon_buf *b)
     void buf_free(scemon_buf *b)
     int bits_is_zero(object a)
     int buf_set(scemon_buf *b, Py_ssize_t k) except -1
@@ -170,7 +163,8 @@ cdef class Groups:
                 else:
                     hi = mid
             if self.ids[lo] == b:
-                start[0] = self.t[i]
+                if start != NULL:
+                    start[0] = self.t[i]
                 return True
         return False
 
@@ -372,17 +366,6 @@ cdef class _Rows:
                 return False
         return True
 
-    cdef object and_with(self, Py_ssize_t i, object m, object wm):
-        # row & m (& wm), as a new int; 0 when empty.
-        cdef Py_ssize_t n = self.w
-        if bits_ndigits(m) < n:
-            n = bits_ndigits(m)
-        if wm is None:
-            return digits_and(self.row(i), bits_digits(m), NULL, n)
-        if bits_ndigits(wm) < n:
-            n = bits_ndigits(wm)
-        return digits_and(self.row(i), bits_digits(m), bits_digits(wm), n)
-
     cdef int add_ids(self, Py_ssize_t i, object m, object wm, _Builder b, double t) except -1:
         # The queries of row & m (& wm) become a group of ``b`` starting at ``t`` (none
         # when empty).
@@ -406,14 +389,12 @@ cdef class _Rows:
         for i in range(self.n):
             self.row(i)[k] &= ~((<digit>1) << (bitno % PyLong_SHIFT))
 
-    cdef list groups(self):
-        return [(self.t[i], self.bits_of(i)) for i in range(self.n)]
-
 
 cdef class SrcSummary:
-    """One source's summary at level "summary", natively: ``starts`` (one row per
-    class, in the order a dict would keep them) and ``later`` (per position, latest-first
-    disjoint rows), the same content as the pure-Python ``(starts, later)`` tuple
+    """One source's summary at level "summary", natively: ``starts`` (one dense row per
+    class, in the order a dict would keep them: a class's first-position queries are
+    many) and ``later`` (per position, latest-first disjoint :class:`Groups`: a few
+    queries each), the same content as the pure-Python ``(starts, later)`` tuple
     (:meth:`view` gives that tuple; the tests compare it)."""
 
     cdef list s_cls
@@ -428,33 +409,37 @@ cdef class SrcSummary:
     def view(self):
         """The pure-Python form: ``({cls: (start, bits)}, [[(start, bits), ...], ...])``."""
         starts = {cls: (self.starts.t[i], self.starts.bits_of(i)) for i, cls in enumerate(self.s_cls)}
-        return starts, [(<_Rows>rows).groups() for rows in self.later]
+        return starts, [list(g) for g in self.later]
 
     def empty(self):
-        cdef _Rows rows
-        for rows in self.later:
-            if rows.n:
+        cdef Groups g
+        for g in self.later:
+            if g.n:
                 return False
         return not self.s_cls
 
     def prune(self, double cutoff):
         """``Network.prune_summary`` for this source."""
-        cdef Py_ssize_t i = 0
-        cdef _Rows rows
+        cdef Py_ssize_t i = 0, n
+        cdef Groups g
         while i < len(self.s_cls):
             if self.starts.t[i] < cutoff:
                 del self.s_cls[i]
                 self.starts.delete(i)
             else:
                 i += 1
-        for rows in self.later:
-            while rows.n and rows.t[rows.n - 1] < cutoff:
-                rows.n -= 1
+        for i in range(len(self.later)):
+            g = self.later[i]
+            n = g.n
+            while n and g.t[n - 1] < cutoff:
+                n -= 1
+            if n < g.n:
+                self.later[i] = _copy(g, n, -1)
 
     def remove_bit(self, Py_ssize_t bitno):
         """A node's bit leaves every row; rows left empty go."""
         cdef Py_ssize_t i
-        cdef _Rows rows
+        cdef Groups g
         self.starts.clear_bit(bitno)
         i = 0
         while i < len(self.s_cls):
@@ -463,13 +448,41 @@ cdef class SrcSummary:
                 self.starts.delete(i)
             else:
                 i += 1
-        for rows in self.later:
-            i = 0
-            while i < rows.n:
-                if rows.zero(i):
-                    rows.delete(i)
-                else:
-                    i += 1
+        for i in range(len(self.later)):
+            g = self.later[i]
+            if g.find(bitno, NULL):
+                self.later[i] = _copy(g, g.n, bitno)
+
+
+cdef Groups _copy(Groups g, Py_ssize_t n, Py_ssize_t without):
+    # The first n groups of g, without query ``without`` (-1: none); groups left
+    # empty go. (Groups are shared by PMBs and summaries: never changed in place.)
+    cdef _Builder made = _made
+    cdef Py_ssize_t i, j, w
+    made.reset()
+    for i in range(n):
+        made.reserve(g.off[i + 1] - g.off[i])
+        w = made.used()
+        for j in range(g.off[i], g.off[i + 1]):
+            if <Py_ssize_t>g.ids[j] != without:
+                made.ids[w] = g.ids[j]
+                w += 1
+        if w > made.used():
+            made.close(g.t[i], w)
+    return made.finish()
+
+
+cdef Groups _groups_of(list groups):
+    # Groups from a list of (start, int) groups (the Python insert phase's).
+    cdef _Builder made = _made
+    cdef Py_ssize_t nd
+    made.reset()
+    for g in groups:
+        bits = _bits(g)
+        nd = bits_ndigits(bits)
+        made.reserve(nd * PyLong_SHIFT)
+        made.close(_t(g), made.used() + digits_and_ids(bits_digits(bits), bits_digits(bits), NULL, nd, made.ids + made.used()))
+    return made.finish()
 
 
 # ------------------------------------------------------------ per-batch constants
@@ -598,6 +611,26 @@ cdef int _add_pair_ids(_Rows rows, Py_ssize_t i, _Ids pair, object wm, _Builder 
     return 0
 
 
+cdef int _add_group_ids(Groups g, Py_ssize_t i, object m, object wm, _Builder b) except -1:
+    # The queries of g's group i that are in m (and wm) become a group of b.
+    cdef const digit *dm = bits_digits(m)
+    cdef Py_ssize_t nm = bits_ndigits(m), nw = 0, j, w = b.used()
+    cdef const digit *dw = NULL
+    cdef uint32_t k
+    if wm is not None:
+        dw = bits_digits(wm)
+        nw = bits_ndigits(wm)
+    b.reserve(g.off[i + 1] - g.off[i])
+    for j in range(g.off[i], g.off[i + 1]):
+        k = g.ids[j]
+        if _has(dm, nm, k) and (dw == NULL or _has(dw, nw, k)):
+            b.ids[w] = k
+            w += 1
+    if w > b.used():
+        b.close(g.t[i], w)
+    return 0
+
+
 def extend_summary(net, ecq, e, dict seq_pass):
     """``Network._extend_summary`` on a native summary; each position's groups come as
     :class:`Groups`."""
@@ -621,7 +654,7 @@ cdef dict _extend(_Net n, _Ecq q, src, cls, double e_end, dict seq_pass):
     cdef Py_ssize_t k, i, n_later = len(later)
     cdef double t
     cdef object m, wm
-    cdef _Rows rows
+    cdef Groups gs
     cdef _Builder raw = _raw
     for key, passed in seq_pass.items():
         k = key
@@ -660,15 +693,15 @@ cdef dict _extend(_Net n, _Ecq q, src, cls, double e_end, dict seq_pass):
                 # ANY(...)).
                 out[key] = _resolve(raw)
         else:
-            rows = <_Rows>PyList_GET_ITEM(later, k - 2)
-            for i in range(rows.n):
-                t = rows.t[i]
+            gs = <Groups>PyList_GET_ITEM(later, k - 2)
+            for i in range(gs.n):
+                t = gs.t[i]
                 if t < oldest:
                     break  # latest first: no window reaches this group or the rest
                 wm = _window_mask(wins, wcum, e_end - t) if e_end - t > full else None
-                rows.add_ids(i, m, wm, raw, t)
+                _add_group_ids(gs, i, m, wm, raw)
             if raw.n:
-                out[key] = raw.finish()  # later positions' rows are disjoint already
+                out[key] = raw.finish()  # later positions' groups are disjoint already
     return out
 
 
@@ -737,99 +770,72 @@ cdef void _sort_ids(uint32_t *ids, Py_ssize_t n):
         ids[j + 1] = x
 
 
-cdef _Rows _scratch = _Rows()
+# Claimed queries while merging (dense scratch bitsets, all zero between calls).
+cdef scemon_buf _mine_new
+cdef scemon_buf _mine_old
+memset(&_mine_new, 0, sizeof(scemon_buf))
+memset(&_mine_old, 0, sizeof(scemon_buf))
 
 
-cdef int _merge_rows(_Rows rows, new, double cutoff) except -1:
-    # merge_latest on native rows, digit by digit into a scratch block whose storage
-    # then trades places with ``rows``' (no allocation once warm). ``new`` is Groups, or
-    # a list of (start, int) groups from the Python insert phase.
-    global _scratch
-    cdef _Rows out = _scratch
-    cdef Groups gs = new if type(new) is Groups else None
-    cdef list gl = None if gs is not None else <list?>new
-    cdef Py_ssize_t i = 0, j = 0, n_old = rows.n, n_new, q, w = rows.w, nd
+cdef Groups _merge(Groups old, Groups new, double cutoff):
+    # ecq.pmb.merge_latest: fold the latest-first disjoint groups ``new`` into ``old``,
+    # each query kept only with its latest start; groups older than ``cutoff`` go.
+    cdef _Builder made = _made
+    cdef Py_ssize_t i = 0, j = 0, a, lo, hi, w, top
     cdef double t
-    cdef object g, bits
-    cdef digit *r
-    cdef digit *src
-    cdef digit *cn
-    cdef digit *co
-    cdef bint any_bit, from_new
-    # One width for the old rows, the new groups and the scratch block.
-    if out.w > w:
-        w = out.w
-    if gs is not None:
-        n_new = gs.n
-        nd = gs.max_id() // PyLong_SHIFT + 1
-        if nd > w:
-            w = nd
-    else:
-        n_new = len(gl)
-        for g in gl:
-            nd = bits_ndigits(_bits(g))
-            if nd > w:
-                w = nd
-    rows._reserve(rows.n, w)
-    out.n = 0
-    out._reserve(n_old + n_new + 2, w)  # two more rows: the claimed sets
-    assert rows.w == w and out.w == w
-    cn = out.row(out.cap - 1)  # bits of the new groups placed so far
-    co = out.row(out.cap - 2)  # bits of the old groups placed so far
-    memset(cn, 0, w * sizeof(digit))
-    memset(co, 0, w * sizeof(digit))
-    while i < n_old or j < n_new:
-        if j < n_new:
-            t = gs.t[j] if gs is not None else _t(gl[j])
-            from_new = i >= n_old or t >= rows.t[i]
-        else:
-            from_new = False
-        r = out.row(out.n)
-        if from_new:
-            if gs is not None:
-                any_bit = _claim_ids(r, gs.ids + gs.off[j], gs.off[j + 1] - gs.off[j], co, cn, w)
-            else:
-                bits = _bits(gl[j])
-                any_bit = digits_claim(r, bits_digits(bits), bits_ndigits(bits), co, cn, w)
+    cdef uint32_t q
+    cdef Groups src
+    cdef scemon_buf *mine
+    cdef scemon_buf *other
+    top = old.max_id()
+    if new.max_id() > top:
+        top = new.max_id()
+    buf_set(&_mine_new, top + 1)  # room for every query number (the bit is cleared below)
+    buf_set(&_mine_old, top + 1)
+    made.reset()
+    while i < old.n or j < new.n:
+        if j < new.n and (i >= old.n or new.t[j] >= old.t[i]):
+            src, a, mine, other = new, j, &_mine_new, &_mine_old
             j += 1
         else:
-            t = rows.t[i]
-            any_bit = digits_claim(r, rows.row(i), w, cn, co, w)
+            src, a, mine, other = old, i, &_mine_old, &_mine_new
             i += 1
+        t = src.t[a]
         if t < cutoff:
             break
-        if not any_bit:
+        lo = src.off[a]
+        hi = src.off[a + 1]
+        made.reserve(hi - lo)
+        w = made.used()
+        for lo in range(lo, hi):
+            q = src.ids[lo]
+            if not (other.d[q // PyLong_SHIFT] >> (q % PyLong_SHIFT)) & 1:
+                mine.d[q // PyLong_SHIFT] |= (<digit>1) << (q % PyLong_SHIFT)
+                made.ids[w] = q
+                w += 1
+        if w == made.used():
             continue
-        if out.n and out.t[out.n - 1] == t:
-            src = out.row(out.n - 1)
-            for q in range(w):
-                src[q] |= r[q]
+        if made.n and made.t[made.n - 1] == t:
+            made.off[made.n] = w
+            _sort_ids(made.ids + made.off[made.n - 1], w - made.off[made.n - 1])
         else:
-            out.t[out.n] = t
-            out.n += 1
-    # Trade storage: ``rows`` takes the merged rows, the scratch the old block.
-    rows.t, out.t = out.t, rows.t
-    rows.d, out.d = out.d, rows.d
-    rows.n, out.n = out.n, 0
-    rows.cap, out.cap = out.cap, rows.cap
-    rows.w, out.w = out.w, rows.w
-    return 0
+            made.close(t, w)
+    # Back to all zero: only digits of these queries (and the room bit) were touched.
+    _zero_ids(&_mine_new, new, top + 1)
+    _zero_ids(&_mine_old, old, top + 1)
+    _zero_ids(&_mine_new, old, top + 1)
+    _zero_ids(&_mine_old, new, top + 1)
+    return made.finish()
 
 
-cdef bint _claim_ids(digit *r, const uint32_t *ids, Py_ssize_t n, const digit *other, digit *mine, Py_ssize_t w):
-    # digits_claim for a group given by its query numbers.
-    cdef Py_ssize_t j, q
-    cdef digit bit
-    cdef bint any_bit = False
-    memset(r, 0, w * sizeof(digit))
-    for j in range(n):
-        q = ids[j] // PyLong_SHIFT
-        bit = (<digit>1) << (ids[j] % PyLong_SHIFT)
-        if not other[q] & bit:
-            r[q] |= bit
-            mine[q] |= bit
-            any_bit = True
-    return any_bit
+cdef void _zero_ids(scemon_buf *b, Groups g, Py_ssize_t extra):
+    cdef Py_ssize_t j
+    for j in range(g.off[g.n]):
+        b.d[g.ids[j] // PyLong_SHIFT] = 0
+    b.d[extra // PyLong_SHIFT] = 0
+
+
+cdef Groups _EMPTY = _Builder().finish()
 
 
 def summarise(net, e, init, kept, double hclock):
@@ -863,8 +869,10 @@ cdef int _summarise(dict summaries, src, cls, double start, init, dict kept, dou
         for key, groups in kept.items():
             k = key
             while len(summary.later) < k:
-                summary.later.append(_Rows())
-            _merge_rows(<_Rows>summary.later[k - 1], groups, cutoff)
+                summary.later.append(_EMPTY)
+            if type(groups) is not Groups:
+                groups = _groups_of(groups)
+            summary.later[k - 1] = _merge(<Groups>summary.later[k - 1], <Groups>groups, cutoff)
     return 0
 
 
