@@ -489,13 +489,14 @@ cdef Groups _groups_of(list groups):
 
 
 cdef class _Net:
-    """What the compiled phases read of the network, read once (each attribute of a
-    Python object is a dict lookup, and they were a fifth of an event's time). None of
-    it changes while a batch runs: queries register and unregister between batches."""
+    """What the compiled phases read of the network, read once a batch (each attribute
+    of a Python object is a dict lookup, and they were a fifth of an event's time).
+    None of it changes while a batch runs: queries register and unregister between
+    batches."""
 
     cdef object net
     cdef dict summary, ecqs, by_bit, ecq_plans, pairs
-    cdef list wins, wcum
+    cdef list wins, wcum, plans
     cdef double min_window, max_window
 
 
@@ -509,8 +510,16 @@ cdef _Net _net_of(net):
     n.wcum = net._wcum
     n.min_window = net._min_window
     n.max_window = net._max_window
-    n.ecq_plans = {}
-    n.pairs = net.c_pairs
+    # What the compiled part derives from the queries, kept until they change
+    # (Network.c_cache): class-pair sets, ECQ constants, node plans by bit.
+    cache = net.c_cache
+    if not cache:
+        cache["pairs"] = {}
+        cache["ecqs"] = {}
+        cache["plans"] = []
+    n.pairs = cache["pairs"]
+    n.ecq_plans = cache["ecqs"]
+    n.plans = cache["plans"]
     return n
 
 
@@ -547,7 +556,8 @@ cdef _Ecq _ecq_of(ecq):
 
 
 cdef _Ecq _ecq_in(_Net n, cls):
-    # The ECQ of ``cls`` (its ``ecq`` None when no query uses the class), once a batch.
+    # The ECQ of ``cls`` (its ``ecq`` None when no query uses the class), made once
+    # until queries change.
     cdef _Ecq q = n.ecq_plans.get(cls)
     if q is None:
         q = _ecq_of(n.ecqs.get(cls))
@@ -570,7 +580,7 @@ cdef _Ids _pair(_Net n, dict of_cls, cls, first, second):
     # ``cls`` at position 1 (``second``: cls's position-1 queries). A source's
     # first-position row of class ``first`` holds only position-0 queries of that
     # class, so its AND with ``second`` is its AND with this set, which has a few
-    # queries where ``second`` has hundreds. Kept in Network.c_pairs until queries change.
+    # queries where ``second`` has hundreds. Kept until queries change.
     cdef _Ids got = <_Ids>of_cls.get(first)
     if got is not None:
         return got
@@ -882,7 +892,11 @@ cdef class _Plan:
     which never changes once registered."""
 
     cdef readonly object name
+    cdef object qs
     cdef bint never, top, mode_all, simple
+    # Its matches are emitted as found (simple, and no query reads @name): set by
+    # _plan_at, valid while queries do not change.
+    cdef bint direct
     cdef Py_ssize_t length, bitno
     cdef long long reg
     cdef object order, probability, derived_class
@@ -896,6 +910,7 @@ cdef _Plan _plan_of(qs):
         return <_Plan>plan
     cdef _Plan p = _Plan()
     cq = qs.cq
+    p.qs = qs
     p.name = cq.name
     p.never = cq.never
     p.top = cq.top
@@ -911,6 +926,22 @@ cdef _Plan _plan_of(qs):
     p.classes_at = qs.classes_at
     p.checks_at = qs.checks_at
     qs.plan = p
+    return p
+
+
+cdef _Plan _plan_at(_Net n, Py_ssize_t bitno):
+    # The plan of the node with bit ``bitno``, through a list (no dict lookups).
+    cdef list plans = n.plans
+    cdef _Plan p
+    if bitno < len(plans):
+        p = <_Plan>plans[bitno]
+        if p is not None:
+            return p
+    p = _plan_of(n.by_bit[bitno])
+    p.direct = p.simple and p.derived_class not in n.ecqs
+    while len(plans) <= bitno:
+        plans.append(None)
+    plans[bitno] = p
     return p
 
 
@@ -1065,10 +1096,15 @@ def test_plain(net, ecq, e, dict seq_pass, double hclock, list completed):
     """The plain-sequence part of ``Network.process``'s test phase at level "summary":
     extend from the summary, then assemble the matches of the queries ``e`` completes
     (appended to ``completed`` as ``(node, events)``). Returns the extended groups."""
-    return _test(_net_of(net), _ecq_of(ecq), e, e.src, e.type, e.end, seq_pass, hclock, completed)
+    cdef bint direct
+    return _test(_net_of(net), _ecq_of(ecq), e, e.src, e.type, e.end, seq_pass, hclock, completed, [], &direct)
 
 
-cdef dict _test(_Net n, _Ecq q, e, src, cls, double end, dict seq_pass, double hclock, list completed):
+cdef dict _test(
+    _Net n, _Ecq q, e, src, cls, double end, dict seq_pass, double hclock, list completed, list plans, bint *direct
+):
+    # ``plans``: each completed match's node plan; ``direct``: whether all can be
+    # emitted as found.
     cdef dict extended
     if len(seq_pass) > 1 or 0 not in seq_pass:
         extended = _extend(n, q, src, cls, end, seq_pass)
@@ -1089,7 +1125,7 @@ cdef dict _test(_Net n, _Ecq q, e, src, cls, double end, dict seq_pass, double h
         bitno = buf_next_bit(&done, 0)
         if bitno < 0:
             return extended
-        _complete(n, e, src, hclock, &done, bitno, completed)
+        direct[0] = _complete(n, e, src, hclock, &done, bitno, completed, plans)
     finally:
         buf_free(&done)
     return extended
@@ -1127,32 +1163,40 @@ cdef object _keep(Groups g, more):
     return made.finish() if made.n else None
 
 
-cdef int _complete(_Net n, e, src, double hclock, scemon_buf *done, Py_ssize_t bitno, list completed) except -1:
-    # The matches of the queries in ``done`` (lowest bit first, as Network._nodes_of).
+cdef int _complete(
+    _Net n, e, src, double hclock, scemon_buf *done, Py_ssize_t bitno, list completed, list plans
+) except -1:
+    # The matches of the queries in ``done`` (lowest bit first, as Network._nodes_of),
+    # each with its node's plan in ``plans``. Returns whether all can be emitted as found.
+    cdef bint direct = True
     cdef _Chains probe = _Chains()
     probe.n = n
     probe.chains = {}
     probe.src = src
     probe.hclock = hclock
-    cdef dict by_bit = n.by_bit
     cdef _Plan plan
+    cdef Py_ssize_t before
     while bitno >= 0:
-        qs = by_bit[bitno]
+        plan = _plan_at(n, bitno)
         bitno = buf_next_bit(done, bitno + 1)
-        plan = _plan_of(qs)
         if plan.never:
             continue
+        before = len(completed)
         if plan.length == 1:
             if plan.top and plan.probability is not None:
                 ok = _getf(e, E_PROB) >= <double>plan.probability
             else:
                 ok = _getf(e, E_PROB) > 0.0
             if ok:
-                completed.append((qs, [e]))
+                completed.append((plan.qs, [e]))
         else:
             for env in _assemble(plan, e, probe):
-                completed.append((qs, env))
-    return 0
+                completed.append((plan.qs, env))
+        if len(completed) > before:
+            direct = direct and plan.direct
+            for _ in range(len(completed) - before):
+                plans.append(plan)
+    return direct
 
 
 def insert_plain(net, ecq, e, dict seq_pass, dict extended, double hclock):
@@ -1191,13 +1235,6 @@ cdef bint _insert(
 # ------------------------------------------------------------------ the event loop
 
 
-cdef inline bint _simple(qs, dict ecqs):
-    # Emitted as it is: no trailing negation to wait for, no RETURN, no probability
-    # clause, and no query reads its matches through @name.
-    cdef _Plan plan = _plan_of(qs)
-    return plan.simple and plan.derived_class not in ecqs
-
-
 def run_events(engine, events):
     """``OpClock.process`` for the shared engine at level "summary": the same stamping,
     clock, cleaning and emission order. An event of a class only plain sequences use
@@ -1209,12 +1246,11 @@ def run_events(engine, events):
     cdef list out = []
     net = engine.network
     cdef _Net n = _net_of(net)
-    cdef dict ecqs = n.ecqs
-    cdef list completed
+    cdef list completed, plans
     cdef long long ops = engine.ops, arrivals = engine.arrivals
     cdef long long since = engine._since_clean, every = engine.clean_every, seen = net.seen
     cdef double clock = engine.clock, before, deadline = net._next_deadline, end
-    cdef bint simple, exact
+    cdef bint direct, exact
     cdef _Ecq q
     try:
         for e in events:
@@ -1252,18 +1288,14 @@ def run_events(engine, events):
             else:
                 seen += 1
                 completed = []
+                plans = []
                 src = _get(e, E_SRC)
                 static = q.static
-                extended = _test(n, q, e, src, cls, end, static, clock, completed)
+                extended = _test(n, q, e, src, cls, end, static, clock, completed, plans, &direct)
                 _insert(n, q, e, src, cls, _getf(e, E_START), static, extended, clock)
                 if completed:
-                    simple = True
-                    for qs, env in completed:
-                        if not _simple(qs, ecqs):
-                            simple = False
-                            break
-                    if simple:
-                        _emit_simple(engine, completed, e, src, arrival, out)
+                    if direct:
+                        _emit_simple(engine, completed, plans, src, arrival, out)
                     else:
                         engine.ops = ops
                         engine.arrivals = arrivals
@@ -1291,7 +1323,7 @@ def run_events(engine, events):
     return out
 
 
-cdef _emit_simple(engine, list completed, e, src, arrival, list out):
+cdef _emit_simple(engine, list completed, list plans, src, arrival, list out):
     # Network._finish + matches_of for matches that need nothing more: ordered by the
     # node's registration, then the events' arrival indexes (docs/semantics.md).
     cdef list keyed = []
@@ -1304,7 +1336,7 @@ cdef _emit_simple(engine, list completed, e, src, arrival, list out):
             prob *= _getf(ev, E_PROB)
         if not prob > 0.0:
             continue
-        keyed.append((_plan_of(qs).order, tuple([_get(ev, E_ARRIVAL) for ev in env]), i, prob))
+        keyed.append(((<_Plan>plans[i]).order, tuple([_get(ev, E_ARRIVAL) for ev in env]), i, prob))
     if len(keyed) > 1:
         keyed.sort()
     seq = engine.next_seq
@@ -1313,7 +1345,7 @@ cdef _emit_simple(engine, list completed, e, src, arrival, list out):
         end = _get(env[len(env) - 1], E_END)
         # Match(name, src, start, end, env, {}, prob, seq, arrival), slot by slot.
         m = _Match.__new__(_Match)
-        slot_set(m, M_QUERY, _plan_of(qs).name)
+        slot_set(m, M_QUERY, (<_Plan>plans[i]).name)
         slot_set(m, M_SRC, src)
         slot_set(m, M_START, _get(env[0], E_START))
         slot_set(m, M_END, end)

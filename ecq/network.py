@@ -209,9 +209,9 @@ class Network:
         # later position one latest-first list of disjoint (start, bits) groups); with
         # the compiled functions the same content natively (``_speedups.SrcSummary``).
         self.summary: dict[Any, Any] = {}
-        # The compiled part's per-class-pair query sets (ecq._speedups._pair), valid
-        # until queries change.
-        self.c_pairs: dict[Any, Any] = {}
+        # What the compiled part derives from the registered queries (ecq._speedups
+        # _net_of), emptied whenever they change.
+        self.c_cache: dict[str, Any] = {}
         self._max_window = float("-inf")
         # Spans up to the smallest window pass every query's window: no mask needed.
         self._min_window = float("-inf")
@@ -379,7 +379,7 @@ class Network:
 
     def _rebuild_windows(self) -> None:
         # Called whenever a node comes or goes.
-        self.c_pairs = {}
+        self.c_cache = {}
         by_window: dict[float, int] = {}
         for qs in self.by_bit.values():
             if qs.cq.window is not None:
