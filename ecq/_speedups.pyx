@@ -58,6 +58,11 @@ cdef Py_ssize_t E_PROB = slot_offset(_Event, b"prob")
 cdef Py_ssize_t E_ARRIVAL = slot_offset(_Event, b"arrival")
 cdef Py_ssize_t E_MOMENT = slot_offset(_Event, b"moment")
 cdef Py_ssize_t E_PREV = slot_offset(_Event, b"_prev")
+cdef Py_ssize_t E_ATTRS = slot_offset(_Event, b"attrs")
+cdef Py_ssize_t E_ID = slot_offset(_Event, b"id")
+cdef Py_ssize_t E_PARTS = slot_offset(_Event, b"parts")
+cdef Py_ssize_t E_FLAT = slot_offset(_Event, b"flat")
+cdef Py_ssize_t E_PRIMS = slot_offset(_Event, b"prims")
 cdef Py_ssize_t E_PMB = slot_offset(_Event, b"_pmb")
 cdef Py_ssize_t P_INIT = slot_offset(_PMB, b"init")
 cdef Py_ssize_t P_ENTRIES = slot_offset(_PMB, b"entries")
@@ -81,6 +86,7 @@ cdef inline double _getf(object o, Py_ssize_t off) except? -1.0:
 
 __all__ = [
     "Groups",
+    "event_from_dict",
     "clean_siq",
     "extend_summary",
     "summarise",
@@ -1377,3 +1383,115 @@ def clean_siq(siq, double horizon):
             del last[src]
         dropped += 1
     return dropped
+
+
+# ------------------------------------------------------------------ reading events
+
+
+cdef object _ABSENT = object()
+cdef dict _names = {}
+
+
+cdef inline object _seconds(object v):
+    # A finite number of seconds as a float, or None (then Event.from_dict decides).
+    cdef double x
+    if type(v) is float:
+        x = PyFloat_AS_DOUBLE(v)
+    elif type(v) is int:
+        try:
+            x = float(v)
+        except OverflowError:
+            return None
+    else:
+        return None
+    if x - x != 0.0:  # inf or nan
+        return None
+    return x
+
+
+def event_from_dict(data, where=None):
+    """``Event.from_dict``: a well-formed event given as a dict (exact types, as
+    ``orjson`` gives them) is checked and built here; anything else goes to
+    ``Event.from_dict``, which accepts or rejects it and names the mistake. The same
+    Event either way (tests/ecq/test_accel.py)."""
+    if type(data) is not dict:
+        return _Event.from_dict(data, where)
+    cdef dict d = <dict>data
+    src = d.get("src")
+    etype = d.get("type")
+    start_o = d.get("start")
+    cdef Py_ssize_t known = 3
+    end_o = d.get("end", _ABSENT)
+    if end_o is not _ABSENT:
+        known += 1
+    eid = d.get("id", _ABSENT)
+    if eid is not _ABSENT:
+        known += 1
+    prob_o = d.get("prob", _ABSENT)
+    if prob_o is not _ABSENT:
+        known += 1
+    attrs = d.get("attrs", _ABSENT)
+    if attrs is not _ABSENT:
+        known += 1
+    if len(d) != known or not (type(src) is int or type(src) is str):
+        return _Event.from_dict(data, where)
+    if type(etype) is not str or not etype:
+        return _Event.from_dict(data, where)
+    # One str object per class name: the engine's dict lookups by class then find
+    # their key by identity, and a million events do not hold a million copies.
+    shared = _names.get(etype)
+    if shared is not None:
+        etype = shared
+    elif len(_names) < 100_000:
+        _names[etype] = etype
+    start = _seconds(start_o)
+    if start is None:
+        return _Event.from_dict(data, where)
+    if end_o is _ABSENT or end_o is None:
+        end = start
+    else:
+        end = _seconds(end_o)
+        if end is None or <double>end < <double>start:
+            return _Event.from_dict(data, where)
+    if eid is _ABSENT:
+        eid = None
+    elif eid is not None and not (type(eid) is int or type(eid) is str):
+        return _Event.from_dict(data, where)
+    if prob_o is _ABSENT or prob_o is None:
+        prob = 1.0
+    elif (type(prob_o) is float or type(prob_o) is int) and 0.0 < prob_o <= 1.0:
+        prob = float(prob_o)
+    else:
+        return _Event.from_dict(data, where)
+    cdef dict copied
+    if attrs is _ABSENT or attrs is None:
+        copied = {}
+    elif type(attrs) is dict:
+        for key, value in (<dict>attrs).items():
+            if type(key) is not str:
+                return _Event.from_dict(data, where)
+            if type(value) is float:
+                if value - value != 0.0:
+                    return _Event.from_dict(data, where)
+            elif not (type(value) is str or type(value) is int or type(value) is bool):
+                return _Event.from_dict(data, where)
+        copied = dict(<dict>attrs)
+    else:
+        return _Event.from_dict(data, where)
+    # Event(src, etype, start, end, attrs, prob, eid), slot by slot.
+    e = _Event.__new__(_Event)
+    slot_set(e, E_SRC, src)
+    slot_set(e, E_TYPE, etype)
+    slot_set(e, E_START, start)
+    slot_set(e, E_END, end)
+    slot_set(e, E_ATTRS, copied)
+    slot_set(e, E_PROB, prob)
+    slot_set(e, E_ID, eid)
+    slot_set(e, E_ARRIVAL, -1)
+    slot_set(e, E_MOMENT, -1)
+    slot_set(e, E_PARTS, None)
+    slot_set(e, E_FLAT, None)
+    slot_set(e, E_PRIMS, None)
+    slot_set(e, E_PREV, None)
+    slot_set(e, E_PMB, None)
+    return e

@@ -14,9 +14,13 @@ never depend on which one runs; the tests run the engine both ways
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from types import ModuleType
+from typing import Any
 
-__all__ = ["speedups", "available"]
+from ecq.event import Event
+
+__all__ = ["speedups", "available", "event_reader"]
 
 
 def _load() -> ModuleType | None:
@@ -35,3 +39,12 @@ speedups: ModuleType | None = _load()
 def available() -> bool:
     """Whether the compiled functions are built and in use by default."""
     return speedups is not None
+
+
+def event_reader() -> Callable[[Any, str | None], Event]:
+    """``Event.from_dict``, or its compiled twin when built (well-formed dicts are
+    checked and built natively; anything else goes to ``Event.from_dict``)."""
+    if speedups is not None:
+        reader: Callable[[Any, str | None], Event] = speedups.event_from_dict
+        return reader
+    return Event.from_dict

@@ -49,6 +49,15 @@ class Match:
     def event_ids(self, name: Callable[[Event], Any] | None = None) -> list[Any]:
         """``events`` with each event replaced by ``name(event)`` (default: its ``id``, or
         its arrival index when it has none), keeping the nesting of groups."""
+        if name is None:
+            # The common case first: primitive events only, named by id (or arrival).
+            ids = []
+            for e in self.events:
+                if type(e) is not Event or e.parts is not None:
+                    break
+                ids.append(e.id if e.id is not None else e.arrival)
+            else:
+                return ids
         namer = name or (lambda e: e.id if e.id is not None else e.arrival)
 
         def conv(item: EventRef) -> Any:

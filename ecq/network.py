@@ -212,6 +212,8 @@ class Network:
         # What the compiled part derives from the registered queries (ecq._speedups
         # _net_of), emptied whenever they change.
         self.c_cache: dict[str, Any] = {}
+        # The nodes of each window (bits), kept as nodes come and go.
+        self._window_bits: dict[float, int] = {}
         self._max_window = float("-inf")
         # Spans up to the smallest window pass every query's window: no mask needed.
         self._min_window = float("-inf")
@@ -302,6 +304,8 @@ class Network:
         for cls in qs.classes:
             self.ecqs[cls].refresh()
         self.by_bit[qs.bitno] = qs
+        if cq.window is not None:
+            self._window_bits[cq.window] = self._window_bits.get(cq.window, 0) | bit
         self._rebuild_windows()
         return qs
 
@@ -337,6 +341,12 @@ class Network:
             else:
                 self.ecqs[cls].refresh()
         del self.by_bit[qs.bitno]
+        if cq.window is not None:
+            left = self._window_bits[cq.window] & ~bit
+            if left:
+                self._window_bits[cq.window] = left
+            else:
+                del self._window_bits[cq.window]
         self._free.append((moment, qs.bitno))
         qs.pending.clear()
         self._pending_nodes.discard(qs)
@@ -378,12 +388,10 @@ class Network:
         return bitno
 
     def _rebuild_windows(self) -> None:
-        # Called whenever a node comes or goes.
+        # Called whenever a node comes or goes. O(distinct windows), not O(nodes):
+        # registering thousands of queries one by one stays linear.
         self.c_cache = {}
-        by_window: dict[float, int] = {}
-        for qs in self.by_bit.values():
-            if qs.cq.window is not None:
-                by_window[qs.cq.window] = by_window.get(qs.cq.window, 0) | qs.bit
+        by_window = self._window_bits
         self._wins = sorted(by_window)
         self._max_window = self._wins[-1] if self._wins else float("-inf")
         self._min_window = self._wins[0] if self._wins else float("-inf")
@@ -940,6 +948,11 @@ class Network:
             for cls in qs.classes:
                 assert any(c.q is qs for c in self.ecqs[cls].clt)
         assert len(self.by_bit) == len(self.queries) + len(self.subs)
+        by_window: dict[float, int] = {}
+        for qs in self.by_bit.values():
+            if qs.cq.window is not None:
+                by_window[qs.cq.window] = by_window.get(qs.cq.window, 0) | qs.bit
+        assert by_window == self._window_bits, "window bits must follow the nodes"
 
 
 def _clear(masks: dict[int, int], k: int, bit: int) -> None:

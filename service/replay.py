@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
+from ecq import accel
 from ecq.errors import EventError, QueryError, ScemonError
 from ecq.event import AttrValue, Event
 from ecq.language.ast import Query, from_json
@@ -248,7 +249,7 @@ def _read_jsonl(path: Path, progress: Progress | None) -> list[Event]:
     # Local names: this loop runs once per event of files with millions of them.
     append = events.append
     loads = orjson.loads
-    from_dict = Event.from_dict
+    from_dict = accel.event_reader()
     with path.open("rb") as stream:
         for index, raw in enumerate(stream):
             if index == 0 and raw.startswith(b"\xef\xbb\xbf"):
@@ -262,7 +263,7 @@ def _read_jsonl(path: Path, progress: Progress | None) -> list[Event]:
                     f"invalid JSON: {err.msg} (column {err.colno})", _line(path, index)
                 ) from None
             try:
-                event = from_dict(data)
+                event = from_dict(data, None)
             except EventError as err:
                 raise EventError(err.message, _line(path, index), err.field) from None
             if event.id is None:

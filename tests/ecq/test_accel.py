@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import os
 import random
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ecq import accel
 from ecq.engine import Engine
+from ecq.errors import EventError
 from ecq.event import Event
 from ecq.workload import Workload, events, sequence_queries
 
@@ -117,6 +121,7 @@ def test_sparse_pmb_groups_read_as_the_lists_they_stand_for() -> None:
         if x._pmb.entries
         for g in x._pmb.entries.values()
     ]
+    assert accel.speedups is not None
     assert native and all(type(g) is accel.speedups.Groups for g in native)
     several = [g for g in native if len(g) > 1]
     assert several, "the workload should give instances several groups"
@@ -145,3 +150,78 @@ def test_sparse_pmb_groups_read_as_the_lists_they_stand_for() -> None:
                     low = bits & -bits
                     assert pmb.latest(k, low, x.start) == t
                     assert pmb.latest(k, low << 4096, x.start) is None
+
+
+def _fast_reader() -> Any:
+    assert accel.speedups is not None
+    return accel.speedups.event_from_dict
+
+
+def _event_fields(e: Event) -> tuple[object, ...]:
+    return tuple((name, getattr(e, name), type(getattr(e, name))) for name in Event.__slots__)
+
+
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=3),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(
+        st.text(max_size=2), st.one_of(st.integers(), st.floats(), st.text(max_size=2), st.none())
+    ),
+)
+_KEYS = st.sampled_from(["src", "type", "start", "end", "id", "prob", "attrs", "other"])
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    good=st.fixed_dictionaries(
+        {
+            "src": st.one_of(st.integers(0, 5), st.text(min_size=1, max_size=2)),
+            "type": st.sampled_from(["A", "B"]),
+        },
+        optional={
+            "start": st.one_of(st.integers(0, 100), st.floats(0, 100)),
+            "end": st.one_of(st.none(), st.integers(0, 200), st.floats(0, 200)),
+            "id": st.one_of(st.none(), st.integers(), st.text(max_size=2)),
+            "prob": st.one_of(st.none(), st.floats(0, 1), st.just(1)),
+            "attrs": st.dictionaries(
+                st.text(max_size=2), st.one_of(st.integers(), st.floats(), st.booleans())
+            ),
+        },
+    ),
+    noise=st.dictionaries(_KEYS, _VALUES, max_size=3),
+    mix=st.booleans(),
+)
+def test_compiled_event_reader_builds_what_event_from_dict_builds(
+    good: dict[str, object], noise: dict[str, object], mix: bool
+) -> None:
+    """``_speedups.event_from_dict`` (scemon replay's and the ingest's reader) gives the
+    same Event as ``Event.from_dict`` on well-formed input, and the same error on the
+    rest (it hands anything unusual to ``Event.from_dict``)."""
+    data = {**good, **noise} if mix else good
+    fast = _fast_reader()
+    try:
+        want = Event.from_dict(data, "line 3")
+    except EventError as err:
+        with pytest.raises(EventError) as got:
+            fast(data, "line 3")
+        assert (got.value.message, got.value.where, got.value.field) == (err.message, err.where, err.field)
+        return
+    except OverflowError:
+        with pytest.raises(OverflowError):
+            fast(data, "line 3")
+        return
+    assert _event_fields(fast(data, "line 3")) == _event_fields(want)
+
+
+def test_compiled_event_reader_shares_class_names() -> None:
+    fast = _fast_reader()
+    a = fast({"src": 1, "type": "".join(["Cl", "x"]), "start": 1})
+    b = fast({"src": 2, "type": "".join(["Cl", "x"]), "start": 2})
+    assert a.type == b.type == "Clx" and a.type is b.type
+    with pytest.raises(EventError):
+        fast([1, 2], "line 1")
+    assert accel.event_reader() is fast
