@@ -1227,7 +1227,10 @@ cdef bint _insert(
                 kept = {}
             kept[key] = keep
     if init or kept or q.general_uses:
-        slot_set(e, E_PMB, _PMB(init, kept))
+        pmb = _PMB.__new__(_PMB)  # PMB(init, kept), without running __init__ in Python
+        slot_set(pmb, P_INIT, init)
+        slot_set(pmb, P_ENTRIES, kept)
+        slot_set(e, E_PMB, pmb)
         last = q.last
         slot_set(e, E_PREV, last.get(src))
         last[src] = e
