@@ -293,11 +293,13 @@ cdef class _Rows:
 
     cdef double *t
     cdef digit *d
+    cdef Py_ssize_t *tag  # per row: the class id of a first-position row (_class_id)
     cdef Py_ssize_t n, cap, w
 
     def __dealloc__(self):
         PyMem_Free(self.t)
         PyMem_Free(self.d)
+        PyMem_Free(self.tag)
 
     cdef int _reserve(self, Py_ssize_t rows, Py_ssize_t w) except -1:
         cdef Py_ssize_t cap = self.cap, i
@@ -315,6 +317,7 @@ cdef class _Rows:
         if t == NULL:
             raise MemoryError()
         self.t = t
+        self.tag = <Py_ssize_t *>_grow(self.tag, cap * sizeof(Py_ssize_t))
         d = <digit *>PyMem_Malloc(cap * w * sizeof(digit) + 1)
         if d == NULL:
             raise MemoryError()
@@ -338,9 +341,10 @@ cdef class _Rows:
         memcpy(self.row(i), bits_digits(bits), nd * sizeof(digit))
         return 0
 
-    cdef int append(self, double t, object bits) except -1:
+    cdef int append(self, double t, object bits, Py_ssize_t tag) except -1:
         self._reserve(self.n + 1, bits_ndigits(bits))
         self.set_row(self.n, t, bits)
+        self.tag[self.n] = tag
         self.n += 1
         return 0
 
@@ -348,6 +352,7 @@ cdef class _Rows:
         cdef Py_ssize_t j
         for j in range(i, self.n - 1):
             self.t[j] = self.t[j + 1]
+            self.tag[j] = self.tag[j + 1]
             memcpy(self.row(j), self.row(j + 1), self.w * sizeof(digit))
         self.n -= 1
 
@@ -501,8 +506,8 @@ cdef class _Net:
     batches."""
 
     cdef object net
-    cdef dict summary, ecqs, by_bit, ecq_plans, pairs
-    cdef list wins, wcum, plans
+    cdef dict summary, ecqs, by_bit, ecq_plans, class_ids
+    cdef list wins, wcum, plans, class_names
     cdef double min_window, max_window
 
 
@@ -520,13 +525,23 @@ cdef _Net _net_of(net):
     # (Network.c_cache): class-pair sets, ECQ constants, node plans by bit.
     cache = net.c_cache
     if not cache:
-        cache["pairs"] = {}
         cache["ecqs"] = {}
         cache["plans"] = []
-    n.pairs = cache["pairs"]
     n.ecq_plans = cache["ecqs"]
     n.plans = cache["plans"]
+    # Small numbers for class names (first-position rows carry them), for good.
+    n.class_ids = net.c_class_ids
+    n.class_names = net.c_class_names
     return n
+
+
+cdef Py_ssize_t _class_id(_Net n, cls) except -1:
+    got = n.class_ids.get(cls)
+    if got is None:
+        got = len(n.class_names)
+        n.class_ids[cls] = got
+        n.class_names.append(cls)
+    return got
 
 
 cdef class _Ecq:
@@ -540,6 +555,7 @@ cdef class _Ecq:
     cdef dict last
     cdef object queue
     cdef double window, frozen  # its horizon's (ecq.horizon.Horizon)
+    cdef _PairTable pairs  # made on first use
 
 
 cdef _Ecq _ecq_of(ecq):
@@ -571,43 +587,54 @@ cdef _Ecq _ecq_in(_Net n, cls):
     return q
 
 
-cdef class _Ids:
-    """A sparse query set: query numbers, ascending."""
+cdef class _PairTable:
+    """For a class X, per class id of a class Y: the queries that can have a Y at
+    position 0 and an X at position 1. A source's first-position row of class Y holds
+    only position-0 queries of Y, so its AND with X's position-1 queries is its AND
+    with this set, which has a few queries where X's position-1 set has hundreds; and
+    the sets of one X lie in one array, indexed by class id (no lookup, no object per
+    pair). Filled on use; dropped with the ECQ constants when queries change."""
 
-    cdef Py_ssize_t n
+    cdef Py_ssize_t ncls
+    cdef Py_ssize_t *at  # 2 per class id: offset into ids, count (-1: not made yet)
     cdef uint32_t *ids
+    cdef Py_ssize_t used, cap
 
     def __dealloc__(self):
+        PyMem_Free(self.at)
         PyMem_Free(self.ids)
 
-
-cdef _Ids _pair(_Net n, dict of_cls, cls, first, second):
-    # The queries that can have an instance of ``first`` at position 0 and one of
-    # ``cls`` at position 1 (``second``: cls's position-1 queries). A source's
-    # first-position row of class ``first`` holds only position-0 queries of that
-    # class, so its AND with ``second`` is its AND with this set, which has a few
-    # queries where ``second`` has hundreds. Kept until queries change.
-    cdef _Ids got = <_Ids>of_cls.get(first)
-    if got is not None:
-        return got
-    cdef _Ecq fq = _ecq_in(n, first)
-    got = _Ids.__new__(_Ids)
-    if fq.ecq is not None:
-        both = (fq.more.get(0, 0) | fq.final.get(0, 0)) & second
-        nd = bits_ndigits(both)
-        got.ids = <uint32_t *>PyMem_Malloc(nd * PyLong_SHIFT * sizeof(uint32_t) + 4)
-        if got.ids == NULL:
-            raise MemoryError()
-        got.n = digits_and_ids(bits_digits(both), bits_digits(both), NULL, nd, got.ids)
-    of_cls[first] = got
-    return got
+    cdef const uint32_t *get(self, _Net n, Py_ssize_t cid, object second, Py_ssize_t *count) except? NULL:
+        cdef Py_ssize_t i, nd, want
+        cdef _Ecq fq
+        if cid >= self.ncls:
+            want = len(n.class_names) if len(n.class_names) > cid else cid + 1
+            self.at = <Py_ssize_t *>_grow(self.at, 2 * want * sizeof(Py_ssize_t))
+            for i in range(self.ncls, want):
+                self.at[2 * i] = 0
+                self.at[2 * i + 1] = -1
+            self.ncls = want
+        if self.at[2 * cid + 1] < 0:
+            fq = _ecq_in(n, n.class_names[cid])
+            both = fq.more.get(0, 0) & second if fq.ecq is not None else 0
+            nd = bits_ndigits(both)
+            if self.used + nd * PyLong_SHIFT > self.cap:
+                self.cap = (self.cap + nd * PyLong_SHIFT) * 2
+                self.ids = <uint32_t *>_grow(self.ids, self.cap * sizeof(uint32_t))
+            self.at[2 * cid] = self.used
+            self.at[2 * cid + 1] = digits_and_ids(bits_digits(both), bits_digits(both), NULL, nd, self.ids + self.used)
+            self.used += self.at[2 * cid + 1]
+        count[0] = self.at[2 * cid + 1]
+        return self.ids + self.at[2 * cid]
 
 
 cdef inline bint _has(const digit *d, Py_ssize_t nd, uint32_t k):
     return <Py_ssize_t>(k // PyLong_SHIFT) < nd and (d[k // PyLong_SHIFT] >> (k % PyLong_SHIFT)) & 1
 
 
-cdef int _add_pair_ids(_Rows rows, Py_ssize_t i, _Ids pair, object wm, _Builder b, double t) except -1:
+cdef int _add_pair_ids(
+    _Rows rows, Py_ssize_t i, const uint32_t *pair, Py_ssize_t count, object wm, _Builder b, double t
+) except -1:
     # rows.add_ids(i, m, wm, b, t) for the static m, through the class pair's few queries.
     cdef const digit *r = rows.row(i)
     cdef Py_ssize_t j, w = b.used(), nw = 0
@@ -616,9 +643,9 @@ cdef int _add_pair_ids(_Rows rows, Py_ssize_t i, _Ids pair, object wm, _Builder 
     if wm is not None:
         dw = bits_digits(wm)
         nw = bits_ndigits(wm)
-    b.reserve(pair.n)
-    for j in range(pair.n):
-        k = pair.ids[j]
+    b.reserve(count)
+    for j in range(count):
+        k = pair[j]
         if _has(r, rows.w, k) and (dw == NULL or _has(dw, nw, k)):
             b.ids[w] = k
             w += 1
@@ -672,6 +699,9 @@ cdef dict _extend(_Net n, _Ecq q, src, cls, double e_end, dict seq_pass):
     cdef object m, wm
     cdef Groups gs
     cdef _Builder raw = _raw
+    cdef _PairTable table
+    cdef const uint32_t *pair
+    cdef Py_ssize_t count
     for key, passed in seq_pass.items():
         k = key
         if k == 0 or k > n_later + 1:
@@ -684,11 +714,11 @@ cdef dict _extend(_Net n, _Ecq q, src, cls, double e_end, dict seq_pass):
             continue
         raw.reset()
         if k == 1:
-            of_cls = None
+            table = None
             if seq_pass is static:
-                of_cls = n.pairs.get(cls)
-                if of_cls is None:
-                    of_cls = n.pairs[cls] = {}
+                if q.pairs is None:
+                    q.pairs = _PairTable()
+                table = q.pairs
             i = 0
             while i < len(summary.s_cls):
                 t = starts.t[i]
@@ -697,9 +727,9 @@ cdef dict _extend(_Net n, _Ecq q, src, cls, double e_end, dict seq_pass):
                     starts.delete(i)
                     continue
                 wm = _window_mask(wins, wcum, e_end - t) if e_end - t > full else None
-                if of_cls is not None:
-                    first = <object>PyList_GET_ITEM(summary.s_cls, i)
-                    _add_pair_ids(starts, i, _pair(n, of_cls, cls, first, m), wm, raw, t)
+                if table is not None:
+                    pair = table.get(n, starts.tag[i], m, &count)
+                    _add_pair_ids(starts, i, pair, count, wm, raw, t)
                 else:
                     starts.add_ids(i, m, wm, raw, t)
                 i += 1
@@ -856,14 +886,14 @@ cdef Groups _EMPTY = _Builder().finish()
 
 def summarise(net, e, init, kept, double hclock):
     """``Network._summarise`` on a native summary."""
-    _summarise(net.summary, e.src, e.type, e.start, init, kept, hclock - <double>net._max_window)
+    _summarise(_net_of(net), e.src, e.type, e.start, init, kept, hclock - <double>net._max_window)
 
 
-cdef int _summarise(dict summaries, src, cls, double start, init, dict kept, double cutoff) except -1:
-    cdef SrcSummary summary = summaries.get(src)
+cdef int _summarise(_Net n, src, cls, double start, init, dict kept, double cutoff) except -1:
+    cdef SrcSummary summary = n.summary.get(src)
     if summary is None:
         summary = SrcSummary()
-        summaries[src] = summary
+        n.summary[src] = summary
     cdef Py_ssize_t k, i
     cdef list s_cls = summary.s_cls
     if init:
@@ -876,7 +906,7 @@ cdef int _summarise(dict summaries, src, cls, double start, init, dict kept, dou
             i = -1
         if i < 0:
             s_cls.append(cls)
-            summary.starts.append(start, init)
+            summary.starts.append(start, init, _class_id(n, cls))
         else:
             if start > summary.starts.t[i]:
                 summary.starts.t[i] = start
@@ -1236,7 +1266,7 @@ cdef bint _insert(
         last[src] = e
         q.queue.append(e)
         if init or kept:
-            _summarise(n.summary, src, cls, start, init, kept, hclock - n.max_window)
+            _summarise(n, src, cls, start, init, kept, hclock - n.max_window)
         return True
     return False
 

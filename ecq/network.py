@@ -212,6 +212,9 @@ class Network:
         # What the compiled part derives from the registered queries (ecq._speedups
         # _net_of), emptied whenever they change.
         self.c_cache: dict[str, Any] = {}
+        # Class names numbered by the compiled part (ecq._speedups._class_id), for good.
+        self.c_class_ids: dict[str, int] = {}
+        self.c_class_names: list[str] = []
         # The nodes of each window (bits), kept as nodes come and go.
         self._window_bits: dict[float, int] = {}
         self._max_window = float("-inf")
