@@ -1369,17 +1369,27 @@ cdef _emit_simple(engine, list completed, list plans, src, arrival, list out):
     cdef double prob
     cdef Py_ssize_t i
     for i in range(len(completed)):
-        qs, env = completed[i]
+        env = (<tuple>completed[i])[1]
         prob = 1.0
         for ev in env:
             prob *= _getf(ev, E_PROB)
         if not prob > 0.0:
             continue
-        keyed.append(((<_Plan>plans[i]).order, tuple([_get(ev, E_ARRIVAL) for ev in env]), i, prob))
+        keyed.append(((<_Plan>plans[i]).order, i, prob))
     if len(keyed) > 1:
-        keyed.sort()
+        if len({k[0] for k in keyed}) == len(keyed):
+            keyed.sort()  # one match per node: the registration order decides
+        else:
+            # A node with several matches (MODE ALL): their events' arrivals decide.
+            keyed = sorted(
+                [
+                    (order, tuple([_get(ev, E_ARRIVAL) for ev in (<tuple>completed[i])[1]]), i, p)
+                    for order, i, p in keyed
+                ]
+            )
+            keyed = [(k[0], k[2], k[3]) for k in keyed]
     seq = engine.next_seq
-    for order, arrivals, i, prob in keyed:
+    for order, i, prob in keyed:
         qs, env = completed[i]
         end = _get(env[len(env) - 1], E_END)
         # Match(name, src, start, end, env, {}, prob, seq, arrival), slot by slot.
