@@ -11,10 +11,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
 
 from service.cli_errors import fail
-from service.config import Settings, is_loopback
 
 __all__ = ["openapi", "serve"]
 
@@ -36,6 +34,12 @@ def serve(
     SCEMON_TOKENS ("tok1:admin,tok2:producer,tok3:reader"); without tokens the server
     binds loopback only.
     """
+    # Imported here: pydantic-settings is a tenth of a second that every other command
+    # (a replay, a stream) would pay at start.
+    from pydantic import ValidationError
+
+    from service.config import Settings, is_loopback
+
     overrides: dict[str, Any] = {
         key: value
         for key, value in {"host": host, "port": port, "data": data, "log_level": log_level}.items()
@@ -76,6 +80,7 @@ def openapi(
     ] = False,
 ) -> None:
     """Print (or write) the OpenAPI document of the REST API, as YAML."""
+    from service.config import Settings
     from service.main import create_app
     from service.openapi import openapi_yaml
 
