@@ -250,4 +250,6 @@ def test_ratio_command_reports_the_targets_and_a_real_replay(tmp_path: Path) -> 
     metrics = [row[0] for row in rows]
     assert any("SP/shared" in m for m in metrics)
     assert any("scemon replay" in m for m in metrics)
+    alone = [row for row in rows if row[0].endswith("measured alone")]
+    assert len(alone) == 2 and all(float(row[1]) > 0 for row in alone)
     assert all(row[3] in ("yes", "NO") for row in rows)
