@@ -938,6 +938,15 @@ cdef class _Plan:
     cdef object order, probability, derived_class
     cdef double window
     cdef list classes_at, checks_at
+    # Per position, in C arrays (the lists above are scattered objects, cold when
+    # thousands of queries complete now and then): its class when it has only one
+    # (borrowed from classes_at), and whether conditions are checked there.
+    cdef PyObject **one_cls
+    cdef char *checked
+
+    def __dealloc__(self):
+        PyMem_Free(self.one_cls)
+        PyMem_Free(self.checked)
 
 
 cdef _Plan _plan_of(qs):
@@ -961,6 +970,13 @@ cdef _Plan _plan_of(qs):
     p.window = cq.window if cq.window else 0.0
     p.classes_at = qs.classes_at
     p.checks_at = qs.checks_at
+    cdef Py_ssize_t i, n = len(p.classes_at)
+    p.one_cls = <PyObject **>_grow(NULL, (n + 1) * sizeof(PyObject *))
+    p.checked = <char *>_grow(NULL, n + 1)
+    for i in range(n):
+        classes = <tuple>p.classes_at[i]
+        p.one_cls[i] = <PyObject *>classes[0] if len(classes) == 1 else NULL
+        p.checked[i] = i < len(p.checks_at) and len(<list>p.checks_at[i]) > 0
     qs.plan = p
     return p
 
@@ -985,8 +1001,7 @@ cdef class _Assembly:
     """One call of ``assemble_seq``: the query's constants and the match being built."""
 
     cdef object probe
-    cdef list classes_at
-    cdef list checks_at
+    cdef _Plan plan
     cdef list env
     cdef list found
     cdef double bound
@@ -996,23 +1011,26 @@ cdef class _Assembly:
     cdef object min_prob
 
     cdef bint fill(self, Py_ssize_t i, object nxt) except -1:
-        cdef tuple classes = <tuple>PyList_GET_ITEM(self.classes_at, i)
+        cdef PyObject *one = self.plan.one_cls[i]
+        cdef tuple classes
         cdef list candidates
         if type(self.probe) is _Chains:
-            if len(classes) == 1:
-                candidates = (<_Chains>self.probe).chain(classes[0])
+            if one != NULL:
+                candidates = (<_Chains>self.probe).chain(<object>one)
             else:
+                classes = <tuple>PyList_GET_ITEM(self.plan.classes_at, i)
                 candidates = list(_by_recency([(<_Chains>self.probe).chain(c) for c in classes]))
-        elif len(classes) == 1:
-            candidates = self.probe(classes[0])
+        elif one != NULL:
+            candidates = self.probe(<object>one)
         else:
+            classes = <tuple>PyList_GET_ITEM(self.plan.classes_at, i)
             candidates = list(_by_recency([self.probe(c) for c in classes]))
         cdef long long nxt_moment = _get(nxt, E_MOMENT)
         cdef double nxt_start = _getf(nxt, E_START)
         cdef long long moment
         cdef double t
         cdef bint ok
-        cdef list checks = <list>PyList_GET_ITEM(self.checks_at, i)
+        cdef list checks = <list>PyList_GET_ITEM(self.plan.checks_at, i) if self.plan.checked[i] else None
         cdef Py_ssize_t bitno = self.bitno
         for p in candidates:
             moment = _get(p, E_MOMENT)
@@ -1078,8 +1096,7 @@ cdef list _assemble(_Plan plan, last, probe):
     cdef Py_ssize_t n = plan.length
     cdef _Assembly a = _Assembly()
     a.probe = probe
-    a.classes_at = plan.classes_at
-    a.checks_at = plan.checks_at
+    a.plan = plan
     a.env = [last] * n
     a.found = []
     a.bound = _getf(last, E_END) - plan.window
