@@ -86,6 +86,7 @@ cdef inline double _getf(object o, Py_ssize_t off) except? -1.0:
 
 __all__ = [
     "Groups",
+    "NativePMB",
     "event_from_dict",
     "clean_siq",
     "extend_summary",
@@ -281,6 +282,50 @@ cdef void *_grow(void *p, size_t size) except NULL:
 
 cdef _Builder _raw = _Builder()
 cdef _Builder _made = _Builder()
+
+
+cdef class NativePMB:
+    """The PMB (``ecq.pmb.PMB``) of an instance the compiled insert phase stores:
+    ``init`` and the kept groups, position 1's (every sequence of three or more steps
+    has one) in a field of its own, so the assembly reaches them without a dict, and no
+    dict is made per instance. ``entries`` is the dict ``PMB`` has; the methods are
+    ``PMB``'s, run on that."""
+
+    cdef readonly object init
+    cdef object g1  # Groups at position 1, or None
+    cdef dict rest  # {position: Groups} for the other positions, or None
+
+    @property
+    def entries(self):
+        if self.g1 is None and self.rest is None:
+            return None
+        out = {} if self.g1 is None else {1: self.g1}
+        if self.rest is not None:
+            out.update(self.rest)
+        return out
+
+    cdef object groups_at(self, Py_ssize_t k):
+        if k == 1:
+            return self.g1
+        return self.rest.get(k) if self.rest is not None else None
+
+    def _plain(self):
+        return _PMB(self.init, self.entries)
+
+    def size(self):
+        return self._plain().size()
+
+    def latest(self, position, bit, start):
+        return self._plain().latest(position, bit, start)
+
+    def extends(self, position, bit, bound, start):
+        return self._plain().extends(position, bit, bound, start)
+
+    def _check(self):
+        self._plain()._check()
+
+    def __repr__(self):
+        return f"NativePMB(init={self.init!r}, entries={self.entries!r})"
 
 
 # ------------------------------------------------------------ native summaries
@@ -886,10 +931,14 @@ cdef Groups _EMPTY = _Builder().finish()
 
 def summarise(net, e, init, kept, double hclock):
     """``Network._summarise`` on a native summary."""
-    _summarise(_net_of(net), e.src, e.type, e.start, init, kept, hclock - <double>net._max_window)
+    g1 = kept.get(1) if kept else None
+    rest = {k: groups for k, groups in kept.items() if k != 1} if kept else None
+    _summarise(_net_of(net), e.src, e.type, e.start, init, g1, rest or None, hclock - <double>net._max_window)
 
 
-cdef int _summarise(_Net n, src, cls, double start, init, dict kept, double cutoff) except -1:
+cdef int _summarise(_Net n, src, cls, double start, init, g1, dict rest, double cutoff) except -1:
+    # Fold an instance's PMB (``init``; kept groups: position 1's ``g1`` and ``rest``)
+    # into its source's summary.
     cdef SrcSummary summary = n.summary.get(src)
     if summary is None:
         summary = SrcSummary()
@@ -911,14 +960,20 @@ cdef int _summarise(_Net n, src, cls, double start, init, dict kept, double cuto
             if start > summary.starts.t[i]:
                 summary.starts.t[i] = start
             summary.starts.or_row(i, init)
-    if kept:
-        for key, groups in kept.items():
-            k = key
-            while len(summary.later) < k:
-                summary.later.append(_EMPTY)
-            if type(groups) is not Groups:
-                groups = _groups_of(groups)
-            summary.later[k - 1] = _merge(<Groups>summary.later[k - 1], <Groups>groups, cutoff)
+    if g1 is not None:
+        _merge_into(summary, 1, g1, cutoff)
+    if rest is not None:
+        for key, groups in rest.items():
+            _merge_into(summary, key, groups, cutoff)
+    return 0
+
+
+cdef int _merge_into(SrcSummary summary, Py_ssize_t k, groups, double cutoff) except -1:
+    while len(summary.later) < k:
+        summary.later.append(_EMPTY)
+    if type(groups) is not Groups:
+        groups = _groups_of(groups)
+    summary.later[k - 1] = _merge(<Groups>summary.later[k - 1], <Groups>groups, cutoff)
     return 0
 
 
@@ -1041,14 +1096,18 @@ cdef class _Assembly:
             if _getf(p, E_END) > nxt_start:
                 continue
             pmb = _get(p, E_PMB)
-            if i == 0 and bits_test(_get(pmb, P_INIT), bitno):
+            native = type(pmb) is NativePMB
+            if i == 0 and bits_test((<NativePMB>pmb).init if native else _get(pmb, P_INIT), bitno):
                 if _getf(p, E_START) < self.bound:
                     continue
             else:
-                entries = _get(pmb, P_ENTRIES)
-                if not entries:
-                    continue
-                groups = entries.get(i)
+                if native:
+                    groups = (<NativePMB>pmb).groups_at(i)
+                else:
+                    entries = _get(pmb, P_ENTRIES)
+                    if not entries:
+                        continue
+                    groups = entries.get(i)
                 if groups is None:
                     continue
                 ok = False
@@ -1262,28 +1321,34 @@ cdef bint _insert(
     _Net n, _Ecq q, e, src, cls, double start, dict seq_pass, dict extended, double hclock
 ) except -1:
     cdef dict more_at = q.more
+    cdef NativePMB pmb
     init = seq_pass.get(0, 0) & more_at.get(0, 0)
-    cdef dict kept = None
+    g1 = None
+    cdef dict rest = None
     for key, groups in extended.items():
         more = more_at.get(key, 0)
         if not more:
             continue
         keep = _keep(<Groups?>groups, more)
         if keep is not None:
-            if kept is None:
-                kept = {}
-            kept[key] = keep
-    if init or kept or q.general_uses:
-        pmb = _PMB.__new__(_PMB)  # PMB(init, kept), without running __init__ in Python
-        slot_set(pmb, P_INIT, init)
-        slot_set(pmb, P_ENTRIES, kept)
+            if key == 1:
+                g1 = keep
+            else:
+                if rest is None:
+                    rest = {}
+                rest[key] = keep
+    if init or g1 is not None or rest is not None or q.general_uses:
+        pmb = <NativePMB>NativePMB.__new__(NativePMB)
+        pmb.init = init
+        pmb.g1 = g1
+        pmb.rest = rest
         slot_set(e, E_PMB, pmb)
         last = q.last
         slot_set(e, E_PREV, last.get(src))
         last[src] = e
         q.queue.append(e)
-        if init or kept:
-            _summarise(n, src, cls, start, init, kept, hclock - n.max_window)
+        if init or g1 is not None or rest is not None:
+            _summarise(n, src, cls, start, init, g1, rest, hclock - n.max_window)
         return True
     return False
 

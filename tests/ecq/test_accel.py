@@ -15,6 +15,7 @@ from ecq import accel
 from ecq.engine import Engine
 from ecq.errors import EventError
 from ecq.event import Event
+from ecq.pmb import PMB
 from ecq.workload import Workload, events, sequence_queries
 
 # Without SCEMON_PURE the extension must be there: `make test` builds it first.
@@ -106,9 +107,10 @@ def test_native_summaries_widen_as_queries_come_and_go() -> None:
 
 
 def test_sparse_pmb_groups_read_as_the_lists_they_stand_for() -> None:
-    """The compiled insert phase stores a PMB's groups as ``_speedups.Groups`` (query
-    numbers, not ints); Python code reading PMBs (PMB.latest/size/_check, the tests'
-    comparisons) must see exactly the list of ``(start, int)`` tuples."""
+    """The compiled insert phase stores ``_speedups.NativePMB``s whose groups are
+    ``_speedups.Groups`` (query numbers, not ints); Python code reading PMBs
+    (init/entries, latest/extends/size/_check, the tests' comparisons) must see
+    exactly a PMB with the lists of ``(start, int)`` tuples."""
     w = Workload(n_queries=300, n_sources=5, source_gap=120.0)
     eng = Engine(clean_every=10**9)
     for name, text in sequence_queries(w):
@@ -144,12 +146,15 @@ def test_sparse_pmb_groups_read_as_the_lists_they_stand_for() -> None:
     for ecq in eng.network.ecqs.values():
         for x in ecq.siq:
             pmb = x._pmb
+            assert type(pmb) is accel.speedups.NativePMB
+            assert pmb.size() == PMB(pmb.init, pmb.entries).size() >= 1
             pmb._check()
             for k, groups in (pmb.entries or {}).items():
                 for t, bits in groups:
                     low = bits & -bits
                     assert pmb.latest(k, low, x.start) == t
                     assert pmb.latest(k, low << 4096, x.start) is None
+                    assert pmb.extends(k, low, t, x.start) and not pmb.extends(k, low, t + 1e-6, x.start)
 
 
 def _fast_reader() -> Any:
