@@ -765,7 +765,7 @@ cdef dict _extend(_Net n, _Ecq q, src, cls, double e_end, dict seq_pass):
                     q.pairs = _PairTable()
                 table = q.pairs
             i = 0
-            while i < len(summary.s_cls):
+            while i < starts.n:  # one row per entry of s_cls
                 t = starts.t[i]
                 if t < oldest:
                     del summary.s_cls[i]
@@ -944,18 +944,19 @@ cdef int _summarise(_Net n, src, cls, double start, init, g1, dict rest, double 
         summary = SrcSummary()
         n.summary[src] = summary
     cdef Py_ssize_t k, i
-    cdef list s_cls = summary.s_cls
+    cdef Py_ssize_t cid
+    cdef _Rows starts = summary.starts
     if init:
-        # list.index would format an error message (a repr) for each new class.
-        for i in range(len(s_cls)):
-            c = <object>PyList_GET_ITEM(s_cls, i)
-            if c is cls or c == cls:
+        # The class's row, found by its number (the rows carry them).
+        cid = _class_id(n, cls)
+        for i in range(starts.n):
+            if starts.tag[i] == cid:
                 break
         else:
             i = -1
         if i < 0:
-            s_cls.append(cls)
-            summary.starts.append(start, init, _class_id(n, cls))
+            summary.s_cls.append(cls)
+            starts.append(start, init, cid)
         else:
             if start > summary.starts.t[i]:
                 summary.starts.t[i] = start
