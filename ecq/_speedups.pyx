@@ -1141,9 +1141,11 @@ cdef class _Assembly:
                     t *= _getf(ev, E_PROB)
                 if t < <double>self.min_prob:
                     continue
-            self.found.append(list(self.env))
             if not self.mode_all:
+                # The only match: env itself (this assembly is over, nothing changes it).
+                self.found.append(self.env)
                 return True
+            self.found.append(list(self.env))
         return False
 
 
