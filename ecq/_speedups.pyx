@@ -87,6 +87,7 @@ cdef inline double _getf(object o, Py_ssize_t off) except? -1.0:
 __all__ = [
     "Groups",
     "NativePMB",
+    "match_dict",
     "event_from_dict",
     "clean_siq",
     "extend_summary",
@@ -1623,3 +1624,29 @@ def event_from_dict(data, where=None):
     slot_set(e, E_PREV, None)
     slot_set(e, E_PMB, None)
     return e
+
+
+# ----------------------------------------------------------------- writing matches
+
+
+def match_dict(m):
+    """``Match.to_dict()``: for a match of primitive events, its wire form built here
+    (events named by id, or arrival index); anything else goes to ``to_dict``."""
+    if type(m) is not _Match:
+        return m.to_dict()
+    cdef list ids = []
+    for e in <list?>_get(m, M_EVENTS):
+        if type(e) is not _Event or _get(e, E_PARTS) is not None:
+            return m.to_dict()
+        eid = _get(e, E_ID)
+        ids.append(eid if eid is not None else _get(e, E_ARRIVAL))
+    return {
+        "query": _get(m, M_QUERY),
+        "src": _get(m, M_SRC),
+        "start": _get(m, M_START),
+        "end": _get(m, M_END),
+        "events": ids,
+        "attrs": dict(_get(m, M_ATTRS)),
+        "prob": _get(m, M_PROB),
+        "seq": _get(m, M_SEQ),
+    }

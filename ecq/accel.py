@@ -19,8 +19,9 @@ from types import ModuleType
 from typing import Any
 
 from ecq.event import Event
+from ecq.match import Match
 
-__all__ = ["speedups", "available", "event_reader"]
+__all__ = ["speedups", "available", "event_reader", "match_writer"]
 
 
 def _load() -> ModuleType | None:
@@ -48,3 +49,11 @@ def event_reader() -> Callable[[Any, str | None], Event]:
         reader: Callable[[Any, str | None], Event] = speedups.event_from_dict
         return reader
     return Event.from_dict
+
+
+def match_writer() -> Callable[[Match], dict[str, Any]]:
+    """``Match.to_dict``, or its compiled twin when built."""
+    if speedups is not None:
+        writer: Callable[[Match], dict[str, Any]] = speedups.match_dict
+        return writer
+    return Match.to_dict

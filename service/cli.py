@@ -140,11 +140,12 @@ def replay(
     time advances to infinity, so matches waiting for a window to close are written too.
     A one-line summary goes to stderr.
     """
-    with user_errors(), LazyProgress() as progress:
+    with user_errors(), LazyProgress() as progress, files.batch_collector():
         specs = files.read_queries(queries)
         engine = files.build_engine(specs, queries, engine_kind.value)
         progress.phase("reading events")
         batch = files.read_events(events, fmt.value if fmt else None, progress.update)
+        files.freeze_so_far()
         progress.phase("matching", total=len(batch))
         with files.open_output(out) as stream:
             counts = files.run(engine, batch, stream, progress=progress.update)

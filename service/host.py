@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from ecq import accel
 from ecq.engine import Engine
 from ecq.errors import DuplicateQueryError, QueryError, ScemonError, SemanticError, UnknownQueryError
 from ecq.event import Event
@@ -378,8 +379,9 @@ class EngineHost:
         counts: dict[str, tuple[int, float]] = {}
         seq = self.next_seq
         dumps = orjson.dumps
+        to_dict = accel.match_writer()
         for m in matches:
-            wire = m.to_dict()
+            wire = to_dict(m)
             wire["seq"] = seq
             body = dumps(wire)
             rows.append((seq, m.query, body))

@@ -230,3 +230,36 @@ def test_compiled_event_reader_shares_class_names() -> None:
     with pytest.raises(EventError):
         fast([1, 2], "line 1")
     assert accel.event_reader() is fast
+
+
+def test_compiled_match_writer_writes_what_to_dict_writes() -> None:
+    """``_speedups.match_dict`` (what ``scemon replay`` writes) equals
+    ``Match.to_dict()``: plain matches, events without ids, Kleene groups, sub-patterns
+    and ``@name`` readers (the last three through ``to_dict`` itself)."""
+    eng = Engine()
+    eng.register("seq", "PATTERN SEQ(A a, B b, C c) WITHIN 1 hour")
+    eng.register("kln", "PATTERN SEQ(A a, B+ b, C c) WITHIN 1 hour")
+    eng.register("src", "PATTERN SEQ(A a, B b) WITHIN 1 hour")
+    eng.register("use", "PATTERN SEQ(@src x, C c) WITHIN 1 hour")
+    stream = [
+        Event(1, "A", 1.0, id="a1"),
+        Event(1, "B", 2.0),
+        Event(1, "B", 3.0, id=7),
+        Event(1, "C", 4.0, id="c1"),
+        Event(2, "A", 5.0),
+        Event(2, "B", 6.0),
+        Event(2, "C", 7.0),
+    ]
+    matches = eng.process(stream) + eng.advance_time(float("inf"))
+    assert {m.query for m in matches} == {"seq", "kln", "src", "use"}
+    write = accel.match_writer()
+    assert write is _fast_writer()
+    for m in matches:
+        assert write(m) == m.to_dict()
+    plain = [m for m in matches if m.query == "seq"]
+    assert [write(m)["events"] for m in plain] == [["a1", 7, "c1"], [4, 5, 6]]
+
+
+def _fast_writer() -> Any:
+    assert accel.speedups is not None
+    return accel.speedups.match_dict

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import orjson
@@ -11,6 +12,7 @@ from ecq.errors import EventError, QueryError
 from ecq.event import Event
 from ecq.language.ast import Component, Query, Seq, to_json
 from ecq.match import Match
+from service import replay
 from service.replay import QueryFileError, event_format, match_line, open_output, read_events, read_queries
 
 
@@ -303,3 +305,19 @@ def test_output_into_missing_directory_names_the_target(tmp_path: Path) -> None:
     with pytest.raises(OSError) as info, open_output(str(target)):
         pass
     assert info.value.filename == str(target)
+
+
+def test_batch_collector_restores_the_collector() -> None:
+    """``scemon replay`` tunes the cyclic collector for its batch (a quarter of its
+    time went to walking the events it holds); the process gets it back as it was."""
+    before = gc.get_threshold()
+    with replay.batch_collector():
+        assert gc.get_threshold()[0] > before[0]
+        kept = [object() for _ in range(10)]
+        replay.freeze_so_far()
+        assert gc.get_freeze_count() >= len(kept)
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(RuntimeError), replay.batch_collector():
+        raise RuntimeError("a failed replay")
+    assert gc.get_threshold() == before
