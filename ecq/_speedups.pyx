@@ -138,6 +138,7 @@ cdef class Groups:
     cdef Py_ssize_t *off  # group i holds ids[off[i]:off[i + 1]]
     cdef uint32_t *ids
     cdef void *block
+    cdef size_t cap  # bytes of block
 
     def __dealloc__(self):
         PyMem_Free(self.block)
@@ -257,13 +258,20 @@ cdef class _Builder:
         self.n += 1
         self.off[self.n] = end
 
-    cdef Groups finish(self):
-        cdef Groups g = Groups.__new__(Groups)
+    cdef Groups finish(self, Groups into=None):
+        # The groups put together, as new Groups, or written over ``into`` (Groups its
+        # caller alone holds) when its block is big enough.
+        cdef Groups g
         cdef Py_ssize_t n = self.n, m = self.off[n], i
         cdef size_t size = n * sizeof(double) + (n + 1) * sizeof(Py_ssize_t) + m * sizeof(uint32_t)
-        g.block = PyMem_Malloc(size if size else 1)
-        if g.block == NULL:
-            raise MemoryError()
+        if into is not None and into.cap >= size:
+            g = into
+        else:
+            g = Groups.__new__(Groups)
+            g.block = PyMem_Malloc(size if size else 1)
+            if g.block == NULL:
+                raise MemoryError()
+            g.cap = size
         g.n = n
         g.t = <double *>g.block
         g.off = <Py_ssize_t *>(g.t + n)
@@ -917,7 +925,8 @@ cdef Groups _merge(Groups old, Groups new, double cutoff):
     _zero_ids(&_mine_old, old, top + 1)
     _zero_ids(&_mine_new, old, top + 1)
     _zero_ids(&_mine_old, new, top + 1)
-    return made.finish()
+    # A summary's groups are its own (made here or by _copy): rewritten in place.
+    return made.finish(old if old is not _EMPTY else None)
 
 
 cdef void _zero_ids(scemon_buf *b, Groups g, Py_ssize_t extra):
@@ -1377,6 +1386,8 @@ def run_events(engine, events):
     cdef double clock = engine.clock, before, deadline = net._next_deadline, end
     cdef bint direct, exact
     cdef _Ecq q
+    completed = []
+    plans = []
     try:
         for e in events:
             exact = type(e) is _Event
@@ -1412,8 +1423,6 @@ def run_events(engine, events):
                     engine._emit(emitted, arrival, out)
             else:
                 seen += 1
-                completed = []
-                plans = []
                 src = _get(e, E_SRC)
                 static = q.static
                 extended = _test(n, q, e, src, cls, end, static, clock, completed, plans, &direct)
@@ -1431,6 +1440,9 @@ def run_events(engine, events):
                         deadline = net._next_deadline
                         if emitted:
                             engine._emit(emitted, arrival, out)
+                    # Emptied for the next event (one pair of lists per batch).
+                    del completed[:]
+                    del plans[:]
             since += 1
             if since >= every:
                 engine.ops = ops
