@@ -808,9 +808,7 @@ cdef dict _extend(_Net n, _Ecq q, src, cls, double e_end, dict seq_pass):
 cdef Groups _resolve(_Builder raw):
     # ecq.pmb.resolve_latest: each query at its latest start, one group per distinct
     # start, latest first (a stable sort, then one pass with the queries claimed so far).
-    cdef Py_ssize_t n = raw.n, i, j, lo, hi, w, top = 0, cur
-    cdef double t
-    cdef uint32_t q
+    cdef Py_ssize_t n = raw.n, i, j, top = 0, cur
     cdef _Builder made = _made
     if n == 1:
         return raw.finish()
@@ -833,29 +831,48 @@ cdef Groups _resolve(_Builder raw):
         buf_set(&claimed, top)  # sized (and zeroed) once
         for i in range(n):
             cur = order[i]
-            t = raw.t[cur]
-            lo = raw.off[cur]
-            hi = raw.off[cur + 1]
-            made.reserve(hi - lo)
-            w = made.used()
-            for j in range(lo, hi):
-                q = raw.ids[j]
-                if not (claimed.d[q // PyLong_SHIFT] >> (q % PyLong_SHIFT)) & 1:
-                    claimed.d[q // PyLong_SHIFT] |= (<digit>1) << (q % PyLong_SHIFT)
-                    made.ids[w] = q
-                    w += 1
-            if w == made.used():
-                continue
-            if made.n and made.t[made.n - 1] == t:
-                # Same start as the group before: one group, its ids kept ascending.
-                made.off[made.n] = w
-                _sort_ids(made.ids + made.off[made.n - 1], w - made.off[made.n - 1])
-            else:
-                made.close(t, w)
+            _claim_group(made, raw, cur, &claimed, &claimed)
     finally:
         buf_free(&claimed)
         PyMem_Free(order)
     return made.finish()
+
+
+cdef int _claim_group(_Builder made, src, Py_ssize_t a, scemon_buf *other, scemon_buf *mine) except -1:
+    # Group ``a`` of ``src`` (a _Builder or Groups) without the queries ``other`` has
+    # claimed goes to ``made`` (joined to the group before when it starts at the same
+    # time); its queries are claimed in ``mine``.
+    cdef double t
+    cdef const uint32_t *ids
+    cdef Py_ssize_t lo, hi, j, w
+    cdef uint32_t q
+    if type(src) is Groups:
+        t = (<Groups>src).t[a]
+        ids = (<Groups>src).ids
+        lo = (<Groups>src).off[a]
+        hi = (<Groups>src).off[a + 1]
+    else:
+        t = (<_Builder>src).t[a]
+        ids = (<_Builder>src).ids
+        lo = (<_Builder>src).off[a]
+        hi = (<_Builder>src).off[a + 1]
+    made.reserve(hi - lo)
+    w = made.used()
+    for j in range(lo, hi):
+        q = ids[j]
+        if not (other.d[q // PyLong_SHIFT] >> (q % PyLong_SHIFT)) & 1:
+            mine.d[q // PyLong_SHIFT] |= (<digit>1) << (q % PyLong_SHIFT)
+            made.ids[w] = q
+            w += 1
+    if w == made.used():
+        return 0
+    if made.n and made.t[made.n - 1] == t:
+        # Same start as the group before: one group, its ids kept ascending.
+        made.off[made.n] = w
+        _sort_ids(made.ids + made.off[made.n - 1], w - made.off[made.n - 1])
+    else:
+        made.close(t, w)
+    return 0
 
 
 cdef void _sort_ids(uint32_t *ids, Py_ssize_t n):
@@ -881,9 +898,7 @@ cdef Groups _merge(Groups old, Groups new, double cutoff):
     # ecq.pmb.merge_latest: fold the latest-first disjoint groups ``new`` into ``old``,
     # each query kept only with its latest start; groups older than ``cutoff`` go.
     cdef _Builder made = _made
-    cdef Py_ssize_t i = 0, j = 0, a, lo, hi, w, top
-    cdef double t
-    cdef uint32_t q
+    cdef Py_ssize_t i = 0, j = 0, a, top
     cdef Groups src
     cdef scemon_buf *mine
     cdef scemon_buf *other
@@ -900,26 +915,9 @@ cdef Groups _merge(Groups old, Groups new, double cutoff):
         else:
             src, a, mine, other = old, i, &_mine_old, &_mine_new
             i += 1
-        t = src.t[a]
-        if t < cutoff:
+        if src.t[a] < cutoff:
             break
-        lo = src.off[a]
-        hi = src.off[a + 1]
-        made.reserve(hi - lo)
-        w = made.used()
-        for lo in range(lo, hi):
-            q = src.ids[lo]
-            if not (other.d[q // PyLong_SHIFT] >> (q % PyLong_SHIFT)) & 1:
-                mine.d[q // PyLong_SHIFT] |= (<digit>1) << (q % PyLong_SHIFT)
-                made.ids[w] = q
-                w += 1
-        if w == made.used():
-            continue
-        if made.n and made.t[made.n - 1] == t:
-            made.off[made.n] = w
-            _sort_ids(made.ids + made.off[made.n - 1], w - made.off[made.n - 1])
-        else:
-            made.close(t, w)
+        _claim_group(made, src, a, other, mine)
     # Back to all zero: only digits of these queries (and the room bit) were touched.
     _zero_ids(&_mine_new, new, top + 1)
     _zero_ids(&_mine_old, old, top + 1)
