@@ -1367,94 +1367,106 @@ cdef bint _insert(
 # ------------------------------------------------------------------ the event loop
 
 
+cdef class _Counters:
+    """The engine's op and arrival counters, clock and cleaning count, and the
+    network's ``seen`` and next deadline, in C during a batch."""
+
+    cdef long long ops, arrivals, since, seen
+    cdef double clock, deadline
+
+    cdef int put(self, engine, net) except -1:
+        # Written back before Python code runs: it may read and change them.
+        engine.ops = self.ops
+        engine.arrivals = self.arrivals
+        engine.clock = self.clock
+        net.seen = self.seen
+        return 0
+
+    cdef int get(self, net) except -1:
+        # What Python code may have changed.
+        self.seen = net.seen
+        self.deadline = net._next_deadline
+        return 0
+
+
 def run_events(engine, events):
     """``OpClock.process`` for the shared engine at level "summary": the same stamping,
     clock, cleaning and emission order. An event of a class only plain sequences use
     (no filters, no pending trailing negation due) goes through the compiled phases, and
     the matches of plain queries that need nothing more are built here directly;
     anything else takes ``Network.on_event`` and ``OpClock._emit``. The engine's
-    counters live in C variables during the batch and are written back before any
+    counters live in C during the batch (``_Counters``) and are written back before any
     Python code runs and at the end."""
     cdef list out = []
     net = engine.network
     cdef _Net n = _net_of(net)
-    cdef list completed, plans
-    cdef long long ops = engine.ops, arrivals = engine.arrivals
-    cdef long long since = engine._since_clean, every = engine.clean_every, seen = net.seen
-    cdef double clock = engine.clock, before, deadline = net._next_deadline, end
+    cdef _Counters c = _Counters()
+    c.ops = engine.ops
+    c.arrivals = engine.arrivals
+    c.since = engine._since_clean
+    c.clock = engine.clock
+    c.get(net)
+    cdef long long every = engine.clean_every
+    cdef double before, end
     cdef bint direct, exact
     cdef _Ecq q
-    completed = []
-    plans = []
+    cdef list completed = []
+    cdef list plans = []
     try:
         for e in events:
             exact = type(e) is _Event
             if (<long long>_get(e, E_ARRIVAL) if exact else <long long>e.arrival) >= 0:
                 e = _Event(e.src, e.type, e.start, e.end, e.attrs, e.prob, e.id)
                 exact = True
-            ops += 1
-            arrival = arrivals
-            moment = 2 * ops + 1
+            c.ops += 1
+            arrival = c.arrivals
+            moment = 2 * c.ops + 1
             if exact:
                 slot_set(e, E_ARRIVAL, arrival)
                 slot_set(e, E_MOMENT, moment)
             else:
                 e.arrival = arrival
                 e.moment = moment
-            arrivals += 1
-            before = clock
+            c.arrivals += 1
+            before = c.clock
             end_o = _get(e, E_END) if exact else e.end
             end = end_o
             if end > before:
-                clock = end
+                c.clock = end
             cls = _get(e, E_TYPE) if exact else e.type
             q = _ecq_in(n, cls)
-            if not exact or not q.plain or clock > deadline:
-                engine.ops = ops
-                engine.arrivals = arrivals
-                engine.clock = clock
-                net.seen = seen
-                emitted = net.on_event(e, before, clock)
-                seen = net.seen
-                deadline = net._next_deadline
+            if not exact or not q.plain or c.clock > c.deadline:
+                c.put(engine, net)
+                emitted = net.on_event(e, before, c.clock)
+                c.get(net)
                 if emitted:
                     engine._emit(emitted, arrival, out)
             else:
-                seen += 1
+                c.seen += 1
                 src = _get(e, E_SRC)
                 static = q.static
-                extended = _test(n, q, e, src, cls, end, static, clock, completed, plans, &direct)
-                _insert(n, q, e, src, cls, _getf(e, E_START), static, extended, clock)
+                extended = _test(n, q, e, src, cls, end, static, c.clock, completed, plans, &direct)
+                _insert(n, q, e, src, cls, _getf(e, E_START), static, extended, c.clock)
                 if completed:
                     if direct:
                         _emit_simple(engine, completed, plans, src, arrival, out)
                     else:
-                        engine.ops = ops
-                        engine.arrivals = arrivals
-                        engine.clock = clock
-                        net.seen = seen
-                        emitted = net.settle_plain(completed, e, clock)
-                        seen = net.seen
-                        deadline = net._next_deadline
+                        c.put(engine, net)
+                        emitted = net.settle_plain(completed, e, c.clock)
+                        c.get(net)
                         if emitted:
                             engine._emit(emitted, arrival, out)
                     # Emptied for the next event (one pair of lists per batch).
                     del completed[:]
                     del plans[:]
-            since += 1
-            if since >= every:
-                engine.ops = ops
-                engine.arrivals = arrivals
-                engine.clock = clock
-                net.seen = seen
+            c.since += 1
+            if c.since >= every:
+                c.put(engine, net)
                 engine.clean()
-                since = engine._since_clean
+                c.since = engine._since_clean
     finally:
-        engine.ops = ops
-        engine.arrivals = arrivals
-        engine.clock = clock
-        engine._since_clean = since
-        net.seen = seen
+        c.put(engine, net)
+        engine._since_clean = c.since
     return out
 
 
