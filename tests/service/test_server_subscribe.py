@@ -70,9 +70,10 @@ def test_http_stays_responsive_while_a_large_batch_is_applied(start_server: Star
     server = start_server()
     client = server.client()
     client.register_bulk([{"name": f"q{i}", "text": f"SEQ(A, B, C{i % 10}) WITHIN 100 s"} for i in range(50)])
+    # Big enough that applying it takes a few seconds however fast the engine gets.
     big = [
         {"src": i % 3, "type": "AB"[i % 13] if i % 13 < 2 else f"C{i % 10}", "start": float(i)}
-        for i in range(12_000)
+        for i in range(60_000)
     ]
     done = threading.Event()
 
