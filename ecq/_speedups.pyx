@@ -908,21 +908,24 @@ cdef Groups _merge(Groups old, Groups new, double cutoff):
     buf_set(&_mine_new, top + 1)  # room for every query number (the bit is cleared below)
     buf_set(&_mine_old, top + 1)
     made.reset()
-    while i < old.n or j < new.n:
-        if j < new.n and (i >= old.n or new.t[j] >= old.t[i]):
-            src, a, mine, other = new, j, &_mine_new, &_mine_old
-            j += 1
-        else:
-            src, a, mine, other = old, i, &_mine_old, &_mine_new
-            i += 1
-        if src.t[a] < cutoff:
-            break
-        _claim_group(made, src, a, other, mine)
-    # Back to all zero: only digits of these queries (and the room bit) were touched.
-    _zero_ids(&_mine_new, new, top + 1)
-    _zero_ids(&_mine_old, old, top + 1)
-    _zero_ids(&_mine_new, old, top + 1)
-    _zero_ids(&_mine_old, new, top + 1)
+    try:
+        while i < old.n or j < new.n:
+            if j < new.n and (i >= old.n or new.t[j] >= old.t[i]):
+                src, a, mine, other = new, j, &_mine_new, &_mine_old
+                j += 1
+            else:
+                src, a, mine, other = old, i, &_mine_old, &_mine_new
+                i += 1
+            if src.t[a] < cutoff:
+                break
+            _claim_group(made, src, a, other, mine)
+    finally:
+        # Back to all zero (even after a MemoryError): only digits of these queries
+        # (and the room bit) were touched.
+        _zero_ids(&_mine_new, new, top + 1)
+        _zero_ids(&_mine_old, old, top + 1)
+        _zero_ids(&_mine_new, old, top + 1)
+        _zero_ids(&_mine_old, new, top + 1)
     # A summary's groups are its own (made here or by _copy): rewritten in place.
     return made.finish(old if old is not _EMPTY else None)
 
