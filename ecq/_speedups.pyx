@@ -550,24 +550,26 @@ cdef Groups _groups_of(list groups):
     return made.finish()
 
 
-# ------------------------------------------------------------ per-batch constants
+# ------------------------------------------------- constants until queries change
 
 
 cdef class _Net:
-    """What the compiled phases read of the network, read once a batch (each attribute
-    of a Python object is a dict lookup, and they were a fifth of an event's time).
-    None of it changes while a batch runs: queries register and unregister between
-    batches."""
+    """What the compiled phases read of the network (each attribute of a Python object
+    is a dict lookup, and they were a fifth of an event's time) and what they derive
+    from the registered queries: made once and kept in ``Network.c_cache``, which is
+    emptied whenever a query comes or goes."""
 
-    cdef object net
     cdef dict summary, ecqs, by_bit, ecq_plans, class_ids
     cdef list wins, wcum, plans, class_names
     cdef double min_window, max_window
 
 
 cdef _Net _net_of(net):
+    cache = net.c_cache
+    got = cache.get("net")
+    if got is not None:
+        return <_Net>got
     cdef _Net n = _Net.__new__(_Net)
-    n.net = net
     n.summary = net.summary
     n.ecqs = net.ecqs
     n.by_bit = net.by_bit
@@ -575,17 +577,14 @@ cdef _Net _net_of(net):
     n.wcum = net._wcum
     n.min_window = net._min_window
     n.max_window = net._max_window
-    # What the compiled part derives from the queries, kept until they change
-    # (Network.c_cache): class-pair sets, ECQ constants, node plans by bit.
-    cache = net.c_cache
-    if not cache:
-        cache["ecqs"] = {}
-        cache["plans"] = []
-    n.ecq_plans = cache["ecqs"]
-    n.plans = cache["plans"]
+    # Derived from the queries: ECQ constants (with their class-pair sets), node plans
+    # by bit.
+    n.ecq_plans = {}
+    n.plans = []
     # Small numbers for class names (first-position rows carry them), for good.
     n.class_ids = net.c_class_ids
     n.class_names = net.c_class_names
+    cache["net"] = n
     return n
 
 
@@ -686,11 +685,11 @@ cdef inline bint _has(const digit *d, Py_ssize_t nd, uint32_t k):
     return <Py_ssize_t>(k // PyLong_SHIFT) < nd and (d[k // PyLong_SHIFT] >> (k % PyLong_SHIFT)) & 1
 
 
-cdef int _add_pair_ids(
-    _Rows rows, Py_ssize_t i, const uint32_t *pair, Py_ssize_t count, object wm, _Builder b, double t
+cdef int _add_ids_in(
+    const uint32_t *ids, Py_ssize_t count, const digit *d, Py_ssize_t nd, object wm, _Builder b, double t
 ) except -1:
-    # rows.add_ids(i, m, wm, b, t) for the static m, through the class pair's few queries.
-    cdef const digit *r = rows.row(i)
+    # The queries among ``ids`` that are in the set ``d`` (and in ``wm``, when given)
+    # become a group of ``b`` starting at ``t`` (none when empty).
     cdef Py_ssize_t j, w = b.used(), nw = 0
     cdef const digit *dw = NULL
     cdef uint32_t k
@@ -699,8 +698,8 @@ cdef int _add_pair_ids(
         nw = bits_ndigits(wm)
     b.reserve(count)
     for j in range(count):
-        k = pair[j]
-        if _has(r, rows.w, k) and (dw == NULL or _has(dw, nw, k)):
+        k = ids[j]
+        if _has(d, nd, k) and (dw == NULL or _has(dw, nw, k)):
             b.ids[w] = k
             w += 1
     if w > b.used():
@@ -708,30 +707,11 @@ cdef int _add_pair_ids(
     return 0
 
 
-cdef int _add_group_ids(Groups g, Py_ssize_t i, object m, object wm, _Builder b) except -1:
-    # The queries of g's group i that are in m (and wm) become a group of b.
-    cdef const digit *dm = bits_digits(m)
-    cdef Py_ssize_t nm = bits_ndigits(m), nw = 0, j, w = b.used()
-    cdef const digit *dw = NULL
-    cdef uint32_t k
-    if wm is not None:
-        dw = bits_digits(wm)
-        nw = bits_ndigits(wm)
-    b.reserve(g.off[i + 1] - g.off[i])
-    for j in range(g.off[i], g.off[i + 1]):
-        k = g.ids[j]
-        if _has(dm, nm, k) and (dw == NULL or _has(dw, nw, k)):
-            b.ids[w] = k
-            w += 1
-    if w > b.used():
-        b.close(g.t[i], w)
-    return 0
-
-
 def extend_summary(net, ecq, e, dict seq_pass):
     """``Network._extend_summary`` on a native summary; each position's groups come as
     :class:`Groups`."""
-    return _extend(_net_of(net), _ecq_of(ecq), e.src, e.type, e.end, seq_pass)
+    cdef _Net n = _net_of(net)
+    return _extend(n, _ecq_in(n, ecq.cls), e.src, e.type, e.end, seq_pass)
 
 
 cdef dict _extend(_Net n, _Ecq q, src, cls, double e_end, dict seq_pass):
@@ -782,8 +762,9 @@ cdef dict _extend(_Net n, _Ecq q, src, cls, double e_end, dict seq_pass):
                     continue
                 wm = _window_mask(wins, wcum, e_end - t) if e_end - t > full else None
                 if table is not None:
+                    # The row & m through the class pair's few queries.
                     pair = table.get(n, starts.tag[i], m, &count)
-                    _add_pair_ids(starts, i, pair, count, wm, raw, t)
+                    _add_ids_in(pair, count, starts.row(i), starts.w, wm, raw, t)
                 else:
                     starts.add_ids(i, m, wm, raw, t)
                 i += 1
@@ -799,7 +780,9 @@ cdef dict _extend(_Net n, _Ecq q, src, cls, double e_end, dict seq_pass):
                 if t < oldest:
                     break  # latest first: no window reaches this group or the rest
                 wm = _window_mask(wins, wcum, e_end - t) if e_end - t > full else None
-                _add_group_ids(gs, i, m, wm, raw)
+                _add_ids_in(
+                    gs.ids + gs.off[i], gs.off[i + 1] - gs.off[i], bits_digits(m), bits_ndigits(m), wm, raw, t
+                )
             if raw.n:
                 out[key] = raw.finish()  # later positions' groups are disjoint already
     return out
@@ -1223,7 +1206,8 @@ def test_plain(net, ecq, e, dict seq_pass, double hclock, list completed):
     extend from the summary, then assemble the matches of the queries ``e`` completes
     (appended to ``completed`` as ``(node, events)``). Returns the extended groups."""
     cdef bint direct
-    return _test(_net_of(net), _ecq_of(ecq), e, e.src, e.type, e.end, seq_pass, hclock, completed, [], &direct)
+    cdef _Net n = _net_of(net)
+    return _test(n, _ecq_in(n, ecq.cls), e, e.src, e.type, e.end, seq_pass, hclock, completed, [], &direct)
 
 
 cdef dict _test(
@@ -1269,7 +1253,7 @@ cdef int _or_final(scemon_buf *done, Groups g, fin) except -1:
 cdef object _keep(Groups g, more):
     # [(t, bits & more) for t, bits in g if bits & more], as Groups (g itself when every
     # query of it goes on), or None.
-    cdef Py_ssize_t i, j, w, total = g.off[g.n]
+    cdef Py_ssize_t i, j, total = g.off[g.n]
     cdef _Builder made = _made
     for j in range(total):
         if not bits_test(more, g.ids[j]):
@@ -1278,14 +1262,7 @@ cdef object _keep(Groups g, more):
         return g
     made.reset()
     for i in range(g.n):
-        made.reserve(g.off[i + 1] - g.off[i])
-        w = made.used()
-        for j in range(g.off[i], g.off[i + 1]):
-            if bits_test(more, g.ids[j]):
-                made.ids[w] = g.ids[j]
-                w += 1
-        if w > made.used():
-            made.close(g.t[i], w)
+        _add_ids_in(g.ids + g.off[i], g.off[i + 1] - g.off[i], bits_digits(more), bits_ndigits(more), None, made, g.t[i])
     return made.finish() if made.n else None
 
 
@@ -1328,7 +1305,8 @@ cdef int _complete(
 def insert_plain(net, ecq, e, dict seq_pass, dict extended, double hclock):
     """``Network.process``'s insert phase at level "summary": the instance's PMB, its
     place in the SIQ, and its source's summary. Returns whether it was stored."""
-    return _insert(_net_of(net), _ecq_of(ecq), e, e.src, e.type, e.start, seq_pass, extended, hclock)
+    cdef _Net n = _net_of(net)
+    return _insert(n, _ecq_in(n, ecq.cls), e, e.src, e.type, e.start, seq_pass, extended, hclock)
 
 
 cdef bint _insert(
