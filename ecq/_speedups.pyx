@@ -483,14 +483,19 @@ cdef class SrcSummary:
                 return False
         return not self.s_cls
 
+    cdef int drop_start(self, Py_ssize_t i) except -1:
+        # A class's first-position row goes, and its name with it.
+        del self.s_cls[i]
+        self.starts.delete(i)
+        return 0
+
     def prune(self, double cutoff):
         """``Network.prune_summary`` for this source."""
         cdef Py_ssize_t i = 0, n
         cdef Groups g
         while i < len(self.s_cls):
             if self.starts.t[i] < cutoff:
-                del self.s_cls[i]
-                self.starts.delete(i)
+                self.drop_start(i)
             else:
                 i += 1
         for i in range(len(self.later)):
@@ -509,8 +514,7 @@ cdef class SrcSummary:
         i = 0
         while i < len(self.s_cls):
             if self.starts.zero(i):
-                del self.s_cls[i]
-                self.starts.delete(i)
+                self.drop_start(i)
             else:
                 i += 1
         for i in range(len(self.later)):
@@ -521,7 +525,8 @@ cdef class SrcSummary:
 
 cdef Groups _copy(Groups g, Py_ssize_t n, Py_ssize_t without):
     # The first n groups of g, without query ``without`` (-1: none); groups left
-    # empty go. (Groups are shared by PMBs and summaries: never changed in place.)
+    # empty go. A new Groups: a PMB's groups may be shared, and are never changed in
+    # place (only _merge rewrites a summary's own).
     cdef _Builder made = _made
     cdef Py_ssize_t i, j, w
     made.reset()
@@ -757,8 +762,7 @@ cdef dict _extend(_Net n, _Ecq q, src, cls, double e_end, dict seq_pass):
             while i < starts.n:  # one row per entry of s_cls
                 t = starts.t[i]
                 if t < oldest:
-                    del summary.s_cls[i]
-                    starts.delete(i)
+                    summary.drop_start(i)
                     continue
                 wm = _window_mask(wins, wcum, e_end - t) if e_end - t > full else None
                 if table is not None:
