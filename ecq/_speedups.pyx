@@ -15,7 +15,7 @@ in one pass and allocates nothing when the result is zero) and fewer scattered o
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.float cimport PyFloat_AS_DOUBLE
-from cpython.ref cimport PyObject
+from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF, Py_CLEAR
 from libc.stdint cimport uint32_t
 from libc.string cimport memcpy, memset
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
@@ -465,11 +465,39 @@ cdef class SrcSummary:
     cdef list s_cls
     cdef _Rows starts
     cdef list later
+    # Per class id: the source's latest instance of the class that was summarised (owned
+    # references, or NULL), the head of its back chain for assembling matches without a
+    # lookup in the SIQ's per-source index. Instances stored without summary entries
+    # are left out: no plain sequence can use them.
+    cdef PyObject **heads
+    cdef Py_ssize_t nheads
 
     def __cinit__(self):
         self.s_cls = []
         self.starts = _Rows()
         self.later = []
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        for i in range(self.nheads):
+            Py_XDECREF(self.heads[i])
+        PyMem_Free(self.heads)
+
+    cdef int set_head(self, Py_ssize_t cid, object e) except -1:
+        cdef Py_ssize_t i, want
+        if cid >= self.nheads:
+            want = cid + 8
+            self.heads = <PyObject **>_grow(self.heads, want * sizeof(PyObject *))
+            for i in range(self.nheads, want):
+                self.heads[i] = NULL
+            self.nheads = want
+        Py_INCREF(e)
+        Py_XDECREF(self.heads[cid])
+        self.heads[cid] = <PyObject *>e
+        return 0
+
+    cdef inline PyObject *head(self, Py_ssize_t cid):
+        return self.heads[cid] if cid < self.nheads else NULL
 
     def view(self):
         """The pure-Python form: ``({cls: (start, bits)}, [[(start, bits), ...], ...])``."""
@@ -505,6 +533,11 @@ cdef class SrcSummary:
                 n -= 1
             if n < g.n:
                 self.later[i] = _copy(g, n, -1)
+        # A head starting before the cutoff is below every class's horizon, and so is
+        # the rest of its chain.
+        for i in range(self.nheads):
+            if self.heads[i] != NULL and _getf(<object>self.heads[i], E_START) < cutoff:
+                Py_CLEAR(self.heads[i])
 
     def remove_bit(self, Py_ssize_t bitno):
         """A node's bit leaves every row; rows left empty go."""
@@ -567,6 +600,8 @@ cdef class _Net:
     cdef dict summary, ecqs, by_bit, ecq_plans, class_ids
     cdef list wins, wcum, plans, class_names
     cdef double min_window, max_window
+    cdef _Chains chains  # the assembly's probe, moved on to each instance
+    cdef list ecq_ids  # _Ecq by class id (None: not made yet)
 
 
 cdef _Net _net_of(net):
@@ -589,6 +624,9 @@ cdef _Net _net_of(net):
     # Small numbers for class names (first-position rows carry them), for good.
     n.class_ids = net.c_class_ids
     n.class_names = net.c_class_names
+    n.chains = _Chains()
+    n.chains.n = n
+    n.ecq_ids = []
     cache["net"] = n
     return n
 
@@ -614,6 +652,7 @@ cdef class _Ecq:
     cdef object queue
     cdef double window, frozen  # its horizon's (ecq.horizon.Horizon)
     cdef _PairTable pairs  # made on first use
+    cdef Py_ssize_t cid  # the class's number (_class_id)
 
 
 cdef _Ecq _ecq_of(ecq):
@@ -641,7 +680,22 @@ cdef _Ecq _ecq_in(_Net n, cls):
     cdef _Ecq q = n.ecq_plans.get(cls)
     if q is None:
         q = _ecq_of(n.ecqs.get(cls))
+        q.cid = _class_id(n, cls)
         n.ecq_plans[cls] = q
+    return q
+
+
+cdef _Ecq _ecq_at(_Net n, Py_ssize_t cid, cls):
+    # _ecq_in by class id: a list index.
+    cdef list at = n.ecq_ids
+    if cid < PyList_GET_SIZE(at):
+        got = <object>PyList_GET_ITEM(at, cid)
+        if got is not None:
+            return <_Ecq>got
+    cdef _Ecq q = _ecq_in(n, cls)
+    while len(at) <= cid:
+        at.append(None)
+    at[cid] = q
     return q
 
 
@@ -716,12 +770,11 @@ def extend_summary(net, ecq, e, dict seq_pass):
     """``Network._extend_summary`` on a native summary; each position's groups come as
     :class:`Groups`."""
     cdef _Net n = _net_of(net)
-    return _extend(n, _ecq_in(n, ecq.cls), e.src, e.type, e.end, seq_pass)
+    return _extend(n, _ecq_in(n, ecq.cls), n.summary.get(e.src), e.end, seq_pass)
 
 
-cdef dict _extend(_Net n, _Ecq q, src, cls, double e_end, dict seq_pass):
+cdef dict _extend(_Net n, _Ecq q, SrcSummary summary, double e_end, dict seq_pass):
     cdef dict out = {}
-    cdef SrcSummary summary = n.summary.get(src)
     if summary is None:
         return out
     cdef _Rows starts = summary.starts
@@ -931,22 +984,26 @@ def summarise(net, e, init, kept, double hclock):
     """``Network._summarise`` on a native summary."""
     g1 = kept.get(1) if kept else None
     rest = {k: groups for k, groups in kept.items() if k != 1} if kept else None
-    _summarise(_net_of(net), e.src, e.type, e.start, init, g1, rest or None, hclock - <double>net._max_window)
+    cdef _Net n = _net_of(net)
+    _summarise(n, None, e, e.src, e.type, _class_id(n, e.type), e.start, init, g1, rest or None, hclock - <double>net._max_window)
 
 
-cdef int _summarise(_Net n, src, cls, double start, init, g1, dict rest, double cutoff) except -1:
-    # Fold an instance's PMB (``init``; kept groups: position 1's ``g1`` and ``rest``)
-    # into its source's summary.
-    cdef SrcSummary summary = n.summary.get(src)
+cdef int _summarise(
+    _Net n, SrcSummary summary, e, src, cls, Py_ssize_t cid, double start, init, g1, dict rest, double cutoff
+) except -1:
+    # Fold instance e's PMB (``init``; kept groups: position 1's ``g1`` and ``rest``)
+    # into its source's summary (``summary``, or None to look it up or make it); e
+    # becomes the head of the source's chain of its class (``cid``).
     if summary is None:
-        summary = SrcSummary()
-        n.summary[src] = summary
+        summary = n.summary.get(src)
+        if summary is None:
+            summary = SrcSummary()
+            n.summary[src] = summary
+    summary.set_head(cid, e)
     cdef Py_ssize_t k, i
-    cdef Py_ssize_t cid
     cdef _Rows starts = summary.starts
     if init:
         # The class's row, found by its number (the rows carry them).
-        cid = _class_id(n, cls)
         for i in range(starts.n):
             if starts.tag[i] == cid:
                 break
@@ -997,10 +1054,13 @@ cdef class _Plan:
     # (borrowed from classes_at), and whether conditions are checked there.
     cdef PyObject **one_cls
     cdef char *checked
+    # And that class's number (_class_id), set by _plan_at.
+    cdef Py_ssize_t *one_cid
 
     def __dealloc__(self):
         PyMem_Free(self.one_cls)
         PyMem_Free(self.checked)
+        PyMem_Free(self.one_cid)
 
 
 cdef _Plan _plan_of(qs):
@@ -1039,12 +1099,17 @@ cdef _Plan _plan_at(_Net n, Py_ssize_t bitno):
     # The plan of the node with bit ``bitno``, through a list (no dict lookups).
     cdef list plans = n.plans
     cdef _Plan p
+    cdef Py_ssize_t i
     if bitno < len(plans):
         p = <_Plan>plans[bitno]
         if p is not None:
             return p
     p = _plan_of(n.by_bit[bitno])
     p.direct = p.simple and p.derived_class not in n.ecqs
+    if p.one_cid == NULL:
+        p.one_cid = <Py_ssize_t *>_grow(NULL, (p.length + 1) * sizeof(Py_ssize_t))
+        for i in range(p.length):
+            p.one_cid[i] = _class_id(n, <object>p.one_cls[i]) if p.one_cls[i] != NULL else -1
     while len(plans) <= bitno:
         plans.append(None)
     plans[bitno] = p
@@ -1065,86 +1130,102 @@ cdef class _Assembly:
     cdef object min_prob
 
     cdef bint fill(self, Py_ssize_t i, object nxt) except -1:
+        # Bind position i (each earlier one recursively) to the latest valid candidate
+        # before ``nxt``; whether the assembly is over.
         cdef PyObject *one = self.plan.one_cls[i]
         cdef tuple classes
         cdef list candidates
+        cdef _Chains chains
+        cdef PyObject *p
+        cdef double horizon
+        cdef int r
+        cdef long long nxt_moment = _get(nxt, E_MOMENT)
+        cdef double nxt_start = _getf(nxt, E_START)
+        if type(self.probe) is _Chains and one != NULL and self.plan.one_cid != NULL:
+            # The source's chain of the class walked in place (no list per class).
+            chains = <_Chains>self.probe
+            p = chains.head(self.plan.one_cid[i], <object>one, &horizon)
+            while p != NULL:
+                if _getf(<object>p, E_START) >= horizon:
+                    r = self._try(i, <object>p, nxt_moment, nxt_start)
+                    if r:
+                        return r > 0
+                p = slot_get(<object>p, E_PREV)
+                if <object>p is None:
+                    break
+            return False
         if type(self.probe) is _Chains:
-            if one != NULL:
-                candidates = (<_Chains>self.probe).chain(<object>one)
-            else:
-                classes = <tuple>PyList_GET_ITEM(self.plan.classes_at, i)
-                candidates = list(_by_recency([(<_Chains>self.probe).chain(c) for c in classes]))
+            classes = <tuple>PyList_GET_ITEM(self.plan.classes_at, i)
+            candidates = list(_by_recency([(<_Chains>self.probe).chain(c) for c in classes]))
         elif one != NULL:
             candidates = self.probe(<object>one)
         else:
             classes = <tuple>PyList_GET_ITEM(self.plan.classes_at, i)
             candidates = list(_by_recency([self.probe(c) for c in classes]))
-        cdef long long nxt_moment = _get(nxt, E_MOMENT)
-        cdef double nxt_start = _getf(nxt, E_START)
-        cdef long long moment
+        for c in candidates:
+            r = self._try(i, c, nxt_moment, nxt_start)
+            if r:
+                return r > 0
+        return False
+
+    cdef int _try(self, Py_ssize_t i, object p, long long nxt_moment, double nxt_start) except -2:
+        # Candidate ``p`` at position i: 1 when the assembly is over, 0 to go on to the
+        # next (older) candidate, -1 when no older candidate can do.
+        cdef long long moment = _get(p, E_MOMENT)
         cdef double t
         cdef bint ok
-        cdef list checks = <list>PyList_GET_ITEM(self.plan.checks_at, i) if self.plan.checked[i] else None
         cdef Py_ssize_t bitno = self.bitno
-        for p in candidates:
-            moment = _get(p, E_MOMENT)
-            if moment >= nxt_moment:
-                continue
-            if moment <= self.reg:
-                break  # everything further back arrived before the query existed
-            if _getf(p, E_END) > nxt_start:
-                continue
-            pmb = _get(p, E_PMB)
-            native = type(pmb) is NativePMB
-            if i == 0 and bits_test((<NativePMB>pmb).init if native else _get(pmb, P_INIT), bitno):
-                if _getf(p, E_START) < self.bound:
-                    continue
+        if moment >= nxt_moment:
+            return 0
+        if moment <= self.reg:
+            return -1  # everything further back arrived before the query existed
+        if _getf(p, E_END) > nxt_start:
+            return 0
+        pmb = _get(p, E_PMB)
+        native = type(pmb) is NativePMB
+        if i == 0 and bits_test((<NativePMB>pmb).init if native else _get(pmb, P_INIT), bitno):
+            if _getf(p, E_START) < self.bound:
+                return 0
+        else:
+            if native:
+                groups = (<NativePMB>pmb).groups_at(i)
             else:
-                if native:
-                    groups = (<NativePMB>pmb).groups_at(i)
-                else:
-                    entries = _get(pmb, P_ENTRIES)
-                    if not entries:
-                        continue
-                    groups = entries.get(i)
-                if groups is None:
-                    continue
-                ok = False
-                if type(groups) is Groups:
-                    if (<Groups>groups).find(bitno, &t):
-                        ok = t >= self.bound
-                else:
-                    for g in groups:
-                        if bits_test(_bits(g), bitno):
-                            ok = _t(g) >= self.bound
-                            break
-                if not ok:
-                    continue
-            self.env[i] = p
-            if checks:
-                ok = True
-                for check in checks:
-                    if not check(self.env):
-                        ok = False
+                entries = _get(pmb, P_ENTRIES)
+                if not entries:
+                    return 0
+                groups = entries.get(i)
+            if groups is None:
+                return 0
+            ok = False
+            if type(groups) is Groups:
+                if (<Groups>groups).find(bitno, &t):
+                    ok = t >= self.bound
+            else:
+                for g in groups:
+                    if bits_test(_bits(g), bitno):
+                        ok = _t(g) >= self.bound
                         break
-                if not ok:
-                    continue
-            if i:
-                if self.fill(i - 1, p):
-                    return True
-                continue
-            if self.min_prob is not None:
-                t = 1.0
-                for ev in self.env:
-                    t *= _getf(ev, E_PROB)
-                if t < <double>self.min_prob:
-                    continue
-            if not self.mode_all:
-                # The only match: env itself (this assembly is over, nothing changes it).
-                self.found.append(self.env)
-                return True
-            self.found.append(list(self.env))
-        return False
+            if not ok:
+                return 0
+        self.env[i] = p
+        if self.plan.checked[i]:
+            for check in <list>PyList_GET_ITEM(self.plan.checks_at, i):
+                if not check(self.env):
+                    return 0
+        if i:
+            return 1 if self.fill(i - 1, p) else 0
+        if self.min_prob is not None:
+            t = 1.0
+            for ev in self.env:
+                t *= _getf(ev, E_PROB)
+            if t < <double>self.min_prob:
+                return 0
+        if not self.mode_all:
+            # The only match: env itself (this assembly is over, nothing changes it).
+            self.found.append(self.env)
+            return 1
+        self.found.append(list(self.env))
+        return 0
 
 
 def assemble_seq(qs, last, probe):
@@ -1174,16 +1255,40 @@ cdef list _assemble(_Plan plan, last, probe):
 cdef class _Chains:
     """The probe of ``Network._probe`` for one instance, walking the SIQ back chains
     directly: a source's visible instances of a class (start at or above the class's
-    horizon, ``ECQ.horizon``), latest first."""
+    horizon, ``ECQ.horizon``), latest first. One per network generation (in _Net),
+    moved on to each instance by ``at``."""
 
     cdef _Net n
-    cdef dict chains
+    cdef dict chains  # class -> list, for positions of several classes
     cdef object src
     cdef double hclock
+    cdef SrcSummary summary  # the source's, or None
+
+    cdef void at(self, object src, double hclock, SrcSummary summary):
+        self.chains = None
+        self.src = src
+        self.hclock = hclock
+        self.summary = summary
+
+    cdef PyObject *head(self, Py_ssize_t cid, object cls, double *horizon) except? NULL:
+        # The head of the source's chain of ``cls`` (class id ``cid``) as its summary
+        # keeps it (borrowed: nothing changes while one instance's matches are
+        # assembled), NULL when none; ``horizon``: the least start visible.
+        if self.summary is None:
+            return NULL
+        cdef _Ecq q = _ecq_at(self.n, cid, cls)
+        if q.ecq is None:
+            return NULL
+        cdef double h = self.hclock - q.window
+        horizon[0] = q.frozen if q.frozen > h else h
+        return self.summary.head(cid)
 
     cdef list chain(self, object cls):
-        # Cached for the instance being processed, as Network._probe.
-        cdef list out = self.chains.get(cls)
+        # As a list, cached for the instance being processed (Network._probe).
+        cdef list out
+        if self.chains is None:
+            self.chains = {}
+        out = self.chains.get(cls)
         if out is not None:
             return out
         out = []
@@ -1211,17 +1316,19 @@ def test_plain(net, ecq, e, dict seq_pass, double hclock, list completed):
     (appended to ``completed`` as ``(node, events)``). Returns the extended groups."""
     cdef bint direct
     cdef _Net n = _net_of(net)
-    return _test(n, _ecq_in(n, ecq.cls), e, e.src, e.type, e.end, seq_pass, hclock, completed, [], &direct)
+    src = e.src
+    return _test(n, _ecq_in(n, ecq.cls), e, src, n.summary.get(src), e.end, seq_pass, hclock, completed, [], &direct)
 
 
 cdef dict _test(
-    _Net n, _Ecq q, e, src, cls, double end, dict seq_pass, double hclock, list completed, list plans, bint *direct
+    _Net n, _Ecq q, e, src, SrcSummary summary, double end, dict seq_pass, double hclock, list completed,
+    list plans, bint *direct
 ):
-    # ``plans``: each completed match's node plan; ``direct``: whether all can be
-    # emitted as found.
+    # ``summary``: the source's (or None); ``plans``: each completed match's node plan;
+    # ``direct``: whether all can be emitted as found.
     cdef dict extended
     if len(seq_pass) > 1 or 0 not in seq_pass:
-        extended = _extend(n, q, src, cls, end, seq_pass)
+        extended = _extend(n, q, summary, end, seq_pass)
     else:
         extended = {}
     cdef dict final = q.final
@@ -1239,7 +1346,7 @@ cdef dict _test(
         bitno = buf_next_bit(&done, 0)
         if bitno < 0:
             return extended
-        direct[0] = _complete(n, e, src, hclock, &done, bitno, completed, plans)
+        direct[0] = _complete(n, e, src, summary, hclock, &done, bitno, completed, plans)
     finally:
         buf_free(&done)
     return extended
@@ -1271,16 +1378,14 @@ cdef object _keep(Groups g, more):
 
 
 cdef int _complete(
-    _Net n, e, src, double hclock, scemon_buf *done, Py_ssize_t bitno, list completed, list plans
+    _Net n, e, src, SrcSummary summary, double hclock, scemon_buf *done, Py_ssize_t bitno, list completed,
+    list plans
 ) except -1:
     # The matches of the queries in ``done`` (lowest bit first, as Network._nodes_of),
     # each with its node's plan in ``plans``. Returns whether all can be emitted as found.
     cdef bint direct = True
-    cdef _Chains probe = _Chains()
-    probe.n = n
-    probe.chains = {}
-    probe.src = src
-    probe.hclock = hclock
+    cdef _Chains probe = n.chains
+    probe.at(src, hclock, summary)
     cdef _Plan plan
     cdef Py_ssize_t before
     while bitno >= 0:
@@ -1310,11 +1415,12 @@ def insert_plain(net, ecq, e, dict seq_pass, dict extended, double hclock):
     """``Network.process``'s insert phase at level "summary": the instance's PMB, its
     place in the SIQ, and its source's summary. Returns whether it was stored."""
     cdef _Net n = _net_of(net)
-    return _insert(n, _ecq_in(n, ecq.cls), e, e.src, e.type, e.start, seq_pass, extended, hclock)
+    src = e.src
+    return _insert(n, _ecq_in(n, ecq.cls), e, src, n.summary.get(src), e.type, e.start, seq_pass, extended, hclock)
 
 
 cdef bint _insert(
-    _Net n, _Ecq q, e, src, cls, double start, dict seq_pass, dict extended, double hclock
+    _Net n, _Ecq q, e, src, SrcSummary summary, cls, double start, dict seq_pass, dict extended, double hclock
 ) except -1:
     cdef dict more_at = q.more
     cdef NativePMB pmb
@@ -1344,7 +1450,7 @@ cdef bint _insert(
         last[src] = e
         q.queue.append(e)
         if init or g1 is not None or rest is not None:
-            _summarise(n, src, cls, start, init, g1, rest, hclock - n.max_window)
+            _summarise(n, summary, e, src, cls, q.cid, start, init, g1, rest, hclock - n.max_window)
         return True
     return False
 
@@ -1395,6 +1501,7 @@ def run_events(engine, events):
     cdef double before, end
     cdef bint direct, exact
     cdef _Ecq q
+    cdef SrcSummary summary
     cdef list completed = []
     cdef list plans = []
     try:
@@ -1430,8 +1537,9 @@ def run_events(engine, events):
                 c.seen += 1
                 src = _get(e, E_SRC)
                 static = q.static
-                extended = _test(n, q, e, src, cls, end, static, c.clock, completed, plans, &direct)
-                _insert(n, q, e, src, cls, _getf(e, E_START), static, extended, c.clock)
+                summary = n.summary.get(src)
+                extended = _test(n, q, e, src, summary, end, static, c.clock, completed, plans, &direct)
+                _insert(n, q, e, src, summary, cls, _getf(e, E_START), static, extended, c.clock)
                 if completed:
                     if direct:
                         _emit_simple(engine, completed, plans, src, arrival, out)
