@@ -65,6 +65,13 @@ static inline int slot_set(PyObject *o, Py_ssize_t off, PyObject *v) {
     return 0;
 }
 
+/* A new instance of a slotted Python class, its slots unset: what object.__new__(cls)
+   does for a class without __new__, without the call. */
+static inline PyObject *new_of(PyObject *cls) {
+    PyTypeObject *t = (PyTypeObject *)cls;
+    return t->tp_alloc(t, 0);
+}
+
 /* A new int from n digits (trailing zero digits allowed). */
 static PyObject *bits_from_digits(const digit *d, Py_ssize_t n) {
     while (n > 0 && d[n - 1] == 0) n--;

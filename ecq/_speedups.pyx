@@ -35,6 +35,7 @@ cdef extern from "_bits.h":
     Py_ssize_t slot_offset(object cls, const char *name) except -1
     PyObject *slot_get(object o, Py_ssize_t off) except NULL
     int slot_set(object o, Py_ssize_t off, object v) except -1
+    object new_of(object cls)
     int bits_test(object a, Py_ssize_t k) except -1
     int buf_or_and(scemon_buf *b, object a, object c) except -1
     Py_ssize_t buf_next_bit(const scemon_buf *b, Py_ssize_t start)
@@ -533,11 +534,22 @@ cdef class SrcSummary:
                 n -= 1
             if n < g.n:
                 self.later[i] = _copy(g, n, -1)
-        # A head starting before the cutoff is below every class's horizon, and so is
-        # the rest of its chain.
+        # Every class's horizon is at or above the cutoff: a chain's instances that
+        # start before it are invisible, so a head moves on to the first that does not
+        # (events arrive out of start order: one may be further back), or goes.
+        cdef PyObject *p
         for i in range(self.nheads):
-            if self.heads[i] != NULL and _getf(<object>self.heads[i], E_START) < cutoff:
-                Py_CLEAR(self.heads[i])
+            p = self.heads[i]
+            if p == NULL or _getf(<object>p, E_START) >= cutoff:
+                continue
+            while p != NULL and _getf(<object>p, E_START) < cutoff:
+                p = slot_get(<object>p, E_PREV)
+                if <object>p is None:
+                    p = NULL
+            if p != NULL:
+                Py_INCREF(<object>p)
+            Py_XDECREF(self.heads[i])
+            self.heads[i] = p
 
     def remove_bit(self, Py_ssize_t bitno):
         """A node's bit leaves every row; rows left empty go."""
@@ -1045,8 +1057,10 @@ cdef class _Plan:
     # _plan_at, valid while queries do not change.
     cdef bint direct
     cdef Py_ssize_t length, bitno
-    cdef long long reg
-    cdef object order, probability, derived_class
+    cdef long long reg, order
+    # Matches emitted by _emit_simple (QState.matches adds them to its own count).
+    cdef readonly long long matches
+    cdef object probability, derived_class
     cdef double window
     cdef list classes_at, checks_at
     # Per position, in C arrays (the lists above are scattered objects, cold when
@@ -1182,6 +1196,8 @@ cdef class _Assembly:
         if _getf(p, E_END) > nxt_start:
             return 0
         pmb = _get(p, E_PMB)
+        if pmb is None:
+            return 0  # dropped (a chain head kept from a queue that has since gone)
         native = type(pmb) is NativePMB
         if i == 0 and bits_test((<NativePMB>pmb).init if native else _get(pmb, P_INIT), bitno):
             if _getf(p, E_START) < self.bound:
@@ -1563,9 +1579,55 @@ def run_events(engine, events):
     return out
 
 
+cdef enum:
+    _FEW = 64  # matches of one instance sorted on the stack
+
+
 cdef _emit_simple(engine, list completed, list plans, src, arrival, list out):
     # Network._finish + matches_of for matches that need nothing more: ordered by the
     # node's registration, then the events' arrival indexes (docs/semantics.md).
+    cdef Py_ssize_t n = len(completed), i, j, m = 0
+    cdef double prob
+    cdef long long order
+    cdef long long orders[_FEW]
+    cdef Py_ssize_t idx[_FEW]
+    cdef double probs[_FEW]
+    if n > _FEW:
+        return _emit_sorted(engine, completed, plans, src, arrival, out)
+    for i in range(n):
+        env = <list>PyTuple_GET_ITEM(<tuple>PyList_GET_ITEM(completed, i), 1)
+        prob = 1.0
+        for ev in env:
+            prob *= _getf(ev, E_PROB)
+        if not prob > 0.0:
+            continue
+        # Insertion by the node's registration order (stable: one match per node is
+        # the common case).
+        order = (<_Plan>PyList_GET_ITEM(plans, i)).order
+        j = m
+        while j > 0 and orders[j - 1] > order:
+            orders[j] = orders[j - 1]
+            idx[j] = idx[j - 1]
+            probs[j] = probs[j - 1]
+            j -= 1
+        if j > 0 and orders[j - 1] == order:
+            # A node with several matches (MODE ALL): their events' arrivals decide.
+            return _emit_sorted(engine, completed, plans, src, arrival, out)
+        orders[j] = order
+        idx[j] = i
+        probs[j] = prob
+        m += 1
+    cdef long long seq = engine.next_seq
+    for j in range(m):
+        i = idx[j]
+        _emit_one(<_Plan>PyList_GET_ITEM(plans, i), <tuple>PyList_GET_ITEM(completed, i), src, probs[j], seq, arrival, out)
+        seq += 1
+    engine.next_seq = seq
+
+
+cdef _emit_sorted(engine, list completed, list plans, src, arrival, list out):
+    # _emit_simple for many matches, or several of one node: sorted by the node's
+    # registration, then the events' arrival indexes.
     cdef list keyed = []
     cdef double prob
     cdef Py_ssize_t i
@@ -1576,39 +1638,33 @@ cdef _emit_simple(engine, list completed, list plans, src, arrival, list out):
             prob *= _getf(ev, E_PROB)
         if not prob > 0.0:
             continue
-        keyed.append(((<_Plan>plans[i]).order, i, prob))
-    if len(keyed) > 1:
-        if len({k[0] for k in keyed}) == len(keyed):
-            keyed.sort()  # one match per node: the registration order decides
-        else:
-            # A node with several matches (MODE ALL): their events' arrivals decide.
-            keyed = sorted(
-                [
-                    (order, tuple([_get(ev, E_ARRIVAL) for ev in (<tuple>completed[i])[1]]), i, p)
-                    for order, i, p in keyed
-                ]
-            )
-            keyed = [(k[0], k[2], k[3]) for k in keyed]
-    seq = engine.next_seq
-    for order, i, prob in keyed:
-        qs, env = completed[i]
-        end = _get(env[len(env) - 1], E_END)
-        # Match(name, src, start, end, env, {}, prob, seq, arrival), slot by slot.
-        m = _Match.__new__(_Match)
-        slot_set(m, M_QUERY, (<_Plan>plans[i]).name)
-        slot_set(m, M_SRC, src)
-        slot_set(m, M_START, _get(env[0], E_START))
-        slot_set(m, M_END, end)
-        slot_set(m, M_EVENTS, env)
-        slot_set(m, M_ATTRS, {})
-        slot_set(m, M_PROB, prob)
-        slot_set(m, M_SEQ, seq)
-        slot_set(m, M_TRIGGER, arrival)
-        out.append(m)
+        keyed.append(((<_Plan>plans[i]).order, tuple([_get(ev, E_ARRIVAL) for ev in env]), i, prob))
+    keyed.sort()
+    cdef long long seq = engine.next_seq
+    for k in keyed:
+        i = k[2]
+        _emit_one(<_Plan>plans[i], <tuple>completed[i], src, k[3], seq, arrival, out)
         seq += 1
-        qs.matches += 1
-        qs.last_match = end
     engine.next_seq = seq
+
+
+cdef int _emit_one(_Plan plan, tuple done, src, double prob, long long seq, arrival, list out) except -1:
+    # Match(name, src, start, end, env, {}, prob, seq, arrival), slot by slot, on an
+    # object allocated as object.__new__ would (Match has no __new__).
+    env = <list>PyTuple_GET_ITEM(done, 1)
+    m = new_of(_Match)
+    slot_set(m, M_QUERY, plan.name)
+    slot_set(m, M_SRC, src)
+    slot_set(m, M_START, _get(<object>PyList_GET_ITEM(env, 0), E_START))
+    slot_set(m, M_END, _get(<object>PyList_GET_ITEM(env, len(env) - 1), E_END))
+    slot_set(m, M_EVENTS, env)
+    slot_set(m, M_ATTRS, {})
+    slot_set(m, M_PROB, prob)
+    slot_set(m, M_SEQ, seq)
+    slot_set(m, M_TRIGGER, arrival)
+    out.append(m)
+    plan.matches += 1
+    return 0
 
 
 def clean_siq(siq, double horizon):

@@ -79,8 +79,8 @@ class QState:
     classes: tuple[str, ...] = ()
     pending: list[tuple[Cand, float]] = field(default_factory=list)
     users: int = 1
-    matches: int = 0
-    last_match: float | None = None
+    # Matches emitted by the Python code; the compiled loop counts its own in the plan.
+    counted: int = 0
     # The class of this query's matches for queries that read them (``@name``).
     derived_class: str = ""
     # A match is emitted as it is found: no trailing negation, RETURN or probability
@@ -105,6 +105,11 @@ class QState:
     @property
     def name(self) -> str:
         return self.cq.name
+
+    @property
+    def matches(self) -> int:
+        """Matches emitted so far."""
+        return self.counted + (self.plan.matches if self.plan is not None else 0)
 
     @property
     def fast(self) -> bool:
@@ -560,8 +565,7 @@ class Network:
             if value is not MISSING:
                 attrs[label] = value
         out.append(Emission(qs, cand, prob, attrs, phase))
-        qs.matches += 1
-        qs.last_match = cand.end
+        qs.counted += 1
         derived = qs.derived_class
         if derived in self.ecqs:
             prims = cand.prims or entry_prims(entries)
