@@ -658,6 +658,7 @@ cdef class _Ecq:
     cdef object ecq
     cdef dict final, more
     cdef object static  # the filter-free positions' masks, or None
+    cdef object init  # static[0] & more[0]: the initial entries of an unfiltered instance
     cdef bint plain  # every use of the class is a plain sequence without filters
     cdef bint general_uses
     cdef dict last
@@ -675,6 +676,7 @@ cdef _Ecq _ecq_of(ecq):
     q.final = ecq.seq_final
     q.more = ecq.seq_more
     q.static = ecq.static_pass
+    q.init = q.static.get(0, 0) & q.more.get(0, 0) if q.static is not None else 0
     q.plain = q.static is not None and not ecq.general_final and not ecq.disj
     q.general_uses = bool(ecq.general_uses)
     siq = ecq.siq
@@ -1440,7 +1442,10 @@ cdef bint _insert(
 ) except -1:
     cdef dict more_at = q.more
     cdef NativePMB pmb
-    init = seq_pass.get(0, 0) & more_at.get(0, 0)
+    if seq_pass is q.static:
+        init = q.init  # the same for every instance of the class: one int, shared
+    else:
+        init = seq_pass.get(0, 0) & more_at.get(0, 0)
     g1 = None
     cdef dict rest = None
     for key, groups in extended.items():
