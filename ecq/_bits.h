@@ -72,16 +72,6 @@ static inline PyObject *new_of(PyObject *cls) {
     return t->tp_alloc(t, 0);
 }
 
-/* A new int from n digits (trailing zero digits allowed). */
-static PyObject *bits_from_digits(const digit *d, Py_ssize_t n) {
-    while (n > 0 && d[n - 1] == 0) n--;
-    if (n == 0) return PyLong_FromLong(0);
-    PyLongObject *r = _PyLong_New(n);
-    if (r == NULL) return NULL;
-    memcpy(r->ob_digit, d, (size_t)n * sizeof(digit));
-    return (PyObject *)r;
-}
-
 /* Whether a & b is non-zero; -1 on error. */
 static int bits_meet(PyObject *a, PyObject *b) {
     if (!bits_plain(a) || !bits_plain(b)) {

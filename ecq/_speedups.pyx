@@ -31,7 +31,6 @@ cdef extern from "_bits.h":
         Py_ssize_t cap
     Py_ssize_t bits_ndigits(object o)
     digit *bits_digits(object o)
-    object bits_from_digits(const digit *d, Py_ssize_t n)
     Py_ssize_t slot_offset(object cls, const char *name) except -1
     PyObject *slot_get(object o, Py_ssize_t off) except NULL
     int slot_set(object o, Py_ssize_t off, object v) except -1
@@ -342,100 +341,89 @@ cdef class NativePMB:
 
 
 cdef class _Rows:
-    """Rows of (start, bitset) stored contiguously: a source's summary is read on every
-    event of the source, and as separate Python objects (tuple, float, int) each group
-    cost a cache miss or three. ``w`` digits per row, widened when a longer int comes."""
+    """Rows of (start, query set) stored contiguously: a source's summary is read on
+    every event of the source, and as separate Python objects (tuple, float, int) each
+    group cost a cache miss or three. A row's set is an int held by reference: an
+    unfiltered instance's initial entries are one int per class (_Ecq.init), so rows
+    built from them share it (one copy per class, warm, instead of a cold row per
+    source as wide as every registered query); a row that gets other queries gets its
+    own int."""
 
     cdef double *t
-    cdef digit *d
+    cdef PyObject **b  # owned references to non-negative ints
     cdef Py_ssize_t *tag  # per row: the class id of a first-position row (_class_id)
-    cdef Py_ssize_t n, cap, w
+    cdef Py_ssize_t n, cap
 
     def __dealloc__(self):
+        cdef Py_ssize_t i
+        for i in range(self.n):
+            Py_XDECREF(self.b[i])
         PyMem_Free(self.t)
-        PyMem_Free(self.d)
+        PyMem_Free(self.b)
         PyMem_Free(self.tag)
 
-    cdef int _reserve(self, Py_ssize_t rows, Py_ssize_t w) except -1:
-        cdef Py_ssize_t cap = self.cap, i
-        cdef double *t
-        cdef digit *d
-        if rows <= cap and w <= self.w:
+    cdef int _reserve(self, Py_ssize_t rows) except -1:
+        cdef Py_ssize_t cap = self.cap
+        if rows <= cap:
             return 0
-        if rows > cap:
-            cap = cap * 2 if cap else 4
-            while cap < rows:
-                cap *= 2
-        if w < self.w:
-            w = self.w
-        t = <double *>PyMem_Realloc(self.t, cap * sizeof(double))
-        if t == NULL:
-            raise MemoryError()
-        self.t = t
+        cap = cap * 2 if cap else 4
+        while cap < rows:
+            cap *= 2
+        self.t = <double *>_grow(self.t, cap * sizeof(double))
+        self.b = <PyObject **>_grow(self.b, cap * sizeof(PyObject *))
         self.tag = <Py_ssize_t *>_grow(self.tag, cap * sizeof(Py_ssize_t))
-        d = <digit *>PyMem_Malloc(cap * w * sizeof(digit) + 1)
-        if d == NULL:
-            raise MemoryError()
-        memset(d, 0, cap * w * sizeof(digit))
-        for i in range(self.n):
-            memcpy(d + i * w, self.d + i * self.w, self.w * sizeof(digit))
-        PyMem_Free(self.d)
-        self.d = d
         self.cap = cap
-        self.w = w
         return 0
 
-    cdef inline digit *row(self, Py_ssize_t i):
-        return self.d + i * self.w
+    cdef inline const digit *row(self, Py_ssize_t i):
+        return bits_digits(<object>self.b[i])
 
-    cdef int set_row(self, Py_ssize_t i, double t, object bits) except -1:
-        cdef Py_ssize_t nd = bits_ndigits(bits)
-        self._reserve(self.n if i < self.n else i + 1, nd)
-        self.t[i] = t
-        memset(self.row(i), 0, self.w * sizeof(digit))
-        memcpy(self.row(i), bits_digits(bits), nd * sizeof(digit))
+    cdef inline Py_ssize_t width(self, Py_ssize_t i):
+        return bits_ndigits(<object>self.b[i])
+
+    cdef int _put(self, Py_ssize_t i, object bits) except -1:
+        Py_INCREF(bits)
+        Py_XDECREF(self.b[i])
+        self.b[i] = <PyObject *>bits
         return 0
 
     cdef int append(self, double t, object bits, Py_ssize_t tag) except -1:
-        self._reserve(self.n + 1, bits_ndigits(bits))
-        self.set_row(self.n, t, bits)
+        self._reserve(self.n + 1)
+        self.t[self.n] = t
+        self.b[self.n] = NULL
+        self._put(self.n, bits)
         self.tag[self.n] = tag
         self.n += 1
         return 0
 
     cdef void delete(self, Py_ssize_t i):
         cdef Py_ssize_t j
+        Py_XDECREF(self.b[i])
         for j in range(i, self.n - 1):
             self.t[j] = self.t[j + 1]
             self.tag[j] = self.tag[j + 1]
-            memcpy(self.row(j), self.row(j + 1), self.w * sizeof(digit))
+            self.b[j] = self.b[j + 1]
         self.n -= 1
 
     cdef int or_row(self, Py_ssize_t i, object bits) except -1:
-        cdef Py_ssize_t nd = bits_ndigits(bits), j
-        cdef digit *r
-        cdef const digit *b = bits_digits(bits)
-        self._reserve(self.n, nd)
-        r = self.row(i)
-        for j in range(nd):
-            r[j] |= b[j]
+        old = <object>self.b[i]
+        if old is bits:
+            return 0  # the class's shared initial entries again: nothing new
+        new = old | bits
+        # Equal to what came (it held no more): keep that one, likely the shared int.
+        self._put(i, bits if new == bits else new)
         return 0
 
     cdef object bits_of(self, Py_ssize_t i):
-        return bits_from_digits(self.row(i), self.w)
+        return <object>self.b[i]
 
     cdef bint zero(self, Py_ssize_t i):
-        cdef digit *r = self.row(i)
-        cdef Py_ssize_t j
-        for j in range(self.w):
-            if r[j]:
-                return False
-        return True
+        return bits_is_zero(<object>self.b[i])
 
     cdef int add_ids(self, Py_ssize_t i, object m, object wm, _Builder b, double t) except -1:
         # The queries of row & m (& wm) become a group of ``b`` starting at ``t`` (none
         # when empty).
-        cdef Py_ssize_t n = self.w, count
+        cdef Py_ssize_t n = self.width(i), count
         if bits_ndigits(m) < n:
             n = bits_ndigits(m)
         if wm is not None and bits_ndigits(wm) < n:
@@ -448,12 +436,12 @@ cdef class _Rows:
             b.close(t, b.used() + count)
         return 0
 
-    cdef void clear_bit(self, Py_ssize_t bitno):
-        cdef Py_ssize_t i, k = bitno // PyLong_SHIFT
-        if k >= self.w:
-            return
+    cdef int clear_bit(self, Py_ssize_t bitno) except -1:
+        cdef Py_ssize_t i
         for i in range(self.n):
-            self.row(i)[k] &= ~((<digit>1) << (bitno % PyLong_SHIFT))
+            if bits_test(<object>self.b[i], bitno):
+                self._put(i, (<object>self.b[i]) & ~((<object>1) << bitno))
+        return 0
 
 
 cdef class SrcSummary:
@@ -835,7 +823,7 @@ cdef dict _extend(_Net n, _Ecq q, SrcSummary summary, double e_end, dict seq_pas
                 if table is not None:
                     # The row & m through the class pair's few queries.
                     pair = table.get(n, starts.tag[i], m, &count)
-                    _add_ids_in(pair, count, starts.row(i), starts.w, wm, raw, t)
+                    _add_ids_in(pair, count, starts.row(i), starts.width(i), wm, raw, t)
                 else:
                     starts.add_ids(i, m, wm, raw, t)
                 i += 1
