@@ -601,6 +601,7 @@ cdef class _Net:
     cdef list wins, wcum, plans, class_names
     cdef double min_window, max_window
     cdef _Chains chains  # the assembly's probe, moved on to each instance
+    cdef _Assembly assembly  # the assembly's state, reused
     cdef list ecq_ids  # _Ecq by class id (None: not made yet)
 
 
@@ -626,6 +627,8 @@ cdef _Net _net_of(net):
     n.class_names = net.c_class_names
     n.chains = _Chains()
     n.chains.n = n
+    n.assembly = _Assembly()
+    n.assembly.found = []
     n.ecq_ids = []
     cache["net"] = n
     return n
@@ -1035,36 +1038,47 @@ cdef int _merge_into(SrcSummary summary, Py_ssize_t k, groups, double cutoff) ex
     return 0
 
 
+cdef struct _Pos:
+    # One position of a node's sequence.
+    PyObject *cls  # its class when it has only one (borrowed from classes_at), else NULL
+    Py_ssize_t cid  # that class's number (_class_id), else -1; set by _plan_at
+    bint checked  # conditions are checked there
+
+
+cdef enum:
+    _INLINE_POS = 4  # positions kept inside the plan object
+
+
 cdef class _Plan:
     """A node's constants for the compiled loops, read from its QState and
     CompiledQuery once (each attribute lookup is a dict lookup). Cached on the QState,
-    which never changes once registered."""
+    which never changes once registered.
 
-    cdef readonly object name
-    cdef object qs
+    Thousands of nodes complete now and then, so a plan is cold when read: what
+    completing, assembling and emitting a match reads comes first, and the positions
+    of short sequences are inside the object (one or two cache lines in all; the lists
+    and separate arrays they were in cost a miss each)."""
+
+    cdef Py_ssize_t length, bitno
+    cdef long long reg, order
+    cdef double window
     cdef bint never, top, mode_all, simple
     # Its matches are emitted as found (simple, and no query reads @name): set by
     # _plan_at, valid while queries do not change.
     cdef bint direct
-    cdef Py_ssize_t length, bitno
-    cdef long long reg, order
+    cdef bint cids  # pos[i].cid set (by _plan_at)
     # Matches emitted by _emit_simple (QState.matches adds them to its own count).
     cdef readonly long long matches
-    cdef object probability, derived_class
-    cdef double window
+    cdef readonly object name
+    cdef object probability
+    cdef _Pos *pos  # inline_pos, or allocated for longer sequences
+    cdef _Pos inline_pos[_INLINE_POS]
+    cdef object qs, derived_class
     cdef list classes_at, checks_at
-    # Per position, in C arrays (the lists above are scattered objects, cold when
-    # thousands of queries complete now and then): its class when it has only one
-    # (borrowed from classes_at), and whether conditions are checked there.
-    cdef PyObject **one_cls
-    cdef char *checked
-    # And that class's number (_class_id), set by _plan_at.
-    cdef Py_ssize_t *one_cid
 
     def __dealloc__(self):
-        PyMem_Free(self.one_cls)
-        PyMem_Free(self.checked)
-        PyMem_Free(self.one_cid)
+        if self.pos != &self.inline_pos[0]:
+            PyMem_Free(self.pos)
 
 
 cdef _Plan _plan_of(qs):
@@ -1089,12 +1103,15 @@ cdef _Plan _plan_of(qs):
     p.classes_at = qs.classes_at
     p.checks_at = qs.checks_at
     cdef Py_ssize_t i, n = len(p.classes_at)
-    p.one_cls = <PyObject **>_grow(NULL, (n + 1) * sizeof(PyObject *))
-    p.checked = <char *>_grow(NULL, n + 1)
+    if n <= _INLINE_POS:
+        p.pos = &p.inline_pos[0]
+    else:
+        p.pos = <_Pos *>_grow(NULL, n * sizeof(_Pos))
     for i in range(n):
         classes = <tuple>p.classes_at[i]
-        p.one_cls[i] = <PyObject *>classes[0] if len(classes) == 1 else NULL
-        p.checked[i] = i < len(p.checks_at) and len(<list>p.checks_at[i]) > 0
+        p.pos[i].cls = <PyObject *>classes[0] if len(classes) == 1 else NULL
+        p.pos[i].cid = -1
+        p.pos[i].checked = i < len(p.checks_at) and len(<list>p.checks_at[i]) > 0
     qs.plan = p
     return p
 
@@ -1110,10 +1127,11 @@ cdef _Plan _plan_at(_Net n, Py_ssize_t bitno):
             return p
     p = _plan_of(n.by_bit[bitno])
     p.direct = p.simple and p.derived_class not in n.ecqs
-    if p.one_cid == NULL:
-        p.one_cid = <Py_ssize_t *>_grow(NULL, (p.length + 1) * sizeof(Py_ssize_t))
+    if not p.cids:
         for i in range(p.length):
-            p.one_cid[i] = _class_id(n, <object>p.one_cls[i]) if p.one_cls[i] != NULL else -1
+            if p.pos[i].cls != NULL:
+                p.pos[i].cid = _class_id(n, <object>p.pos[i].cls)
+        p.cids = True
     while len(plans) <= bitno:
         plans.append(None)
     plans[bitno] = p
@@ -1121,7 +1139,9 @@ cdef _Plan _plan_at(_Net n, Py_ssize_t bitno):
 
 
 cdef class _Assembly:
-    """One call of ``assemble_seq``: the query's constants and the match being built."""
+    """A call of ``assemble_seq``: the query's constants and the match being built (the
+    compiled loop keeps one per network generation, in _Net, and empties ``found``
+    after each call)."""
 
     cdef object probe
     cdef _Plan plan
@@ -1136,7 +1156,7 @@ cdef class _Assembly:
     cdef bint fill(self, Py_ssize_t i, object nxt) except -1:
         # Bind position i (each earlier one recursively) to the latest valid candidate
         # before ``nxt``; whether the assembly is over.
-        cdef PyObject *one = self.plan.one_cls[i]
+        cdef PyObject *one = self.plan.pos[i].cls
         cdef tuple classes
         cdef list candidates
         cdef _Chains chains
@@ -1145,10 +1165,10 @@ cdef class _Assembly:
         cdef int r
         cdef long long nxt_moment = _get(nxt, E_MOMENT)
         cdef double nxt_start = _getf(nxt, E_START)
-        if type(self.probe) is _Chains and one != NULL and self.plan.one_cid != NULL:
+        if type(self.probe) is _Chains and one != NULL and self.plan.cids:
             # The source's chain of the class walked in place (no list per class).
             chains = <_Chains>self.probe
-            p = chains.head(self.plan.one_cid[i], <object>one, &horizon)
+            p = chains.head(self.plan.pos[i].cid, <object>one, &horizon)
             while p != NULL:
                 if _getf(<object>p, E_START) >= horizon:
                     r = self._try(i, <object>p, nxt_moment, nxt_start)
@@ -1214,7 +1234,7 @@ cdef class _Assembly:
             if not ok:
                 return 0
         self.env[i] = p
-        if self.plan.checked[i]:
+        if self.plan.pos[i].checked:
             for check in <list>PyList_GET_ITEM(self.plan.checks_at, i):
                 if not check(self.env):
                     return 0
@@ -1236,16 +1256,17 @@ cdef class _Assembly:
 
 def assemble_seq(qs, last, probe):
     """``ecq.assembly.assemble_seq``."""
-    return _assemble(_plan_of(qs), last, probe)
-
-
-cdef list _assemble(_Plan plan, last, probe):
-    cdef Py_ssize_t n = plan.length
     cdef _Assembly a = _Assembly()
+    a.found = []
+    return _assemble(a, _plan_of(qs), last, probe)
+
+
+cdef list _assemble(_Assembly a, _Plan plan, last, probe):
+    # The matches found, in ``a.found``.
+    cdef Py_ssize_t n = plan.length
     a.probe = probe
     a.plan = plan
     a.env = [last] * n
-    a.found = []
     a.bound = _getf(last, E_END) - plan.window
     a.reg = plan.reg
     a.bitno = plan.bitno
@@ -1408,8 +1429,10 @@ cdef int _complete(
             if ok:
                 completed.append((plan.qs, [e]))
         else:
-            for env in _assemble(plan, e, probe):
+            found = _assemble(n.assembly, plan, e, probe)
+            for env in found:
                 completed.append((plan.qs, env))
+            del found[:]
         if len(completed) > before:
             direct = direct and plan.direct
             for _ in range(len(completed) - before):
