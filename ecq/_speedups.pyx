@@ -340,6 +340,12 @@ cdef class NativePMB:
 # ------------------------------------------------------------ native summaries
 
 
+cdef struct _Row:
+    double t  # the latest start
+    PyObject *b  # the query set: an owned reference to a non-negative int
+    Py_ssize_t tag  # the class id of a first-position row (_class_id)
+
+
 cdef class _Rows:
     """Rows of (start, query set) stored contiguously: a source's summary is read on
     every event of the source, and as separate Python objects (tuple, float, int) each
@@ -349,18 +355,14 @@ cdef class _Rows:
     source as wide as every registered query); a row that gets other queries gets its
     own int."""
 
-    cdef double *t
-    cdef PyObject **b  # owned references to non-negative ints
-    cdef Py_ssize_t *tag  # per row: the class id of a first-position row (_class_id)
+    cdef _Row *r
     cdef Py_ssize_t n, cap
 
     def __dealloc__(self):
         cdef Py_ssize_t i
         for i in range(self.n):
-            Py_XDECREF(self.b[i])
-        PyMem_Free(self.t)
-        PyMem_Free(self.b)
-        PyMem_Free(self.tag)
+            Py_XDECREF(self.r[i].b)
+        PyMem_Free(self.r)
 
     cdef int _reserve(self, Py_ssize_t rows) except -1:
         cdef Py_ssize_t cap = self.cap
@@ -369,44 +371,40 @@ cdef class _Rows:
         cap = cap * 2 if cap else 4
         while cap < rows:
             cap *= 2
-        self.t = <double *>_grow(self.t, cap * sizeof(double))
-        self.b = <PyObject **>_grow(self.b, cap * sizeof(PyObject *))
-        self.tag = <Py_ssize_t *>_grow(self.tag, cap * sizeof(Py_ssize_t))
+        self.r = <_Row *>_grow(self.r, cap * sizeof(_Row))
         self.cap = cap
         return 0
 
     cdef inline const digit *row(self, Py_ssize_t i):
-        return bits_digits(<object>self.b[i])
+        return bits_digits(<object>self.r[i].b)
 
     cdef inline Py_ssize_t width(self, Py_ssize_t i):
-        return bits_ndigits(<object>self.b[i])
+        return bits_ndigits(<object>self.r[i].b)
 
     cdef int _put(self, Py_ssize_t i, object bits) except -1:
         Py_INCREF(bits)
-        Py_XDECREF(self.b[i])
-        self.b[i] = <PyObject *>bits
+        Py_XDECREF(self.r[i].b)
+        self.r[i].b = <PyObject *>bits
         return 0
 
     cdef int append(self, double t, object bits, Py_ssize_t tag) except -1:
         self._reserve(self.n + 1)
-        self.t[self.n] = t
-        self.b[self.n] = NULL
+        self.r[self.n].t = t
+        self.r[self.n].b = NULL
         self._put(self.n, bits)
-        self.tag[self.n] = tag
+        self.r[self.n].tag = tag
         self.n += 1
         return 0
 
     cdef void delete(self, Py_ssize_t i):
         cdef Py_ssize_t j
-        Py_XDECREF(self.b[i])
+        Py_XDECREF(self.r[i].b)
         for j in range(i, self.n - 1):
-            self.t[j] = self.t[j + 1]
-            self.tag[j] = self.tag[j + 1]
-            self.b[j] = self.b[j + 1]
+            self.r[j] = self.r[j + 1]
         self.n -= 1
 
     cdef int or_row(self, Py_ssize_t i, object bits) except -1:
-        old = <object>self.b[i]
+        old = <object>self.r[i].b
         if old is bits:
             return 0  # the class's shared initial entries again: nothing new
         new = old | bits
@@ -415,10 +413,10 @@ cdef class _Rows:
         return 0
 
     cdef object bits_of(self, Py_ssize_t i):
-        return <object>self.b[i]
+        return <object>self.r[i].b
 
     cdef bint zero(self, Py_ssize_t i):
-        return bits_is_zero(<object>self.b[i])
+        return bits_is_zero(<object>self.r[i].b)
 
     cdef int add_ids(self, Py_ssize_t i, object m, object wm, _Builder b, double t) except -1:
         # The queries of row & m (& wm) become a group of ``b`` starting at ``t`` (none
@@ -439,8 +437,8 @@ cdef class _Rows:
     cdef int clear_bit(self, Py_ssize_t bitno) except -1:
         cdef Py_ssize_t i
         for i in range(self.n):
-            if bits_test(<object>self.b[i], bitno):
-                self._put(i, (<object>self.b[i]) & ~((<object>1) << bitno))
+            if bits_test(<object>self.r[i].b, bitno):
+                self._put(i, (<object>self.r[i].b) & ~((<object>1) << bitno))
         return 0
 
 
@@ -490,7 +488,7 @@ cdef class SrcSummary:
 
     def view(self):
         """The pure-Python form: ``({cls: (start, bits)}, [[(start, bits), ...], ...])``."""
-        starts = {cls: (self.starts.t[i], self.starts.bits_of(i)) for i, cls in enumerate(self.s_cls)}
+        starts = {cls: (self.starts.r[i].t, self.starts.bits_of(i)) for i, cls in enumerate(self.s_cls)}
         return starts, [list(g) for g in self.later]
 
     def empty(self):
@@ -511,7 +509,7 @@ cdef class SrcSummary:
         cdef Py_ssize_t i = 0, n
         cdef Groups g
         while i < len(self.s_cls):
-            if self.starts.t[i] < cutoff:
+            if self.starts.r[i].t < cutoff:
                 self.drop_start(i)
             else:
                 i += 1
@@ -818,14 +816,14 @@ cdef dict _extend(_Net n, _Ecq q, SrcSummary summary, double e_end, dict seq_pas
                 table = q.pairs
             i = 0
             while i < starts.n:  # one row per entry of s_cls
-                t = starts.t[i]
+                t = starts.r[i].t
                 if t < oldest:
                     summary.drop_start(i)
                     continue
                 wm = _window_mask(wins, wcum, e_end - t) if e_end - t > full else None
                 if table is not None:
                     # The row & m through the class pair's few queries.
-                    pair = table.get(n, starts.tag[i], m, &count)
+                    pair = table.get(n, starts.r[i].tag, m, &count)
                     _add_ids_in(pair, count, starts.row(i), starts.width(i), wm, raw, t)
                 else:
                     starts.add_ids(i, m, wm, raw, t)
@@ -1010,7 +1008,7 @@ cdef int _summarise(
     if init:
         # The class's row, found by its number (the rows carry them).
         for i in range(starts.n):
-            if starts.tag[i] == cid:
+            if starts.r[i].tag == cid:
                 break
         else:
             i = -1
@@ -1018,8 +1016,8 @@ cdef int _summarise(
             summary.s_cls.append(cls)
             starts.append(start, init, cid)
         else:
-            if start > summary.starts.t[i]:
-                summary.starts.t[i] = start
+            if start > summary.starts.r[i].t:
+                summary.starts.r[i].t = start
             summary.starts.or_row(i, init)
     if g1 is not None:
         _merge_into(summary, 1, g1, cutoff)
