@@ -303,6 +303,15 @@ cdef class NativePMB:
     cdef readonly object init
     cdef object g1  # Groups at position 1, or None
     cdef dict rest  # {position: Groups} for the other positions, or None
+    # The instance (None once dropped) and what the assembly reads of it, in C: walking
+    # a source's chain of a class goes from PMB to PMB (``prev``: the previous instance
+    # of the class at the source with summary entries), without touching the events
+    # and their start, end, moment and probability objects (cold: a few cache misses
+    # per candidate) until one is bound.
+    cdef object event
+    cdef NativePMB prev
+    cdef double start, end, prob
+    cdef long long moment
 
     @property
     def entries(self):
@@ -452,10 +461,10 @@ cdef class SrcSummary:
     cdef list s_cls
     cdef _Rows starts
     cdef list later
-    # Per class id: the source's latest instance of the class that was summarised (owned
-    # references, or NULL), the head of its back chain for assembling matches without a
-    # lookup in the SIQ's per-source index. Instances stored without summary entries
-    # are left out: no plain sequence can use them.
+    # Per class id: the PMB of the source's latest instance of the class that was
+    # summarised (owned references, or NULL), the head of its chain (NativePMB.prev) for
+    # assembling matches without a lookup in the SIQ's per-source index. Instances
+    # stored without summary entries are left out: no plain sequence can use them.
     cdef PyObject **heads
     cdef Py_ssize_t nheads
 
@@ -470,7 +479,9 @@ cdef class SrcSummary:
             Py_XDECREF(self.heads[i])
         PyMem_Free(self.heads)
 
-    cdef int set_head(self, Py_ssize_t cid, object e) except -1:
+    cdef int set_head(self, Py_ssize_t cid, NativePMB pmb) except -1:
+        # ``pmb``'s instance is the latest summarised one of its class: it heads the
+        # chain, the previous head behind it.
         cdef Py_ssize_t i, want
         if cid >= self.nheads:
             want = cid + 8
@@ -478,9 +489,11 @@ cdef class SrcSummary:
             for i in range(self.nheads, want):
                 self.heads[i] = NULL
             self.nheads = want
-        Py_INCREF(e)
+        if self.heads[cid] != NULL:
+            pmb.prev = <NativePMB>self.heads[cid]
+        Py_INCREF(pmb)
         Py_XDECREF(self.heads[cid])
-        self.heads[cid] = <PyObject *>e
+        self.heads[cid] = <PyObject *>pmb
         return 0
 
     cdef inline PyObject *head(self, Py_ssize_t cid):
@@ -526,10 +539,10 @@ cdef class SrcSummary:
         cdef PyObject *p
         for i in range(self.nheads):
             p = self.heads[i]
-            if p == NULL or _getf(<object>p, E_START) >= cutoff:
+            if p == NULL or (<NativePMB>p).start >= cutoff:
                 continue
-            while p != NULL and _getf(<object>p, E_START) < cutoff:
-                p = slot_get(<object>p, E_PREV)
+            while p != NULL and (<NativePMB>p).start < cutoff:
+                p = <PyObject *>(<NativePMB>p).prev
                 if <object>p is None:
                     p = NULL
             if p != NULL:
@@ -995,14 +1008,16 @@ cdef int _summarise(
     _Net n, SrcSummary summary, e, src, cls, Py_ssize_t cid, double start, init, g1, dict rest, double cutoff
 ) except -1:
     # Fold instance e's PMB (``init``; kept groups: position 1's ``g1`` and ``rest``)
-    # into its source's summary (``summary``, or None to look it up or make it); e
-    # becomes the head of the source's chain of its class (``cid``).
+    # into its source's summary (``summary``, or None to look it up or make it); a
+    # native PMB becomes the head of the source's chain of its class (``cid``).
     if summary is None:
         summary = n.summary.get(src)
         if summary is None:
             summary = SrcSummary()
             n.summary[src] = summary
-    summary.set_head(cid, e)
+    pmb = _get(e, E_PMB)
+    if type(pmb) is NativePMB:
+        summary.set_head(cid, <NativePMB>pmb)
     cdef Py_ssize_t k, i
     cdef _Rows starts = summary.starts
     if init:
@@ -1136,6 +1151,31 @@ cdef _Plan _plan_at(_Net n, Py_ssize_t bitno):
     return p
 
 
+cdef struct _Found:
+    # The matches completed by one instance, parallel to the completed list: each one's
+    # probability and start (read while assembling, from the PMBs).
+    double *prob
+    double *start
+    Py_ssize_t n, cap
+
+
+cdef int _add_found(_Found *f, double prob, double start) except -1:
+    if f == NULL:
+        return 0
+    if f.n == f.cap:
+        f.cap = 2 * f.cap + 8
+        f.prob = <double *>_grow(f.prob, f.cap * sizeof(double))
+        f.start = <double *>_grow(f.start, f.cap * sizeof(double))
+    f.prob[f.n] = prob
+    f.start[f.n] = start
+    f.n += 1
+    return 0
+
+
+cdef _Found _found  # the current instance's (run_events; _complete)
+memset(&_found, 0, sizeof(_Found))
+
+
 cdef class _Assembly:
     """A call of ``assemble_seq``: the query's constants and the match being built (the
     compiled loop keeps one per network generation, in _Net, and empties ``found``
@@ -1145,34 +1185,35 @@ cdef class _Assembly:
     cdef _Plan plan
     cdef list env
     cdef list found
+    # Per match found: its probability and start (in ``found_at``, when not NULL).
+    cdef _Found *found_at
+    cdef double *probs  # per position: the bound event's probability
+    cdef double small_probs[_INLINE_POS]
     cdef double bound
     cdef long long reg
     cdef Py_ssize_t bitno
     cdef bint mode_all
     cdef object min_prob
 
-    cdef bint fill(self, Py_ssize_t i, object nxt) except -1:
+    cdef bint fill(self, Py_ssize_t i, long long nxt_moment, double nxt_start) except -1:
         # Bind position i (each earlier one recursively) to the latest valid candidate
-        # before ``nxt``; whether the assembly is over.
+        # arrived before the instance bound next (its moment and start given); whether
+        # the assembly is over.
         cdef PyObject *one = self.plan.pos[i].cls
         cdef tuple classes
         cdef list candidates
-        cdef _Chains chains
         cdef PyObject *p
         cdef double horizon
         cdef int r
-        cdef long long nxt_moment = _get(nxt, E_MOMENT)
-        cdef double nxt_start = _getf(nxt, E_START)
         if type(self.probe) is _Chains and one != NULL and self.plan.cids:
-            # The source's chain of the class walked in place (no list per class).
-            chains = <_Chains>self.probe
-            p = chains.head(self.plan.pos[i].cid, <object>one, &horizon)
+            # The source's chain of the class, from PMB to PMB.
+            p = (<_Chains>self.probe).head(self.plan.pos[i].cid, <object>one, &horizon)
             while p != NULL:
-                if _getf(<object>p, E_START) >= horizon:
-                    r = self._try(i, <object>p, nxt_moment, nxt_start)
+                if (<NativePMB>p).start >= horizon:
+                    r = self._try_native(i, <NativePMB>p, nxt_moment, nxt_start)
                     if r:
                         return r > 0
-                p = slot_get(<object>p, E_PREV)
+                p = <PyObject *>(<NativePMB>p).prev
                 if <object>p is None:
                     break
             return False
@@ -1190,6 +1231,26 @@ cdef class _Assembly:
                 return r > 0
         return False
 
+    cdef int _try_native(self, Py_ssize_t i, NativePMB pmb, long long nxt_moment, double nxt_start) except -2:
+        # _try for an instance with a native PMB, read from the PMB.
+        cdef double t
+        if pmb.event is None:
+            return 0  # dropped
+        if pmb.moment >= nxt_moment:
+            return 0
+        if pmb.moment <= self.reg:
+            return -1  # everything further back arrived before the query existed
+        if pmb.end > nxt_start:
+            return 0
+        if i == 0 and bits_test(pmb.init, self.bitno):
+            if pmb.start < self.bound:
+                return 0
+        else:
+            groups = pmb.groups_at(i)
+            if groups is None or not (<Groups>groups).find(self.bitno, &t) or t < self.bound:
+                return 0
+        return self._bind(i, pmb.event, pmb.prob, pmb.moment, pmb.start)
+
     cdef int _try(self, Py_ssize_t i, object p, long long nxt_moment, double nxt_start) except -2:
         # Candidate ``p`` at position i: 1 when the assembly is over, 0 to go on to the
         # next (older) candidate, -1 when no older candidate can do.
@@ -1205,7 +1266,7 @@ cdef class _Assembly:
             return 0
         pmb = _get(p, E_PMB)
         if pmb is None:
-            return 0  # dropped (a chain head kept from a queue that has since gone)
+            return 0  # dropped
         native = type(pmb) is NativePMB
         if i == 0 and bits_test((<NativePMB>pmb).init if native else _get(pmb, P_INIT), bitno):
             if _getf(p, E_START) < self.bound:
@@ -1231,19 +1292,29 @@ cdef class _Assembly:
                         break
             if not ok:
                 return 0
+        return self._bind(i, p, _getf(p, E_PROB), moment, _getf(p, E_START))
+
+    cdef int _bind(self, Py_ssize_t i, object p, double prob, long long moment, double start) except -2:
+        # ``p`` (its probability, moment and start given) takes position i: the
+        # conditions checked there, then the positions before it, or the match is
+        # complete. As _try.
+        cdef double t
+        cdef Py_ssize_t k
         self.env[i] = p
+        self.probs[i] = prob
         if self.plan.pos[i].checked:
             for check in <list>PyList_GET_ITEM(self.plan.checks_at, i):
                 if not check(self.env):
                     return 0
         if i:
-            return 1 if self.fill(i - 1, p) else 0
-        if self.min_prob is not None:
-            t = 1.0
-            for ev in self.env:
-                t *= _getf(ev, E_PROB)
-            if t < <double>self.min_prob:
-                return 0
+            return 1 if self.fill(i - 1, moment, start) else 0
+        # The match's probability: its events' product, in their order.
+        t = 1.0
+        for k in range(self.plan.length):
+            t *= self.probs[k]
+        if self.min_prob is not None and t < <double>self.min_prob:
+            return 0
+        _add_found(self.found_at, t, start)
         if not self.mode_all:
             # The only match: env itself (this assembly is over, nothing changes it).
             self.found.append(self.env)
@@ -1256,22 +1327,33 @@ def assemble_seq(qs, last, probe):
     """``ecq.assembly.assemble_seq``."""
     cdef _Assembly a = _Assembly()
     a.found = []
-    return _assemble(a, _plan_of(qs), last, probe)
+    return _assemble(a, _plan_of(qs), last, probe, NULL)
 
 
-cdef list _assemble(_Assembly a, _Plan plan, last, probe):
-    # The matches found, in ``a.found``.
+cdef list _assemble(_Assembly a, _Plan plan, last, probe, _Found *found_at):
+    # The matches found, in ``a.found`` (their probabilities and starts appended to
+    # ``found_at`` unless NULL).
     cdef Py_ssize_t n = plan.length
     a.probe = probe
     a.plan = plan
     a.env = [last] * n
-    a.bound = _getf(last, E_END) - plan.window
-    a.reg = plan.reg
-    a.bitno = plan.bitno
-    a.mode_all = plan.mode_all
-    a.min_prob = plan.probability
-    a.fill(n - 2, last)
+    a.found_at = found_at
+    a.probs = &a.small_probs[0] if n <= _INLINE_POS else <double *>_grow(NULL, n * sizeof(double))
+    try:
+        a.probs[n - 1] = _getf(last, E_PROB)
+        a.bound = _getf(last, E_END) - plan.window
+        a.reg = plan.reg
+        a.bitno = plan.bitno
+        a.mode_all = plan.mode_all
+        a.min_prob = plan.probability
+        a.fill(n - 2, _get(last, E_MOMENT), _getf(last, E_START))
+    finally:
+        if a.probs != &a.small_probs[0]:
+            PyMem_Free(a.probs)
+        a.probs = NULL
     return a.found
+
+
 
 
 # ------------------------------------------------------------ whole plain phases
@@ -1413,6 +1495,7 @@ cdef int _complete(
     probe.at(src, hclock, summary)
     cdef _Plan plan
     cdef Py_ssize_t before
+    _found.n = len(completed)  # parallel to completed from here
     while bitno >= 0:
         plan = _plan_at(n, bitno)
         bitno = buf_next_bit(done, bitno + 1)
@@ -1426,8 +1509,9 @@ cdef int _complete(
                 ok = _getf(e, E_PROB) > 0.0
             if ok:
                 completed.append((plan.qs, [e]))
+                _add_found(&_found, _getf(e, E_PROB), _getf(e, E_START))
         else:
-            found = _assemble(n.assembly, plan, e, probe)
+            found = _assemble(n.assembly, plan, e, probe, &_found)
             for env in found:
                 completed.append((plan.qs, env))
             del found[:]
@@ -1474,6 +1558,11 @@ cdef bint _insert(
         pmb.init = init
         pmb.g1 = g1
         pmb.rest = rest
+        pmb.event = e
+        pmb.start = start
+        pmb.end = _getf(e, E_END)
+        pmb.prob = _getf(e, E_PROB)
+        pmb.moment = _get(e, E_MOMENT)
         slot_set(e, E_PMB, pmb)
         last = q.last
         slot_set(e, E_PREV, last.get(src))
@@ -1599,7 +1688,8 @@ cdef enum:
 
 cdef _emit_simple(engine, list completed, list plans, src, arrival, list out):
     # Network._finish + matches_of for matches that need nothing more: ordered by the
-    # node's registration, then the events' arrival indexes (docs/semantics.md).
+    # node's registration, then the events' arrival indexes (docs/semantics.md). Each
+    # match's probability and start come from _found (the assembly read them).
     cdef Py_ssize_t n = len(completed), i, j, m = 0
     cdef double prob
     cdef long long order
@@ -1609,10 +1699,7 @@ cdef _emit_simple(engine, list completed, list plans, src, arrival, list out):
     if n > _FEW:
         return _emit_sorted(engine, completed, plans, src, arrival, out)
     for i in range(n):
-        env = <list>PyTuple_GET_ITEM(<tuple>PyList_GET_ITEM(completed, i), 1)
-        prob = 1.0
-        for ev in env:
-            prob *= _getf(ev, E_PROB)
+        prob = _found.prob[i]
         if not prob > 0.0:
             continue
         # Insertion by the node's registration order (stable: one match per node is
@@ -1634,7 +1721,10 @@ cdef _emit_simple(engine, list completed, list plans, src, arrival, list out):
     cdef long long seq = engine.next_seq
     for j in range(m):
         i = idx[j]
-        _emit_one(<_Plan>PyList_GET_ITEM(plans, i), <tuple>PyList_GET_ITEM(completed, i), src, probs[j], seq, arrival, out)
+        _emit_one(
+            <_Plan>PyList_GET_ITEM(plans, i), <tuple>PyList_GET_ITEM(completed, i), src, probs[j], _found.start[i], seq,
+            arrival, out
+        )
         seq += 1
     engine.next_seq = seq
 
@@ -1647,9 +1737,7 @@ cdef _emit_sorted(engine, list completed, list plans, src, arrival, list out):
     cdef Py_ssize_t i
     for i in range(len(completed)):
         env = (<tuple>completed[i])[1]
-        prob = 1.0
-        for ev in env:
-            prob *= _getf(ev, E_PROB)
+        prob = _found.prob[i]
         if not prob > 0.0:
             continue
         keyed.append(((<_Plan>plans[i]).order, tuple([_get(ev, E_ARRIVAL) for ev in env]), i, prob))
@@ -1657,19 +1745,22 @@ cdef _emit_sorted(engine, list completed, list plans, src, arrival, list out):
     cdef long long seq = engine.next_seq
     for k in keyed:
         i = k[2]
-        _emit_one(<_Plan>plans[i], <tuple>completed[i], src, k[3], seq, arrival, out)
+        _emit_one(<_Plan>plans[i], <tuple>completed[i], src, k[3], _found.start[i], seq, arrival, out)
         seq += 1
     engine.next_seq = seq
 
 
-cdef int _emit_one(_Plan plan, tuple done, src, double prob, long long seq, arrival, list out) except -1:
+cdef int _emit_one(
+    _Plan plan, tuple done, src, double prob, double start, long long seq, arrival, list out
+) except -1:
     # Match(name, src, start, end, env, {}, prob, seq, arrival), slot by slot, on an
-    # object allocated as object.__new__ would (Match has no __new__).
+    # object allocated as object.__new__ would (Match has no __new__). ``start``: the
+    # first event's (a new float: that event's own is likely cold).
     env = <list>PyTuple_GET_ITEM(done, 1)
     m = new_of(_Match)
     slot_set(m, M_QUERY, plan.name)
     slot_set(m, M_SRC, src)
-    slot_set(m, M_START, _get(<object>PyList_GET_ITEM(env, 0), E_START))
+    slot_set(m, M_START, start)
     slot_set(m, M_END, _get(<object>PyList_GET_ITEM(env, len(env) - 1), E_END))
     slot_set(m, M_EVENTS, env)
     slot_set(m, M_ATTRS, {})
@@ -1691,6 +1782,10 @@ def clean_siq(siq, double horizon):
     while queue and _getf(queue[0], E_START) < horizon:
         e = popleft()
         slot_set(e, E_PREV, None)
+        pmb = _get(e, E_PMB)
+        if type(pmb) is NativePMB:
+            (<NativePMB>pmb).event = None
+            (<NativePMB>pmb).prev = None
         slot_set(e, E_PMB, None)
         src = _get(e, E_SRC)
         if last.get(src) is e:

@@ -142,6 +142,29 @@ def test_chain_heads_survive_classes_leaving_and_coming_back() -> None:
     assert len({q for q, *_ in outs[0]}) == 12
 
 
+def test_long_sequences_and_probabilities_agree() -> None:
+    """Sequences longer than the positions a plan keeps inline, MODE ALL, and events
+    with probabilities (a match's is its events' product, in their order), compiled
+    and pure Python."""
+    w = Workload(n_queries=120, n_classes=6, n_steps=6, n_sources=5, source_gap=60.0)
+    queries = sequence_queries(w)
+    queries += [("all6", "PATTERN SEQ(C00, C01, C02, C03, C04, C05) MODE ALL WITHIN 10 mins")]
+    rng = random.Random(11)
+    stream = [
+        Event(e.src, e.type, e.start, e.end, prob=rng.choice([1.0, 0.9, 0.7, 0.33]), id=e.id) for e in events(w, 3000)
+    ]
+    outs: list[list[tuple[object, ...]]] = []
+    for compiled in (True, False):
+        eng = Engine(clean_every=400, compiled=compiled)
+        for name, text in queries:
+            eng.register(name, text)
+        batch = [Event(e.src, e.type, e.start, e.end, prob=e.prob, id=e.id) for e in stream]
+        outs.append([(m.query, m.seq, m.start, m.prob, tuple(m.arrivals())) for m in eng.process(batch)])
+    assert outs[0] == outs[1]
+    assert len(outs[0]) > 50 and any(q == "all6" for q, *_ in outs[0])
+    assert any(p not in (1.0, 0.0) for *_, p, _a in outs[0])
+
+
 def test_cleaning_moves_a_chain_head_past_a_late_instance() -> None:
     """An instance arriving late (its start long before the clock) becomes its chain's
     head; cleaning must not lose the visible instances that arrived before it."""
