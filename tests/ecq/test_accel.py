@@ -151,7 +151,8 @@ def test_long_sequences_and_probabilities_agree() -> None:
     queries += [("all6", "PATTERN SEQ(C00, C01, C02, C03, C04, C05) MODE ALL WITHIN 10 mins")]
     rng = random.Random(11)
     stream = [
-        Event(e.src, e.type, e.start, e.end, prob=rng.choice([1.0, 0.9, 0.7, 0.33]), id=e.id) for e in events(w, 3000)
+        Event(e.src, e.type, e.start, e.end, prob=rng.choice([1.0, 0.9, 0.7, 0.33]), id=e.id)
+        for e in events(w, 3000)
     ]
     outs: list[list[tuple[object, ...]]] = []
     for compiled in (True, False):
