@@ -868,9 +868,11 @@ cdef Groups _resolve(_Builder raw):
     cdef _Builder made = _made
     if n == 1:
         return raw.finish()
-    cdef Py_ssize_t *order = <Py_ssize_t *>PyMem_Malloc(n * sizeof(Py_ssize_t))
-    if order == NULL:
-        raise MemoryError()
+    global _order, _order_cap
+    if n > _order_cap:
+        _order = <Py_ssize_t *>_grow(_order, 2 * n * sizeof(Py_ssize_t))
+        _order_cap = 2 * n
+    cdef Py_ssize_t *order = _order
     for i in range(n):
         cur = i
         j = i - 1
@@ -880,18 +882,25 @@ cdef Groups _resolve(_Builder raw):
         order[j + 1] = cur
         if raw.off[i + 1] > raw.off[i] and raw.ids[raw.off[i + 1] - 1] >= top:
             top = raw.ids[raw.off[i + 1] - 1] + 1
-    cdef scemon_buf claimed
-    memset(&claimed, 0, sizeof(scemon_buf))
     made.reset()
     try:
-        buf_set(&claimed, top)  # sized (and zeroed) once
+        buf_set(&_claimed, top)  # room for every query number (the bit is cleared below)
         for i in range(n):
             cur = order[i]
-            _claim_group(made, raw, cur, &claimed, &claimed)
+            _claim_group(made, raw, cur, &_claimed, &_claimed)
     finally:
-        buf_free(&claimed)
-        PyMem_Free(order)
+        # Back to all zero: only digits of these queries (and the room bit) were set.
+        for i in range(raw.off[n]):
+            _claimed.d[raw.ids[i] // PyLong_SHIFT] = 0
+        _claimed.d[top // PyLong_SHIFT] = 0
     return made.finish()
+
+
+# _resolve's scratch: the groups' order, and the queries claimed (all zero between calls).
+cdef Py_ssize_t *_order = NULL
+cdef Py_ssize_t _order_cap = 0
+cdef scemon_buf _claimed
+memset(&_claimed, 0, sizeof(scemon_buf))
 
 
 cdef int _claim_group(_Builder made, src, Py_ssize_t a, scemon_buf *other, scemon_buf *mine) except -1:
@@ -1424,15 +1433,23 @@ def test_plain(net, ecq, e, dict seq_pass, double hclock, list completed):
     cdef bint direct
     cdef _Net n = _net_of(net)
     src = e.src
-    return _test(n, _ecq_in(n, ecq.cls), e, src, n.summary.get(src), e.end, seq_pass, hclock, completed, [], &direct)
+    cdef list envs = [], plans = []
+    extended = _test(n, _ecq_in(n, ecq.cls), e, src, n.summary.get(src), e.end, seq_pass, hclock, envs, plans, &direct)
+    completed += _pairs(envs, plans)
+    return extended
+
+
+cdef list _pairs(list envs, list plans):
+    # [(node, events)] for each match found (what Network.settle_plain takes).
+    return [((<_Plan>plans[i]).qs, envs[i]) for i in range(len(envs))]
 
 
 cdef dict _test(
     _Net n, _Ecq q, e, src, SrcSummary summary, double end, dict seq_pass, double hclock, list completed,
     list plans, bint *direct
 ):
-    # ``summary``: the source's (or None); ``plans``: each completed match's node plan;
-    # ``direct``: whether all can be emitted as found.
+    # ``summary``: the source's (or None); ``completed``: each match's events, and
+    # ``plans``: its node's plan; ``direct``: whether all can be emitted as found.
     cdef dict extended
     if len(seq_pass) > 1 or 0 not in seq_pass:
         extended = _extend(n, q, summary, end, seq_pass)
@@ -1508,12 +1525,11 @@ cdef int _complete(
             else:
                 ok = _getf(e, E_PROB) > 0.0
             if ok:
-                completed.append((plan.qs, [e]))
+                completed.append([e])
                 _add_found(&_found, _getf(e, E_PROB), _getf(e, E_START))
         else:
             found = _assemble(n.assembly, plan, e, probe, &_found)
-            for env in found:
-                completed.append((plan.qs, env))
+            completed.extend(found)
             del found[:]
         if len(completed) > before:
             direct = direct and plan.direct
@@ -1664,7 +1680,7 @@ def run_events(engine, events):
                         _emit_simple(engine, completed, plans, src, arrival, out)
                     else:
                         c.put(engine, net)
-                        emitted = net.settle_plain(completed, e, c.clock)
+                        emitted = net.settle_plain(_pairs(completed, plans), e, c.clock)
                         c.get(net)
                         if emitted:
                             engine._emit(emitted, arrival, out)
@@ -1722,7 +1738,7 @@ cdef _emit_simple(engine, list completed, list plans, src, arrival, list out):
     for j in range(m):
         i = idx[j]
         _emit_one(
-            <_Plan>PyList_GET_ITEM(plans, i), <tuple>PyList_GET_ITEM(completed, i), src, probs[j], _found.start[i], seq,
+            <_Plan>PyList_GET_ITEM(plans, i), <list>PyList_GET_ITEM(completed, i), src, probs[j], _found.start[i], seq,
             arrival, out
         )
         seq += 1
@@ -1736,7 +1752,7 @@ cdef _emit_sorted(engine, list completed, list plans, src, arrival, list out):
     cdef double prob
     cdef Py_ssize_t i
     for i in range(len(completed)):
-        env = (<tuple>completed[i])[1]
+        env = <list>completed[i]
         prob = _found.prob[i]
         if not prob > 0.0:
             continue
@@ -1745,18 +1761,20 @@ cdef _emit_sorted(engine, list completed, list plans, src, arrival, list out):
     cdef long long seq = engine.next_seq
     for k in keyed:
         i = k[2]
-        _emit_one(<_Plan>plans[i], <tuple>completed[i], src, k[3], _found.start[i], seq, arrival, out)
+        _emit_one(<_Plan>plans[i], <list>completed[i], src, k[3], _found.start[i], seq, arrival, out)
         seq += 1
     engine.next_seq = seq
 
 
+cdef object _ONE = 1.0  # the probability of most matches, one float for all
+
+
 cdef int _emit_one(
-    _Plan plan, tuple done, src, double prob, double start, long long seq, arrival, list out
+    _Plan plan, list env, src, double prob, double start, long long seq, arrival, list out
 ) except -1:
     # Match(name, src, start, end, env, {}, prob, seq, arrival), slot by slot, on an
     # object allocated as object.__new__ would (Match has no __new__). ``start``: the
     # first event's (a new float: that event's own is likely cold).
-    env = <list>PyTuple_GET_ITEM(done, 1)
     m = new_of(_Match)
     slot_set(m, M_QUERY, plan.name)
     slot_set(m, M_SRC, src)
@@ -1764,7 +1782,7 @@ cdef int _emit_one(
     slot_set(m, M_END, _get(<object>PyList_GET_ITEM(env, len(env) - 1), E_END))
     slot_set(m, M_EVENTS, env)
     slot_set(m, M_ATTRS, {})
-    slot_set(m, M_PROB, prob)
+    slot_set(m, M_PROB, _ONE if prob == 1.0 else prob)
     slot_set(m, M_SEQ, seq)
     slot_set(m, M_TRIGGER, arrival)
     out.append(m)
