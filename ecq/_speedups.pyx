@@ -35,6 +35,7 @@ cdef extern from "_bits.h":
     PyObject *slot_get(object o, Py_ssize_t off) except NULL
     int slot_set(object o, Py_ssize_t off, object v) except -1
     object new_of(object cls)
+    void prefetch_lines(const void *p, int lines)
     int bits_test(object a, Py_ssize_t k) except -1
     int buf_or_and(scemon_buf *b, object a, object c) except -1
     Py_ssize_t buf_next_bit(const scemon_buf *b, Py_ssize_t start)
@@ -1470,10 +1471,39 @@ cdef dict _test(
         bitno = buf_next_bit(&done, 0)
         if bitno < 0:
             return extended
+        _prefetch_plans(n, &done, bitno)
         direct[0] = _complete(n, e, src, summary, hclock, &done, bitno, completed, plans)
     finally:
         buf_free(&done)
     return extended
+
+
+cdef void _prefetch_plans(_Net n, scemon_buf *done, Py_ssize_t bitno):
+    # The plans of the nodes an instance completes are cold (thousands of nodes, a few
+    # complete per instance): asked for all at once, their misses overlap.
+    cdef list plans = n.plans
+    while bitno >= 0:
+        if bitno < PyList_GET_SIZE(plans):
+            prefetch_lines(<const void *>PyList_GET_ITEM(plans, bitno), 4)
+        bitno = buf_next_bit(done, bitno + 1)
+
+
+cdef void _prefetch_heads(_Net n, SrcSummary summary, scemon_buf *done, Py_ssize_t bitno):
+    # Likewise the PMBs heading the source's chains the assembly will walk first.
+    cdef list plans = n.plans
+    cdef _Plan plan
+    cdef Py_ssize_t i
+    cdef PyObject *head
+    while bitno >= 0:
+        if bitno < PyList_GET_SIZE(plans) and <object>PyList_GET_ITEM(plans, bitno) is not None:
+            plan = <_Plan>PyList_GET_ITEM(plans, bitno)
+            if plan.cids:
+                for i in range(plan.length - 1):
+                    if plan.pos[i].cid >= 0:
+                        head = summary.head(plan.pos[i].cid)
+                        if head != NULL:
+                            prefetch_lines(<const void *>head, 2)
+        bitno = buf_next_bit(done, bitno + 1)
 
 
 cdef int _or_final(scemon_buf *done, Groups g, fin) except -1:
@@ -1513,6 +1543,8 @@ cdef int _complete(
     cdef _Plan plan
     cdef Py_ssize_t before
     _found.n = len(completed)  # parallel to completed from here
+    if summary is not None:
+        _prefetch_heads(n, summary, done, bitno)
     while bitno >= 0:
         plan = _plan_at(n, bitno)
         bitno = buf_next_bit(done, bitno + 1)
