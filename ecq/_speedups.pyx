@@ -787,10 +787,13 @@ def extend_summary(net, ecq, e, dict seq_pass):
     """``Network._extend_summary`` on a native summary; each position's groups come as
     :class:`Groups`."""
     cdef _Net n = _net_of(net)
-    return _extend(n, _ecq_in(n, ecq.cls), n.summary.get(e.src), e.end, seq_pass)
+    return _extend(n, _ecq_in(n, ecq.cls), n.summary.get(e.src), e.end, seq_pass, NULL)
 
 
-cdef dict _extend(_Net n, _Ecq q, SrcSummary summary, double e_end, dict seq_pass):
+cdef dict _extend(_Net n, _Ecq q, SrcSummary summary, double e_end, dict seq_pass, scemon_buf *done):
+    # The groups each position's extension gives. With ``done``, a position where no
+    # query goes on (its queries all end there) gives no groups: the queries it
+    # completes go to ``done`` directly (no Groups made only to be read once).
     cdef dict out = {}
     if summary is None:
         return out
@@ -843,10 +846,13 @@ cdef dict _extend(_Net n, _Ecq q, SrcSummary summary, double e_end, dict seq_pas
                     starts.add_ids(i, m, wm, raw, t)
                 i += 1
             if raw.n:
-                # First positions: each query at its latest start, one group per
-                # distinct start (classes' entries share query bits only through
-                # ANY(...)).
-                out[key] = _resolve(raw)
+                if done != NULL and not more.get(key):
+                    _raw_final(raw, final.get(key), done)
+                else:
+                    # First positions: each query at its latest start, one group per
+                    # distinct start (classes' entries share query bits only through
+                    # ANY(...)).
+                    out[key] = _resolve(raw)
         else:
             gs = <Groups>PyList_GET_ITEM(later, k - 2)
             for i in range(gs.n):
@@ -858,8 +864,22 @@ cdef dict _extend(_Net n, _Ecq q, SrcSummary summary, double e_end, dict seq_pas
                     gs.ids + gs.off[i], gs.off[i + 1] - gs.off[i], bits_digits(m), bits_ndigits(m), wm, raw, t
                 )
             if raw.n:
-                out[key] = raw.finish()  # later positions' groups are disjoint already
+                if done != NULL and not more.get(key):
+                    _raw_final(raw, final.get(key), done)
+                else:
+                    out[key] = raw.finish()  # later positions' groups are disjoint already
     return out
+
+
+cdef int _raw_final(_Builder raw, fin, scemon_buf *done) except -1:
+    # done |= the queries put together in raw that are in fin.
+    cdef Py_ssize_t j
+    if fin is None:
+        return 0
+    for j in range(raw.off[raw.n]):
+        if bits_test(fin, raw.ids[j]):
+            buf_set(done, raw.ids[j])
+    return 0
 
 
 cdef Groups _resolve(_Builder raw):
@@ -1452,15 +1472,15 @@ cdef dict _test(
     # ``summary``: the source's (or None); ``completed``: each match's events, and
     # ``plans``: its node's plan; ``direct``: whether all can be emitted as found.
     cdef dict extended
-    if len(seq_pass) > 1 or 0 not in seq_pass:
-        extended = _extend(n, q, summary, end, seq_pass)
-    else:
-        extended = {}
     cdef dict final = q.final
     # The queries ``e`` completes, gathered digit by digit (no int is made).
     cdef scemon_buf done
     memset(&done, 0, sizeof(scemon_buf))
     try:
+        if len(seq_pass) > 1 or 0 not in seq_pass:
+            extended = _extend(n, q, summary, end, seq_pass, &done)
+        else:
+            extended = {}
         fin = final.get(0)
         if fin is not None:
             buf_or_and(&done, seq_pass.get(0, 0), fin)
