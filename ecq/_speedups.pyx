@@ -302,7 +302,7 @@ cdef class NativePMB:
     ``PMB``'s, run on that."""
 
     cdef readonly object init
-    cdef object g1  # Groups at position 1, or None
+    cdef Groups g1  # at position 1, or None
     cdef dict rest  # {position: Groups} for the other positions, or None
     # The instance (None once dropped) and what the assembly reads of it, in C: walking
     # a source's chain of a class goes from PMB to PMB (``prev``: the previous instance
@@ -1646,10 +1646,10 @@ cdef bint _insert(
 
 
 cdef class _Counters:
-    """The engine's op and arrival counters, clock and cleaning count, and the
-    network's ``seen`` and next deadline, in C during a batch."""
+    """The engine's op and arrival counters, clock, cleaning count and next match
+    number, and the network's ``seen`` and next deadline, in C during a batch."""
 
-    cdef long long ops, arrivals, since, seen
+    cdef long long ops, arrivals, since, seen, seq
     cdef double clock, deadline
 
     cdef int put(self, engine, net) except -1:
@@ -1657,11 +1657,13 @@ cdef class _Counters:
         engine.ops = self.ops
         engine.arrivals = self.arrivals
         engine.clock = self.clock
+        engine.next_seq = self.seq
         net.seen = self.seen
         return 0
 
-    cdef int get(self, net) except -1:
+    cdef int get(self, engine, net) except -1:
         # What Python code may have changed.
+        self.seq = engine.next_seq
         self.seen = net.seen
         self.deadline = net._next_deadline
         return 0
@@ -1683,7 +1685,7 @@ def run_events(engine, events):
     c.arrivals = engine.arrivals
     c.since = engine._since_clean
     c.clock = engine.clock
-    c.get(net)
+    c.get(engine, net)
     cdef long long every = engine.clean_every
     cdef double before, end
     cdef bint direct, exact
@@ -1717,9 +1719,9 @@ def run_events(engine, events):
             if not exact or not q.plain or c.clock > c.deadline:
                 c.put(engine, net)
                 emitted = net.on_event(e, before, c.clock)
-                c.get(net)
                 if emitted:
                     engine._emit(emitted, arrival, out)
+                c.get(engine, net)
             else:
                 c.seen += 1
                 src = _get(e, E_SRC)
@@ -1729,13 +1731,13 @@ def run_events(engine, events):
                 _insert(n, q, e, src, summary, cls, _getf(e, E_START), static, extended, c.clock)
                 if completed:
                     if direct:
-                        _emit_simple(engine, completed, plans, src, arrival, out)
+                        _emit_simple(c, completed, plans, src, arrival, out)
                     else:
                         c.put(engine, net)
                         emitted = net.settle_plain(_pairs(completed, plans), e, c.clock)
-                        c.get(net)
                         if emitted:
                             engine._emit(emitted, arrival, out)
+                        c.get(engine, net)
                     # Emptied for the next event (one pair of lists per batch).
                     del completed[:]
                     del plans[:]
@@ -1754,7 +1756,7 @@ cdef enum:
     _FEW = 64  # matches of one instance sorted on the stack
 
 
-cdef _emit_simple(engine, list completed, list plans, src, arrival, list out):
+cdef _emit_simple(_Counters c, list completed, list plans, src, arrival, list out):
     # Network._finish + matches_of for matches that need nothing more: ordered by the
     # node's registration, then the events' arrival indexes (docs/semantics.md). Each
     # match's probability and start come from _found (the assembly read them).
@@ -1765,7 +1767,7 @@ cdef _emit_simple(engine, list completed, list plans, src, arrival, list out):
     cdef Py_ssize_t idx[_FEW]
     cdef double probs[_FEW]
     if n > _FEW:
-        return _emit_sorted(engine, completed, plans, src, arrival, out)
+        return _emit_sorted(c, completed, plans, src, arrival, out)
     for i in range(n):
         prob = _found.prob[i]
         if not prob > 0.0:
@@ -1781,12 +1783,12 @@ cdef _emit_simple(engine, list completed, list plans, src, arrival, list out):
             j -= 1
         if j > 0 and orders[j - 1] == order:
             # A node with several matches (MODE ALL): their events' arrivals decide.
-            return _emit_sorted(engine, completed, plans, src, arrival, out)
+            return _emit_sorted(c, completed, plans, src, arrival, out)
         orders[j] = order
         idx[j] = i
         probs[j] = prob
         m += 1
-    cdef long long seq = engine.next_seq
+    cdef long long seq = c.seq
     for j in range(m):
         i = idx[j]
         _emit_one(
@@ -1794,10 +1796,10 @@ cdef _emit_simple(engine, list completed, list plans, src, arrival, list out):
             arrival, out
         )
         seq += 1
-    engine.next_seq = seq
+    c.seq = seq
 
 
-cdef _emit_sorted(engine, list completed, list plans, src, arrival, list out):
+cdef _emit_sorted(_Counters c, list completed, list plans, src, arrival, list out):
     # _emit_simple for many matches, or several of one node: sorted by the node's
     # registration, then the events' arrival indexes.
     cdef list keyed = []
@@ -1810,12 +1812,12 @@ cdef _emit_sorted(engine, list completed, list plans, src, arrival, list out):
             continue
         keyed.append(((<_Plan>plans[i]).order, tuple([_get(ev, E_ARRIVAL) for ev in env]), i, prob))
     keyed.sort()
-    cdef long long seq = engine.next_seq
+    cdef long long seq = c.seq
     for k in keyed:
         i = k[2]
         _emit_one(<_Plan>plans[i], <list>completed[i], src, k[3], _found.start[i], seq, arrival, out)
         seq += 1
-    engine.next_seq = seq
+    c.seq = seq
 
 
 cdef object _ONE = 1.0  # the probability of most matches, one float for all
