@@ -16,7 +16,7 @@ from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.float cimport PyFloat_AS_DOUBLE
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF, Py_CLEAR
-from libc.stdint cimport uint32_t
+from libc.stdint cimport uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 
@@ -904,30 +904,47 @@ cdef Groups _resolve(_Builder raw):
         if raw.off[i + 1] > raw.off[i] and raw.ids[raw.off[i + 1] - 1] >= top:
             top = raw.ids[raw.off[i + 1] - 1] + 1
     made.reset()
+    _claims_room(&_claimed, top)
     try:
-        buf_set(&_claimed, top)  # room for every query number (the bit is cleared below)
         for i in range(n):
             cur = order[i]
             _claim_group(made, raw, cur, &_claimed, &_claimed)
     finally:
-        # Back to all zero: only digits of these queries (and the room bit) were set.
+        # Back to all zero: only words of these queries were set.
         for i in range(raw.off[n]):
-            _claimed.d[raw.ids[i] // PyLong_SHIFT] = 0
-        _claimed.d[top // PyLong_SHIFT] = 0
+            _claimed.w[raw.ids[i] >> 6] = 0
     return made.finish()
 
 
-# _resolve's scratch: the groups' order, and the queries claimed (all zero between calls).
+cdef struct _Claims:
+    # A scratch set of query numbers: 64 per word (shifts and masks; an int's 30-bit
+    # digits cost a division per test), all zero between uses.
+    uint64_t *w
+    Py_ssize_t n  # words
+
+
+cdef int _claims_room(_Claims *c, Py_ssize_t top) except -1:
+    # Room for query numbers up to ``top``.
+    cdef Py_ssize_t need = (top >> 6) + 1
+    if need > c.n:
+        c.w = <uint64_t *>_grow(c.w, need * sizeof(uint64_t))
+        memset(c.w + c.n, 0, (need - c.n) * sizeof(uint64_t))
+        c.n = need
+    return 0
+
+
+# _resolve's scratch: the groups' order, and the queries claimed.
 cdef Py_ssize_t *_order = NULL
 cdef Py_ssize_t _order_cap = 0
-cdef scemon_buf _claimed
-memset(&_claimed, 0, sizeof(scemon_buf))
+cdef _Claims _claimed
+memset(&_claimed, 0, sizeof(_Claims))
 
 
-cdef int _claim_group(_Builder made, src, Py_ssize_t a, scemon_buf *other, scemon_buf *mine) except -1:
+cdef int _claim_group(_Builder made, src, Py_ssize_t a, _Claims *other, _Claims *mine) except -1:
     # Group ``a`` of ``src`` (a _Builder or Groups) without the queries ``other`` has
     # claimed goes to ``made`` (joined to the group before when it starts at the same
-    # time); its queries are claimed in ``mine``.
+    # time); its queries are claimed in ``mine``. Branch-free: whether a query is
+    # claimed already is as good as random.
     cdef double t
     cdef const uint32_t *ids
     cdef Py_ssize_t lo, hi, j, w
@@ -942,14 +959,15 @@ cdef int _claim_group(_Builder made, src, Py_ssize_t a, scemon_buf *other, scemo
         ids = (<_Builder>src).ids
         lo = (<_Builder>src).off[a]
         hi = (<_Builder>src).off[a + 1]
+    cdef uint64_t free
     made.reserve(hi - lo)
     w = made.used()
     for j in range(lo, hi):
         q = ids[j]
-        if not (other.d[q // PyLong_SHIFT] >> (q % PyLong_SHIFT)) & 1:
-            mine.d[q // PyLong_SHIFT] |= (<digit>1) << (q % PyLong_SHIFT)
-            made.ids[w] = q
-            w += 1
+        free = ((other.w[q >> 6] >> (q & 63)) & 1) ^ 1
+        mine.w[q >> 6] |= free << (q & 63)
+        made.ids[w] = q
+        w += free
     if w == made.used():
         return 0
     if made.n and made.t[made.n - 1] == t:
@@ -973,11 +991,11 @@ cdef void _sort_ids(uint32_t *ids, Py_ssize_t n):
         ids[j + 1] = x
 
 
-# Claimed queries while merging (dense scratch bitsets, all zero between calls).
-cdef scemon_buf _mine_new
-cdef scemon_buf _mine_old
-memset(&_mine_new, 0, sizeof(scemon_buf))
-memset(&_mine_old, 0, sizeof(scemon_buf))
+# Claimed queries while merging.
+cdef _Claims _mine_new
+cdef _Claims _mine_old
+memset(&_mine_new, 0, sizeof(_Claims))
+memset(&_mine_old, 0, sizeof(_Claims))
 
 
 cdef Groups _merge(Groups old, Groups new, double cutoff):
@@ -986,13 +1004,13 @@ cdef Groups _merge(Groups old, Groups new, double cutoff):
     cdef _Builder made = _made
     cdef Py_ssize_t i = 0, j = 0, a, top
     cdef Groups src
-    cdef scemon_buf *mine
-    cdef scemon_buf *other
+    cdef _Claims *mine
+    cdef _Claims *other
     top = old.max_id()
     if new.max_id() > top:
         top = new.max_id()
-    buf_set(&_mine_new, top + 1)  # room for every query number (the bit is cleared below)
-    buf_set(&_mine_old, top + 1)
+    _claims_room(&_mine_new, top)
+    _claims_room(&_mine_old, top)
     made.reset()
     try:
         while i < old.n or j < new.n:
@@ -1006,21 +1024,18 @@ cdef Groups _merge(Groups old, Groups new, double cutoff):
                 break
             _claim_group(made, src, a, other, mine)
     finally:
-        # Back to all zero (even after a MemoryError): only digits of these queries
-        # (and the room bit) were touched.
-        _zero_ids(&_mine_new, new, top + 1)
-        _zero_ids(&_mine_old, old, top + 1)
-        _zero_ids(&_mine_new, old, top + 1)
-        _zero_ids(&_mine_old, new, top + 1)
+        # Back to all zero (even after a MemoryError): only words of these queries
+        # were touched.
+        _zero_ids(&_mine_new, new)
+        _zero_ids(&_mine_old, old)
     # A summary's groups are its own (made here or by _copy): rewritten in place.
     return made.finish(old if old is not _EMPTY else None)
 
 
-cdef void _zero_ids(scemon_buf *b, Groups g, Py_ssize_t extra):
+cdef void _zero_ids(_Claims *c, Groups g):
     cdef Py_ssize_t j
     for j in range(g.off[g.n]):
-        b.d[g.ids[j] // PyLong_SHIFT] = 0
-    b.d[extra // PyLong_SHIFT] = 0
+        c.w[g.ids[j] >> 6] = 0
 
 
 cdef Groups _EMPTY = _Builder().finish()
