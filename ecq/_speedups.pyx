@@ -150,14 +150,14 @@ cdef class Groups:
     cdef object bits_of(self, Py_ssize_t i):
         return bits_from_ids(self.ids + self.off[i], self.off[i + 1] - self.off[i])
 
-    cdef Py_ssize_t max_id(self):
+    cdef Py_ssize_t max_id(self) noexcept:
         cdef Py_ssize_t i, top = -1
         for i in range(self.n):
             if self.off[i + 1] > self.off[i] and <Py_ssize_t>self.ids[self.off[i + 1] - 1] > top:
                 top = self.ids[self.off[i + 1] - 1]
         return top
 
-    cdef bint find(self, Py_ssize_t bitno, double *start):
+    cdef bint find(self, Py_ssize_t bitno, double *start) noexcept:
         # Whether a group holds query ``bitno``; its start goes to ``start``.
         cdef Py_ssize_t i, lo, hi, mid
         cdef uint32_t b = <uint32_t>bitno
@@ -230,11 +230,11 @@ cdef class _Builder:
         PyMem_Free(self.off)
         PyMem_Free(self.ids)
 
-    cdef inline void reset(self):
+    cdef inline void reset(self) noexcept:
         self.n = 0
         self.off[0] = 0
 
-    cdef inline Py_ssize_t used(self):
+    cdef inline Py_ssize_t used(self) noexcept:
         return self.off[self.n]
 
     cdef int reserve(self, Py_ssize_t more_ids) except -1:
@@ -253,7 +253,7 @@ cdef class _Builder:
             self.cap_i = cap
         return 0
 
-    cdef inline void close(self, double t, Py_ssize_t end):
+    cdef inline void close(self, double t, Py_ssize_t end) noexcept:
         # The ids written from off[n] to ``end`` become group n, starting at ``t``.
         self.t[self.n] = t
         self.n += 1
@@ -385,10 +385,10 @@ cdef class _Rows:
         self.cap = cap
         return 0
 
-    cdef inline const digit *row(self, Py_ssize_t i):
+    cdef inline const digit *row(self, Py_ssize_t i) noexcept:
         return bits_digits(<object>self.r[i].b)
 
-    cdef inline Py_ssize_t width(self, Py_ssize_t i):
+    cdef inline Py_ssize_t width(self, Py_ssize_t i) noexcept:
         return bits_ndigits(<object>self.r[i].b)
 
     cdef int _put(self, Py_ssize_t i, object bits) except -1:
@@ -406,7 +406,7 @@ cdef class _Rows:
         self.n += 1
         return 0
 
-    cdef void delete(self, Py_ssize_t i):
+    cdef void delete(self, Py_ssize_t i) noexcept:
         cdef Py_ssize_t j
         Py_XDECREF(self.r[i].b)
         for j in range(i, self.n - 1):
@@ -497,7 +497,7 @@ cdef class SrcSummary:
         self.heads[cid] = <PyObject *>pmb
         return 0
 
-    cdef inline PyObject *head(self, Py_ssize_t cid):
+    cdef inline PyObject *head(self, Py_ssize_t cid) noexcept:
         return self.heads[cid] if cid < self.nheads else NULL
 
     def view(self):
@@ -757,7 +757,7 @@ cdef class _PairTable:
         return self.ids + self.at[2 * cid]
 
 
-cdef inline bint _has(const digit *d, Py_ssize_t nd, uint32_t k):
+cdef inline bint _has(const digit *d, Py_ssize_t nd, uint32_t k) noexcept:
     return <Py_ssize_t>(k // PyLong_SHIFT) < nd and (d[k // PyLong_SHIFT] >> (k % PyLong_SHIFT)) & 1
 
 
@@ -979,7 +979,7 @@ cdef int _claim_group(_Builder made, src, Py_ssize_t a, _Claims *other, _Claims 
     return 0
 
 
-cdef void _sort_ids(uint32_t *ids, Py_ssize_t n):
+cdef void _sort_ids(uint32_t *ids, Py_ssize_t n) noexcept:
     cdef Py_ssize_t i, j
     cdef uint32_t x
     for i in range(1, n):
@@ -1032,7 +1032,7 @@ cdef Groups _merge(Groups old, Groups new, double cutoff):
     return made.finish(old if old is not _EMPTY else None)
 
 
-cdef void _zero_ids(_Claims *c, Groups g):
+cdef void _zero_ids(_Claims *c, Groups g) noexcept:
     cdef Py_ssize_t j
     for j in range(g.off[g.n]):
         c.w[g.ids[j] >> 6] = 0
@@ -1416,7 +1416,7 @@ cdef class _Chains:
     cdef double hclock
     cdef SrcSummary summary  # the source's, or None
 
-    cdef void at(self, object src, double hclock, SrcSummary summary):
+    cdef void at(self, object src, double hclock, SrcSummary summary) noexcept:
         self.chains = None
         self.src = src
         self.hclock = hclock
@@ -1513,7 +1513,7 @@ cdef dict _test(
     return extended
 
 
-cdef void _prefetch_plans(_Net n, scemon_buf *done, Py_ssize_t bitno):
+cdef void _prefetch_plans(_Net n, scemon_buf *done, Py_ssize_t bitno) noexcept:
     # The plans of the nodes an instance completes are cold (thousands of nodes, a few
     # complete per instance): asked for all at once, their misses overlap.
     cdef list plans = n.plans
@@ -1523,7 +1523,7 @@ cdef void _prefetch_plans(_Net n, scemon_buf *done, Py_ssize_t bitno):
         bitno = buf_next_bit(done, bitno + 1)
 
 
-cdef void _prefetch_heads(_Net n, SrcSummary summary, scemon_buf *done, Py_ssize_t bitno):
+cdef void _prefetch_heads(_Net n, SrcSummary summary, scemon_buf *done, Py_ssize_t bitno) noexcept:
     # Likewise the PMBs heading the source's chains the assembly will walk first.
     cdef list plans = n.plans
     cdef _Plan plan
