@@ -15,7 +15,7 @@ in one pass and allocates nothing when the result is zero) and fewer scattered o
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.float cimport PyFloat_AS_DOUBLE
-from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF, Py_CLEAR
+from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from libc.stdint cimport uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
@@ -1397,8 +1397,6 @@ cdef list _assemble(_Assembly a, _Plan plan, last, probe, _Found *found_at):
             PyMem_Free(a.probs)
         a.probs = NULL
     return a.found
-
-
 
 
 # ------------------------------------------------------------ whole plain phases
