@@ -1298,7 +1298,11 @@ cdef class _Assembly:
 
     cdef int _try(self, Py_ssize_t i, object p, long long nxt_moment, double nxt_start) except -2:
         # Candidate ``p`` at position i: 1 when the assembly is over, 0 to go on to the
-        # next (older) candidate, -1 when no older candidate can do.
+        # next (older) candidate, -1 when no older candidate can do. A native PMB holds
+        # what is read here: _try_native decides.
+        pmb = _get(p, E_PMB)
+        if type(pmb) is NativePMB:
+            return self._try_native(i, <NativePMB>pmb, nxt_moment, nxt_start)
         cdef long long moment = _get(p, E_MOMENT)
         cdef double t
         cdef bint ok
@@ -1309,21 +1313,16 @@ cdef class _Assembly:
             return -1  # everything further back arrived before the query existed
         if _getf(p, E_END) > nxt_start:
             return 0
-        pmb = _get(p, E_PMB)
         if pmb is None:
             return 0  # dropped
-        native = type(pmb) is NativePMB
-        if i == 0 and bits_test((<NativePMB>pmb).init if native else _get(pmb, P_INIT), bitno):
+        if i == 0 and bits_test(_get(pmb, P_INIT), bitno):
             if _getf(p, E_START) < self.bound:
                 return 0
         else:
-            if native:
-                groups = (<NativePMB>pmb).groups_at(i)
-            else:
-                entries = _get(pmb, P_ENTRIES)
-                if not entries:
-                    return 0
-                groups = entries.get(i)
+            entries = _get(pmb, P_ENTRIES)
+            if not entries:
+                return 0
+            groups = entries.get(i)
             if groups is None:
                 return 0
             ok = False
@@ -1455,9 +1454,6 @@ cdef class _Chains:
                 out.append(p)
             p = _get(p, E_PREV)
         return out
-
-    def __call__(self, cls):
-        return self.chain(cls)
 
 
 def test_plain(net, ecq, e, dict seq_pass, double hclock, list completed):
