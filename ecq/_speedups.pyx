@@ -16,7 +16,9 @@ from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.float cimport PyFloat_AS_DOUBLE
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
-from libc.stdint cimport uint32_t, uint64_t
+from libc.math cimport INFINITY
+from libc.stdint cimport uint16_t, uint32_t, uint64_t
+from libc.stdlib cimport qsort
 from libc.string cimport memcpy, memset
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 
@@ -452,16 +454,47 @@ cdef class _Rows:
         return 0
 
 
+cdef struct _Ent:
+    # One query's entry at one later position of a source's summary: its latest start.
+    # Entries are ordered by (b, k, q): on x86 (little-endian) the 8 bytes from q on
+    # read as one integer in that order (_key).
+    double t
+    uint32_t q  # the query's number
+    uint16_t k  # the PMB position it came from (>= 1); extending at k + 1 reads it
+    uint16_t b  # its bucket: 1 + the id of the class position k + 1 takes (_bucket)
+
+
+cdef inline uint64_t _key(const _Ent *x) noexcept nogil:
+    # The entries' order: bucket, then position, then query.
+    return (<uint64_t>x.b << 48) | (<uint64_t>x.k << 32) | x.q
+
+
+cdef enum:
+    _NO_BUCKET = 0xFFFF  # _Net.btab: not looked up yet
+
+
 cdef class SrcSummary:
     """One source's summary at level "summary", natively: ``starts`` (one dense row per
     class, in the order a dict would keep them: a class's first-position queries are
-    many) and ``later`` (per position, latest-first disjoint :class:`Groups`: a few
-    queries each), the same content as the pure-Python ``(starts, later)`` tuple
-    (:meth:`view` gives that tuple; the tests compare it)."""
+    many) and the entries of later positions, each query's latest start per position
+    (``_Ent``), sorted by the class the query waits for there. An instance of class X
+    reads only X's bucket (and bucket 0, positions that take several classes): at
+    thousands of queries a source holds a hundred or more later entries, and scanning
+    and merging all of them on every instance was most of an instance's time. The
+    content is the pure-Python ``(starts, later)`` tuple's (:meth:`view` gives that
+    tuple; the tests compare it): ``mark`` keeps, per position, the cutoff below which
+    the Python code has dropped a position's groups (at merges and pruning), and
+    entries below it count as gone until a pass over the entries removes them."""
 
     cdef list s_cls
     cdef _Rows starts
-    cdef list later
+    cdef _Ent *ent  # sorted by (b, q, k)
+    cdef Py_ssize_t nent, cap
+    cdef uint32_t *boff  # bucket b: ent[boff[b]:boff[b + 1]] for b < nbo (none above)
+    cdef Py_ssize_t nbo, cap_bo
+    cdef double *mark  # per position k >= 1: mark[k - 1]
+    cdef Py_ssize_t nlater  # positions the Python list ``later`` has
+    cdef Py_ssize_t sifted  # entries after the last pass that dropped invisible ones
     # Per class id: the PMB of the source's latest instance of the class that was
     # summarised (owned references, or NULL), the head of its chain (NativePMB.prev) for
     # assembling matches without a lookup in the SIQ's per-source index. Instances
@@ -472,13 +505,15 @@ cdef class SrcSummary:
     def __cinit__(self):
         self.s_cls = []
         self.starts = _Rows()
-        self.later = []
 
     def __dealloc__(self):
         cdef Py_ssize_t i
         for i in range(self.nheads):
             Py_XDECREF(self.heads[i])
         PyMem_Free(self.heads)
+        PyMem_Free(self.ent)
+        PyMem_Free(self.boff)
+        PyMem_Free(self.mark)
 
     cdef int set_head(self, Py_ssize_t cid, NativePMB pmb) except -1:
         # ``pmb``'s instance is the latest summarised one of its class: it heads the
@@ -500,15 +535,97 @@ cdef class SrcSummary:
     cdef inline PyObject *head(self, Py_ssize_t cid) noexcept:
         return self.heads[cid] if cid < self.nheads else NULL
 
+    cdef inline bint live(self, const _Ent *x) noexcept:
+        return x.t >= self.mark[x.k - 1]
+
+    cdef int widen(self, Py_ssize_t k) except -1:
+        # Positions up to k (the Python list ``later`` grows to k lists).
+        cdef Py_ssize_t i
+        if k > self.nlater:
+            self.mark = <double *>_grow(self.mark, k * sizeof(double))
+            for i in range(self.nlater, k):
+                self.mark[i] = -INFINITY
+            self.nlater = k
+        return 0
+
+    cdef int index(self) except -1:
+        # boff from the sorted entries: counts per bucket, then their running sums (no
+        # branch on the data).
+        cdef Py_ssize_t nb = self.ent[self.nent - 1].b + 1 if self.nent else 0, b, i
+        cdef uint32_t run = 0, c
+        if nb + 1 > self.cap_bo:
+            self.cap_bo = nb + 1 + 8
+            self.boff = <uint32_t *>_grow(self.boff, self.cap_bo * sizeof(uint32_t))
+        memset(self.boff, 0, (nb + 1) * sizeof(uint32_t))
+        for i in range(self.nent):
+            self.boff[self.ent[i].b] += 1
+        for b in range(nb + 1):
+            c = self.boff[b]
+            self.boff[b] = run
+            run += c
+        self.nbo = nb
+        return 0
+
+    cdef int bucket_room(self, Py_ssize_t nb) except -1:
+        # Buckets up to nb - 1 indexed (the new ones empty, at the end).
+        cdef Py_ssize_t b
+        if nb + 1 > self.cap_bo:
+            self.cap_bo = nb + 1 + 8
+            self.boff = <uint32_t *>_grow(self.boff, self.cap_bo * sizeof(uint32_t))
+        for b in range(self.nbo + 1, nb + 1):
+            self.boff[b] = <uint32_t>self.nent
+        if self.nbo == 0:
+            self.boff[0] = 0
+        self.nbo = nb
+        return 0
+
+    cdef int keep_if(self, Py_ssize_t without) except -1:
+        # Drop the entries below their position's mark, and query ``without``'s (-1:
+        # none), in place.
+        cdef Py_ssize_t i, w = 0
+        for i in range(self.nent):
+            if self.live(&self.ent[i]) and <Py_ssize_t>self.ent[i].q != without:
+                self.ent[w] = self.ent[i]
+                w += 1
+        self.nent = w
+        self.sifted = w
+        return self.index()
+
+    cdef object groups_of(self, Py_ssize_t k):
+        # Position k's live entries as the Python code's latest-first groups.
+        cdef Py_ssize_t i, m = 0
+        cdef _Ent *x
+        _pick_room(self.nent)
+        for i in range(self.nent):
+            x = &self.ent[i]
+            if x.k == k and self.live(x):
+                _picked[m] = x[0]
+                m += 1
+        _sort_picked(_picked, m)
+        out = []
+        cdef Py_ssize_t a = 0, z
+        cdef uint32_t *ids = <uint32_t *>_grow(NULL, (m if m else 1) * sizeof(uint32_t))
+        try:
+            while a < m:
+                z = a
+                while z < m and _picked[z].t == _picked[a].t:
+                    ids[z - a] = _picked[z].q
+                    z += 1
+                out.append((_picked[a].t, bits_from_ids(ids, z - a)))
+                a = z
+        finally:
+            PyMem_Free(ids)
+        return out
+
     def view(self):
         """The pure-Python form: ``({cls: (start, bits)}, [[(start, bits), ...], ...])``."""
         starts = {cls: (self.starts.r[i].t, self.starts.bits_of(i)) for i, cls in enumerate(self.s_cls)}
-        return starts, [list(g) for g in self.later]
+        return starts, [self.groups_of(k) for k in range(1, self.nlater + 1)]
 
     def empty(self):
-        cdef Groups g
-        for g in self.later:
-            if g.n:
+        cdef Py_ssize_t i
+        for i in range(self.nent):
+            if self.live(&self.ent[i]):
                 return False
         return not self.s_cls
 
@@ -520,20 +637,16 @@ cdef class SrcSummary:
 
     def prune(self, double cutoff):
         """``Network.prune_summary`` for this source."""
-        cdef Py_ssize_t i = 0, n
-        cdef Groups g
+        cdef Py_ssize_t i = 0
         while i < len(self.s_cls):
             if self.starts.r[i].t < cutoff:
                 self.drop_start(i)
             else:
                 i += 1
-        for i in range(len(self.later)):
-            g = self.later[i]
-            n = g.n
-            while n and g.t[n - 1] < cutoff:
-                n -= 1
-            if n < g.n:
-                self.later[i] = _copy(g, n, -1)
+        for i in range(self.nlater):
+            if self.mark[i] < cutoff:
+                self.mark[i] = cutoff
+        self.keep_if(-1)
         # Every class's horizon is at or above the cutoff: a chain's instances that
         # start before it are invisible, so a head moves on to the first that does not
         # (events arrive out of start order: one may be further back), or goes.
@@ -554,7 +667,6 @@ cdef class SrcSummary:
     def remove_bit(self, Py_ssize_t bitno):
         """A node's bit leaves every row; rows left empty go."""
         cdef Py_ssize_t i
-        cdef Groups g
         self.starts.clear_bit(bitno)
         i = 0
         while i < len(self.s_cls):
@@ -562,29 +674,49 @@ cdef class SrcSummary:
                 self.drop_start(i)
             else:
                 i += 1
-        for i in range(len(self.later)):
-            g = self.later[i]
-            if g.find(bitno, NULL):
-                self.later[i] = _copy(g, g.n, bitno)
+        self.keep_if(bitno)
 
 
-cdef Groups _copy(Groups g, Py_ssize_t n, Py_ssize_t without):
-    # The first n groups of g, without query ``without`` (-1: none); groups left
-    # empty go. A new Groups: a PMB's groups may be shared, and are never changed in
-    # place (only _merge rewrites a summary's own).
-    cdef _Builder made = _made
-    cdef Py_ssize_t i, j, w
-    made.reset()
-    for i in range(n):
-        made.reserve(g.off[i + 1] - g.off[i])
-        w = made.used()
-        for j in range(g.off[i], g.off[i + 1]):
-            if <Py_ssize_t>g.ids[j] != without:
-                made.ids[w] = g.ids[j]
-                w += 1
-        if w > made.used():
-            made.close(g.t[i], w)
-    return made.finish()
+# Entries picked from a summary (extension, view), sorted latest first, then by query.
+cdef _Ent *_picked = NULL
+cdef Py_ssize_t _picked_cap = 0
+
+
+cdef int _pick_room(Py_ssize_t n) except -1:
+    global _picked, _picked_cap
+    if n > _picked_cap:
+        _picked_cap = 2 * n + 16
+        _picked = <_Ent *>_grow(_picked, _picked_cap * sizeof(_Ent))
+    return 0
+
+
+cdef int _later_first(const void *a, const void *b) noexcept nogil:
+    cdef const _Ent *x = <const _Ent *>a
+    cdef const _Ent *y = <const _Ent *>b
+    if x.t != y.t:
+        return -1 if x.t > y.t else 1
+    return (x.q > y.q) - (x.q < y.q)
+
+
+cdef int _by_bucket(const void *a, const void *b) noexcept nogil:
+    cdef uint64_t x = _key(<const _Ent *>a), y = _key(<const _Ent *>b)
+    return (x > y) - (x < y)
+
+
+cdef void _sort_picked(_Ent *x, Py_ssize_t n) noexcept:
+    # Latest first, then by query; a few entries as a rule (insertion sort).
+    cdef Py_ssize_t i, j
+    cdef _Ent v
+    if n > 32:
+        qsort(x, n, sizeof(_Ent), _later_first)
+        return
+    for i in range(1, n):
+        v = x[i]
+        j = i - 1
+        while j >= 0 and (x[j].t < v.t or (x[j].t == v.t and x[j].q > v.q)):
+            x[j + 1] = x[j]
+            j -= 1
+        x[j + 1] = v
 
 
 cdef Groups _groups_of(list groups):
@@ -603,6 +735,10 @@ cdef Groups _groups_of(list groups):
 # ------------------------------------------------- constants until queries change
 
 
+cdef enum:
+    _BTAB_KEYS = 8  # positions whose buckets _Net tables (further ones: from the plan)
+
+
 cdef class _Net:
     """What the compiled phases read of the network (each attribute of a Python object
     is a dict lookup, and they were a fifth of an event's time) and what they derive
@@ -615,6 +751,15 @@ cdef class _Net:
     cdef _Chains chains  # the assembly's probe, moved on to each instance
     cdef _Assembly assembly  # the assembly's state, reused
     cdef list ecq_ids  # _Ecq by class id (None: not made yet)
+    # Per PMB position k (btab[k - 1], k <= _BTAB_KEYS): per query number, its summary
+    # bucket there (_bucket), or _NO_BUCKET until looked up.
+    cdef uint16_t *btab[_BTAB_KEYS]
+    cdef Py_ssize_t btab_n[_BTAB_KEYS]
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        for i in range(_BTAB_KEYS):
+            PyMem_Free(self.btab[i])
 
 
 cdef _Net _net_of(net):
@@ -798,7 +943,6 @@ cdef dict _extend(_Net n, _Ecq q, SrcSummary summary, double e_end, dict seq_pas
     if summary is None:
         return out
     cdef _Rows starts = summary.starts
-    cdef list later = summary.later
     cdef list wins = n.wins
     cdef list wcum = n.wcum
     cdef double full = n.min_window
@@ -806,7 +950,7 @@ cdef dict _extend(_Net n, _Ecq q, SrcSummary summary, double e_end, dict seq_pas
     cdef dict final = q.final
     cdef dict more = q.more
     static = q.static
-    cdef Py_ssize_t k, i, n_later = len(later)
+    cdef Py_ssize_t k, i, n_later = summary.nlater
     cdef double t
     cdef object m, wm
     cdef Groups gs
@@ -854,21 +998,55 @@ cdef dict _extend(_Net n, _Ecq q, SrcSummary summary, double e_end, dict seq_pas
                     # ANY(...)).
                     out[key] = _resolve(raw)
         else:
-            gs = <Groups>PyList_GET_ITEM(later, k - 2)
-            for i in range(gs.n):
-                t = gs.t[i]
-                if t < oldest:
-                    break  # latest first: no window reaches this group or the rest
-                wm = _window_mask(wins, wcum, e_end - t) if e_end - t > full else None
-                _add_ids_in(
-                    gs.ids + gs.off[i], gs.off[i + 1] - gs.off[i], bits_digits(m), bits_ndigits(m), wm, raw, t
-                )
+            _pick(n, q, summary, k - 1, e_end, m, raw)
             if raw.n:
                 if done != NULL and not more.get(key):
                     _raw_final(raw, final.get(key), done)
                 else:
                     out[key] = raw.finish()  # later positions' groups are disjoint already
     return out
+
+
+cdef int _pick(_Net n, _Ecq q, SrcSummary summary, Py_ssize_t k, double e_end, object m, _Builder raw) except -1:
+    # The summary's entries from PMB position k that an instance of q's class at e_end
+    # extends (queries in m, within their window), as latest-first groups in ``raw``:
+    # only the class's bucket and bucket 0 are read.
+    cdef double lo = e_end - n.max_window, full = n.min_window, t
+    cdef Py_ssize_t bq = q.cid + 1 if q.cid + 1 < _NO_BUCKET else 0, b, i, got = 0, a, z
+    cdef const digit *md = bits_digits(m)
+    cdef Py_ssize_t mnd = bits_ndigits(m)
+    cdef const _Ent *x
+    if summary.mark[k - 1] > lo:
+        lo = summary.mark[k - 1]
+    cdef int side
+    for side in range(2):
+        b = bq if side else 0  # bucket 0 (positions of several classes), then the class's
+        if b >= summary.nbo or (side and bq == 0):
+            continue
+        for i in range(summary.boff[b], summary.boff[b + 1]):
+            x = &summary.ent[i]
+            if x.k != k or x.t < lo or not _has(md, mnd, x.q):
+                continue
+            t = x.t
+            if e_end - t > full and not bits_test(_window_mask(n.wins, n.wcum, e_end - t), x.q):
+                continue
+            if got == 0:
+                _pick_room(summary.nent)
+            _picked[got] = x[0]
+            got += 1
+    _sort_picked(_picked, got)
+    raw.reset()
+    raw.reserve(got)
+    a = 0
+    while a < got:
+        z = a
+        while z < got and _picked[z].t == _picked[a].t:
+            raw.ids[z] = _picked[z].q
+            z += 1
+        raw.close(_picked[a].t, z)
+        raw.reserve(0)
+        a = z
+    return 0
 
 
 cdef int _raw_final(_Builder raw, fin, scemon_buf *done) except -1:
@@ -991,56 +1169,6 @@ cdef void _sort_ids(uint32_t *ids, Py_ssize_t n) noexcept:
         ids[j + 1] = x
 
 
-# Claimed queries while merging.
-cdef _Claims _mine_new
-cdef _Claims _mine_old
-memset(&_mine_new, 0, sizeof(_Claims))
-memset(&_mine_old, 0, sizeof(_Claims))
-
-
-cdef Groups _merge(Groups old, Groups new, double cutoff):
-    # ecq.pmb.merge_latest: fold the latest-first disjoint groups ``new`` into ``old``,
-    # each query kept only with its latest start; groups older than ``cutoff`` go.
-    cdef _Builder made = _made
-    cdef Py_ssize_t i = 0, j = 0, a, top
-    cdef Groups src
-    cdef _Claims *mine
-    cdef _Claims *other
-    top = old.max_id()
-    if new.max_id() > top:
-        top = new.max_id()
-    _claims_room(&_mine_new, top)
-    _claims_room(&_mine_old, top)
-    made.reset()
-    try:
-        while i < old.n or j < new.n:
-            if j < new.n and (i >= old.n or new.t[j] >= old.t[i]):
-                src, a, mine, other = new, j, &_mine_new, &_mine_old
-                j += 1
-            else:
-                src, a, mine, other = old, i, &_mine_old, &_mine_new
-                i += 1
-            if src.t[a] < cutoff:
-                break
-            _claim_group(made, src, a, other, mine)
-    finally:
-        # Back to all zero (even after a MemoryError): only words of these queries
-        # were touched.
-        _zero_ids(&_mine_new, new)
-        _zero_ids(&_mine_old, old)
-    # A summary's groups are its own (made here or by _copy): rewritten in place.
-    return made.finish(old if old is not _EMPTY else None)
-
-
-cdef void _zero_ids(_Claims *c, Groups g) noexcept:
-    cdef Py_ssize_t j
-    for j in range(g.off[g.n]):
-        c.w[g.ids[j] >> 6] = 0
-
-
-cdef Groups _EMPTY = _Builder().finish()
-
-
 def summarise(net, e, init, kept, double hclock):
     """``Network._summarise`` on a native summary."""
     g1 = kept.get(1) if kept else None
@@ -1079,21 +1207,192 @@ cdef int _summarise(
             if start > summary.starts.r[i].t:
                 summary.starts.r[i].t = start
             summary.starts.or_row(i, init)
+    cdef Py_ssize_t nf = 0
     if g1 is not None:
-        _merge_into(summary, 1, g1, cutoff)
+        _fold(n, summary, 1, g1, cutoff, &nf)
     if rest is not None:
         for key, groups in rest.items():
-            _merge_into(summary, key, groups, cutoff)
+            _fold(n, summary, key, groups, cutoff, &nf)
+    if g1 is not None or rest is not None:
+        _join(summary, nf)
     return 0
 
 
-cdef int _merge_into(SrcSummary summary, Py_ssize_t k, groups, double cutoff) except -1:
-    while len(summary.later) < k:
-        summary.later.append(_EMPTY)
+# The entries an instance brings to its source's summary (_fold), and the buffer a
+# summary's entries are merged into (_join; then swapped with the summary's own).
+cdef _Ent *_fresh = NULL
+cdef Py_ssize_t _fresh_cap = 0
+cdef _Ent *_spare = NULL
+cdef Py_ssize_t _spare_cap = 0
+
+
+cdef Py_ssize_t _bucket(_Net n, Py_ssize_t k, uint32_t q) except -1:
+    # The summary bucket of query q's entries from PMB position k: 1 + the id of the
+    # class it waits for at k + 1, or 0 when that position takes several classes.
+    cdef Py_ssize_t b, i, want
+    cdef uint16_t *tab = NULL
+    if k <= _BTAB_KEYS:
+        if q < n.btab_n[k - 1]:
+            b = n.btab[k - 1][q]
+            if b != _NO_BUCKET:
+                return b
+        else:
+            want = 2 * q + 64
+            tab = <uint16_t *>_grow(n.btab[k - 1], want * sizeof(uint16_t))
+            for i in range(n.btab_n[k - 1], want):
+                tab[i] = _NO_BUCKET
+            n.btab[k - 1] = tab
+            n.btab_n[k - 1] = want
+    cdef _Plan plan = _plan_at(n, q)
+    b = 0
+    if k + 1 < plan.length and plan.pos[k + 1].cls != NULL and plan.pos[k + 1].cid + 1 < _NO_BUCKET:
+        b = plan.pos[k + 1].cid + 1
+    if k <= _BTAB_KEYS:
+        n.btab[k - 1][q] = <uint16_t>b
+    return b
+
+
+cdef int _fold(_Net n, SrcSummary s, Py_ssize_t k, groups, double cutoff, Py_ssize_t *nf) except -1:
+    # Position k's kept groups become fresh entries (those at or above ``cutoff``, which
+    # drops the position's older entries: merge_latest).
+    global _fresh, _fresh_cap
+    if k >= _NO_BUCKET:
+        raise OverflowError(f"a sequence of more than {_NO_BUCKET} steps")
+    s.widen(k)
+    if cutoff < s.mark[k - 1]:
+        # A lower cutoff than one applied before: what that one dropped goes for good
+        # first, so that the mark can come down.
+        s.keep_if(-1)
+        s.mark[k - 1] = cutoff
+    elif cutoff > s.mark[k - 1]:
+        s.mark[k - 1] = cutoff
     if type(groups) is not Groups:
         groups = _groups_of(groups)
-    summary.later[k - 1] = _merge(<Groups>summary.later[k - 1], <Groups>groups, cutoff)
+    cdef Groups g = <Groups>groups
+    cdef Py_ssize_t i, j, m = nf[0]
+    cdef double t
+    if m + g.off[g.n] > _fresh_cap:
+        _fresh_cap = 2 * (m + g.off[g.n]) + 16
+        _fresh = <_Ent *>_grow(_fresh, _fresh_cap * sizeof(_Ent))
+    for i in range(g.n):
+        t = g.t[i]
+        if t < cutoff:
+            break  # latest first: the rest are older
+        for j in range(g.off[i], g.off[i + 1]):
+            _fresh[m].t = t
+            _fresh[m].q = g.ids[j]
+            _fresh[m].k = <uint16_t>k
+            _fresh[m].b = <uint16_t>_bucket(n, k, g.ids[j])
+            m += 1
+    nf[0] = m
     return 0
+
+
+cdef int _join(SrcSummary s, Py_ssize_t nf) except -1:
+    # Merge the fresh entries into the summary's, each query keeping its latest start
+    # per position. Entries below their position's mark are invisible to every reader;
+    # they go when the entries have grown by a quarter since the last time (a pass that
+    # tests each entry), else the old entries are copied in runs.
+    global _spare, _spare_cap
+    cdef Py_ssize_t i = 0, j, w = 0, n = s.nent, cap, r, b, nb
+    cdef _Ent *old = s.ent
+    cdef _Ent *out
+    cdef uint64_t a = 0, z
+    cdef bint sift = n + nf > s.sifted + s.sifted // 4 + 16
+    if nf > 32:
+        qsort(_fresh, nf, sizeof(_Ent), _by_bucket)
+    else:
+        _sort_fresh(_fresh, nf)
+    if n + nf > _spare_cap:
+        _spare_cap = 2 * (n + nf) + 16
+        _spare = <_Ent *>_grow(_spare, _spare_cap * sizeof(_Ent))
+    out = _spare
+    nb = _fresh[nf - 1].b + 1 if nf else 0
+    if not sift:
+        if nb > s.nbo:
+            s.bucket_room(nb)
+        _added_room(s.nbo + 1)
+    for j in range(nf):
+        z = _key(&_fresh[j])
+        if sift:
+            # The old entries before fresh entry j, the invisible ones left out.
+            while i < n:
+                a = _key(&old[i])
+                if a >= z:
+                    break
+                out[w] = old[i]
+                w += s.live(&old[i])
+                i += 1
+        else:
+            r = i
+            while r < n:
+                a = _key(&old[r])
+                if a >= z:
+                    break
+                r += 1
+            memcpy(out + w, old + i, (r - i) * sizeof(_Ent))
+            w += r - i
+            i = r
+        out[w] = _fresh[j]
+        if i < n and a == z:
+            # The same query and position: the latest start (the old one is visible
+            # when later than a fresh one, which is at or above the mark).
+            if old[i].t > out[w].t:
+                out[w].t = old[i].t
+            i += 1
+        elif not sift:
+            _added[_fresh[j].b] += 1
+        w += 1
+    if sift:
+        while i < n:
+            out[w] = old[i]
+            w += s.live(&old[i])
+            i += 1
+    else:
+        memcpy(out + w, old + i, (n - i) * sizeof(_Ent))
+        w += n - i
+    # The merged entries become the summary's; its old buffer is the next spare.
+    cap = s.cap
+    s.ent, s.cap, s.nent = _spare, _spare_cap, w
+    _spare, _spare_cap = old, cap
+    if sift:
+        s.sifted = w
+        return s.index()
+    # Each bucket's start moves by the entries added to the buckets before it.
+    r = 0
+    for b in range(s.nbo + 1):
+        s.boff[b] += <uint32_t>r
+        r += _added[b]
+        _added[b] = 0
+    return 0
+
+
+# _join's count of the entries it adds per bucket (all zero between calls).
+cdef uint32_t *_added = NULL
+cdef Py_ssize_t _added_cap = 0
+
+
+cdef int _added_room(Py_ssize_t n) except -1:
+    global _added, _added_cap
+    if n > _added_cap:
+        _added = <uint32_t *>_grow(_added, n * sizeof(uint32_t))
+        memset(_added + _added_cap, 0, (n - _added_cap) * sizeof(uint32_t))
+        _added_cap = n
+    return 0
+
+
+cdef void _sort_fresh(_Ent *x, Py_ssize_t n) noexcept:
+    cdef Py_ssize_t i, j
+    cdef _Ent v
+    cdef uint64_t kv
+    for i in range(1, n):
+        v = x[i]
+        kv = _key(&v)
+        j = i - 1
+        while j >= 0 and _key(&x[j]) > kv:
+            x[j + 1] = x[j]
+            j -= 1
+        x[j + 1] = v
 
 
 cdef struct _Pos:
