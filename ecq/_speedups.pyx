@@ -698,11 +698,6 @@ cdef int _later_first(const void *a, const void *b) noexcept nogil:
     return (x.q > y.q) - (x.q < y.q)
 
 
-cdef int _by_bucket(const void *a, const void *b) noexcept nogil:
-    cdef uint64_t x = _key(<const _Ent *>a), y = _key(<const _Ent *>b)
-    return (x > y) - (x < y)
-
-
 cdef void _sort_picked(_Ent *x, Py_ssize_t n) noexcept:
     # Latest first, then by query; a few entries as a rule (insertion sort).
     cdef Py_ssize_t i, j
@@ -1299,10 +1294,7 @@ cdef int _join(SrcSummary s, Py_ssize_t nf) except -1:
     cdef _Ent *out
     cdef uint64_t a = 0, z
     cdef bint sift = n + nf > s.sifted + s.sifted // 4 + 16
-    if nf > 32:
-        qsort(_fresh, nf, sizeof(_Ent), _by_bucket)
-    else:
-        _sort_fresh(_fresh, nf)
+    _sort_fresh(nf)
     if n + nf > _spare_cap:
         _spare_cap = 2 * (n + nf) + 16
         _spare = <_Ent *>_grow(_spare, _spare_cap * sizeof(_Ent))
@@ -1381,10 +1373,37 @@ cdef int _added_room(Py_ssize_t n) except -1:
     return 0
 
 
-cdef void _sort_fresh(_Ent *x, Py_ssize_t n) noexcept:
-    cdef Py_ssize_t i, j
+cdef int _sort_fresh(Py_ssize_t n) except -1:
+    # _fresh[:n] by key: counted into buckets (the order of their positions in ``_fresh``
+    # is as good as random), then each bucket's few entries by insertion.
+    global _fresh, _fresh_cap, _sorted, _sorted_cap
+    cdef Py_ssize_t i, j, b, nb = 0, cap
     cdef _Ent v
     cdef uint64_t kv
+    cdef _Ent *x = _fresh
+    cdef _Ent *tmp
+    if n > 12:
+        for i in range(n):
+            if x[i].b >= nb:
+                nb = x[i].b + 1
+        _added_room(nb + 1)
+        for i in range(n):
+            _added[x[i].b + 1] += 1
+        for b in range(nb):
+            _added[b + 1] += _added[b]
+        if n > _sorted_cap:
+            _sorted_cap = _fresh_cap
+            _sorted = <_Ent *>_grow(_sorted, _sorted_cap * sizeof(_Ent))
+        for i in range(n):
+            b = x[i].b
+            _sorted[_added[b]] = x[i]
+            _added[b] += 1
+        memset(_added, 0, (nb + 1) * sizeof(uint32_t))
+        # The sorted copy becomes _fresh, and _fresh the next copy's buffer.
+        tmp, cap = _fresh, _fresh_cap
+        _fresh, _fresh_cap = _sorted, _sorted_cap
+        _sorted, _sorted_cap = tmp, cap
+        x = _fresh
     for i in range(1, n):
         v = x[i]
         kv = _key(&v)
@@ -1393,6 +1412,11 @@ cdef void _sort_fresh(_Ent *x, Py_ssize_t n) noexcept:
             x[j + 1] = x[j]
             j -= 1
         x[j + 1] = v
+    return 0
+
+
+cdef _Ent *_sorted = NULL  # _sort_fresh's other buffer
+cdef Py_ssize_t _sorted_cap = 0
 
 
 cdef struct _Pos:
@@ -2001,8 +2025,14 @@ def run_events(engine, events):
     cdef SrcSummary summary
     cdef list completed = []
     cdef list plans = []
+    # Sources' summaries three events ahead, for prefetching (_Ahead).
+    cdef _Ahead ahead = _Ahead()
+    cdef list seq = events if type(events) is list else list(events)
+    cdef Py_ssize_t at, total = len(seq)
     try:
-        for e in events:
+        for at in range(total):
+            e = <object>PyList_GET_ITEM(seq, at)
+            ahead.step(n, seq, at, total)
             exact = type(e) is _Event
             if (<long long>_get(e, E_ARRIVAL) if exact else <long long>e.arrival) >= 0:
                 e = _Event(e.src, e.type, e.start, e.end, e.attrs, e.prob, e.id)
@@ -2058,6 +2088,45 @@ def run_events(engine, events):
         c.put(engine, net)
         engine._since_clean = c.since
     return out
+
+
+cdef class _Ahead:
+    """Prefetching the summaries of the sources of the next events. A source's summary
+    is cold when its event comes (a thousand sources take turns), and it is read at
+    once: its rows, its later entries (a hundred or more at thousands of queries) and
+    its chain heads. Three events ahead its object is asked for; two ahead, its arrays
+    (their addresses are in the object, cached by then); one ahead, its rows (through
+    the rows object). Only prefetches: nothing is read here that the event then uses,
+    and the summaries are looked up again when their events come."""
+
+    cdef list ring  # the summaries of events at + 1 .. at + 3 (None: none), by index & 3
+
+    def __cinit__(self):
+        self.ring = [None] * 4
+
+    cdef int step(self, _Net n, list seq, Py_ssize_t at, Py_ssize_t total) except -1:
+        cdef SrcSummary s
+        cdef Py_ssize_t lines
+        if at + 3 < total:
+            ev = <object>PyList_GET_ITEM(seq, at + 3)
+            got = n.summary.get(_get(ev, E_SRC)) if type(ev) is _Event else None
+            self.ring[(at + 3) & 3] = got
+            if got is not None:
+                prefetch_lines(<const void *>got, 2)
+        got = self.ring[(at + 2) & 3]
+        if got is not None:
+            s = <SrcSummary>got
+            lines = (s.nent * sizeof(_Ent) + 63) // 64
+            prefetch_lines(<const void *>s.ent, lines if lines < 64 else 64)
+            prefetch_lines(<const void *>s.boff, <int>(((s.nbo + 1) * sizeof(uint32_t) + 63) // 64))
+            prefetch_lines(<const void *>s.heads, <int>((s.nheads * sizeof(PyObject *) + 63) // 64))
+            prefetch_lines(<const void *>s.starts, 1)
+        got = self.ring[(at + 1) & 3]
+        if got is not None:
+            s = <SrcSummary>got
+            prefetch_lines(<const void *>s.starts.r, <int>((s.starts.n * sizeof(_Row) + 63) // 64))
+        self.ring[at & 3] = None
+        return 0
 
 
 cdef enum:
