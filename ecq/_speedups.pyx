@@ -1294,6 +1294,8 @@ cdef int _join(SrcSummary s, Py_ssize_t nf) except -1:
     cdef _Ent *out
     cdef uint64_t a = 0, z
     cdef bint sift = n + nf > s.sifted + s.sifted // 4 + 16
+    if nf == 0:
+        return 0  # all below the cutoff (the mark hides what it dropped)
     _sort_fresh(nf)
     if n + nf > _spare_cap:
         _spare_cap = 2 * (n + nf) + 16
