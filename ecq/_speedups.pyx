@@ -17,7 +17,7 @@ from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.float cimport PyFloat_AS_DOUBLE
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from libc.math cimport INFINITY
-from libc.stdint cimport uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport qsort
 from libc.string cimport memcpy, memset
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
@@ -127,6 +127,31 @@ cdef object _window_mask(list wins, list wcum, double span):
 # ------------------------------------------------------------ sparse groups
 
 
+cdef bint _find_in(void *block, Py_ssize_t n, Py_ssize_t bitno, double *start) noexcept:
+    # Groups.find on a Groups block of n groups (t[n], then off[n + 1], then ids).
+    cdef const double *t = <const double *>block
+    cdef const Py_ssize_t *off = <const Py_ssize_t *>(t + n)
+    cdef const uint32_t *ids = <const uint32_t *>(off + n + 1)
+    cdef Py_ssize_t i, lo, hi, mid
+    cdef uint32_t b = <uint32_t>bitno
+    for i in range(n):
+        lo = off[i]
+        hi = off[i + 1]
+        if hi == lo or ids[lo] > b or ids[hi - 1] < b:
+            continue
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if ids[mid] < b:
+                lo = mid + 1
+            else:
+                hi = mid
+        if ids[lo] == b:
+            if start != NULL:
+                start[0] = t[i]
+            return True
+    return False
+
+
 cdef class Groups:
     """Latest-first disjoint ``(start, bits)`` groups (a PMB entry, an extension's
     result) with each group's queries as their numbers, ascending, instead of an int.
@@ -161,24 +186,7 @@ cdef class Groups:
 
     cdef bint find(self, Py_ssize_t bitno, double *start) noexcept:
         # Whether a group holds query ``bitno``; its start goes to ``start``.
-        cdef Py_ssize_t i, lo, hi, mid
-        cdef uint32_t b = <uint32_t>bitno
-        for i in range(self.n):
-            lo = self.off[i]
-            hi = self.off[i + 1]
-            if hi == lo or self.ids[lo] > b or self.ids[hi - 1] < b:
-                continue
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if self.ids[mid] < b:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            if self.ids[lo] == b:
-                if start != NULL:
-                    start[0] = self.t[i]
-                return True
-        return False
+        return _find_in(self.block, self.n, bitno, start)
 
     def __getitem__(self, Py_ssize_t i):
         if i < 0:
@@ -261,20 +269,17 @@ cdef class _Builder:
         self.n += 1
         self.off[self.n] = end
 
-    cdef Groups finish(self, Groups into=None):
-        # The groups put together, as new Groups, or written over ``into`` (Groups its
-        # caller alone holds) when its block is big enough.
+    cdef Groups finish(self):
+        # The groups put together, as new Groups (never changed after: a native PMB
+        # keeps its position-1 block's address).
         cdef Groups g
         cdef Py_ssize_t n = self.n, m = self.off[n], i
         cdef size_t size = n * sizeof(double) + (n + 1) * sizeof(Py_ssize_t) + m * sizeof(uint32_t)
-        if into is not None and into.cap >= size:
-            g = into
-        else:
-            g = Groups.__new__(Groups)
-            g.block = PyMem_Malloc(size if size else 1)
-            if g.block == NULL:
-                raise MemoryError()
-            g.cap = size
+        g = Groups.__new__(Groups)
+        g.block = PyMem_Malloc(size if size else 1)
+        if g.block == NULL:
+            raise MemoryError()
+        g.cap = size
         g.n = n
         g.t = <double *>g.block
         g.off = <Py_ssize_t *>(g.t + n)
@@ -315,6 +320,10 @@ cdef class NativePMB:
     cdef NativePMB prev
     cdef double start, end, prob
     cdef long long moment
+    # g1's block and its number of groups and bytes (the assembly reads the block
+    # without going through the Groups object: one cold line less per candidate).
+    cdef void *g1block
+    cdef int32_t g1n, g1bytes
 
     @property
     def entries(self):
@@ -732,6 +741,8 @@ cdef Groups _groups_of(list groups):
 
 cdef enum:
     _BTAB_KEYS = 8  # positions whose buckets _Net tables (further ones: from the plan)
+    _UNSET = -2  # _Net.hcid
+    _LONG = -3
 
 
 cdef class _Net:
@@ -750,11 +761,18 @@ cdef class _Net:
     # bucket there (_bucket), or _NO_BUCKET until looked up.
     cdef uint16_t *btab[_BTAB_KEYS]
     cdef Py_ssize_t btab_n[_BTAB_KEYS]
+    # Per query number q, made with its plan: hcid[2q], hcid[2q + 1]: the class ids of
+    # positions 1 and 0 of a sequence of two or three steps (-1: none, or of several
+    # classes), _LONG at 2q for longer ones, _UNSET until the plan is made. What
+    # _prefetch_heads reads instead of the plans, which are cold.
+    cdef int32_t *hcid
+    cdef Py_ssize_t hcid_n
 
     def __dealloc__(self):
         cdef Py_ssize_t i
         for i in range(_BTAB_KEYS):
             PyMem_Free(self.btab[i])
+        PyMem_Free(self.hcid)
 
 
 cdef _Net _net_of(net):
@@ -1518,7 +1536,24 @@ cdef _Plan _plan_at(_Net n, Py_ssize_t bitno):
     while len(plans) <= bitno:
         plans.append(None)
     plans[bitno] = p
+    _note_cids(n, p)
     return p
+
+
+cdef int _note_cids(_Net n, _Plan p) except -1:
+    # p's entries of _Net.hcid.
+    cdef Py_ssize_t i, want, b = p.bitno
+    if 2 * b + 1 >= n.hcid_n:
+        want = 2 * (2 * b + 2) + 64
+        n.hcid = <int32_t *>_grow(n.hcid, want * sizeof(int32_t))
+        for i in range(n.hcid_n, want):
+            n.hcid[i] = _UNSET
+        n.hcid_n = want
+    n.hcid[2 * b] = <int32_t>(p.pos[1].cid if p.length == 3 and p.pos[1].cls != NULL else -1)
+    n.hcid[2 * b + 1] = <int32_t>(p.pos[0].cid if 2 <= p.length <= 3 and p.pos[0].cls != NULL else -1)
+    if p.length > 3:
+        n.hcid[2 * b] = _LONG
+    return 0
 
 
 cdef struct _Found:
@@ -1614,6 +1649,9 @@ cdef class _Assembly:
             return 0
         if i == 0 and bits_test(pmb.init, self.bitno):
             if pmb.start < self.bound:
+                return 0
+        elif i == 1:
+            if pmb.g1block == NULL or not _find_in(pmb.g1block, pmb.g1n, self.bitno, &t) or t < self.bound:
                 return 0
         else:
             groups = pmb.groups_at(i)
@@ -1843,21 +1881,44 @@ cdef void _prefetch_plans(_Net n, scemon_buf *done, Py_ssize_t bitno) noexcept:
 
 
 cdef void _prefetch_heads(_Net n, SrcSummary summary, scemon_buf *done, Py_ssize_t bitno) noexcept:
-    # Likewise the PMBs heading the source's chains the assembly will walk first.
+    # Likewise the PMBs heading the source's chains the assembly will walk first (their
+    # classes from _Net.hcid, warm, where the plans have not arrived yet), then the
+    # position-1 blocks of those PMBs (once they have: their misses overlap in turn).
     cdef list plans = n.plans
     cdef _Plan plan
-    cdef Py_ssize_t i
+    cdef Py_ssize_t i, b = bitno
+    cdef int32_t c
     cdef PyObject *head
-    while bitno >= 0:
-        if bitno < PyList_GET_SIZE(plans) and <object>PyList_GET_ITEM(plans, bitno) is not None:
-            plan = <_Plan>PyList_GET_ITEM(plans, bitno)
-            if plan.cids:
+    while b >= 0:
+        c = n.hcid[2 * b] if 2 * b + 1 < n.hcid_n else _UNSET
+        if c == _LONG:
+            if b < PyList_GET_SIZE(plans) and <object>PyList_GET_ITEM(plans, b) is not None:
+                plan = <_Plan>PyList_GET_ITEM(plans, b)
                 for i in range(plan.length - 1):
                     if plan.pos[i].cid >= 0:
                         head = summary.head(plan.pos[i].cid)
                         if head != NULL:
                             prefetch_lines(<const void *>head, 2)
-        bitno = buf_next_bit(done, bitno + 1)
+        elif c != _UNSET:
+            if c >= 0:
+                head = summary.head(c)
+                if head != NULL:
+                    prefetch_lines(<const void *>head, 2)
+            c = n.hcid[2 * b + 1]
+            if c >= 0:
+                head = summary.head(c)
+                if head != NULL:
+                    prefetch_lines(<const void *>head, 2)
+        b = buf_next_bit(done, b + 1)
+    b = bitno
+    while b >= 0:
+        c = n.hcid[2 * b] if 2 * b + 1 < n.hcid_n else _UNSET
+        if c >= 0:
+            head = summary.head(c)
+            if head != NULL and (<NativePMB>head).g1block != NULL:
+                i = ((<NativePMB>head).g1bytes + 63) >> 6
+                prefetch_lines((<NativePMB>head).g1block, <int>(i if i < 8 else 8))
+        b = buf_next_bit(done, b + 1)
 
 
 cdef int _or_final(scemon_buf *done, Groups g, fin) except -1:
@@ -1959,6 +2020,10 @@ cdef bint _insert(
         pmb = <NativePMB>NativePMB.__new__(NativePMB)
         pmb.init = init
         pmb.g1 = g1
+        if g1 is not None:
+            pmb.g1block = (<Groups>g1).block
+            pmb.g1n = <int32_t>(<Groups>g1).n
+            pmb.g1bytes = <int32_t>min((<Groups>g1).cap, 1 << 30)
         pmb.rest = rest
         pmb.event = e
         pmb.start = start
