@@ -1827,16 +1827,7 @@ def test_plain(net, ecq, e, dict seq_pass, double hclock, list completed):
     cdef _Net n = _net_of(net)
     src = e.src
     cdef list envs = [], plans = []
-    summary = n.summary.get(src)
-    cdef scemon_buf done
-    memset(&done, 0, sizeof(scemon_buf))
-    try:
-        extended = _test(n, _ecq_in(n, ecq.cls), src, summary, e.end, seq_pass, &done)
-        bitno = buf_next_bit(&done, 0)
-        if bitno >= 0:
-            _complete(n, e, src, summary, hclock, &done, bitno, envs, plans)
-    finally:
-        buf_free(&done)
+    extended = _test(n, _ecq_in(n, ecq.cls), e, src, n.summary.get(src), e.end, seq_pass, hclock, envs, plans, &direct)
     completed += _pairs(envs, plans)
     return extended
 
@@ -1846,29 +1837,36 @@ cdef list _pairs(list envs, list plans):
     return [((<_Plan>plans[i]).qs, envs[i]) for i in range(len(envs))]
 
 
-cdef dict _test(_Net n, _Ecq q, src, SrcSummary summary, double end, dict seq_pass, scemon_buf *done):
-    # Extend from ``summary`` (the source's, or None): the extended groups, and in
-    # ``done`` the queries the instance completes, whose plans and chain heads are
-    # prefetched for _complete (run after the insert phase, which gives them time to
-    # arrive: the insert phase does not change what the assembly finds).
+cdef dict _test(
+    _Net n, _Ecq q, e, src, SrcSummary summary, double end, dict seq_pass, double hclock, list completed,
+    list plans, bint *direct
+):
+    # ``summary``: the source's (or None); ``completed``: each match's events, and
+    # ``plans``: its node's plan; ``direct``: whether all can be emitted as found.
     cdef dict extended
     cdef dict final = q.final
-    if len(seq_pass) > 1 or 0 not in seq_pass:
-        extended = _extend(n, q, summary, end, seq_pass, done)
-    else:
-        extended = {}
-    fin = final.get(0)
-    if fin is not None:
-        buf_or_and(done, seq_pass.get(0, 0), fin)
-    for key, groups in extended.items():
-        fin = final.get(key)
+    # The queries ``e`` completes, gathered digit by digit (no int is made).
+    cdef scemon_buf done
+    memset(&done, 0, sizeof(scemon_buf))
+    try:
+        if len(seq_pass) > 1 or 0 not in seq_pass:
+            extended = _extend(n, q, summary, end, seq_pass, &done)
+        else:
+            extended = {}
+        fin = final.get(0)
         if fin is not None:
-            _or_final(done, <Groups?>groups, fin)
-    bitno = buf_next_bit(done, 0)
-    if bitno >= 0:
-        _prefetch_plans(n, done, bitno)
-        if summary is not None:
-            _prefetch_heads(n, summary, done, bitno)
+            buf_or_and(&done, seq_pass.get(0, 0), fin)
+        for key, groups in extended.items():
+            fin = final.get(key)
+            if fin is not None:
+                _or_final(&done, <Groups?>groups, fin)
+        bitno = buf_next_bit(&done, 0)
+        if bitno < 0:
+            return extended
+        _prefetch_plans(n, &done, bitno)
+        direct[0] = _complete(n, e, src, summary, hclock, &done, bitno, completed, plans)
+    finally:
+        buf_free(&done)
     return extended
 
 
@@ -1960,6 +1958,8 @@ cdef int _complete(
     cdef _Plan plan
     cdef Py_ssize_t before
     _found.n = len(completed)  # parallel to completed from here
+    if summary is not None:
+        _prefetch_heads(n, summary, done, bitno)
     while bitno >= 0:
         plan = _plan_at(n, bitno)
         bitno = buf_next_bit(done, bitno + 1)
@@ -2092,10 +2092,6 @@ def run_events(engine, events):
     cdef SrcSummary summary
     cdef list completed = []
     cdef list plans = []
-    cdef Py_ssize_t bitno
-    # The queries an instance completes (emptied after each).
-    cdef scemon_buf done
-    memset(&done, 0, sizeof(scemon_buf))
     # Sources' summaries three events ahead, for prefetching (_Ahead).
     cdef _Ahead ahead = _Ahead()
     cdef list seq = events if type(events) is list else list(events)
@@ -2136,14 +2132,8 @@ def run_events(engine, events):
                 src = _get(e, E_SRC)
                 static = q.static
                 summary = n.summary.get(src)
-                extended = _test(n, q, src, summary, end, static, &done)
+                extended = _test(n, q, e, src, summary, end, static, c.clock, completed, plans, &direct)
                 _insert(n, q, e, src, summary, cls, _getf(e, E_START), static, extended, c.clock)
-                if done.n:
-                    bitno = buf_next_bit(&done, 0)
-                    if bitno >= 0:
-                        direct = _complete(n, e, src, summary, c.clock, &done, bitno, completed, plans)
-                    memset(done.d, 0, done.n * sizeof(digit))
-                    done.n = 0
                 if completed:
                     if direct:
                         _emit_simple(c, completed, plans, src, arrival, out)
@@ -2162,7 +2152,6 @@ def run_events(engine, events):
                 engine.clean()
                 c.since = engine._since_clean
     finally:
-        buf_free(&done)
         c.put(engine, net)
         engine._since_clean = c.since
     return out
