@@ -12,6 +12,7 @@ why each piece is faster: mostly fewer intermediate ints (``_bits.h`` combines d
 in one pass and allocates nothing when the result is zero) and fewer scattered objects.
 """
 
+cimport cython
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.float cimport PyFloat_AS_DOUBLE
@@ -152,6 +153,7 @@ cdef bint _find_in(void *block, Py_ssize_t n, Py_ssize_t bitno, double *start) n
     return False
 
 
+@cython.freelist(1024)
 cdef class Groups:
     """Latest-first disjoint ``(start, bits)`` groups (a PMB entry, an extension's
     result) with each group's queries as their numbers, ascending, instead of an int.
@@ -301,6 +303,7 @@ cdef _Builder _raw = _Builder()
 cdef _Builder _made = _Builder()
 
 
+@cython.freelist(1024)
 cdef class NativePMB:
     """The PMB (``ecq.pmb.PMB``) of an instance the compiled insert phase stores:
     ``init`` and the kept groups, position 1's (every sequence of three or more steps
