@@ -655,10 +655,11 @@ cdef class SrcSummary:
                 self.drop_start(i)
             else:
                 i += 1
+        # The later entries below the cutoff become invisible; they go at the source's
+        # next merge that sifts (_join), or with the summary when nothing is left.
         for i in range(self.nlater):
             if self.mark[i] < cutoff:
                 self.mark[i] = cutoff
-        self.keep_if(-1)
         # Every class's horizon is at or above the cutoff: a chain's instances that
         # start before it are invisible, so a head moves on to the first that does not
         # (events arrive out of start order: one may be further back), or goes.
