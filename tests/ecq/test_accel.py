@@ -177,6 +177,62 @@ def test_cleaning_moves_a_chain_head_past_a_late_instance() -> None:
         assert [m.event_ids() for m in got] == [["a1", "b"]], compiled
 
 
+def test_native_summary_merges_and_prunes_as_the_python_summary() -> None:
+    """A native summary's later entries (bucketed by the class each query waits for,
+    invisible below a per-position mark until a sifting merge drops them) read as the
+    Python summary after every kind of merge: later and earlier starts, a cutoff lower
+    than one applied before, groups all below the cutoff on a source with no later
+    entries yet, positions of several classes, longer sequences; then pruning, and
+    extending from what is left."""
+    texts = {
+        "q1": "PATTERN SEQ(A, B, C) WITHIN 10 mins",
+        "q2": "PATTERN SEQ(A, ANY(B, D), ANY(C, E)) WITHIN 10 mins",
+        "q3": "PATTERN SEQ(B, C, D, E) WITHIN 10 mins",
+        "q4": "PATTERN SEQ(D, B, C) WITHIN 5 mins",
+    }
+    nets = []
+    for compiled in (True, False):
+        eng = Engine(compiled=compiled)
+        for name, text in texts.items():
+            eng.register(name, text)
+        nets.append(eng.network)
+    native, pure = nets
+    bit = {name: 1 << native.queries[name].bitno for name in texts}
+    assert bit == {name: 1 << pure.queries[name].bitno for name in texts}
+    one, two, three, four = bit["q1"], bit["q2"], bit["q3"], bit["q4"]
+    steps: list[tuple[str, str, float, int, dict[int, list[tuple[float, int]]] | None, float]] = [
+        ("s1", "A", 0.0, one | two, None, 0.0),
+        ("s1", "B", 10.0, 0, {1: [(0.0, one | two)]}, 100.0),
+        ("s1", "D", 20.0, four, {1: [(0.0, two)]}, 150.0),
+        ("s1", "B", 30.0, 0, {1: [(20.0, four), (0.0, one)]}, 200.0),
+        ("s1", "C", 40.0, 0, {2: [(30.0, three)]}, 250.0),
+        # Later starts replace earlier ones, earlier ones leave later ones be.
+        ("s1", "B", 50.0, 0, {1: [(45.0, one), (5.0, two | four)]}, 300.0),
+        # A cutoff that hides the entries from before 80, then a lower one.
+        ("s1", "B", 900.0, 0, {1: [(700.0, one), (50.0, two)]}, 680.0),
+        ("s1", "B", 910.0, 0, {1: [(60.0, two | four)]}, 500.0),
+        # A source with no later entries gets groups all below the cutoff.
+        ("s2", "A", 0.0, one, None, 0.0),
+        ("s2", "B", 5.0, 0, {1: [(0.0, one)]}, 1000.0),
+    ]
+    for src, cls, start, init, kept, hclock in steps:
+        e = Event(src, cls, start, start)
+        native._c.summarise(native, e, init, kept, hclock)
+        pure._summarise(Event(src, cls, start, start), init, kept, hclock)
+        assert {s: summary.view() for s, summary in native.summary.items()} == pure.summary
+    for cls, keys in (("C", {2}), ("E", {2, 3}), ("D", set())):
+        e = Event("s1", cls, 620.0, 620.0)
+        ecq_a, ecq_b = native.ecqs[cls], pure.ecqs[cls]
+        got = native._c.extend_summary(native, ecq_a, e, ecq_a.static_pass)
+        assert got == pure._extend_summary(ecq_b, e, ecq_b.static_pass), cls
+        assert set(got) == keys, cls
+    for clock in (1200.0, 1400.0, 5000.0):
+        native.prune_summary(clock)
+        pure.prune_summary(clock)
+        assert {s: summary.view() for s, summary in native.summary.items()} == pure.summary
+    assert not native.summary
+
+
 def test_sparse_pmb_groups_read_as_the_lists_they_stand_for() -> None:
     """The compiled insert phase stores ``_speedups.NativePMB``s whose groups are
     ``_speedups.Groups`` (query numbers, not ints); Python code reading PMBs
