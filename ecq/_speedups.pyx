@@ -179,13 +179,6 @@ cdef class Groups:
     cdef object bits_of(self, Py_ssize_t i):
         return bits_from_ids(self.ids + self.off[i], self.off[i + 1] - self.off[i])
 
-    cdef Py_ssize_t max_id(self) noexcept:
-        cdef Py_ssize_t i, top = -1
-        for i in range(self.n):
-            if self.off[i + 1] > self.off[i] and <Py_ssize_t>self.ids[self.off[i + 1] - 1] > top:
-                top = self.ids[self.off[i + 1] - 1]
-        return top
-
     cdef bint find(self, Py_ssize_t bitno, double *start) noexcept:
         # Whether a group holds query ``bitno``; its start goes to ``start``.
         return _find_in(self.block, self.n, bitno, start)
@@ -275,7 +268,7 @@ cdef class _Builder:
         # The groups put together, as new Groups (never changed after: a native PMB
         # keeps its position-1 block's address).
         cdef Groups g
-        cdef Py_ssize_t n = self.n, m = self.off[n], i
+        cdef Py_ssize_t n = self.n, m = self.off[n]
         cdef size_t size = n * sizeof(double) + (n + 1) * sizeof(Py_ssize_t) + m * sizeof(uint32_t)
         g = Groups.__new__(Groups)
         g.block = PyMem_Malloc(size if size else 1)
@@ -468,8 +461,6 @@ cdef class _Rows:
 
 cdef struct _Ent:
     # One query's entry at one later position of a source's summary: its latest start.
-    # Entries are ordered by (b, k, q): on x86 (little-endian) the 8 bytes from q on
-    # read as one integer in that order (_key).
     double t
     uint32_t q  # the query's number
     uint16_t k  # the PMB position it came from (>= 1); extending at k + 1 reads it
@@ -482,7 +473,7 @@ cdef inline uint64_t _key(const _Ent *x) noexcept nogil:
 
 
 cdef enum:
-    _NO_BUCKET = 0xFFFF  # _Net.btab: not looked up yet
+    _NO_BUCKET = 0xFFFF  # _Net.btab: not looked up yet; bucket numbers stay below it
 
 
 cdef class SrcSummary:
@@ -500,7 +491,7 @@ cdef class SrcSummary:
 
     cdef list s_cls
     cdef _Rows starts
-    cdef _Ent *ent  # sorted by (b, q, k)
+    cdef _Ent *ent  # sorted by bucket, position, query (_key)
     cdef Py_ssize_t nent, cap
     cdef uint32_t *boff  # bucket b: ent[boff[b]:boff[b + 1]] for b < nbo (none above)
     cdef Py_ssize_t nbo, cap_bo
@@ -970,7 +961,6 @@ cdef dict _extend(_Net n, _Ecq q, SrcSummary summary, double e_end, dict seq_pas
     cdef Py_ssize_t k, i, n_later = summary.nlater
     cdef double t
     cdef object m, wm
-    cdef Groups gs
     cdef _Builder raw = _raw
     cdef _PairTable table
     cdef const uint32_t *pair
@@ -1208,7 +1198,7 @@ cdef int _summarise(
     pmb = _get(e, E_PMB)
     if type(pmb) is NativePMB:
         summary.set_head(cid, <NativePMB>pmb)
-    cdef Py_ssize_t k, i
+    cdef Py_ssize_t i
     cdef _Rows starts = summary.starts
     if init:
         # The class's row, found by its number (the rows carry them).
@@ -1323,7 +1313,7 @@ cdef int _join(SrcSummary s, Py_ssize_t nf) except -1:
         _spare_cap = 2 * (n + nf) + 16
         _spare = <_Ent *>_grow(_spare, _spare_cap * sizeof(_Ent))
     out = _spare
-    nb = _fresh[nf - 1].b + 1 if nf else 0
+    nb = _fresh[nf - 1].b + 1
     if not sift:
         if nb > s.nbo:
             s.bucket_room(nb)
