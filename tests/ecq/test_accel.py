@@ -223,6 +223,7 @@ def test_native_summary_merges_and_prunes_as_the_python_summary() -> None:
     for cls, keys in (("C", {2}), ("E", {2, 3}), ("D", set())):
         e = Event("s1", cls, 620.0, 620.0)
         ecq_a, ecq_b = native.ecqs[cls], pure.ecqs[cls]
+        assert ecq_a.static_pass is not None and ecq_b.static_pass is not None
         got = native._c.extend_summary(native, ecq_a, e, ecq_a.static_pass)
         assert got == pure._extend_summary(ecq_b, e, ecq_b.static_pass), cls
         assert set(got) == keys, cls
