@@ -551,14 +551,19 @@ cdef class SrcSummary:
             self.nlater = k
         return 0
 
+    cdef int boff_room(self, Py_ssize_t nb) except -1:
+        # Room in boff for buckets up to nb - 1 (nb + 1 offsets).
+        if nb + 1 > self.cap_bo:
+            self.cap_bo = nb + 1 + 8
+            self.boff = <uint32_t *>_grow(self.boff, self.cap_bo * sizeof(uint32_t))
+        return 0
+
     cdef int index(self) except -1:
         # boff from the sorted entries: counts per bucket, then their running sums (no
         # branch on the data).
         cdef Py_ssize_t nb = self.ent[self.nent - 1].b + 1 if self.nent else 0, b, i
         cdef uint32_t run = 0, c
-        if nb + 1 > self.cap_bo:
-            self.cap_bo = nb + 1 + 8
-            self.boff = <uint32_t *>_grow(self.boff, self.cap_bo * sizeof(uint32_t))
+        self.boff_room(nb)
         memset(self.boff, 0, (nb + 1) * sizeof(uint32_t))
         for i in range(self.nent):
             self.boff[self.ent[i].b] += 1
@@ -572,9 +577,7 @@ cdef class SrcSummary:
     cdef int bucket_room(self, Py_ssize_t nb) except -1:
         # Buckets up to nb - 1 indexed (the new ones empty, at the end).
         cdef Py_ssize_t b
-        if nb + 1 > self.cap_bo:
-            self.cap_bo = nb + 1 + 8
-            self.boff = <uint32_t *>_grow(self.boff, self.cap_bo * sizeof(uint32_t))
+        self.boff_room(nb)
         for b in range(self.nbo + 1, nb + 1):
             self.boff[b] = <uint32_t>self.nent
         if self.nbo == 0:
@@ -598,27 +601,15 @@ cdef class SrcSummary:
         # Position k's live entries as the Python code's latest-first groups.
         cdef Py_ssize_t i, m = 0
         cdef _Ent *x
+        cdef _Builder made = _made
         _pick_room(self.nent)
         for i in range(self.nent):
             x = &self.ent[i]
             if x.k == k and self.live(x):
                 _picked[m] = x[0]
                 m += 1
-        _sort_picked(_picked, m)
-        out = []
-        cdef Py_ssize_t a = 0, z
-        cdef uint32_t *ids = <uint32_t *>_grow(NULL, (m if m else 1) * sizeof(uint32_t))
-        try:
-            while a < m:
-                z = a
-                while z < m and _picked[z].t == _picked[a].t:
-                    ids[z - a] = _picked[z].q
-                    z += 1
-                out.append((_picked[a].t, bits_from_ids(ids, z - a)))
-                a = z
-        finally:
-            PyMem_Free(ids)
-        return out
+        _group_picked(m, made)
+        return [(made.t[i], bits_from_ids(made.ids + made.off[i], made.off[i + 1] - made.off[i])) for i in range(made.n)]
 
     def view(self):
         """The pure-Python form: ``({cls: (start, bits)}, [[(start, bits), ...], ...])``."""
@@ -712,7 +703,7 @@ cdef void _sort_picked(_Ent *x, Py_ssize_t n) noexcept:
     for i in range(1, n):
         v = x[i]
         j = i - 1
-        while j >= 0 and (x[j].t < v.t or (x[j].t == v.t and x[j].q > v.q)):
+        while j >= 0 and _later_first(&x[j], &v) > 0:
             x[j + 1] = x[j]
             j -= 1
         x[j + 1] = v
@@ -1019,7 +1010,7 @@ cdef int _pick(_Net n, _Ecq q, SrcSummary summary, Py_ssize_t k, double e_end, o
     # extends (queries in m, within their window), as latest-first groups in ``raw``:
     # only the class's bucket and bucket 0 are read.
     cdef double lo = e_end - n.max_window, full = n.min_window, t
-    cdef Py_ssize_t bq = q.cid + 1 if q.cid + 1 < _NO_BUCKET else 0, b, i, got = 0, a, z
+    cdef Py_ssize_t bq = q.cid + 1 if q.cid + 1 < _NO_BUCKET else 0, b, i, got = 0
     cdef const digit *md = bits_digits(m)
     cdef Py_ssize_t mnd = bits_ndigits(m)
     cdef const _Ent *x
@@ -1041,17 +1032,22 @@ cdef int _pick(_Net n, _Ecq q, SrcSummary summary, Py_ssize_t k, double e_end, o
                 _pick_room(summary.nent)
             _picked[got] = x[0]
             got += 1
+    return _group_picked(got, raw)
+
+
+cdef int _group_picked(Py_ssize_t got, _Builder b) except -1:
+    # _picked[:got], sorted latest first, as groups of ``b``: one per distinct start.
+    cdef Py_ssize_t a = 0, z
     _sort_picked(_picked, got)
-    raw.reset()
-    raw.reserve(got)
-    a = 0
+    b.reset()
+    b.reserve(got)
     while a < got:
         z = a
         while z < got and _picked[z].t == _picked[a].t:
-            raw.ids[z] = _picked[z].q
+            b.ids[z] = _picked[z].q
             z += 1
-        raw.close(_picked[a].t, z)
-        raw.reserve(0)
+        b.close(_picked[a].t, z)
+        b.reserve(0)
         a = z
     return 0
 
@@ -1093,7 +1089,7 @@ cdef Groups _resolve(_Builder raw):
     try:
         for i in range(n):
             cur = order[i]
-            _claim_group(made, raw, cur, &_claimed, &_claimed)
+            _claim_group(made, raw, cur, &_claimed)
     finally:
         # Back to all zero: only words of these queries were set.
         for i in range(raw.off[n]):
@@ -1125,32 +1121,21 @@ cdef _Claims _claimed
 memset(&_claimed, 0, sizeof(_Claims))
 
 
-cdef int _claim_group(_Builder made, src, Py_ssize_t a, _Claims *other, _Claims *mine) except -1:
-    # Group ``a`` of ``src`` (a _Builder or Groups) without the queries ``other`` has
-    # claimed goes to ``made`` (joined to the group before when it starts at the same
-    # time); its queries are claimed in ``mine``. Branch-free: whether a query is
-    # claimed already is as good as random.
-    cdef double t
-    cdef const uint32_t *ids
-    cdef Py_ssize_t lo, hi, j, w
+cdef int _claim_group(_Builder made, _Builder src, Py_ssize_t a, _Claims *claimed) except -1:
+    # Group ``a`` of ``src`` without the queries already ``claimed`` goes to ``made``
+    # (joined to the group before when it starts at the same time); its queries are
+    # claimed. Branch-free: whether a query is claimed already is as good as random.
+    cdef double t = src.t[a]
+    cdef const uint32_t *ids = src.ids
+    cdef Py_ssize_t lo = src.off[a], hi = src.off[a + 1], j, w
     cdef uint32_t q
-    if type(src) is Groups:
-        t = (<Groups>src).t[a]
-        ids = (<Groups>src).ids
-        lo = (<Groups>src).off[a]
-        hi = (<Groups>src).off[a + 1]
-    else:
-        t = (<_Builder>src).t[a]
-        ids = (<_Builder>src).ids
-        lo = (<_Builder>src).off[a]
-        hi = (<_Builder>src).off[a + 1]
     cdef uint64_t free
     made.reserve(hi - lo)
     w = made.used()
     for j in range(lo, hi):
         q = ids[j]
-        free = ((other.w[q >> 6] >> (q & 63)) & 1) ^ 1
-        mine.w[q >> 6] |= free << (q & 63)
+        free = ((claimed.w[q >> 6] >> (q & 63)) & 1) ^ 1
+        claimed.w[q >> 6] |= free << (q & 63)
         made.ids[w] = q
         w += free
     if w == made.used():
@@ -1543,10 +1528,11 @@ cdef int _note_cids(_Net n, _Plan p) except -1:
         for i in range(n.hcid_n, want):
             n.hcid[i] = _UNSET
         n.hcid_n = want
-    n.hcid[2 * b] = <int32_t>(p.pos[1].cid if p.length == 3 and p.pos[1].cls != NULL else -1)
-    n.hcid[2 * b + 1] = <int32_t>(p.pos[0].cid if 2 <= p.length <= 3 and p.pos[0].cls != NULL else -1)
     if p.length > 3:
         n.hcid[2 * b] = _LONG
+    else:
+        n.hcid[2 * b] = <int32_t>(p.pos[1].cid if p.length == 3 and p.pos[1].cls != NULL else -1)
+    n.hcid[2 * b + 1] = <int32_t>(p.pos[0].cid if 2 <= p.length <= 3 and p.pos[0].cls != NULL else -1)
     return 0
 
 
@@ -1874,6 +1860,12 @@ cdef void _prefetch_plans(_Net n, scemon_buf *done, Py_ssize_t bitno) noexcept:
         bitno = buf_next_bit(done, bitno + 1)
 
 
+cdef inline void _prefetch_head(SrcSummary summary, Py_ssize_t cid) noexcept:
+    cdef PyObject *head = summary.head(cid)
+    if head != NULL:
+        prefetch_lines(<const void *>head, 2)
+
+
 cdef void _prefetch_heads(_Net n, SrcSummary summary, scemon_buf *done, Py_ssize_t bitno) noexcept:
     # Likewise the PMBs heading the source's chains the assembly will walk first (their
     # classes from _Net.hcid, warm, where the plans have not arrived yet), then the
@@ -1890,19 +1882,12 @@ cdef void _prefetch_heads(_Net n, SrcSummary summary, scemon_buf *done, Py_ssize
                 plan = <_Plan>PyList_GET_ITEM(plans, b)
                 for i in range(plan.length - 1):
                     if plan.pos[i].cid >= 0:
-                        head = summary.head(plan.pos[i].cid)
-                        if head != NULL:
-                            prefetch_lines(<const void *>head, 2)
+                        _prefetch_head(summary, plan.pos[i].cid)
         elif c != _UNSET:
             if c >= 0:
-                head = summary.head(c)
-                if head != NULL:
-                    prefetch_lines(<const void *>head, 2)
-            c = n.hcid[2 * b + 1]
-            if c >= 0:
-                head = summary.head(c)
-                if head != NULL:
-                    prefetch_lines(<const void *>head, 2)
+                _prefetch_head(summary, c)
+            if n.hcid[2 * b + 1] >= 0:
+                _prefetch_head(summary, n.hcid[2 * b + 1])
         b = buf_next_bit(done, b + 1)
     b = bitno
     while b >= 0:
