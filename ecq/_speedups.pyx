@@ -50,7 +50,6 @@ cdef extern from "_bits.h":
 
 from ecq.assembly import by_recency as _by_recency
 from ecq.event import Event as _Event
-from ecq.match import Match as _Match
 from ecq.pmb import PMB as _PMB
 
 # Slot offsets of Event and PMB (see slot_get in _bits.h).
@@ -70,15 +69,6 @@ cdef Py_ssize_t E_PRIMS = slot_offset(_Event, b"prims")
 cdef Py_ssize_t E_PMB = slot_offset(_Event, b"_pmb")
 cdef Py_ssize_t P_INIT = slot_offset(_PMB, b"init")
 cdef Py_ssize_t P_ENTRIES = slot_offset(_PMB, b"entries")
-cdef Py_ssize_t M_QUERY = slot_offset(_Match, b"query")
-cdef Py_ssize_t M_SRC = slot_offset(_Match, b"src")
-cdef Py_ssize_t M_START = slot_offset(_Match, b"start")
-cdef Py_ssize_t M_END = slot_offset(_Match, b"end")
-cdef Py_ssize_t M_EVENTS = slot_offset(_Match, b"events")
-cdef Py_ssize_t M_ATTRS = slot_offset(_Match, b"attrs")
-cdef Py_ssize_t M_PROB = slot_offset(_Match, b"prob")
-cdef Py_ssize_t M_SEQ = slot_offset(_Match, b"seq")
-cdef Py_ssize_t M_TRIGGER = slot_offset(_Match, b"trigger")
 
 
 cdef inline object _get(object o, Py_ssize_t off):
@@ -1944,6 +1934,9 @@ cdef int _complete(
         bitno = buf_next_bit(done, bitno + 1)
         if plan.never:
             continue
+        # Its name (a cold string) goes into each match: asked for now, read after the
+        # assembly.
+        prefetch_lines(<const void *>plan.name, 1)
         before = len(completed)
         if plan.length == 1:
             if plan.top and plan.probability is not None:
@@ -2243,25 +2236,90 @@ cdef _emit_sorted(_Counters c, list completed, list plans, src, arrival, list ou
     c.seq = seq
 
 
-cdef object _ONE = 1.0  # the probability of most matches, one float for all
+@cython.freelist(8192)
+cdef class Match:
+    """``ecq.match.Match``, compiled: the same constructor, attributes and methods (the
+    functions of ecq.match). The engine makes a few matches per event at thousands of
+    queries, and in CPython each was four allocations (the object, ``seq``, ``start``,
+    ``attrs``), each a read of a cold free block. Here the numbers are C values (made
+    into Python objects when read), ``attrs`` is made when first read, and the object
+    comes from a free list (an array: no chain of cold reads)."""
+
+    cdef public object query, src, events
+    cdef object _attrs
+    cdef public double start, end, prob
+    cdef public long long seq, trigger
+
+    def __init__(
+        self, query, src, double start, double end, events, attrs=None, double prob=1.0, long long seq=-1,
+        long long trigger=-1
+    ):
+        self.query = query
+        self.src = src
+        self.start = start
+        self.end = end
+        self.events = events
+        self._attrs = attrs
+        self.prob = prob
+        self.seq = seq
+        self.trigger = trigger
+
+    @property
+    def attrs(self):
+        if self._attrs is None:
+            self._attrs = {}
+        return self._attrs
+
+    @attrs.setter
+    def attrs(self, value):
+        self._attrs = value
+
+    def __repr__(self):
+        return _py_match().describe(self)
+
+    def __reduce__(self):
+        return (Match, _py_match().fields(self))
+
+    def event_ids(self, name=None):
+        """``events`` with each event replaced by ``name(event)`` (default: its ``id``, or
+        its arrival index when it has none), keeping the nesting of groups."""
+        return _py_match().event_ids(self, name)
+
+    def arrivals(self):
+        """``events`` as arrival indexes (nested the same way); what tests compare."""
+        return _py_match().event_ids(self, _py_match()._arrival)
+
+    def to_dict(self, name=None):
+        """The wire form of §9."""
+        return _py_match().to_dict(self, name)
+
+
+cdef object _match_module = None
+
+
+cdef object _py_match():
+    # ecq.match, where the methods are (it imports this module: read when first needed).
+    global _match_module
+    if _match_module is None:
+        import ecq.match
+        _match_module = ecq.match
+    return _match_module
 
 
 cdef int _emit_one(
     _Plan plan, list env, src, double prob, double start, long long seq, arrival, list out
 ) except -1:
-    # Match(name, src, start, end, env, {}, prob, seq, arrival), slot by slot, on an
-    # object allocated as object.__new__ would (Match has no __new__). ``start``: the
-    # first event's (a new float: that event's own is likely cold).
-    m = new_of(_Match)
-    slot_set(m, M_QUERY, plan.name)
-    slot_set(m, M_SRC, src)
-    slot_set(m, M_START, start)
-    slot_set(m, M_END, _get(<object>PyList_GET_ITEM(env, len(env) - 1), E_END))
-    slot_set(m, M_EVENTS, env)
-    slot_set(m, M_ATTRS, {})
-    slot_set(m, M_PROB, _ONE if prob == 1.0 else prob)
-    slot_set(m, M_SEQ, seq)
-    slot_set(m, M_TRIGGER, arrival)
+    # Match(name, src, start, end, env, None, prob, seq, arrival), field by field.
+    # ``start``: the first event's (read by the assembly: that event is likely cold).
+    cdef Match m = Match.__new__(Match)
+    m.query = plan.name
+    m.src = src
+    m.start = start
+    m.end = _getf(<object>PyList_GET_ITEM(env, len(env) - 1), E_END)
+    m.events = env
+    m.prob = prob
+    m.seq = seq
+    m.trigger = arrival
     out.append(m)
     plan.matches += 1
     return 0
@@ -2407,21 +2465,22 @@ def event_from_dict(data, where=None):
 def match_dict(m):
     """``Match.to_dict()``: for a match of primitive events, its wire form built here
     (events named by id, or arrival index); anything else goes to ``to_dict``."""
-    if type(m) is not _Match:
+    if type(m) is not Match:
         return m.to_dict()
+    cdef Match c = <Match>m
     cdef list ids = []
-    for e in <list?>_get(m, M_EVENTS):
+    for e in <list?>c.events:
         if type(e) is not _Event or _get(e, E_PARTS) is not None:
             return m.to_dict()
         eid = _get(e, E_ID)
         ids.append(eid if eid is not None else _get(e, E_ARRIVAL))
     return {
-        "query": _get(m, M_QUERY),
-        "src": _get(m, M_SRC),
-        "start": _get(m, M_START),
-        "end": _get(m, M_END),
+        "query": c.query,
+        "src": c.src,
+        "start": c.start,
+        "end": c.end,
         "events": ids,
-        "attrs": dict(_get(m, M_ATTRS)),
-        "prob": _get(m, M_PROB),
-        "seq": _get(m, M_SEQ),
+        "attrs": {} if c._attrs is None else dict(c._attrs),
+        "prob": c.prob,
+        "seq": c.seq,
     }

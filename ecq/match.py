@@ -1,13 +1,21 @@
-"""A complete match of one query (SEMANTICS.md §9)."""
+"""A complete match of one query (SEMANTICS.md §9).
+
+``Match`` is the compiled class of ``ecq._speedups`` when it is built (and
+``SCEMON_PURE`` is not set), else the pure-Python class below (``PyMatch``). Both have
+the same constructor, attributes and methods; the methods are the functions here. The
+compiled one keeps its times, probability and numbers as C values and comes from a
+free list, which saves the engine a few allocations per match (docs/architecture.md).
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ecq.event import AttrValue, Event
 
-__all__ = ["Match", "EventRef"]
+__all__ = ["Match", "PyMatch", "EventRef", "event_ids", "to_dict", "describe"]
 
 # An entry of ``Match.events``: an event, the list of a Kleene group's events, or the
 # list of a nested sub-pattern's entries.
@@ -44,43 +52,90 @@ class Match:
         self.trigger = trigger
 
     def __repr__(self) -> str:
-        return f"Match({self.query!r}, src={self.src!r}, seq={self.seq}, events={self.events!r})"
+        return describe(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), fields(self))
 
     def event_ids(self, name: Callable[[Event], Any] | None = None) -> list[Any]:
         """``events`` with each event replaced by ``name(event)`` (default: its ``id``, or
         its arrival index when it has none), keeping the nesting of groups."""
-        if name is None:
-            # The common case first: primitive events only, named by id (or arrival).
-            ids = []
-            for e in self.events:
-                if type(e) is not Event or e.parts is not None:
-                    break
-                ids.append(e.id if e.id is not None else e.arrival)
-            else:
-                return ids
-        namer = name or (lambda e: e.id if e.id is not None else e.arrival)
-
-        def conv(item: EventRef) -> Any:
-            if isinstance(item, Event):
-                # A derived instance (sub-pattern or @name) shows its own entries.
-                return namer(item) if item.parts is None else [conv(x) for x in item.parts]
-            return [conv(x) for x in item]
-
-        return [conv(x) for x in self.events]
+        return event_ids(self, name)
 
     def arrivals(self) -> list[Any]:
         """``events`` as arrival indexes (nested the same way); what tests compare."""
-        return self.event_ids(lambda e: e.arrival)
+        return event_ids(self, _arrival)
 
     def to_dict(self, name: Callable[[Event], Any] | None = None) -> dict[str, Any]:
         """The wire form of §9."""
-        return {
-            "query": self.query,
-            "src": self.src,
-            "start": self.start,
-            "end": self.end,
-            "events": self.event_ids(name),
-            "attrs": dict(self.attrs),
-            "prob": self.prob,
-            "seq": self.seq,
-        }
+        return to_dict(self, name)
+
+
+PyMatch = Match  # the pure-Python class, whichever ``Match`` is
+
+
+def _arrival(e: Event) -> Any:
+    return e.arrival
+
+
+def describe(m: Match) -> str:
+    """``repr`` of a match."""
+    return f"Match({m.query!r}, src={m.src!r}, seq={m.seq}, events={m.events!r})"
+
+
+def fields(m: Match) -> tuple[Any, ...]:
+    """The constructor's arguments that rebuild ``m`` (pickling, copying)."""
+    return (m.query, m.src, m.start, m.end, m.events, m.attrs, m.prob, m.seq, m.trigger)
+
+
+def event_ids(m: Match, name: Callable[[Event], Any] | None = None) -> list[Any]:
+    """``m.event_ids(name)``."""
+    if name is None:
+        # The common case first: primitive events only, named by id (or arrival).
+        ids = []
+        for e in m.events:
+            if type(e) is not Event or e.parts is not None:
+                break
+            ids.append(e.id if e.id is not None else e.arrival)
+        else:
+            return ids
+    namer = name or (lambda e: e.id if e.id is not None else e.arrival)
+
+    def conv(item: EventRef) -> Any:
+        if isinstance(item, Event):
+            # A derived instance (sub-pattern or @name) shows its own entries.
+            return namer(item) if item.parts is None else [conv(x) for x in item.parts]
+        return [conv(x) for x in item]
+
+    return [conv(x) for x in m.events]
+
+
+def to_dict(m: Match, name: Callable[[Event], Any] | None = None) -> dict[str, Any]:
+    """``m.to_dict(name)``: the wire form of §9."""
+    return {
+        "query": m.query,
+        "src": m.src,
+        "start": m.start,
+        "end": m.end,
+        "events": event_ids(m, name),
+        "attrs": dict(m.attrs),
+        "prob": m.prob,
+        "seq": m.seq,
+    }
+
+
+def _compiled() -> Any:
+    # ecq._speedups.Match, unless SCEMON_PURE asks for pure Python or it is not built.
+    # Imported last: _speedups reads this module's functions (it is in sys.modules,
+    # with them defined, by now).
+    if os.environ.get("SCEMON_PURE", "") not in ("", "0"):
+        return None
+    try:
+        from ecq import _speedups  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _speedups.Match
+
+
+if not TYPE_CHECKING:
+    Match = _compiled() or PyMatch

@@ -3,8 +3,12 @@ same inputs: same results and same changes to the structures they share."""
 
 from __future__ import annotations
 
+import copy
 import os
+import pickle
 import random
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -15,6 +19,7 @@ from ecq import accel
 from ecq.engine import Engine
 from ecq.errors import EventError
 from ecq.event import Event
+from ecq.match import Match, PyMatch
 from ecq.pmb import PMB
 from ecq.workload import Workload, events, sequence_queries
 
@@ -386,6 +391,64 @@ def test_compiled_match_writer_writes_what_to_dict_writes() -> None:
         assert write(m) == m.to_dict()
     plain = [m for m in matches if m.query == "seq"]
     assert [write(m)["events"] for m in plain] == [["a1", 7, "c1"], [4, 5, 6]]
+
+
+_MATCH_FIELDS = ("query", "src", "start", "end", "events", "attrs", "prob", "seq", "trigger")
+
+
+def _fields(m: Any) -> list[tuple[object, type]]:
+    return [(getattr(m, f), type(getattr(m, f))) for f in _MATCH_FIELDS]
+
+
+def test_the_compiled_match_behaves_as_the_python_match() -> None:
+    """With the extension built, ``ecq.match.Match`` is its compiled class (numbers kept
+    as C values, ``attrs`` made when first read, objects from a free list). It takes the
+    same arguments and reads, writes, prints, copies and pickles as the pure-Python
+    class, and both engines emit it."""
+    assert accel.speedups is not None
+    assert Match is accel.speedups.Match and Match is not PyMatch
+    stream = [Event(1, "A", 1.0, id="a"), Event(1, "B", 2.0), Event(1, "B", 2.5), Event(1, "C", 3.0, 3.5)]
+    for k, e in enumerate(stream):
+        e.arrival = k
+    evs = [stream[0], stream[1:3], stream[3]]
+    pairs = [
+        (Match("q", 1, 1.0, 3.5, evs), PyMatch("q", 1, 1.0, 3.5, evs)),
+        (
+            Match("q", "s", 1.0, 3.5, evs, {"n": 2}, 0.5, 7, trigger=4),
+            PyMatch("q", "s", 1.0, 3.5, evs, {"n": 2}, 0.5, 7, trigger=4),
+        ),
+    ]
+    for fast, slow in pairs:
+        assert _fields(fast) == _fields(slow)
+        assert repr(fast) == repr(slow)
+        assert fast.event_ids() == slow.event_ids() == ["a", [1, 2], 3]
+        assert fast.arrivals() == slow.arrivals()
+        assert fast.to_dict(lambda e: e.start) == slow.to_dict(lambda e: e.start)
+        assert _fast_writer()(fast) == fast.to_dict() == slow.to_dict()
+        for again in (pickle.loads(pickle.dumps(fast)), copy.copy(fast), copy.deepcopy(fast)):
+            assert type(again) is Match and repr(again) == repr(fast)
+            assert again.to_dict() == fast.to_dict()
+    # Writes, as to the Python class's slots; nothing else can be set.
+    for m in pairs[0]:
+        m.attrs["k"] = 1
+        m.seq, m.prob, m.trigger, m.query = 9, 0.25, 3, "r"
+        assert (m.attrs, m.seq, m.prob, m.trigger, m.query) == ({"k": 1}, 9, 0.25, 3, "r")
+        with pytest.raises(AttributeError):
+            m.other = 1  # type: ignore[attr-defined]
+    for compiled in (True, False):
+        eng = Engine(compiled=compiled)
+        eng.register("seq", "PATTERN SEQ(A a, B b, C c) WITHIN 1 hour")
+        got = eng.process([Event(1, "A", 1.0), Event(1, "B", 2.0), Event(1, "C", 3.0)])
+        assert [type(m) for m in got] == [Match]
+        assert got[0].attrs == {} and got[0].seq == 0 and got[0].trigger == 2
+
+
+def test_scemon_pure_keeps_the_python_match() -> None:
+    """``SCEMON_PURE=1`` leaves the pure-Python ``Match`` in place."""
+    code = "import ecq.match as m, ecq.accel as a; print(m.Match is m.PyMatch, a.speedups is None)"
+    env = dict(os.environ, SCEMON_PURE="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True"]
 
 
 def _fast_writer() -> Any:
