@@ -26,6 +26,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 cdef extern from "Python.h":
     ctypedef unsigned int digit
     int PyLong_SHIFT
+    Py_ssize_t _refcnt "Py_REFCNT" (PyObject *o)
 
 cdef extern from "_bits.h":
     ctypedef struct scemon_buf:
@@ -775,6 +776,7 @@ cdef _Net _net_of(net):
     n.chains.n = n
     n.assembly = _Assembly()
     n.assembly.found = []
+    n.assembly.spare = [[] for _ in range(_INLINE_POS + 1)]
     n.ecq_ids = []
     cache["net"] = n
     return n
@@ -1560,6 +1562,10 @@ cdef class _Assembly:
     cdef _Plan plan
     cdef list env
     cdef list found
+    # Emptied event lists by length (up to _INLINE_POS), for env: the compiled loop's
+    # matches copy their events (_emit_one), and it gives their lists back (_recycle).
+    # None: no spares (assemble_seq).
+    cdef list spare
     # Per match found: its probability and start (in ``found_at``, when not NULL).
     cdef _Found *found_at
     cdef double *probs  # per position: the bound event's probability
@@ -1713,7 +1719,7 @@ cdef list _assemble(_Assembly a, _Plan plan, last, probe, _Found *found_at):
     cdef Py_ssize_t n = plan.length
     a.probe = probe
     a.plan = plan
-    a.env = [last] * n
+    a.env = _take(a, n, last)
     a.found_at = found_at
     a.probs = &a.small_probs[0] if n <= _INLINE_POS else <double *>_grow(NULL, n * sizeof(double))
     try:
@@ -1728,7 +1734,58 @@ cdef list _assemble(_Assembly a, _Plan plan, last, probe, _Found *found_at):
         if a.probs != &a.small_probs[0]:
             PyMem_Free(a.probs)
         a.probs = NULL
+        # env is found's when it is a match; else it is a spare again.
+        _give(a, <PyObject *>a.env)
+        a.env = None
     return a.found
+
+
+cdef enum:
+    _SPARES = 64  # emptied event lists kept per length
+
+
+cdef list _take(_Assembly a, Py_ssize_t n, last):
+    # [last] * n, in a spare list when there is one (a fresh list is two allocations
+    # whose free blocks are cold at thousands of queries: a match or two per event).
+    cdef list pool, env
+    cdef Py_ssize_t k
+    if a.spare is None or n > _INLINE_POS:
+        return [last] * n
+    pool = <list>PyList_GET_ITEM(a.spare, n)
+    if not pool:
+        return [last] * n
+    env = pool.pop()
+    for k in range(n):
+        env[k] = last
+    return env
+
+
+cdef int _recycle(_Assembly a, list done) except -1:
+    # The event lists of matches just emitted go back to a's spares (the matches hold
+    # copies of their events).
+    cdef Py_ssize_t i
+    for i in range(PyList_GET_SIZE(done)):
+        _give(a, PyList_GET_ITEM(done, i))
+    return 0
+
+
+cdef int _give(_Assembly a, PyObject *p) except -1:
+    # List p, emptied, to a's spares, when only its holder (one reference) has it.
+    cdef Py_ssize_t k, n
+    cdef list pool, env
+    if a.spare is None or _refcnt(p) != 1:
+        return 0
+    env = <list>p
+    n = PyList_GET_SIZE(env)
+    if n > _INLINE_POS:
+        return 0
+    pool = <list>PyList_GET_ITEM(a.spare, n)
+    if PyList_GET_SIZE(pool) >= _SPARES:
+        return 0
+    for k in range(n):
+        env[k] = None
+    pool.append(env)
+    return 0
 
 
 # ------------------------------------------------------------ whole plain phases
@@ -2109,6 +2166,7 @@ def run_events(engine, events):
                 if completed:
                     if direct:
                         _emit_simple(c, completed, plans, src, arrival, out)
+                        _recycle(n.assembly, completed)
                     else:
                         c.put(engine, net)
                         emitted = net.settle_plain(_pairs(completed, plans), e, c.clock)
@@ -2240,13 +2298,17 @@ cdef _emit_sorted(_Counters c, list completed, list plans, src, arrival, list ou
 cdef class Match:
     """``ecq.match.Match``, compiled: the same constructor, attributes and methods (the
     functions of ecq.match). The engine makes a few matches per event at thousands of
-    queries, and in CPython each was four allocations (the object, ``seq``, ``start``,
-    ``attrs``), each a read of a cold free block. Here the numbers are C values (made
-    into Python objects when read), ``attrs`` is made when first read, and the object
-    comes from a free list (an array: no chain of cold reads)."""
+    queries, and in CPython each was six allocations (the object, ``seq``, ``start``,
+    ``attrs``, the events list and its items), each a read of a cold free block. Here
+    the numbers are C values (made into Python objects when read), ``attrs`` is made
+    when first read, the engine's matches hold their events inside until ``events`` is
+    read, and the object comes from a free list (an array: no chain of cold reads)."""
 
-    cdef public object query, src, events
-    cdef object _attrs
+    cdef public object query, src
+    cdef object _events, _attrs
+    # The engine's matches: their events (owned) until ``events`` is first read.
+    cdef PyObject *ev[_INLINE_POS]
+    cdef Py_ssize_t nev
     cdef public double start, end, prob
     cdef public long long seq, trigger
 
@@ -2258,11 +2320,33 @@ cdef class Match:
         self.src = src
         self.start = start
         self.end = end
-        self.events = events
+        self._events = events
         self._attrs = attrs
         self.prob = prob
         self.seq = seq
         self.trigger = trigger
+
+    def __dealloc__(self):
+        self._drop_inline()
+
+    cdef void _drop_inline(self) noexcept:
+        cdef Py_ssize_t k
+        for k in range(self.nev):
+            Py_XDECREF(self.ev[k])
+        self.nev = 0
+
+    @property
+    def events(self):
+        cdef Py_ssize_t k
+        if self._events is None:
+            self._events = [<object>self.ev[k] for k in range(self.nev)]
+            self._drop_inline()
+        return self._events
+
+    @events.setter
+    def events(self, value):
+        self._drop_inline()
+        self._events = value
 
     @property
     def attrs(self):
@@ -2316,7 +2400,17 @@ cdef int _emit_one(
     m.src = src
     m.start = start
     m.end = _getf(<object>PyList_GET_ITEM(env, len(env) - 1), E_END)
-    m.events = env
+    cdef Py_ssize_t k, ln = PyList_GET_SIZE(env)
+    cdef PyObject *p
+    if ln <= _INLINE_POS:
+        # Its own copy of the events: env goes back to the spares (_recycle).
+        for k in range(ln):
+            p = PyList_GET_ITEM(env, k)
+            Py_INCREF(<object>p)
+            m.ev[k] = p
+        m.nev = ln
+    else:
+        m._events = env
     m.prob = prob
     m.seq = seq
     m.trigger = arrival
@@ -2469,7 +2563,9 @@ def match_dict(m):
         return m.to_dict()
     cdef Match c = <Match>m
     cdef list ids = []
-    for e in <list?>c.events:
+    cdef Py_ssize_t k, ne = c.nev if c._events is None else len(<list?>c._events)
+    for k in range(ne):
+        e = <object>c.ev[k] if c._events is None else (<list>c._events)[k]
         if type(e) is not _Event or _get(e, E_PARTS) is not None:
             return m.to_dict()
         eid = _get(e, E_ID)

@@ -443,6 +443,47 @@ def test_the_compiled_match_behaves_as_the_python_match() -> None:
         assert got[0].attrs == {} and got[0].seq == 0 and got[0].trigger == 2
 
 
+def test_compiled_matches_own_their_events() -> None:
+    """The compiled loop's matches hold their own references to their events (their
+    lists go back to the assembly as spares, and later matches reuse them): a match's
+    events stay what they were while later events are processed, whether they are read
+    at once or later, as the pure engine's; a match's events are released with it."""
+    engines = [Engine(compiled=c) for c in (True, False)]
+    for eng in engines:
+        eng.register("abc", "PATTERN SEQ(A a, B b, C c) WITHIN 1 hour")
+        eng.register("ac", "PATTERN SEQ(A a, C c) WITHIN 1 hour")
+        eng.register("bc", "PATTERN SEQ(B b, C c) WITHIN 1 hour")
+    rng = random.Random(3)
+    stream = [(rng.randrange(3), rng.choice("ABC"), float(k)) for k in range(600)]
+    got: list[list[Any]] = [[], []]
+    for i, eng in enumerate(engines):
+        early = []
+        for at in range(0, len(stream), 50):
+            batch = [Event(s, c, t, id=k) for k, (s, c, t) in enumerate(stream[at : at + 50], at)]
+            out = eng.process(batch)
+            early += [(m, m.arrivals()) for m in out[::2]]  # half read at once
+            got[i] += out
+        assert len(got[i]) > 300
+        assert all(m.arrivals() == seen for m, seen in early)
+    assert [(m.query, m.arrivals()) for m in got[0]] == [(m.query, m.arrivals()) for m in got[1]]
+    # A match's references to its events go with it, read or not.
+    for k, read in enumerate((False, True)):
+        t = 1e4 * (k + 1)
+        batch = [Event(9, "A", t), Event(9, "B", t + 1), Event(9, "C", t + 2)]
+        out = engines[0].process(batch)
+        # (Plain values in the asserts: pytest's rewritten asserts hold what they read.)
+        queries, types = sorted(m.query for m in out), {type(m) for m in out}
+        assert queries == ["abc", "ac", "bc"] and types == {Match}
+        held = sys.getrefcount(batch[2])
+        if read:
+            same = all(m.events[-1] is batch[2] for m in out)
+            now = sys.getrefcount(batch[2])
+            assert same and now == held
+        del out
+        left = sys.getrefcount(batch[2])
+        assert left == held - 3
+
+
 def test_scemon_pure_keeps_the_python_match() -> None:
     """``SCEMON_PURE=1`` leaves the pure-Python ``Match`` in place."""
     code = "import ecq.match as m, ecq.accel as a; print(m.Match is m.PyMatch, a.speedups is None)"
