@@ -62,7 +62,7 @@ CleanOption = Annotated[
 def _scale(quick: bool, events: int | None, clean_every: int | None) -> figures.Scale:
     scale = figures.QUICK if quick else figures.FULL
     if events is not None:
-        scale = replace(scale, events=events, cnj_events=events, dsj_events=events)
+        scale = replace(scale, events=events, cnj_events=events, dsj_events=events, target_events=events)
     if clean_every is not None:
         scale = replace(scale, clean_every=clean_every)
     return scale
@@ -202,7 +202,8 @@ def ratio(
 ) -> None:
     """Issue 4's targets: SP/shared ratio at 5K queries, shared events/s at 1K and 5K
     queries, unit-time growth 100 -> 5K queries, storage 1K vs 5K queries, and `scemon
-    replay` end to end (a generated file, a separate process) at 1K queries."""
+    replay` end to end (a generated file, a separate process) at 1K queries. Measures
+    100,000 events after warm-up unless --events says otherwise."""
     from service.bench_replay import time_replay
 
     scale = _scale(quick, events, clean_every)

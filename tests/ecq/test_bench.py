@@ -91,6 +91,7 @@ TINY_SCALE = replace(
     dsj_sources=(10, 20),
     dsj_events=200,
     target_queries=(10, 20, 30),
+    target_events=400,
     gaps=(1200.0, 2400.0),
     gap_events=200,
 )
@@ -238,6 +239,14 @@ def test_quick_commands_write_csv_and_png(command: str, tmp_path: Path) -> None:
         header, rows = read_csv(tmp_path / f"{name}.csv")
         assert header == columns and rows
         assert name.split("_")[0] in result.output or "Fig." in result.output
+
+
+def test_targets_measure_their_own_event_count() -> None:
+    """The targets measure ``target_events`` (longer than a figure's point: a ratio of
+    two unit times), and say so."""
+    (table,) = figures.targets(replace(TINY_SCALE, target_events=500))
+    assert any(note.startswith("500 events measured") for note in table.notes)
+    assert figures.FULL.target_events > figures.FULL.events
 
 
 def test_ratio_command_reports_the_targets_and_a_real_replay(tmp_path: Path) -> None:
