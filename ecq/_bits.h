@@ -70,13 +70,6 @@ static inline void prefetch_lines(const void *p, int lines) {
     for (int i = 0; i < lines; i++) __builtin_prefetch((const char *)p + 64 * i);
 }
 
-/* A new instance of a slotted Python class, its slots unset: what object.__new__(cls)
-   does for a class without __new__, without the call. */
-static inline PyObject *new_of(PyObject *cls) {
-    PyTypeObject *t = (PyTypeObject *)cls;
-    return t->tp_alloc(t, 0);
-}
-
 /* Whether a & b is non-zero; -1 on error. */
 static int bits_meet(PyObject *a, PyObject *b) {
     if (!bits_plain(a) || !bits_plain(b)) {

@@ -38,7 +38,6 @@ cdef extern from "_bits.h":
     Py_ssize_t slot_offset(object cls, const char *name) except -1
     PyObject *slot_get(object o, Py_ssize_t off) except NULL
     int slot_set(object o, Py_ssize_t off, object v) except -1
-    object new_of(object cls)
     void prefetch_lines(const void *p, int lines)
     int bits_test(object a, Py_ssize_t k) except -1
     int buf_or_and(scemon_buf *b, object a, object c) except -1
