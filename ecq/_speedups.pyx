@@ -2370,7 +2370,7 @@ cdef class Match:
 
     def arrivals(self):
         """``events`` as arrival indexes (nested the same way); what tests compare."""
-        return _py_match().event_ids(self, _py_match()._arrival)
+        return _py_match().arrivals(self)
 
     def to_dict(self, name=None):
         """The wire form of §9."""

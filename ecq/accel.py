@@ -13,28 +13,18 @@ never depend on which one runs; the tests run the engine both ways
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from ecq.compiled import load
 from ecq.event import Event
 from ecq.match import Match
 
 __all__ = ["speedups", "available", "event_reader", "match_writer"]
 
 
-def _load() -> ModuleType | None:
-    if os.environ.get("SCEMON_PURE", "") not in ("", "0"):
-        return None
-    try:
-        from ecq import _speedups  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return _speedups  # type: ignore[no-any-return]
-
-
-speedups: ModuleType | None = _load()
+speedups: ModuleType | None = load()
 
 
 def available() -> bool:

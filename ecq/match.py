@@ -9,13 +9,13 @@ free list, which saves the engine a few allocations per match (docs/architecture
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ecq.compiled import load
 from ecq.event import AttrValue, Event
 
-__all__ = ["Match", "PyMatch", "EventRef", "event_ids", "to_dict", "describe"]
+__all__ = ["Match", "PyMatch", "EventRef", "event_ids", "arrivals", "to_dict", "describe", "fields"]
 
 # An entry of ``Match.events``: an event, the list of a Kleene group's events, or the
 # list of a nested sub-pattern's entries.
@@ -64,7 +64,7 @@ class Match:
 
     def arrivals(self) -> list[Any]:
         """``events`` as arrival indexes (nested the same way); what tests compare."""
-        return event_ids(self, _arrival)
+        return arrivals(self)
 
     def to_dict(self, name: Callable[[Event], Any] | None = None) -> dict[str, Any]:
         """The wire form of §9."""
@@ -76,6 +76,11 @@ PyMatch = Match  # the pure-Python class, whichever ``Match`` is
 
 def _arrival(e: Event) -> Any:
     return e.arrival
+
+
+def arrivals(m: Match) -> list[Any]:
+    """``m.arrivals()``."""
+    return event_ids(m, _arrival)
 
 
 def describe(m: Match) -> str:
@@ -124,18 +129,8 @@ def to_dict(m: Match, name: Callable[[Event], Any] | None = None) -> dict[str, A
     }
 
 
-def _compiled() -> Any:
-    # ecq._speedups.Match, unless SCEMON_PURE asks for pure Python or it is not built.
-    # Imported last: _speedups reads this module's functions (it is in sys.modules,
-    # with them defined, by now).
-    if os.environ.get("SCEMON_PURE", "") not in ("", "0"):
-        return None
-    try:
-        from ecq import _speedups  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return _speedups.Match
-
-
 if not TYPE_CHECKING:
-    Match = _compiled() or PyMatch
+    # Loaded last: _speedups reads this module's functions (it is in sys.modules, with
+    # them defined, by now).
+    _compiled = load()
+    Match = _compiled.Match if _compiled is not None else PyMatch

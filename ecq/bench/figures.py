@@ -474,7 +474,8 @@ def targets(scale: Scale = FULL, progress: Progress | None = None) -> list[Table
     # For comparison: the same engine on its pure-Python code (no compiled extension).
     for res in (py_mid, py_large):
         row(f"shared events/s, pure Python, {res.variant.queries} queries", res.events_per_s, "-", True)
-    notes_setting = replace(scale.setting(), events=scale.target_events)
+    # The notes give the default workload (Nq the middle count), not the 5K one.
+    notes_setting = replace(setting, workload=scale.base)
     table.notes = _notes(scale, notes_setting, f"issue 4, Targets; Nq = {small}, {middle}, {large}")
     return [table]
 
