@@ -463,7 +463,7 @@ class SeparateEngine(OpClock):
         the instances below their class's horizon, and deletes emptied per-source
         structures. O(plans x sources + dropped): the SP scheme's cleaning cost."""
         t0 = time.perf_counter() if self.profile else 0.0
-        self._since_clean = 0
+        self.since_clean = 0
         clock = self.clock
         limits = {cls: hz.at(clock) for cls, hz in self.horizons.items()}
         dropped = 0

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from ecq import accel
+from ecq import kernel
 from ecq.engine import Engine
 from ecq.errors import DuplicateQueryError, QueryError, ScemonError, SemanticError, UnknownQueryError
 from ecq.event import Event
@@ -379,7 +379,7 @@ class EngineHost:
         counts: dict[str, tuple[int, float]] = {}
         seq = self.next_seq
         dumps = orjson.dumps
-        to_dict = accel.match_writer()
+        to_dict = kernel.match_writer()
         for m in matches:
             wire = to_dict(m)
             wire["seq"] = seq

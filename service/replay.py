@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
-from ecq import accel
+from ecq import kernel
 from ecq.errors import EventError, QueryError, ScemonError
 from ecq.event import AttrValue, Event
 from ecq.language.ast import Query, from_json
@@ -250,7 +250,7 @@ def _read_jsonl(path: Path, progress: Progress | None) -> list[Event]:
     # Local names: this loop runs once per event of files with millions of them.
     append = events.append
     loads = orjson.loads
-    from_dict = accel.event_reader()
+    from_dict = kernel.event_reader()
     with path.open("rb") as stream:
         for index, raw in enumerate(stream):
             if index == 0 and raw.startswith(b"\xef\xbb\xbf"):
@@ -383,7 +383,7 @@ def _first_line(err: Exception) -> str:
 
 def match_line(match: Match) -> bytes:
     """One match as a JSON Lines record (SEMANTICS.md §9); ``events`` holds event ids."""
-    return orjson.dumps(accel.match_writer()(match)) + b"\n"
+    return orjson.dumps(kernel.match_writer()(match)) + b"\n"
 
 
 def run(
@@ -410,7 +410,7 @@ def _write(out: BinaryIO, matches: list[Match], counts: Counter[str], dumps: Cal
     if not matches:
         return
     buffer = bytearray()
-    wire = accel.match_writer()
+    wire = kernel.match_writer()
     for match in matches:
         buffer += dumps(wire(match))
         buffer += b"\n"

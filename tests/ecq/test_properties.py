@@ -15,16 +15,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ecq import accel
 from ecq.engine import Engine
 from ecq.errors import QueryError
 from ecq.event import Event
+from ecq.kernel import status
 from ecq.language.ast import from_json
 from ecq.match import Match
 from ecq.network import LEVELS
 from service import replay
 from tests import reference
 from tests.strategies import query_sets, query_sets_full, streams
+
+# Property tests: `make test` runs them a second time on the pure kernel (SCEMON_PURE=1).
+pytestmark = pytest.mark.property
 
 CLASSES = ("A", "B", "C", "D")
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -177,6 +180,6 @@ def test_compiled_and_pure_python_engines_give_the_reference_matches(
 ) -> None:
     """ecq/_speedups.pyx and the Python code it replaces find the same matches; the
     rest of the suite runs the compiled one (the default once built)."""
-    if compiled and not accel.available():
-        pytest.skip("SCEMON_PURE is set, or ecq._speedups is not built (test_accel.py fails then)")
+    if compiled and not status().compiled:
+        pytest.skip(f"no compiled kernel: {status().reason}")
     assert normalise(engine_run(ops, compiled=compiled)) == normalise(reference.evaluate(ops))
