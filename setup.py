@@ -43,6 +43,14 @@ def _warn(reason: str) -> None:
 class OptionalBuildExt(build_ext):
     """build_ext that reports a failed build instead of failing the install."""
 
+    def build_extensions(self) -> None:
+        if self.compiler.compiler_type == "unix":
+            # No debug information: it is most of the modules' size, and it names the
+            # interpreter's internal structures the kernel does not use.
+            for ext in self.extensions:
+                ext.extra_compile_args = [*ext.extra_compile_args, "-g0"]
+        super().build_extensions()
+
     def run(self) -> None:
         try:
             super().run()
@@ -79,6 +87,8 @@ def _extensions() -> list:  # type: ignore[type-arg]
                 for name in MODULES
             ],
             compiler_directives={"language_level": 3},
+            # The generated C goes under build/, not beside the sources.
+            build_dir="build/cython",
             quiet=True,
         )
     except Exception:  # noqa: BLE001 - Cython missing or a .pyx that does not compile
