@@ -25,13 +25,12 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from ecq import accel
 from ecq.assembly import assemble_seq
+from ecq.candidate import Cand
 from ecq.composite import (
-    Cand,
     Context,
     bound_ok,
     complete,
@@ -42,15 +41,16 @@ from ecq.composite import (
     match_cand,
     trailing_factor,
 )
-from ecq.conditions import MISSING, PredFn
+from ecq.conditions import MISSING
 from ecq.ecq import ECQ, CLink, RCLink, SlotFilter
 from ecq.errors import SemanticError
 from ecq.event import Event
 from ecq.match import Match
 from ecq.pmb import PMB, merge_latest, resolve_latest
+from ecq.qstate import QState
 from ecq.query import KIND_OR, KIND_SEQ, CompiledQuery
 
-__all__ = ["Network", "QState", "Emission", "LEVELS", "matches_of", "reachable", "check_depends"]
+__all__ = ["Network", "Emission", "LEVELS", "matches_of", "reachable", "check_depends"]
 
 # Ablation levels of the benchmark, each adding one technique to the one before:
 #   instances   instance sharing only (paper §5.1): one probe per CLink, one PMatch per query
@@ -60,65 +60,6 @@ __all__ = ["Network", "QState", "Emission", "LEVELS", "matches_of", "reachable",
 #   summary     + per-source summaries of the latest partial-match start per query: one
 #                 pass over a source's few groups instead of one probe per predecessor
 LEVELS = ("instances", "subpatterns", "pmb", "bitsets", "summary")
-
-
-@dataclass(eq=False)
-class QState:
-    """A registered node (a query, or a shared sub-pattern) inside the network: its
-    compiled form, its bit, its registration (``order`` among queries, ``reg`` the moment
-    of the register op: it sees instances of later moments only), the conditions grouped
-    by the binding step that checks them, and its pending trailing-negation matches."""
-
-    cq: CompiledQuery
-    bitno: int
-    order: int
-    reg: int
-    bit: int = 0
-    checks_at: list[list[PredFn]] = field(default_factory=list)
-    classes_at: list[tuple[str, ...]] = field(default_factory=list)
-    classes: tuple[str, ...] = ()
-    pending: list[tuple[Cand, float]] = field(default_factory=list)
-    users: int = 1
-    # Matches emitted by the Python code; the compiled loop counts its own in the plan.
-    counted: int = 0
-    # The class of this query's matches for queries that read them (``@name``).
-    derived_class: str = ""
-    # A match is emitted as it is found: no trailing negation, RETURN or probability
-    # clause (whether some query reads ``@name`` is checked when it is found).
-    simple: bool = False
-    # The compiled part's copy of this node's constants (ecq._speedups), made on use.
-    plan: Any = None
-
-    def __post_init__(self) -> None:
-        self.bit = 1 << self.bitno
-        self.derived_class = "@" + self.cq.name
-        cq = self.cq
-        self.simple = cq.top and not cq.trailing and not cq.returns and cq.probability is None
-        n = self.cq.length
-        self.checks_at = [[] for _ in range(n)]
-        for comps, pred in self.cq.checks:
-            # The fast path binds a sequence from its last component back.
-            self.checks_at[min(comps)].append(pred)
-        self.classes_at = [tuple(sorted(c.classes)) for c in self.cq.comps]
-        self.classes = tuple(sorted(self.cq.classes()))
-
-    @property
-    def name(self) -> str:
-        return self.cq.name
-
-    @property
-    def matches(self) -> int:
-        """Matches emitted so far."""
-        return self.counted + (self.plan.matches if self.plan is not None else 0)
-
-    @property
-    def fast(self) -> bool:
-        """Handled by the bitset fast path (plain sequences and single-component filters)."""
-        return self.cq.plain or self.cq.is_filter
-
-    @property
-    def general(self) -> bool:
-        return not self.fast and self.cq.kind != KIND_OR
 
 
 class Emission:
