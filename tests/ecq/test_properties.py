@@ -4,11 +4,8 @@ events, several sources, registration and unregistration mid-stream."""
 
 from __future__ import annotations
 
-import io
 import json
 import math
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +19,6 @@ from ecq.event import Event
 from ecq.language.ast import from_json
 from ecq.match import Match
 from ecq.network import LEVELS
-from service import replay
 from tests import reference
 from tests.strategies import query_sets, query_sets_full, streams
 
@@ -115,34 +111,6 @@ def scenarios(draw: st.DrawFn, query_strategy: Any = None) -> list[tuple[Any, ..
 @given(scenarios())
 def test_engine_equals_reference(ops: list[tuple[Any, ...]]) -> None:
     assert normalise(engine_run(ops)) == normalise(reference.evaluate(ops))
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(query_sets(CLASSES), streams(CLASSES, n_sources=3, max_len=16))
-def test_replay_output_equals_reference(
-    queries: list[tuple[str, dict[str, Any]]], events: list[dict[str, Any]]
-) -> None:
-    """What ``scemon replay`` writes, read back, equals the reference (events without
-    ``id`` are named by their line number, which is their arrival index)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        qpath = Path(tmp) / "queries.json"
-        epath = Path(tmp) / "events.jsonl"
-        qpath.write_text(json.dumps([{"name": n, "pattern": q} for n, q in queries]))
-        epath.write_text(
-            "".join(json.dumps({k: v for k, v in e.items() if k != "id"}) + "\n" for e in events)
-        )
-        specs = replay.read_queries(qpath)
-        engine = replay.build_engine(specs, qpath)
-        buffer = io.BytesIO()
-        replay.run(engine, replay.read_events(epath), buffer)
-    written = [json.loads(line) for line in buffer.getvalue().splitlines()]
-    expected = reference.evaluate_queries(
-        queries, [{k: v for k, v in e.items() if k != "id"} for e in events]
-    )
-    assert [m.pop("seq") for m in written] == list(range(len(written)))
-    for m in expected:
-        m.pop("trigger")
-    assert normalise(written) == normalise(expected)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
