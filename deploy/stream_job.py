@@ -4,7 +4,7 @@ executors and resources coming from spark-submit instead of ``local[2]``.
     spark-submit --master spark://master:7077 deploy/stream_job.py --source ... --service ...
 """
 
-from service.cli import app
+from service.cli.app import app
 
 if __name__ == "__main__":
     import sys

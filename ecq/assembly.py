@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from ecq.event import Event
 
 if TYPE_CHECKING:
-    from ecq.network import QState
+    from ecq.qstate import QState
 
 __all__ = ["assemble_seq", "by_recency"]
 

@@ -35,8 +35,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from ecq.candidate import Cand
 from ecq.composite import (
-    Cand,
     Context,
     bound_ok,
     complete,
@@ -47,11 +47,12 @@ from ecq.composite import (
     trailing_factor,
 )
 from ecq.conditions import MISSING
+from ecq.emission import Emission
 from ecq.engine import Engine
 from ecq.errors import DuplicateQueryError, SemanticError, UnknownQueryError
 from ecq.event import Event
 from ecq.language.ast import Query
-from ecq.network import Emission, QState, check_depends
+from ecq.network import check_depends
 from ecq.ops import OpClock
 from ecq.plan import (
     DISJ,
@@ -64,6 +65,7 @@ from ecq.plan import (
     Stacks,
     assemble,
 )
+from ecq.qstate import QState
 from ecq.query import CompiledQuery
 
 __all__ = ["SeparateEngine", "PHASES"]

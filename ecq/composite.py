@@ -24,14 +24,14 @@ from collections.abc import Callable, Iterator
 from itertools import product
 from typing import TYPE_CHECKING, Any
 
+from ecq.candidate import Bound, Cand
 from ecq.event import Event
 from ecq.query import CompiledQuery
 
 if TYPE_CHECKING:
-    from ecq.network import QState
+    from ecq.qstate import QState
 
 __all__ = [
-    "Cand",
     "Context",
     "complete",
     "trailing_factor",
@@ -44,9 +44,6 @@ __all__ = [
     "entry_prims",
     "derived_instance",
 ]
-
-Bound = Any  # an Event, or a list of Events for a Kleene group
-
 
 # ------------------------------------------------------------------ instances
 
@@ -81,39 +78,6 @@ def before(left: Bound, right: Bound) -> bool:
     """Sequence order: every event of ``left`` arrived at an earlier moment than, and
     ends no later than the start of, every event of ``right``."""
     return all(x.moment < y.moment and x.end <= y.start for x in as_list(left) for y in as_list(right))
-
-
-class Cand:
-    """A match before selection: the bindings of the components and what follows."""
-
-    __slots__ = ("binding", "start", "end", "prob", "trigger", "recent_key", "prims", "ents")
-
-    def __init__(
-        self,
-        binding: list[Bound],
-        start: float,
-        end: float,
-        prob: float,
-        trigger: Event,
-        recent_key: tuple[Any, ...],
-        prims: frozenset[int],
-    ) -> None:
-        self.binding = binding
-        self.start = start
-        self.end = end
-        self.prob = prob
-        self.trigger = trigger
-        self.recent_key = recent_key
-        self.prims = prims
-        # The entries when known up front (a stack-assembled match: its events).
-        self.ents: list[Any] | None = None
-
-    def entries(self, cq: CompiledQuery) -> list[Any]:
-        """``events`` of the match: the bound positive components in order (SEMANTICS.md
-        §9; a disjunction binds one)."""
-        if self.ents is not None:
-            return self.ents
-        return [b for c in cq.comps if not c.negated and (b := self.binding[c.index]) is not None]
 
 
 class Context:

@@ -18,7 +18,7 @@ from ecq.horizon import NEG_INF, Horizon
 from ecq.siq import SIQ
 
 if TYPE_CHECKING:
-    from ecq.network import QState
+    from ecq.qstate import QState
 
 __all__ = ["ECQ", "CLink", "RCLink", "SlotFilter"]
 

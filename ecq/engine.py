@@ -12,12 +12,14 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from ecq.emission import Emission
 from ecq.errors import DuplicateQueryError, SemanticError, UnknownQueryError
 from ecq.event import Event
 from ecq.language.ast import Query
 from ecq.match import Match
-from ecq.network import Emission, Network, QState
+from ecq.network import Network
 from ecq.ops import OpClock
+from ecq.qstate import QState
 from ecq.query import CompiledQuery, compile_query
 
 __all__ = ["Engine"]

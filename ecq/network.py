@@ -28,43 +28,33 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ecq.candidate import Cand
 from ecq.composite import (
-    Cand,
     Context,
     bound_ok,
     complete,
     derived_instance,
-    entry_key,
     entry_prims,
     inst_key,
     match_cand,
     trailing_factor,
 )
-from ecq.conditions import MISSING, PredFn
+from ecq.conditions import MISSING
 from ecq.ecq import ECQ, CLink, RCLink, SlotFilter
+from ecq.emission import Emission
 from ecq.errors import SemanticError
 from ecq.event import Event
-from ecq.kernel.select import make_kernel
-from ecq.match import Match
+from ecq.kernel.make import make_kernel
+from ecq.qstate import QState
 from ecq.query import KIND_OR, KIND_SEQ, CompiledQuery
 from ecq.windows import Windows
 
 if TYPE_CHECKING:
-    from ecq.kernel.interface import Kernel, NodePlan, Tested
+    from ecq.kernel.interface import Kernel, Tested
 
-__all__ = [
-    "Network",
-    "QState",
-    "Emission",
-    "ChainProbe",
-    "LEVELS",
-    "matches_of",
-    "reachable",
-    "check_depends",
-]
+__all__ = ["Network", "ChainProbe", "LEVELS", "reachable", "check_depends"]
 
 # Ablation levels of the benchmark, each adding one technique to the one before:
 #   instances   instance sharing only (paper §5.1): one probe per CLink, one PMatch per query
@@ -74,112 +64,6 @@ __all__ = [
 #   summary     + per-source summaries of the latest partial-match start per query: one
 #                 pass over a source's few groups instead of one probe per predecessor
 LEVELS = ("instances", "subpatterns", "pmb", "bitsets", "summary")
-
-
-@dataclass(eq=False)
-class QState:
-    """A registered node (a query, or a shared sub-pattern) inside the network: its
-    compiled form, its bit, its registration (``order`` among queries, ``reg`` the moment
-    of the register op: it sees instances of later moments only), the conditions grouped
-    by the binding step that checks them, and its pending trailing-negation matches."""
-
-    cq: CompiledQuery
-    bitno: int
-    order: int
-    reg: int
-    bit: int = 0
-    checks_at: list[list[PredFn]] = field(default_factory=list)
-    classes_at: list[tuple[str, ...]] = field(default_factory=list)
-    classes: tuple[str, ...] = ()
-    pending: list[tuple[Cand, float]] = field(default_factory=list)
-    users: int = 1
-    # Matches emitted by the Python code; the compiled loop counts its own in the plan.
-    counted: int = 0
-    # The class of this query's matches for queries that read them (``@name``).
-    derived_class: str = ""
-    # A match is emitted as it is found: no trailing negation, RETURN or probability
-    # clause (whether some query reads ``@name`` is checked when it is found).
-    simple: bool = False
-    # The compiled kernel's constants of this node (made on use; None otherwise).
-    plan: NodePlan | None = None
-
-    def __post_init__(self) -> None:
-        self.bit = 1 << self.bitno
-        self.derived_class = "@" + self.cq.name
-        cq = self.cq
-        self.simple = cq.top and not cq.trailing and not cq.returns and cq.probability is None
-        n = self.cq.length
-        self.checks_at = [[] for _ in range(n)]
-        for comps, pred in self.cq.checks:
-            # The fast path binds a sequence from its last component back.
-            self.checks_at[min(comps)].append(pred)
-        self.classes_at = [tuple(sorted(c.classes)) for c in self.cq.comps]
-        self.classes = tuple(sorted(self.cq.classes()))
-
-    @property
-    def name(self) -> str:
-        return self.cq.name
-
-    @property
-    def matches(self) -> int:
-        """Matches emitted so far."""
-        return self.counted + (self.plan.matches if self.plan is not None else 0)
-
-    @property
-    def fast(self) -> bool:
-        """Handled by the bitset fast path (plain sequences and single-component filters)."""
-        return self.cq.plain or self.cq.is_filter
-
-    @property
-    def general(self) -> bool:
-        return not self.fast and self.cq.kind != KIND_OR
-
-
-class Emission:
-    """A query's match leaving the network, with what orders it (docs/semantics.md)."""
-
-    __slots__ = ("qs", "cand", "prob", "attrs", "phase", "entries")
-
-    def __init__(self, qs: QState, cand: Cand, prob: float, attrs: dict[str, Any], phase: int) -> None:
-        self.qs = qs
-        self.cand = cand
-        self.prob = prob
-        self.attrs = attrs
-        self.phase = phase
-        self.entries: list[Any] = cand.entries(qs.cq)
-
-    def sort_key(self) -> tuple[Any, ...]:
-        entries = self.entries
-        for x in entries:
-            if type(x) is not Event or x.parts is not None:
-                return (self.phase, self.qs.order, entry_key(entries))
-        # Primitive events only (the common case): their arrival indexes order them.
-        return (self.phase, self.qs.order, (1, tuple([(0, x.arrival) for x in entries])))
-
-
-def matches_of(emitted: list[Emission], trigger: int, first_seq: int) -> list[Match]:
-    """The matches of one op in emission order (docs/semantics.md), numbered from
-    ``first_seq``."""
-    if len(emitted) > 1:
-        emitted.sort(key=Emission.sort_key)
-    out = []
-    for seq, em in enumerate(emitted, first_seq):
-        cand = em.cand
-        cq = em.qs.cq
-        out.append(
-            Match(
-                cq.name,
-                cand.trigger.src,
-                cand.start,
-                cand.end,
-                em.entries,
-                em.attrs,
-                em.prob,
-                seq,
-                trigger,
-            )
-        )
-    return out
 
 
 def reachable(names: frozenset[str], depends: Callable[[str], frozenset[str] | None]) -> set[str]:

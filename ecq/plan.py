@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ecq.composite import Cand, bound_ok, derived_instance, entry_prims, match_cand, probability
+from ecq.candidate import Cand
+from ecq.composite import bound_ok, derived_instance, entry_prims, match_cand, probability
 from ecq.conditions import PredFn
 from ecq.event import Event
 from ecq.horizon import Horizon as _Horizon
-from ecq.network import QState
+from ecq.qstate import QState
 from ecq.query import KIND_OR, KIND_SEQ
 
 __all__ = [

@@ -9,12 +9,10 @@
   (per-source summaries), ``_events`` (events, matches, reading and writing them),
   ``_constants`` (what is derived from the registered queries), ``_assembly``, ``_phases``
   (test and insert phases) and ``_kernel`` (the kernel object and its event loop).
-- ``select.py``: which kernel a network runs, and why; the only module that imports the
-  compiled modules.
+- ``select.py``: which kernel runs, and why (``status()``); the only module that
+  imports the compiled modules.
+- ``make.py``: a network's kernel (``make_kernel``), the event reader and the match
+  writer (compiled or pure, as ``select`` says).
 
 docs/architecture.md, "The kernel", says why each piece is as it is.
 """
-
-from ecq.kernel.select import KernelStatus, event_reader, make_kernel, match_writer, status
-
-__all__ = ["KernelStatus", "status", "make_kernel", "event_reader", "match_writer"]

@@ -7,7 +7,7 @@ from ecq.ecq import ECQ
 from ecq.event import Event
 from ecq.kernel.interface import Groups, LoopHost, NetworkView, Probe, SummaryView
 from ecq.match import Match
-from ecq.network import QState
+from ecq.qstate import QState
 from ecq.siq import SIQ
 
 class Tested:

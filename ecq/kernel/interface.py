@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ecq.ecq import ECQ
+    from ecq.emission import Emission
     from ecq.event import Event
     from ecq.match import Match
-    from ecq.network import Emission, QState
+    from ecq.qstate import QState
     from ecq.siq import SIQ
     from ecq.windows import Windows
 
@@ -33,7 +34,6 @@ __all__ = [
     "Passed",
     "Tested",
     "Probe",
-    "NodePlan",
     "SummaryView",
     "Groups",
 ]
@@ -56,15 +56,6 @@ class Probe(Protocol):
 
     def again(self, cls: str) -> list[Event]:
         """Walked anew (the "instances" ablation level probes once per CLink)."""
-        ...
-
-
-class NodePlan(Protocol):
-    """What the compiled kernel keeps of a node on its ``QState.plan``."""
-
-    @property
-    def matches(self) -> int:
-        """Matches of the node the kernel's event loop emitted."""
         ...
 
 

@@ -26,7 +26,7 @@ from ecq.pmb import PMB, merge_latest, resolve_latest
 from ecq.siq import SIQ
 
 if TYPE_CHECKING:
-    from ecq.network import QState
+    from ecq.qstate import QState
 
 __all__ = ["PureKernel", "PlainTest"]
 

@@ -1,5 +1,7 @@
-"""Which kernel a network runs, and why: the one place that imports the compiled
-modules (ecq/kernel/_*.pyx).
+"""Which kernel runs, and why: the one place that imports the compiled modules
+(ecq/kernel/_*.pyx). It imports nothing else of the engine: ``ecq.event`` and
+``ecq.match`` ask it for their base classes while they are being imported
+(``ecq.kernel.make`` makes kernels, readers and writers from what it loads).
 
 The compiled kernel is used when it is built and loads, unless ``SCEMON_PURE`` is set
 (to anything but "0") or a network asks for the pure one (``Engine(compiled=False)``,
@@ -16,32 +18,13 @@ runs; the pure kernel works on them as on the pure classes.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import import_module
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from ecq.event import Event
-    from ecq.kernel._kernel import CompiledKernel
-    from ecq.kernel.interface import Kernel, NetworkView
-    from ecq.match import Match
-
-__all__ = [
-    "KernelStatus",
-    "status",
-    "make_kernel",
-    "event_base",
-    "compiled_match",
-    "event_reader",
-    "match_writer",
-    "compiled_module",
-    "PURE_ENV",
-    "SUMMARY",
-]
+__all__ = ["KernelStatus", "status", "event_base", "compiled_match", "compiled_module", "PURE_ENV", "SUMMARY"]
 
 PURE_ENV = "SCEMON_PURE"
 # The only ablation level the compiled kernel implements (ecq.network.LEVELS).
@@ -113,49 +96,3 @@ def compiled_match() -> type | None:
     """The compiled ``Match`` class, or None (then ``ecq.match.Match`` is pure)."""
     module = _load("_events")[0]
     return None if module is None else module.Match  # type: ignore[no-any-return]
-
-
-def make_kernel(network: NetworkView, level: str, compiled: bool | None) -> Kernel:
-    """The kernel of one network: compiled by default when built and ``level`` is
-    "summary"; ``compiled=False`` forces the pure one, ``compiled=True`` fails with the
-    reason when the compiled one cannot run."""
-    from ecq.kernel.pure import PureKernel
-
-    if compiled is False:
-        return PureKernel(network, level)
-    module, reason = _load("_kernel")
-    if level != SUMMARY:
-        reason = f"the compiled kernel implements level {SUMMARY!r} only, not {level!r}"
-        module = None
-    if module is None:
-        if compiled:
-            raise ValueError(f"the compiled kernel cannot run: {reason}")
-        return PureKernel(network, level)
-    # Typed through _kernel.pyi: mypy holds the compiled kernel to the interface too.
-    compiled_kernel: type[CompiledKernel] = module.CompiledKernel
-    kernel: Kernel = compiled_kernel(network)
-    return kernel
-
-
-def event_reader() -> Callable[[Any, str | None], Event]:
-    """``Event.from_dict``, or its compiled twin (one per reader: it shares class names
-    among the events it reads). Well-formed dicts are checked and built natively,
-    anything else goes to ``Event.from_dict``, which names the mistake."""
-    from ecq.event import Event
-
-    module = _load("_events")[0]
-    if module is None:
-        return Event.from_dict
-    reader: Callable[[Any, str | None], Event] = module.EventReader(Event)
-    return reader
-
-
-def match_writer() -> Callable[[Match], dict[str, Any]]:
-    """``Match.to_dict``, or its compiled twin."""
-    from ecq.match import Match
-
-    module = _load("_events")[0]
-    if module is None:
-        return Match.to_dict
-    writer: Callable[[Match], dict[str, Any]] = module.write_match
-    return writer

@@ -17,17 +17,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ecq import kernel
 from ecq.engine import Engine
 from ecq.errors import EventError
 from ecq.event import FIELDS, Event
-from ecq.kernel.select import compiled_module
+from ecq.kernel.make import event_reader, match_writer
+from ecq.kernel.select import compiled_module, status
 from ecq.match import Match, PyMatch
 from ecq.network import Network
 from ecq.pmb import PMB
 from ecq.workload import Workload, events, sequence_queries
 
-pytestmark = pytest.mark.skipif(not kernel.status().compiled, reason=f"{kernel.status().reason}")
+pytestmark = pytest.mark.skipif(not status().compiled, reason=f"{status().reason}")
 
 
 def _module(name: str) -> Any:
@@ -305,7 +305,7 @@ def test_sparse_pmb_groups_read_as_the_lists_they_stand_for() -> None:
 
 
 def _fast_reader() -> Any:
-    reader = kernel.event_reader()
+    reader = event_reader()
     assert type(reader) is _module("_events").EventReader
     return reader
 
@@ -402,7 +402,7 @@ def test_compiled_match_writer_writes_what_to_dict_writes() -> None:
     ]
     matches = eng.process(stream) + eng.advance_time(float("inf"))
     assert {m.query for m in matches} == {"seq", "kln", "src", "use"}
-    write = kernel.match_writer()
+    write = match_writer()
     assert write is _fast_writer()
     for m in matches:
         assert write(m) == m.to_dict()
@@ -503,7 +503,7 @@ def test_compiled_matches_own_their_events() -> None:
 def test_scemon_pure_keeps_the_python_match() -> None:
     """``SCEMON_PURE=1`` leaves the pure-Python ``Match``, ``Event`` and kernel in place."""
     code = (
-        "import ecq.match as m, ecq.event as e, ecq.kernel as k; from ecq.engine import Engine; "
+        "import ecq.match as m, ecq.event as e, ecq.kernel.select as k; from ecq.engine import Engine; "
         "print(m.Match is m.PyMatch, e.Event.__bases__ == (e.SlotFields,), k.status().kind, "
         "Engine().network.kernel.name)"
     )

@@ -4,11 +4,8 @@ events, several sources, registration and unregistration mid-stream."""
 
 from __future__ import annotations
 
-import io
 import json
 import math
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,11 +15,10 @@ from hypothesis import strategies as st
 from ecq.engine import Engine
 from ecq.errors import QueryError
 from ecq.event import Event
-from ecq.kernel import status
+from ecq.kernel.select import status
 from ecq.language.ast import from_json
 from ecq.match import Match
 from ecq.network import LEVELS
-from service import replay
 from tests import reference
 from tests.strategies import query_sets, query_sets_full, streams
 
@@ -120,34 +116,6 @@ def test_engine_equals_reference(ops: list[tuple[Any, ...]]) -> None:
     assert normalise(engine_run(ops)) == normalise(reference.evaluate(ops))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(query_sets(CLASSES), streams(CLASSES, n_sources=3, max_len=16))
-def test_replay_output_equals_reference(
-    queries: list[tuple[str, dict[str, Any]]], events: list[dict[str, Any]]
-) -> None:
-    """What ``scemon replay`` writes, read back, equals the reference (events without
-    ``id`` are named by their line number, which is their arrival index)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        qpath = Path(tmp) / "queries.json"
-        epath = Path(tmp) / "events.jsonl"
-        qpath.write_text(json.dumps([{"name": n, "pattern": q} for n, q in queries]))
-        epath.write_text(
-            "".join(json.dumps({k: v for k, v in e.items() if k != "id"}) + "\n" for e in events)
-        )
-        specs = replay.read_queries(qpath)
-        engine = replay.build_engine(specs, qpath)
-        buffer = io.BytesIO()
-        replay.run(engine, replay.read_events(epath), buffer)
-    written = [json.loads(line) for line in buffer.getvalue().splitlines()]
-    expected = reference.evaluate_queries(
-        queries, [{k: v for k, v in e.items() if k != "id"} for e in events]
-    )
-    assert [m.pop("seq") for m in written] == list(range(len(written)))
-    for m in expected:
-        m.pop("trigger")
-    assert normalise(written) == normalise(expected)
-
-
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(query_sets_full(CLASSES)))
 def test_engine_equals_reference_with_negation_kleene_and_nesting(ops: list[tuple[Any, ...]]) -> None:
@@ -159,7 +127,7 @@ def test_engine_equals_reference_with_negation_kleene_and_nesting(ops: list[tupl
 def test_engine_equals_reference_on_longer_streams(
     queries: list[tuple[str, dict[str, Any]]], events: list[dict[str, Any]], pure: bool
 ) -> None:
-    """Also on the pure-Python code (the compiled part's twin) for some examples."""
+    """Also on the pure kernel (the compiled kernel's twin) for some examples."""
     ops: list[tuple[Any, ...]] = [("register", name, q) for name, q in queries]
     ops += [("event", e) for e in events]
     ops.append(("time", math.inf))
@@ -178,8 +146,9 @@ def test_every_ablation_level_gives_the_reference_matches(ops: list[tuple[Any, .
 def test_compiled_and_pure_python_engines_give_the_reference_matches(
     ops: list[tuple[Any, ...]], compiled: bool
 ) -> None:
-    """ecq/_speedups.pyx and the Python code it replaces find the same matches; the
-    rest of the suite runs the compiled one (the default once built)."""
+    """The compiled kernel (ecq/kernel/) and the pure one find the same matches; the
+    rest of the suite runs the compiled one (the default once built), and `make test`
+    runs the property tests again on the pure one."""
     if compiled and not status().compiled:
         pytest.skip(f"no compiled kernel: {status().reason}")
     assert normalise(engine_run(ops, compiled=compiled)) == normalise(reference.evaluate(ops))

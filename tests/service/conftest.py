@@ -1,4 +1,6 @@
-"""Factory fixtures for real servers: ``scemon serve`` in a subprocess on 127.0.0.1.
+"""Factory fixtures for real servers: ``scemon serve`` in a subprocess on 127.0.0.1, for
+the server's, the Spark job's and the commands' tests; and ``scemon`` run as a real
+process.
 
 Tests talk to the server over real HTTP and WebSocket, as the Spark sink and the
 subscribers do; a server can be killed (SIGKILL) and started again on the same store.
@@ -6,6 +8,9 @@ subscribers do; a server can be killed (SIGKILL) and started again on the same s
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +18,9 @@ from typing import Any
 import pytest
 
 from api.client import Client
-from service.server_process import ServerProcess
+from service.server.process import ServerProcess
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Server(ServerProcess):
@@ -70,3 +77,35 @@ def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     server.start()
     yield server
     server.stop()
+
+
+StartService = Callable[..., ServerProcess]
+
+
+@pytest.fixture
+def start_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartService]:
+    """``start_service()`` → a ready ``scemon serve`` on a free port and a fresh store;
+    every one is stopped (by its pid) at the end of the test."""
+    servers: list[ServerProcess] = []
+
+    def start() -> ServerProcess:
+        server = ServerProcess(tmp_path_factory.mktemp("service") / "data")
+        servers.append(server)
+        server.start()
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def scemon(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``scemon ...`` as a real process."""
+    return subprocess.run(
+        [sys.executable, "-m", "service.cli", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "200"},
+    )

@@ -11,8 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ecq.kernel import status
-from ecq.kernel.select import compiled_module
+from ecq.kernel.select import compiled_module, status
 
 pytestmark = pytest.mark.skipif(not status().compiled, reason=f"{status().reason}")
 

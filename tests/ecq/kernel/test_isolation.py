@@ -12,7 +12,7 @@ import pytest
 
 from ecq.engine import Engine
 from ecq.event import Event
-from ecq.kernel import status
+from ecq.kernel.select import status
 from ecq.workload import Workload, events, sequence_queries
 
 KERNELS = [

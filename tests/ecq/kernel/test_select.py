@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ecq.engine import Engine
-from ecq.kernel import status
+from ecq.kernel.select import status
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -60,7 +60,7 @@ def test_the_compiled_kernel_is_built() -> None:
 
 
 STATUS = (
-    "from ecq.kernel import status; from ecq.engine import Engine; import ecq.match as m, ecq.event as e; "
+    "from ecq.kernel.select import status; from ecq.engine import Engine; import ecq.match as m, ecq.event as e; "
     "s = status(); print(s.kind); print(s.reason); print(s.warning()); print(Engine().network.kernel.name); "
     "print(m.Match is m.PyMatch, e.Event.__bases__ == (e.SlotFields,))\n"
     "try:\n    Engine(compiled=True)\nexcept ValueError as err:\n    print('refused:', err)"

@@ -1,0 +1,14 @@
+"""Every benchmark behind ``scemon bench``: tables printed, written as CSV, and plotted.
+
+- ``runner``: one measurement (interleaved engines, the paper's metrics);
+  ``figures``: the SCEMon paper's evaluation (§7, Figures 7-14), the targets and the
+  event-rate sweep, each a function returning :class:`~service.bench.table.Table` values;
+  ``table``: those values.
+- ``report``: tables on the terminal, as CSV and PNG files, and in
+  ``docs/benchmarks.md``.
+- ``replay``: ``scemon replay`` end to end, in a process of its own; ``server``: a real
+  server's ingest rate with subscribers.
+
+May import ``ecq``, ``api``, ``service.server`` and ``service.files``; never
+``service.cli`` (the commands call in, with their progress bars).
+"""

@@ -1,0 +1,47 @@
+"""The ``scemon`` Typer app: every command, registered in the order ``--help`` lists them.
+
+Thin on purpose: each command lives in a module of its own beside this one, and the
+work in the package it drives; this module only assembles.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from service.cli.bench import bench_app
+from service.cli.demo import demo
+from service.cli.generate import generate
+from service.cli.openapi import openapi
+from service.cli.parse import parse
+from service.cli.queries import queries_app
+from service.cli.replay import replay
+from service.cli.serve import serve
+from service.cli.stream import stream
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    name="scemon",
+    help="scemon: complex event processing over one shared network of event-centric queues.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+app.command()(serve)
+app.command()(openapi)
+app.add_typer(bench_app)
+app.command()(stream)
+app.command()(demo)
+app.add_typer(queries_app)
+app.command()(generate)
+app.command()(parse)
+app.command()(replay)
+
+
+@app.callback()
+def main() -> None:
+    """Register pattern queries and run events through them.
+
+    Today: `parse` checks a queries file, `replay` runs an events file through it.
+    """

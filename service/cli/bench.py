@@ -1,0 +1,208 @@
+"""``scemon bench ...``: benchmark commands that print tables (not timed tests).
+
+``bench_app`` is a typer sub-app: one subcommand per benchmark, each turning its options
+into a call to :mod:`service.bench`, where the work is, with a progress bar on the
+terminal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from service.bench import figures
+from service.bench.report import publish
+from service.bench.runner import Progress
+from service.bench.table import Table
+from service.cli.progress import LazyProgress
+
+__all__ = ["bench_app"]
+
+QuickOption = Annotated[
+    bool, typer.Option("--quick", help="Small sizes (seconds), to check that everything works.")
+]
+OutOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--out", help="Folder for the CSV and PNG files [default: docs/bench, or build/bench-quick]."
+    ),
+]
+EventsOption = Annotated[
+    int | None,
+    typer.Option("--events", min=100, help="Events measured per point, after a window of warm-up."),
+]
+CleanOption = Annotated[
+    int | None, typer.Option("--clean-every", min=10, help="Cleaning period in events (not for `cleaning`).")
+]
+
+bench_app = typer.Typer(name="bench", help="Benchmarks: each prints a table.", no_args_is_help=True)
+
+
+@bench_app.command("service")
+def service(
+    events: Annotated[int, typer.Option(help="Events posted per configuration.", min=100)] = 20_000,
+    batch: Annotated[int, typer.Option(help="Events per batch.", min=1)] = 1_000,
+    queries: Annotated[int, typer.Option(help="Sequence queries registered.", min=1)] = 100,
+    subscribers: Annotated[str, typer.Option(help="Comma-separated subscriber counts.")] = "0,1,10",
+) -> None:
+    """Ingest events/s of a real server on 127.0.0.1, for JSON and Arrow batches, with 0,
+    1 and 10 WebSocket subscribers. Starts the server in a subprocess on a temporary
+    store and stops it at the end."""
+    from service.bench.server import run
+
+    counts = [int(part) for part in subscribers.split(",") if part.strip()]
+    run(events=events, batch=batch, n_queries=queries, subscriber_counts=counts)
+
+
+Figure = Callable[[figures.Scale, Progress | None], list[Table]]
+
+
+def _measured(name: str, figure: Figure, scale: figures.Scale) -> list[Table]:
+    """Run ``figure`` with a progress bar (on a terminal), closed before the tables print."""
+    with LazyProgress(min_items=0, min_seconds=1.0) as bar:
+        bar.phase(f"bench {name}", total=1000)
+        return figure(scale, lambda fraction, _label: bar.update(int(fraction * 1000)))
+
+
+def _run(figure: Figure, quick: bool, out: Path | None, events: int | None, clean_every: int | None) -> None:
+    publish(_measured(figure.__name__, figure, figures.sized(quick, events, clean_every)), quick, out)
+
+
+@bench_app.command("cleaning")
+def cleaning(quick: QuickOption = False, out: OutOption = None, events: EventsOption = None) -> None:
+    """Fig. 7: cleaning time and stored instances vs the cleaning period."""
+    _run(figures.cleaning, quick, out, events, None)
+
+
+@bench_app.command("queries")
+def queries(
+    quick: QuickOption = False,
+    out: OutOption = None,
+    events: EventsOption = None,
+    clean_every: CleanOption = None,
+) -> None:
+    """Fig. 8a: unit time vs number of queries (100-5K), every size in one interleaved run."""
+    _run(figures.queries, quick, out, events, clean_every)
+
+
+@bench_app.command("sources")
+def sources(
+    quick: QuickOption = False,
+    out: OutOption = None,
+    events: EventsOption = None,
+    clean_every: CleanOption = None,
+) -> None:
+    """Fig. 8b: unit time vs number of sources (up to 5K)."""
+    _run(figures.sources, quick, out, events, clean_every)
+
+
+@bench_app.command("breakdown")
+def breakdown(
+    quick: QuickOption = False,
+    out: OutOption = None,
+    events: EventsOption = None,
+    clean_every: CleanOption = None,
+) -> None:
+    """Fig. 9: time per phase (search, probe, evaluate, insert, clean) for the SP
+    baseline and each ablation level of the shared engine."""
+    _run(figures.breakdown, quick, out, events, clean_every)
+
+
+@bench_app.command("storage")
+def storage(
+    quick: QuickOption = False,
+    out: OutOption = None,
+    events: EventsOption = None,
+    clean_every: CleanOption = None,
+) -> None:
+    """Fig. 10: stored instances vs queries and vs sources."""
+    _run(figures.storage, quick, out, events, clean_every)
+
+
+@bench_app.command("classes")
+def classes(
+    quick: QuickOption = False,
+    out: OutOption = None,
+    events: EventsOption = None,
+    clean_every: CleanOption = None,
+) -> None:
+    """Fig. 11: unit time vs number of classes (Npc 10-200) and sequence steps (Nstep)."""
+    _run(figures.classes, quick, out, events, clean_every)
+
+
+@bench_app.command("conjunction")
+def conjunction(
+    quick: QuickOption = False,
+    out: OutOption = None,
+    events: EventsOption = None,
+    clean_every: CleanOption = None,
+) -> None:
+    """Figs. 12-13: CNJ3 queries, unit time and stored instances vs queries and sources."""
+    _run(figures.conjunction, quick, out, events, clean_every)
+
+
+@bench_app.command("disjunction")
+def disjunction(
+    quick: QuickOption = False,
+    out: OutOption = None,
+    events: EventsOption = None,
+    clean_every: CleanOption = None,
+) -> None:
+    """Fig. 14: DSJ3 and DSJ5 queries, unit time vs queries and sources."""
+    _run(figures.disjunction, quick, out, events, clean_every)
+
+
+@bench_app.command("rate")
+def rate(
+    quick: QuickOption = False,
+    out: OutOption = None,
+    events: EventsOption = None,
+    clean_every: CleanOption = None,
+) -> None:
+    """The workload's event rate: matches per event, unit times and storage vs the mean
+    gap between two events of one source (why the default gap is 20 minutes)."""
+    _run(figures.rate, quick, out, events, clean_every)
+
+
+@bench_app.command("ratio")
+def ratio(
+    quick: QuickOption = False,
+    out: OutOption = None,
+    events: EventsOption = None,
+    clean_every: CleanOption = None,
+    replay_events: Annotated[
+        int | None, typer.Option(min=100, help="Events for the timed `scemon replay` [200,000; quick 5,000].")
+    ] = None,
+    source_gap: Annotated[
+        float | None,
+        typer.Option(min=1.0, help="Mean seconds between two events of one source [the workload's default]."),
+    ] = None,
+) -> None:
+    """Issue 4's targets: SP/shared ratio at 5K queries, shared events/s at 1K and 5K
+    queries, unit-time growth 100 -> 5K queries, storage 1K vs 5K queries, and `scemon
+    replay` end to end (a generated file, a separate process) at 1K queries. Measures
+    100,000 events after warm-up unless --events says otherwise."""
+    from service.bench.replay import add_replay_row
+
+    scale = figures.sized(quick, events, clean_every, source_gap)
+    tables = _measured("ratio", figures.targets, scale)
+    n_queries = scale.target_queries[1]
+    n_events = replay_events if replay_events is not None else (5000 if quick else 200_000)
+    Console(stderr=True).print(
+        f"timing scemon replay: {n_queries} queries, {n_events} events ...", style="dim"
+    )
+    add_replay_row(tables[0], replace(scale.base, n_queries=n_queries), n_events)
+    publish(tables, quick, out)
+
+
+@bench_app.command("all")
+def all_figures(quick: QuickOption = False, out: OutOption = None) -> None:
+    """Every figure, then the targets (long without --quick)."""
+    for command in (cleaning, queries, sources, breakdown, storage, classes, conjunction, disjunction, rate):
+        command(quick=quick, out=out)
+    ratio(quick=quick, out=out)

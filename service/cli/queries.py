@@ -1,0 +1,83 @@
+"""``scemon queries register``: register one queries file on every service shard.
+
+Sources are spread over shards by the Spark job, and every match is within one source,
+so each shard must hold every query. Each shard gets one bulk call (all or nothing on
+that shard); names a shard already has are skipped, so after a partial failure the same
+command finishes the job instead of failing on the shards that were done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import typer
+
+from api.client import ApiError, Client
+from ecq.errors import ScemonError
+from ecq.language.ast import to_json
+from service.cli.errors import SPARK_MISSING, user_errors
+from service.cli.options import ServiceOption, TokenOption
+from service.files.queries import read_queries
+
+__all__ = ["queries_app", "query_bodies", "register", "register_everywhere"]
+
+queries_app = typer.Typer(
+    name="queries", help="Manage the queries of one or more services.", no_args_is_help=True
+)
+
+
+def query_bodies(path: Path) -> list[dict[str, Any]]:
+    """The file's queries as REST bodies: ``{"name", "text"}`` for text the file gave as
+    JSON, ``{"name", "pattern"}`` (AST JSON) for what was parsed here."""
+    return [
+        {"name": name, "text": spec} if isinstance(spec, str) else {"name": name, "pattern": to_json(spec)}
+        for name, spec in read_queries(path)
+    ]
+
+
+def register_everywhere(urls: Sequence[str], path: Path, token: str | None = None) -> Iterator[str]:
+    """Register the file's queries on each shard in turn; yield one line per shard.
+    Raises :class:`ScemonError` naming the shard that failed and those already done."""
+    bodies = query_bodies(path)
+    done: list[str] = []
+    for url in urls:
+        try:
+            with Client(url, token=token) as client:
+                have = {query.name for query in client.queries()}
+                todo = [body for body in bodies if body["name"] not in have]
+                if todo:
+                    client.register_bulk(todo)
+        except (ApiError, httpx.HTTPError) as err:
+            reason = err.message if isinstance(err, ApiError) else f"not reachable ({err})"
+            finished = f" (done: {', '.join(done)})" if done else ""
+            raise ScemonError(f"{url}: {reason}{finished}; nothing was registered there") from None
+        done.append(url)
+        yield f"{url}: {len(todo)} registered, {len(bodies) - len(todo)} already there"
+
+
+@queries_app.command("register")
+def register(
+    service: ServiceOption,
+    queries: Annotated[
+        Path,
+        typer.Option(
+            "--queries",
+            "-q",
+            help="Queries file, as for scemon replay (query text or JSON).",
+            show_default=False,
+        ),
+    ],
+    token: TokenOption = None,
+) -> None:
+    """Register the queries of a file on every service shard, all at once per shard.
+
+    Every match is within one source and sources are spread over the shards, so every
+    shard needs every query. A query already registered under the same name is left as
+    it is, so the command can be re-run after a shard was down.
+    """
+    with user_errors(SPARK_MISSING):
+        for line in register_everywhere(service, queries, token):
+            typer.echo(line, err=True)

@@ -1,0 +1,59 @@
+"""``scemon serve``: run the REST/WebSocket server (:mod:`service.server`) in this process.
+
+Options override the ``SCEMON_*`` environment (:mod:`service.server.config`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from service.cli.errors import fail
+
+__all__ = ["serve"]
+
+
+def serve(
+    host: Annotated[
+        str | None, typer.Option(help="Address to bind [env SCEMON_HOST; default 127.0.0.1].")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="Port [env SCEMON_PORT; default 8080].")] = None,
+    data: Annotated[
+        Path | None, typer.Option(help="Folder of the SQLite store [env SCEMON_DATA; default ./data].")
+    ] = None,
+    log_level: Annotated[str | None, typer.Option(help="uvicorn log level [env SCEMON_LOG_LEVEL].")] = None,
+) -> None:
+    """Run the REST/WebSocket service on the store under --data.
+
+    On start the engine is rebuilt from the store (queries, retained events, seq), so a
+    killed server restarted on the same --data loses nothing. Tokens come from
+    SCEMON_TOKENS ("tok1:admin,tok2:producer,tok3:reader"); without tokens the server
+    binds loopback only.
+    """
+    # Imported here: pydantic-settings is a tenth of a second that every other command
+    # (a replay, a stream) would pay at start.
+    from pydantic import ValidationError
+
+    from service.server.config import Settings, is_loopback
+
+    overrides: dict[str, Any] = {
+        key: value
+        for key, value in {"host": host, "port": port, "data": data, "log_level": log_level}.items()
+        if value is not None
+    }
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        fail(f"setting {where}: {first['msg']}")
+    if not settings.auth_enabled and not is_loopback(settings.host):
+        fail(
+            f"refusing to bind {settings.host} without tokens: set SCEMON_TOKENS "
+            "(e.g. 'secret1:admin,secret2:producer') or bind 127.0.0.1"
+        )
+    from service.server.main import run
+
+    run(settings)

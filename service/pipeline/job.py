@@ -1,0 +1,188 @@
+"""The Spark Structured Streaming job: files (or a synthetic rate) → events → service shards.
+
+    source folder ──binaryFile──► parse + validate (Python tasks, service.pipeline.rows)
+        │                              │ bad rows ─► dead-letter folder, counted
+        ▼ foreachBatch(df, batch id)   ▼ good rows
+    sort by time, route by crc32(src) mod shards, Arrow ─► POST /v1/events on each shard
+
+Spark's file source records in its checkpoint which files make up each micro-batch,
+and Spark's batch id comes back with them when a crashed job restarts: the sink posts
+every batch under ``(producer, batch id)``, so the service applies it once however often
+Spark runs it. The producer name is Spark's query id, also kept in the checkpoint, so a
+restart is the same producer and a fresh checkpoint a new one.
+
+Whole files go to the parser (one file is one unit of work) because the event ids the
+job derives for id-less rows, ``<file name>:<line>``, need each row's place in its file.
+Keep files small enough for one task (tens of MB), and write them elsewhere and move
+them into the folder when complete: Spark skips names that start with ``.`` or ``_``.
+
+pyspark is imported only by this module (and the sink), so the rest of ``scemon`` works
+without the ``spark`` extra.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from api.spark_sink import BatchReport, ServiceSink, SinkError
+from ecq.errors import ScemonError
+from service.pipeline.checks import check_job
+from service.pipeline.dead_letters import DeadLetters
+from service.pipeline.options import JobError, JobOptions
+from service.pipeline.sources import event_rows
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+__all__ = ["JobProgress", "Pipeline"]
+
+
+@dataclass
+class JobProgress:
+    """Running totals over the job's batches (read by progress bars; written by the job)."""
+
+    batches: int = 0
+    events: int = 0
+    bad_rows: int = 0
+    posts: int = 0
+    duplicates: int = 0
+    matches: int = 0
+    last: BatchReport | None = None
+
+
+class Pipeline:
+    """One run of the job: check the options, start the stream, deliver each batch.
+
+    ``on_batch`` is called on the driver after each delivered batch with the running
+    totals (the demo's progress bar). :meth:`run` blocks until the stream ends (``once``)
+    or is stopped, and raises :class:`JobError` for anything that stopped it early.
+    """
+
+    def __init__(
+        self, spark: SparkSession, options: JobOptions, on_batch: Callable[[JobProgress], None] | None = None
+    ) -> None:
+        self.spark = spark
+        self.options = options
+        self.progress = JobProgress()
+        self.on_batch = on_batch
+        self._failure: BaseException | None = None
+        self._producer_ready = threading.Event()
+        self._query: StreamingQuery | None = None
+        self._sink = ServiceSink(
+            options.services,
+            producer=options.producer or "",
+            policy=options.retry,
+            max_events=options.max_batch_events,
+            token=options.token,
+        )
+
+    # -------------------------------------------------------------------- lifecycle
+
+    def start(self) -> StreamingQuery:
+        """Start the streaming query (after :func:`check_job`)."""
+        opts = self.options
+        writer = (
+            event_rows(self.spark, opts)
+            .writeStream.foreachBatch(self._deliver)
+            .option("checkpointLocation", opts.checkpoint)
+        )
+        writer = (
+            writer.trigger(availableNow=True)
+            if opts.once
+            else writer.trigger(processingTime=f"{opts.trigger_seconds} seconds")
+        )
+        query = writer.start()
+        if not opts.producer:
+            # Spark's query id is kept in the checkpoint: the same across restarts of
+            # this job, new for a new checkpoint (whose batch ids start again at 0).
+            self._sink.producer = f"scemon-stream-{query.id}"
+        self._producer_ready.set()
+        self._query = query
+        return query
+
+    def run(self) -> JobProgress:
+        """:func:`check_job`, :meth:`start`, then wait for the end.
+
+        Ctrl-C stops the stream and then raises KeyboardInterrupt; the checkpoint resumes
+        it. The signal only sets a flag that the wait loop reads: a KeyboardInterrupt
+        raised inside a py4j call would break the JVM connection the stop needs."""
+        check_job(self.options)
+        query = self.start()
+        interrupted = threading.Event()
+        previous = _catch_sigint(interrupted)
+        try:
+            while not query.awaitTermination(1):
+                if interrupted.is_set():
+                    query.stop()
+                    raise KeyboardInterrupt
+        except Exception as err:  # StreamingQueryException, or py4j's on shutdown
+            raise self._job_error(err) from None
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+            self._sink.close()
+        if self._failure is not None:
+            raise self._job_error(self._failure)
+        return self.progress
+
+    def stop(self) -> None:
+        """Stop the stream (from another thread) and release the sink; safe to call twice."""
+        if self._query is not None and self._query.isActive:
+            self._query.stop()
+        self._sink.close()
+
+    def _job_error(self, err: BaseException) -> JobError:
+        cause = self._failure or err
+        if isinstance(cause, (SinkError, ScemonError)):
+            return JobError(str(cause))
+        text = str(cause).strip().splitlines()
+        return JobError(f"the stream stopped: {text[0] if text else type(cause).__name__}")
+
+    # ----------------------------------------------------------------------- delivery
+
+    def _deliver(self, df: DataFrame, batch_id: int) -> None:
+        """The ``foreachBatch`` function: dead letters, then the events, then progress.
+        An exception here stops the query and leaves the batch to be re-run on restart."""
+        try:
+            self._producer_ready.wait()
+            table = df.toArrow()
+            bad = table.filter(pc.is_valid(table.column("error")))
+            good = table.filter(pc.is_null(table.column("error")))
+            dead = DeadLetters(self.options.dead_letter)
+            dead.write(batch_id, bad)
+            report = self._sink.post_table(
+                good.append_column("_row", pa.array(range(good.num_rows), pa.int64())),
+                batch_id,
+                tie_break=("path", "index"),
+            )
+            if report.rejected:
+                dead.write_rejected(batch_id, good, report.rejected)
+        except BaseException as err:
+            self._failure = err
+            raise
+        p = self.progress
+        p.batches += 1
+        p.events += report.events
+        p.bad_rows += bad.num_rows + len(report.rejected)
+        p.posts += report.posts
+        p.duplicates += report.duplicates
+        p.matches += report.matches
+        p.last = report
+        if self.on_batch is not None:
+            self.on_batch(p)
+
+
+def _catch_sigint(flag: threading.Event) -> Any:
+    """Make SIGINT set ``flag``; return the handler it replaced (None off the main
+    thread, where Python cannot install one)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, lambda signum, frame: flag.set())

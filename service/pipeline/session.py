@@ -1,0 +1,65 @@
+"""The job's Spark session: the cluster's under ``spark-submit``, else a quiet local one."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["spark_session"]
+
+
+def spark_session(master: str | None = None, app_name: str = "scemon-stream") -> SparkSession:
+    """The job's session. Under ``spark-submit`` the master and resources come from it;
+    run directly, Spark runs in this process with ``master`` (default ``local[2]``)."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not started by spark-submit
+        _quiet_local_jvm()
+        builder = (
+            builder.master(master or "local[2]")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+        )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    if threading.current_thread() is threading.main_thread():
+        # pyspark's own SIGINT handler cancels jobs through py4j from inside the signal,
+        # which breaks a py4j call in progress; the job handles Ctrl-C itself (Pipeline.run).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    return spark
+
+
+_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = spark %p %c{1}: %m%n
+"""
+
+
+def _quiet_local_jvm() -> None:
+    """Settings that must reach the JVM before it starts: the Python workers run this
+    interpreter (they import scemon and pyarrow too), Spark binds to loopback, and it
+    logs errors only — a terminal running ``scemon demo`` shows the demo, not Spark's
+    start-up chatter."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if "PYSPARK_SUBMIT_ARGS" not in os.environ:
+        config = Path(tempfile.gettempdir()) / "scemon-spark-log4j2.properties"
+        config.write_text(_LOG4J2)
+        os.environ["PYSPARK_SUBMIT_ARGS"] = (
+            f"--driver-java-options -Dlog4j2.configurationFile=file:{config} pyspark-shell"
+        )

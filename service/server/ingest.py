@@ -1,0 +1,215 @@
+"""Turn a posted batch — JSON or Arrow IPC — into validated events.
+
+Both forms end in ``Event.from_dict`` (the validator ``scemon replay`` uses), so a bad
+event gets the same words whichever way it came, plus its 0-based index in the batch
+and the field. Nothing reaches the engine unless the whole batch is valid.
+
+An event without an ``id`` is named ``"<batch_id>:<index>"``, its index in the batch
+as posted: the name is stable across a replay of the batch and across a restart (it is
+logged with the event), so a match names each of its events.
+
+Arrow columns (the Spark sink's contract): ``src`` (utf8 or int64), ``type`` (utf8),
+``start`` (float64), ``end`` (float64, nullable), and optionally ``prob`` (float64,
+nullable), ``id`` (utf8 or int64, nullable), ``attrs`` (utf8, nullable: a JSON object).
+Other integer and floating widths are accepted where a number is expected.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from api.models import ID_MAX
+from ecq.errors import EventError
+from ecq.event import Event
+from ecq.kernel.make import event_reader
+from service.server.errors import BadRequestError, InvalidInputError, PayloadTooLargeError
+
+__all__ = ["Batch", "batch_key", "from_arrow", "from_json"]
+
+_ENVELOPE = ("producer", "batch_id", "events")
+_ARROW_REQUIRED = ("src", "type", "start")
+_ARROW_OPTIONAL = ("end", "prob", "id", "attrs")
+
+
+@dataclass
+class Batch:
+    producer: str
+    batch_id: str
+    events: list[Event]
+
+
+def batch_key(producer: Any, batch_id: Any) -> tuple[str, str]:
+    """Check the idempotency key; ``batch_id`` is compared as text (7 and "7" are the
+    same batch: an Arrow header cannot tell them apart)."""
+    if not isinstance(producer, str) or not producer:
+        raise InvalidInputError("'producer' must be a non-empty string", field="producer")
+    if len(producer) > ID_MAX:
+        raise InvalidInputError(f"'producer' is longer than {ID_MAX} characters", field="producer")
+    if isinstance(batch_id, bool) or not isinstance(batch_id, (str, int)):
+        raise InvalidInputError("'batch_id' must be a string or an integer", field="batch_id")
+    key = str(batch_id)
+    if not key or len(key) > ID_MAX:
+        raise InvalidInputError(f"'batch_id' must have 1 to {ID_MAX} characters", field="batch_id")
+    return producer, key
+
+
+def from_json(body: bytes, max_events: int) -> Batch:
+    """``{"producer", "batch_id", "events": [...]}``. Raises 400 for malformed JSON, 413
+    for too many events, 422 naming the field (and the event's index)."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as err:
+        raise BadRequestError(f"malformed JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise InvalidInputError("the body must be a JSON object with 'producer', 'batch_id' and 'events'")
+    for key in data:
+        if key not in _ENVELOPE:
+            raise InvalidInputError(
+                f"unknown field {key!r} (expected producer, batch_id, events)", field=str(key)
+            )
+    for key in _ENVELOPE:
+        if key not in data:
+            raise InvalidInputError(f"missing field {key!r}", field=key)
+    producer, batch_id = batch_key(data["producer"], data["batch_id"])
+    raw = data["events"]
+    if not isinstance(raw, list):
+        raise InvalidInputError("'events' must be a list of event objects", field="events")
+    if len(raw) > max_events:
+        raise PayloadTooLargeError(
+            f"the batch has {len(raw)} events; the limit is {max_events}", field="events"
+        )
+    return Batch(producer, batch_id, _events(raw, batch_id))
+
+
+def _events(raw: list[Any], batch_id: str) -> list[Event]:
+    events = []
+    from_dict = event_reader()
+    for index, item in enumerate(raw):
+        try:
+            event = from_dict(item, f"event {index}")
+        except EventError as err:
+            raise InvalidInputError(str(err), index=index, field=err.field) from None
+        if event.id is None:
+            event.id = f"{batch_id}:{index}"
+        events.append(event)
+    return events
+
+
+def from_arrow(body: bytes, producer: str | None, batch_id: str | None, max_events: int) -> Batch:
+    """An Arrow IPC stream with the key in headers; see the module docstring."""
+    if producer is None:
+        raise InvalidInputError("missing header X-Scemon-Producer", field="X-Scemon-Producer")
+    if batch_id is None:
+        raise InvalidInputError("missing header X-Scemon-Batch-Id", field="X-Scemon-Batch-Id")
+    producer, batch_id = batch_key(producer, batch_id)
+    try:
+        table = ipc.open_stream(pa.BufferReader(body)).read_all()
+    except (pa.ArrowException, OSError, ValueError) as err:
+        raise BadRequestError(f"the body is not an Arrow IPC stream: {err}") from None
+    if table.num_rows > max_events:
+        raise PayloadTooLargeError(
+            f"the batch has {table.num_rows} events; the limit is {max_events}", field="events"
+        )
+    names = table.column_names
+    for name in names:
+        if name not in _ARROW_REQUIRED and name not in _ARROW_OPTIONAL:
+            expected = ", ".join(_ARROW_REQUIRED + _ARROW_OPTIONAL)
+            raise InvalidInputError(f"unknown column {name!r} (expected {expected})", field=name)
+    if len(set(names)) != len(names):
+        raise InvalidInputError("a column appears twice", field=next(n for n in names if names.count(n) > 1))
+    for name in _ARROW_REQUIRED:
+        if name not in names:
+            raise InvalidInputError(f"missing column {name!r}", field=name)
+    columns: dict[str, list[Any]] = {}
+    for name in names:
+        column = table.column(name)
+        _check_type(name, column.type)
+        columns[name] = column.to_pylist()
+    fast = _fast_events(columns, table.num_rows, batch_id)
+    if fast is not None:
+        return Batch(producer, batch_id, fast)
+    # Some row is invalid: the general path finds the first one and names it.
+    if "attrs" in columns:
+        columns["attrs"] = [_attrs(text, index) for index, text in enumerate(columns["attrs"])]
+    keys = list(columns)
+    rows = [dict(zip(keys, values, strict=True)) for values in zip(*columns.values(), strict=True)]
+    return Batch(producer, batch_id, _events(rows, batch_id))
+
+
+def _fast_events(columns: dict[str, list[Any]], n: int, batch_id: str) -> list[Event] | None:
+    """Events straight from the columns, or None at the first row that is not plainly
+    valid. Why: the column types are already checked, so a row needs only the value
+    checks — about twice as fast as building a dict per row for ``Event.from_dict``."""
+    none = [None] * n
+    srcs, types, starts = columns["src"], columns["type"], columns["start"]
+    ends, probs = columns.get("end", none), columns.get("prob", none)
+    ids, texts = columns.get("id", none), columns.get("attrs", none)
+    # Local names: this loop runs once per event of batches of thousands.
+    isfinite = math.isfinite
+    loads = orjson.loads
+    flat = (str, int, float, bool)
+    out: list[Event] = []
+    append = out.append
+    for i in range(n):
+        src, etype, start, end, prob, text = srcs[i], types[i], starts[i], ends[i], probs[i], texts[i]
+        if src is None or not etype or start is None:
+            return None
+        start = float(start)
+        end = start if end is None else float(end)
+        prob = 1.0 if prob is None else float(prob)
+        if not (isfinite(start) and isfinite(end) and end >= start and 0.0 < prob <= 1.0):
+            return None
+        attrs = None
+        if text is not None:
+            try:
+                attrs = loads(text)
+            except orjson.JSONDecodeError:
+                return None
+            if not isinstance(attrs, dict):
+                return None
+            for value in attrs.values():
+                if not isinstance(value, flat) or (isinstance(value, float) and not isfinite(value)):
+                    return None
+        eid = ids[i]
+        append(Event(src, etype, start, end, attrs, prob, f"{batch_id}:{i}" if eid is None else eid))
+    return out
+
+
+def _check_type(name: str, kind: Any) -> None:
+    types = pa.types
+    text = types.is_string(kind) or types.is_large_string(kind)
+    integer = types.is_integer(kind)
+    number = integer or types.is_floating(kind)
+    ok = {
+        "src": text or integer,
+        "id": text or integer,
+        "type": text,
+        "attrs": text or types.is_null(kind),
+        "start": number,
+        "end": number or types.is_null(kind),
+        "prob": number or types.is_null(kind),
+    }[name]
+    if not ok:
+        raise InvalidInputError(f"column {name!r} has Arrow type {kind}, which cannot hold it", field=name)
+
+
+def _attrs(text: str | None, index: int) -> Any:
+    if text is None:
+        return None
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as err:
+        raise InvalidInputError(
+            f"event {index}, field 'attrs': not JSON: {err}", index=index, field="attrs"
+        ) from None
+    if not isinstance(value, dict):
+        raise InvalidInputError(
+            f"event {index}, field 'attrs': must be a JSON object", index=index, field="attrs"
+        )
+    return value

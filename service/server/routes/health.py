@@ -1,0 +1,48 @@
+"""``/healthz`` (the process answers), ``/readyz`` (the engine is rebuilt and serving)
+and ``/metrics`` (Prometheus text). No token needed: probes and scrapers have none."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from api.models import Health
+from service.server.deps import HostDep, MetricsDep
+from service.server.metrics import CONTENT_TYPE
+from service.server.responses import FastJSON
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", response_model=Health, summary="Liveness")
+async def healthz() -> Health:
+    """200 while the process serves HTTP, even during the rebuild."""
+    return Health(status="ok")
+
+
+@router.get(
+    "/readyz",
+    response_model=Health,
+    responses={503: {"model": Health, "description": "Rebuilding from the store, or failed."}},
+    summary="Readiness",
+)
+async def readyz(host: HostDep) -> Response:
+    """200 once the engine has been rebuilt from the store; 503 before, or if that failed."""
+    if host.ready:
+        return FastJSON(Health(status="ok").model_dump())
+    health = Health(status="failed" if host.state == "failed" else "starting", detail=host.failure)
+    return FastJSON(health.model_dump(), status_code=503)
+
+
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {"example": "scemon_events_total 1200.0\n"}}}},
+    summary="Prometheus metrics",
+)
+async def metrics(host: HostDep, registry: MetricsDep) -> Response:
+    """Events, batches, duplicates, matches per query, ingest latency, subscribers,
+    stored instances, ECQs."""
+    await host.stats(wait=0.5)
+    return Response(registry.exposition(), media_type=CONTENT_TYPE)

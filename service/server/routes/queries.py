@@ -1,0 +1,116 @@
+"""``/v1/queries``: register (one or in bulk), list, show, delete. Admin role to change."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Response
+
+from api.models import (
+    NAME_MAX,
+    NAME_PATTERN,
+    QueryBulkCreate,
+    QueryBulkPublic,
+    QueryCreate,
+    QueryList,
+    QueryPublic,
+)
+from service.server.deps import Admin, AnyRole, HostDep
+from service.server.host import QueryInfo, QuerySpec
+from service.server.routes import errors
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/queries", tags=["queries"])
+
+NamePath = Annotated[
+    str, Path(min_length=1, max_length=NAME_MAX, pattern=NAME_PATTERN, description="Query name.")
+]
+_AUTH = (401, 403)
+
+
+def _spec(query: QueryCreate) -> QuerySpec:
+    return {"text": query.text} if query.text is not None else {"pattern": query.pattern}
+
+
+def _public(info: QueryInfo) -> QueryPublic:
+    return QueryPublic(
+        name=info.name,
+        text=info.text,
+        kind=info.kind,  # type: ignore[arg-type]
+        classes=info.classes,
+        window=info.window,
+        mode=info.mode,  # type: ignore[arg-type]
+        matches=info.matches,
+        last_match=info.last_match,
+    )
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=QueryPublic,
+    dependencies=[Admin],
+    responses=errors(400, *_AUTH, 409, 413, 422, 503),
+    summary="Register a query",
+)
+async def create_query(query: QueryCreate, host: HostDep) -> QueryPublic:
+    """Register a query given as text or as AST JSON. It sees the events posted from now
+    on. 409 if the name is taken; 422 with line and column for text that does not parse
+    or make sense."""
+    [info] = await host.register([(query.name, _spec(query))])
+    return _public(info)
+
+
+@router.post(
+    "/bulk",
+    status_code=201,
+    response_model=QueryBulkPublic,
+    dependencies=[Admin],
+    responses=errors(400, *_AUTH, 409, 413, 422, 503),
+    summary="Register many queries, all or none",
+)
+async def create_queries(bulk: QueryBulkCreate, host: HostDep) -> QueryBulkPublic:
+    """Register the queries in order at one point of the stream. If any is refused none
+    is registered, and the error names its index and name."""
+    infos = await host.register([(q.name, _spec(q)) for q in bulk.queries])
+    return QueryBulkPublic(queries=[_public(i) for i in infos])
+
+
+@router.get(
+    "",
+    response_model=QueryList,
+    dependencies=[AnyRole],
+    responses=errors(*_AUTH, 503),
+    summary="List queries",
+)
+async def list_queries(host: HostDep) -> QueryList:
+    """Every registered query in registration order, with its match count."""
+    return QueryList(queries=[_public(i) for i in host.queries()])
+
+
+@router.get(
+    "/{name}",
+    response_model=QueryPublic,
+    dependencies=[AnyRole],
+    responses=errors(*_AUTH, 404, 422, 503),
+    summary="Show a query",
+)
+async def get_query(name: NamePath, host: HostDep) -> QueryPublic:
+    """One query: its compiled summary, match count and the end time of its last match."""
+    return _public(host.query(name))
+
+
+@router.delete(
+    "/{name}",
+    status_code=204,
+    response_class=Response,
+    dependencies=[Admin],
+    responses=errors(*_AUTH, 404, 422, 503),
+    summary="Delete a query",
+)
+async def delete_query(name: NamePath, host: HostDep) -> Response:
+    """Unregister a query; its matches stay in the match log. Queries reading it as
+    ``@name`` stay registered and receive nothing more from it."""
+    await host.unregister(name)
+    return Response(status_code=204)

@@ -1,0 +1,115 @@
+"""``scemon stream``, ``scemon queries register`` and ``scemon demo`` as real processes:
+every bad input is one line on stderr and exit status 1, before Spark starts."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from api.client import Client
+from service.server.process import free_port
+from tests.service.conftest import ROOT, StartService, scemon
+
+
+def stream(tmp_path: Path, *args: str | Path) -> tuple[int, str]:
+    result = scemon(
+        "stream", "--checkpoint", tmp_path / "ck", "--dead-letter", tmp_path / "dead", *args, timeout=120
+    )
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
+    return result.returncode, result.stderr
+
+
+def test_a_source_folder_that_does_not_exist_is_named(tmp_path: Path) -> None:
+    code, err = stream(tmp_path, "--source", tmp_path / "nope", "--service", "http://127.0.0.1:9")
+    assert code == 1
+    assert f"source folder {tmp_path / 'nope'} does not exist" in err
+
+
+def test_an_unknown_map_column_is_named_with_the_columns_there_are(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "pay.csv").write_text("card,kind,ts\n1,A,2\n")
+    code, err = stream(
+        tmp_path,
+        "--source",
+        tmp_path / "in",
+        "--service",
+        "http://127.0.0.1:9",
+        "--map",
+        "src=card,type=kind,start=time",
+    )
+    assert code == 1
+    assert "--map start=time: no column 'time'" in err and "(it has: card, kind, ts)" in err
+
+
+@pytest.mark.parametrize(
+    ("mapping", "message"),
+    [("colour=c", "unknown event field 'colour'"), ("src", "expected field=column pairs")],
+)
+def test_a_malformed_map_is_refused(tmp_path: Path, mapping: str, message: str) -> None:
+    (tmp_path / "in").mkdir()
+    code, err = stream(
+        tmp_path, "--source", tmp_path / "in", "--service", "http://127.0.0.1:9", "--map", mapping
+    )
+    assert code == 1 and message in err
+
+
+def test_a_service_that_is_down_is_retried_then_the_command_fails(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    url = f"http://127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    code, err = stream(tmp_path, "--source", tmp_path / "in", "--service", url, "--retry-seconds", "2")
+    assert code == 1
+    assert f"service not reachable: {url} is not ready: gave up after" in err
+    assert "Connection refused" in err
+    assert 1.5 < time.monotonic() - started < 60
+
+
+def test_a_service_that_is_not_a_url_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    code, err = stream(tmp_path, "--source", tmp_path / "in", "--service", "localhost:8080")
+    assert code == 1 and "expected a URL like http://" in err
+
+
+@pytest.mark.server
+def test_queries_are_registered_on_every_shard_and_a_rerun_skips_them(
+    tmp_path: Path, start_service: StartService
+) -> None:
+    one, two = start_service(), start_service()
+    queries = ROOT / "examples" / "queries.txt"
+    first = scemon("queries", "register", "--service", one.url, "--service", two.url, "--queries", queries)
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.splitlines() == [
+        f"{one.url}: 6 registered, 0 already there",
+        f"{two.url}: 6 registered, 0 already there",
+    ]
+    again = scemon("queries", "register", "-s", one.url, "-s", two.url, "-q", queries)
+    assert again.returncode == 0 and "0 registered, 6 already there" in again.stderr
+    for url in (one.url, two.url):
+        with Client(url) as client:
+            assert len(client.queries()) == 6
+
+
+@pytest.mark.server
+def test_registering_on_a_shard_that_is_down_names_it_and_the_shards_done(
+    tmp_path: Path, start_service: StartService
+) -> None:
+    one = start_service()
+    down = f"http://127.0.0.1:{free_port()}"
+    result = scemon("queries", "register", "-s", one.url, "-s", down, "-q", ROOT / "examples" / "queries.txt")
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1].startswith(f"error: {down}: not reachable")
+    assert f"(done: {one.url})" in result.stderr
+
+
+@pytest.mark.spark
+@pytest.mark.server
+def test_the_demo_runs_end_to_end_and_exits_0(tmp_path: Path) -> None:
+    result = scemon(
+        "demo", "--events", "3000", "--files", "2", "--queries", "50", "--workdir", tmp_path / "demo"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "events streamed" in result.stdout and "3,000" in result.stdout
+    assert "matches (posts said · WebSocket got)" in result.stdout

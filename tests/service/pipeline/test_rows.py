@@ -1,0 +1,157 @@
+"""Parsing one file into event rows: replay's rules, stable ids, reasons for bad rows."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from service.files.events import read_events
+from service.pipeline.options import JobError, parse_mapping
+from service.pipeline.rows import ROW_SCHEMA, file_name, parse_file, rows_to_batch
+
+JSONL = (
+    b'{"id": "a1", "src": 1, "type": "A", "start": 1, "attrs": {"payment": 30}}\n'
+    b"\n"
+    b'{"src": "s2", "type": "B", "start": 2, "end": 3, "prob": 0.5}\n'
+)
+
+
+def good(rows: list[tuple]) -> list[dict]:
+    names = ROW_SCHEMA.names
+    return [dict(zip(names, row, strict=True)) for row in rows if row[names.index("error")] is None]
+
+
+def bad(rows: list[tuple]) -> list[tuple[int, str]]:
+    return [(row[2], str(row[10])) for row in rows if row[10] is not None]
+
+
+def test_jsonl_rows_carry_replays_line_numbers_and_derived_ids() -> None:
+    rows = list(parse_file("file:/in/day%201.jsonl", JSONL))
+    assert [(r["index"], r["id"], r["src"], r["end"], r["prob"]) for r in good(rows)] == [
+        (0, "a1", "1", 1.0, 1.0),
+        (2, "day 1.jsonl:2", "s2", 3.0, 0.5),
+    ]
+    assert good(rows)[0]["attrs"] == '{"payment":30}'
+
+
+def test_a_valid_file_gives_the_events_replay_reads(tmp_path: Path) -> None:
+    csv_text = "id,src,type,start,payment,merchant\ntx1,7,CNMA_A,10,45.5,Rex\n,8,BAR_C,11,true,\n"
+    path = tmp_path / "e.csv"
+    path.write_text(csv_text)
+    replayed = read_events(path)
+    rows = good(list(parse_file(str(path), csv_text.encode())))
+    assert [r["src"] for r in rows] == [str(e.src) for e in replayed]
+    assert [r["type"] for r in rows] == [e.type for e in replayed]
+    assert [orjson.loads(r["attrs"]) for r in rows] == [e.attrs for e in replayed]
+    # replay names the id-less second row 1 (its data row number); the job, "e.csv:1"
+    assert [r["id"] for r in rows] == ["tx1", "e.csv:1"]
+    assert replayed[1].id == 1
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (b"not json", "invalid JSON"),
+        (b'{"src": 1, "type": "A"}', "field 'start': missing"),
+        (b'{"src": 1, "type": "A", "start": "noon"}', "field 'start': must be a number of seconds"),
+        (b'{"src": 1, "type": "A", "start": 5, "end": 4}', "field 'end': end 4 is before start 5"),
+        (b'{"src": 1, "type": "A", "start": 5, "colour": "red"}', "unknown field"),
+        (b'{"src": 1, "type": "A", "start": 5, "attrs": {"x": [1]}}', "field 'attrs'"),
+    ],
+)
+def test_a_bad_jsonl_line_is_a_dead_row_with_its_reason(line: bytes, reason: str) -> None:
+    rows = list(parse_file("x.jsonl", b'{"src": 1, "type": "A", "start": 1}\n' + line + b"\n"))
+    assert len(good(rows)) == 1
+    [(where, why)] = bad(rows)
+    assert where == 2
+    assert reason in why
+    assert rows[1][11] == line.decode()  # the raw line, to find and fix it
+
+
+def test_bad_csv_rows_name_their_line_and_the_rest_goes_on() -> None:
+    text = b"src,type,start\n1,A,1\n2,B\n\n3,C,x\n4,D,4\n"
+    rows = list(parse_file("x.csv", text))
+    assert [r["id"] for r in good(rows)] == ["x.csv:0", "x.csv:3"]
+    assert bad(rows) == [
+        (3, "has 2 cells, the header has 3"),
+        (5, "field 'start': must be a number of seconds, got string 'x'"),
+    ]
+
+
+def test_a_csv_without_the_required_columns_is_one_dead_row() -> None:
+    rows = list(parse_file("x.csv", b"src,kind,start\n1,A,1\n"))
+    assert bad(rows) == [(1, "field 'type': missing column in the header; the file is skipped")]
+
+
+def test_a_mapping_turns_a_flat_csv_into_events() -> None:
+    text = b"card,merchant,ts,amount,city\n42,CNMA_A,3600,25.5,Oslo\n43,BAR_C,3700,,\n"
+    rows = good(list(parse_file("p.csv", text, mapping={"src": "card", "type": "merchant", "start": "ts"})))
+    assert [(r["src"], r["type"], r["start"], r["attrs"]) for r in rows] == [
+        ("42", "CNMA_A", 3600.0, '{"amount":25.5,"city":"Oslo"}'),
+        ("43", "BAR_C", 3700.0, None),
+    ]
+
+
+def test_a_mapped_column_that_is_missing_is_a_dead_row_saying_so() -> None:
+    rows = list(
+        parse_file(
+            "p.jsonl", b'{"card": 1, "kind": "A"}\n', mapping={"src": "card", "type": "kind", "start": "ts"}
+        )
+    )
+    assert bad(rows) == [(1, "field 'start': missing (the --map column 'ts' is empty or absent)")]
+
+
+def test_a_mapping_reads_parquet_with_timestamps_as_seconds() -> None:
+    table = pa.table(
+        {
+            "card": pa.array([1, 2], pa.int64()),
+            "kind": ["A", "B"],
+            "at": pa.array([0, 90_000_000], pa.timestamp("us")),
+            "amount": [1.5, None],
+        }
+    )
+    out = io.BytesIO()
+    pq.write_table(table, out)
+    rows = good(
+        list(parse_file("t.parquet", out.getvalue(), mapping={"src": "card", "type": "kind", "start": "at"}))
+    )
+    assert [(r["id"], r["src"], r["start"], r["attrs"]) for r in rows] == [
+        ("t.parquet:0", "1", 0.0, '{"amount":1.5}'),
+        ("t.parquet:1", "2", 90.0, None),
+    ]
+
+
+def test_an_unreadable_parquet_file_is_one_dead_row() -> None:
+    [(line, reason)] = bad(list(parse_file("t.parquet", b"not parquet")))
+    assert line == 1 and "not a readable Parquet file" in reason
+
+
+def test_rows_become_one_arrow_batch_of_the_declared_schema() -> None:
+    batch = rows_to_batch(parse_file("x.jsonl", JSONL + b"oops\n"))
+    assert batch.schema == ROW_SCHEMA
+    assert batch.num_rows == 3
+    assert rows_to_batch([]).num_rows == 0
+
+
+def test_file_names_come_from_paths_and_uris() -> None:
+    assert file_name("file:///data/in/a%20b.jsonl") == "a b.jsonl"
+    assert file_name("hdfs://nn:8020/in/x.csv") == "x.csv"
+    assert file_name("/data/in/y.jsonl") == "y.jsonl"
+
+
+def test_parse_mapping_reads_pairs_and_refuses_mistakes() -> None:
+    assert parse_mapping("src=card, start=ts") == {"src": "card", "start": "ts"}
+    assert parse_mapping(None) is None
+    for text, message in [
+        ("source=card", "unknown event field 'source'"),
+        ("src=a,src=b", "mapped twice"),
+        ("src=a,type=a", "mapped to two fields"),
+        ("src", "expected field=column"),
+    ]:
+        with pytest.raises(JobError, match=message):
+            parse_mapping(text)

@@ -1,0 +1,90 @@
+"""Bearer tokens with roles: 401 without a (known) token, 403 with the wrong role; and
+a server without tokens binds loopback only."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from websockets.sync.client import connect
+
+from api.client import ApiError, SyncSubscription
+from service.server.process import free_port
+from tests.service.conftest import StartServer
+
+ROOT = Path(__file__).resolve().parents[3]
+
+TOKENS = "adm-secret:admin,prod-secret:producer,read-secret:reader"
+EVENTS = {"producer": "p", "batch_id": 1, "events": [{"src": 1, "type": "A", "start": 1}]}
+
+
+def test_roles_decide_what_a_token_may_do(start_server: StartServer) -> None:
+    server = start_server(tokens=TOKENS)
+    url = server.url
+
+    def call(method: str, path: str, token: str | None, **kwargs: object) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.request(method, f"{url}{path}", headers=headers, **kwargs)  # type: ignore[arg-type]
+
+    query = {"name": "a", "text": "OR(A)"}
+    # No token, an unknown token, a malformed header: 401 saying what is needed.
+    for token in (None, "guess"):
+        response = call("POST", "/v1/queries", token, json=query)
+        assert response.status_code == 401 and response.headers["www-authenticate"] == "Bearer"
+        assert "token" in response.json()["detail"]["message"]
+    assert httpx.get(f"{url}/v1/matches", headers={"Authorization": "Basic eDp5"}).status_code == 401
+    # Wrong role: 403 naming the role needed.
+    response = call("POST", "/v1/queries", "prod-secret", json=query)
+    assert response.status_code == 403 and "admin" in response.json()["detail"]["message"]
+    assert call("POST", "/v1/events", "read-secret", json=EVENTS).status_code == 403
+    assert call("POST", "/v1/time", "read-secret", json={"time": 5}).status_code == 403
+    assert call("GET", "/v1/matches", "prod-secret").status_code == 403
+    assert call("DELETE", "/v1/queries/a", "read-secret").status_code == 403
+    # Nothing happened so far.
+    assert call("GET", "/v1/queries", "read-secret").json() == {"queries": []}
+    # The right roles.
+    assert call("POST", "/v1/queries", "adm-secret", json=query).status_code == 201
+    assert call("POST", "/v1/events", "prod-secret", json=EVENTS).json()["matches"] == 1
+    assert call("POST", "/v1/time", "adm-secret", json={"time": 5}).status_code == 200
+    assert len(call("GET", "/v1/matches", "read-secret").json()["matches"]) == 1
+    assert call("GET", "/v1/queries/a", "prod-secret").status_code == 200
+    # Probes and metrics need no token.
+    for path in ("/healthz", "/readyz", "/metrics"):
+        assert httpx.get(f"{url}{path}").status_code == 200
+    # WebSocket: reader yes, producer no, none no.
+    assert len(list(SyncSubscription(url, token="read-secret", idle_timeout=0.5))) == 1
+    for token, status in ((None, 401), ("prod-secret", 403)):
+        with pytest.raises(ApiError) as caught:
+            list(SyncSubscription(url, token=token, idle_timeout=0.5))
+        assert caught.value.status == status
+    with pytest.raises(Exception) as refused:
+        with connect(url.replace("http", "ws") + "/v1/matches/ws", proxy=None):
+            pass
+    assert refused.value.response.status_code == 401  # type: ignore[attr-defined]
+
+
+def test_without_tokens_the_server_refuses_a_non_loopback_address(tmp_path: object) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "service.cli",
+            "serve",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(free_port()),
+            "--data",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "SCEMON_TOKENS": ""},
+    )
+    assert result.returncode == 1
+    assert "refusing to bind 0.0.0.0 without tokens" in result.stderr
