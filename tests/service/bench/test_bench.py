@@ -5,6 +5,7 @@ behaviour, benchmarks report numbers: docs/architecture.md)."""
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,9 +14,9 @@ from typer.testing import CliRunner
 
 from ecq.network import LEVELS
 from ecq.workload import Workload
-from service.bench import figures
+from service.bench import card, figures, operators
 from service.bench.report import refresh_doc, write_csv, write_plot
-from service.bench.runner import PHASES, SEPARATE, SHARED, Setting, Variant, make_engine, measure
+from service.bench.runner import PHASES, SEPARATE, SHARED, Progress, Setting, Variant, make_engine, measure
 from service.bench.table import Plot, Table
 from service.cli.app import app
 
@@ -94,6 +95,13 @@ TINY_SCALE = replace(
     target_events=400,
     gaps=(1200.0, 2400.0),
     gap_events=200,
+    card=Workload(n_queries=20, n_sources=20, window_min=3600.0, window_max=5 * 3600.0, source_gap=1800.0),
+    card_queries=(5, 20),
+    card_events=200,
+    cond_queries=(10, 30),
+    cond_events=200,
+    op_queries=(5, 10, 20),
+    op_events=200,
 )
 
 PAIR = [
@@ -165,6 +173,110 @@ def test_each_figure_returns_its_tables(figure: str) -> None:
         assert all(len(row) == len(table.columns) for row in table.rows)
         if table.plot is not None:
             assert {table.plot.x, *table.plot.series} <= set(table.columns)
+
+
+KIND = [
+    "kind",
+    "queries",
+    "shared_us",
+    "separate_us",
+    "ratio",
+    "shared_events_per_s",
+    "shared_matches_per_s",
+    "matches_per_event",
+]
+TARGETS = ["metric", "value", "target", "met"]
+Figure = Callable[[figures.Scale, Progress | None], list[Table]]
+BEYOND: dict[Figure, dict[str, list[str]]] = {
+    card.card: {"card_queries": ["queries", *PAIR], "card_kinds": KIND},
+    operators.conditions: {
+        "conditions_queries": [
+            "queries",
+            "p0_us",
+            "p1_us",
+            "p3_us",
+            "p0_python_us",
+            "p1_python_us",
+            "p3_python_us",
+            "p1_search_us",
+            "p3_search_us",
+            "p0_matches_per_event",
+            "p1_matches_per_event",
+            "p3_matches_per_event",
+        ],
+        "conditions_targets": TARGETS,
+    },
+    operators.operators: {
+        "operators": [
+            "family",
+            "queries",
+            "shared_events_per_s",
+            "separate_events_per_s",
+            "ratio",
+            "shared_matches_per_s",
+            "separate_matches_per_s",
+            "matches_per_event",
+        ],
+        "operators_targets": TARGETS,
+    },
+}
+
+
+@pytest.mark.parametrize("figure", list(BEYOND), ids=lambda f: f.__name__)
+def test_the_real_query_benchmarks_return_their_tables(figure: Figure) -> None:
+    tables = figure(TINY_SCALE, None)
+    assert {t.name: t.columns for t in tables} == BEYOND[figure]
+    for table in tables:
+        assert table.rows and table.notes
+        assert all(len(row) == len(table.columns) for row in table.rows)
+        if table.plot is not None:
+            assert {table.plot.x, *table.plot.series} <= set(table.columns)
+
+
+def test_the_card_figure_measures_the_demo_workload_by_kind() -> None:
+    by_q, kinds = card.card(TINY_SCALE)
+    # The paper's two queries come first, then prefixes of the generated ones.
+    assert by_q.column("queries") == [7, 22]
+    rows = {r["kind"]: r for r in kinds.records()}
+    assert list(rows) == ["sequences", "conjunctions", "all"]
+    assert (
+        int(rows["sequences"]["queries"]) + int(rows["conjunctions"]["queries"])
+        == rows["all"]["queries"]
+        == 22
+    )
+    # Payment bounds and outings: the workload has matches to find.
+    assert float(rows["all"]["matches_per_event"]) > 0
+
+
+def test_the_conditions_sweep_measures_every_count_and_its_search_phase() -> None:
+    table, targets = operators.conditions(TINY_SCALE)
+    assert table.column("queries") == [10, 30]
+    assert all(v > 0 for v in table.column("p3_search_us"))
+    # More conditions per component: fewer matches.
+    p0, p3 = table.column("p0_matches_per_event"), table.column("p3_matches_per_event")
+    assert p0[-1] > p3[-1]
+    assert str(targets.rows[0][0]).startswith("search µs/event, 30 / 10 queries")
+
+
+def test_the_operators_table_has_a_row_per_family_and_count() -> None:
+    table, targets = operators.operators(TINY_SCALE)
+    assert [(r["family"], r["queries"]) for r in table.records()] == [
+        (f, n) for f in TINY_SCALE.families for n in TINY_SCALE.op_queries
+    ]
+    assert all(r["shared_events_per_s"] and r["separate_events_per_s"] for r in table.records())
+    assert table.plot is not None and table.plot.group == "family"
+    # The targets at the middle count, each met or missed.
+    assert {r["met"] for r in targets.records()} <= {"yes", "NO"}
+    assert all(", 10 queries" in str(metric) for metric in targets.column("metric"))
+
+
+def test_grouped_plots_draw_a_line_per_group_and_series(tmp_path: Path) -> None:
+    table = Table("g", "g", ["k", "x", "a", "b"], plot=Plot("x", ("a", "b"), "y", x_log=True, group="k"))
+    for k in ("one", "two"):
+        for x in (10, 100):
+            table.add(k=k, x=x, a=1.0, b=2.0)
+    png = write_plot(table, tmp_path)
+    assert png is not None and png.read_bytes().startswith(PNG)
 
 
 def test_sweeps_have_one_row_per_point() -> None:
@@ -241,6 +353,19 @@ def test_quick_commands_write_csv_and_png(command: str, tmp_path: Path) -> None:
         assert name.split("_")[0] in result.output or "Fig." in result.output
 
 
+def test_operators_command_takes_families_and_rejects_unknown_ones(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["bench", "operators", "--quick", "--family", "kleene", "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    header, rows = read_csv(tmp_path / "operators.csv")
+    assert header[:2] == ["family", "queries"] and {row[0] for row in rows} == {"kleene"}
+    assert (tmp_path / "operators.png").read_bytes().startswith(PNG)
+    result = CliRunner().invoke(app, ["bench", "operators", "--quick", "--family", "nonsense"])
+    assert result.exit_code == 1
+    assert "unknown family 'nonsense'" in result.output
+
+
 def test_targets_measure_their_own_event_count() -> None:
     """The targets measure ``target_events`` (longer than a figure's point: a ratio of
     two unit times), and say so."""
@@ -259,6 +384,10 @@ def test_ratio_command_reports_the_targets_and_a_real_replay(tmp_path: Path) -> 
     metrics = [row[0] for row in rows]
     assert any("SP/shared" in m for m in metrics)
     assert any("scemon replay" in m for m in metrics)
-    alone = [row for row in rows if row[0].endswith("measured alone")]
+    card_rows = [row for row in rows if row[0].startswith("credit-card workload events/s")]
+    assert len(card_rows) == 2 and all(float(row[1]) > 0 for row in card_rows)
+    alone = [
+        row for row in rows if row[0].startswith("shared events/s") and row[0].endswith("measured alone")
+    ]
     assert len(alone) == 2 and all(float(row[1]) > 0 for row in alone)
     assert all(row[3] in ("yes", "NO") for row in rows)
