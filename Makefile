@@ -6,11 +6,12 @@ BIN    := $(VENV)/bin
 # part of the engine (ecq/_speedups.pyx, built in place by the editable install) changes.
 STAMP  := $(VENV)/.installed
 
-.PHONY: install java test lint typecheck pytest demo clean distclean
+.PHONY: install java chromium test lint typecheck pytest demo clean distclean
 
 # The dev tools and the Spark job's extra (pyspark, pyarrow, pandas): the tests run the
 # job on a local Spark, and so does the demo.
-install: $(STAMP) java
+# The browser tests drive Debian's chromium (tests/service/console/).
+install: $(STAMP) java chromium
 
 $(STAMP): pyproject.toml setup.py ecq/_speedups.pyx ecq/_bits.h
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +24,13 @@ java:
 	@command -v java >/dev/null 2>&1 || { \
 		echo "no java on PATH: installing openjdk-17-jre-headless"; \
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq openjdk-17-jre-headless; }
+
+# The console's browser tests run a real headless Chromium, driven by the playwright
+# package (dev extra) pointed at this binary: playwright's own browser download is never used.
+chromium:
+	@test -x /usr/bin/chromium || { \
+		echo "no /usr/bin/chromium: installing Debian's chromium for the console's browser tests"; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
 
 # All three checks run even when one fails, so one run shows every problem; the target
 # fails if any of them did.
