@@ -50,9 +50,12 @@ typecheck: install
 pytest: install
 	$(BIN)/pytest
 
-# The whole system: generated card payments → Spark job → service → WebSocket, ~2 min.
+# The whole system: generated card payments → Spark job → service → WebSocket, ~2 min;
+# then the service stays up with its web console (the address is printed) until Ctrl-C.
+# `make demo DEMO_FLAGS=` ends after the run instead.
+DEMO_FLAGS ?= --keep
 demo: install
-	$(BIN)/scemon demo
+	$(BIN)/scemon demo $(DEMO_FLAGS)
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -78,12 +78,16 @@ function quantile(before, after, share) {
   return after.buckets.length ? after.buckets[after.buckets.length - 1][0] : null;
 }
 
+// Answer times are averaged over this many readings (seconds): batches come every few
+// hundred milliseconds to every few seconds, and a one-second window would mostly be empty.
+const LATENCY_READINGS = 5;
+
 export class StatsPanel {
   constructor({ facts, state, headline }) {
     this.facts = facts;
     this.state = state;
     this.headline = headline;
-    this.previous = null;
+    this.readings = []; // the last LATENCY_READINGS + 1 readings, oldest first
     const rate = (v) => fmt.number(v);
     this.charts = {
       events: new Chart(document.getElementById("chart-events"), [{ label: "events", color: "--accent" }], rate),
@@ -112,7 +116,7 @@ export class StatsPanel {
     this.state.textContent = "unreachable";
     this.state.dataset.state = "down";
     this.state.title = message;
-    this.previous = null;
+    this.readings = [];
   }
 
   update(stats) {
@@ -127,21 +131,24 @@ export class StatsPanel {
     parts.push(`${fmt.count(stats.matches)} ${stats.matches === 1 ? "match" : "matches"}`);
     this.headline.textContent = parts.join(" · ");
 
-    const before = this.previous;
+    const before = this.readings[this.readings.length - 1];
     // A restarted service counts from zero again: start the rates afresh.
-    if (before && stats.uptime > before.uptime && stats.events >= before.events) {
+    if (before && !(stats.uptime > before.uptime && stats.events >= before.events)) this.readings = [];
+    if (this.readings.length) {
       const dt = stats.uptime - before.uptime;
-      const batches = stats.ingest.count - before.ingest.count;
       this.charts.events.push([(stats.events - before.events) / dt]);
       this.charts.matches.push([Math.max(0, stats.matches - before.matches) / dt]);
+      const oldest = this.readings[0];
+      const batches = stats.ingest.count - oldest.ingest.count;
       this.charts.latency.push(
         batches > 0
-          ? [(stats.ingest.seconds - before.ingest.seconds) / batches, quantile(before.ingest, stats.ingest, 0.99)]
+          ? [(stats.ingest.seconds - oldest.ingest.seconds) / batches, quantile(oldest.ingest, stats.ingest, 0.99)]
           : [null, null],
       );
     }
     this.charts.backlog.push([stats.backlog, stats.backlog_max]);
-    this.previous = stats;
+    this.readings.push(stats);
+    if (this.readings.length > LATENCY_READINGS + 1) this.readings.shift();
     this.renderFacts(stats);
   }
 
