@@ -87,8 +87,11 @@ export class Editor {
       const valid = await api("v1/queries/validate", { method: "POST", body });
       if (asked !== this.asked) return;
       const window = valid.window === null ? "no window" : `within ${fmt.seconds(valid.window)}`;
+      // A sub-pattern is a derived class named by its pattern in the API: too long to read
+      // here, and the canonical text below shows it.
+      const classes = valid.classes.map((c) => (c.startsWith("(") ? "(sub-pattern)" : c));
       this.valid = true;
-      this.say("ok", `Valid: ${valid.kind} over ${valid.classes.join(", ")}, ${window}, mode ${valid.mode}.`);
+      this.say("ok", `Valid: ${valid.kind} over ${classes.join(", ")}, ${window}, mode ${valid.mode}.`);
       this.canonical.textContent = valid.text;
       this.canonical.hidden = false;
       this.submit.disabled = !name;

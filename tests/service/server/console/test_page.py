@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import Locator, Page, Route, expect
 
 from api.client import ApiError, Client
 from tests.service.conftest import StartServer
@@ -209,3 +209,31 @@ def test_delete_a_query_after_confirming(start_server: StartServer, console: Ope
         client.query("doomed")
     assert caught.value.status == 404
     assert [q.name for q in client.queries()] == ["kept"]
+
+
+def test_figures_a_newer_service_reports_are_shown(start_server: StartServer, console: OpenConsole) -> None:
+    """The console shows every figure ``/v1/stats`` has, known or not: the kernel in use
+    and late events (which a newer service reports) appear when the field does. Here
+    the real answer is extended on its way to the page."""
+    server = start_server()
+    page = console(server)
+
+    def newer(route: Route) -> None:
+        response = route.fetch()
+        figures = response.json()
+        figures["kernel"] = "compiled"
+        figures["late_events"] = 3
+        figures["engine"]["reorder_buffer"] = 12
+        route.fulfill(response=response, json=figures)
+
+    page.route("**/v1/stats", newer)
+    ready(page)
+    expect(page.locator('#facts [data-key="kernel"] dd')).to_have_text("compiled")
+    expect(page.locator("#headline")).to_contain_text("kernel compiled")
+    late = page.locator('#facts [data-key="late_events"]')
+    expect(late.locator("dd")).to_have_text("3")
+    expect(late).to_have_class("warn")  # not zero: look at it
+    expect(page.locator('#facts [data-key="engine.reorder_buffer"]')).to_have_text("Reorder buffer12")
+    # What this service reports itself is there too.
+    expect(page.locator('#facts [data-key="store_bytes"] dd')).to_contain_text("KiB")
+    expect(page.locator('#facts [data-key="uptime"] dd')).to_contain_text("s")
