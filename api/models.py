@@ -437,6 +437,7 @@ class Stats(_Model):
     state: Literal["ok", "starting", "failed"]
     uptime: float = Field(ge=0.0, description="Seconds since the process started.")
     started: float = Field(description="When it started, in seconds since the epoch.")
+    kernel: str = Field(description="The engine's kernel: 'compiled', or 'pure' (several times slower).")
     events: int = Field(ge=0, description="Events applied since start.")
     batches: int = Field(ge=0, description="Batches applied since start.")
     duplicates: int = Field(ge=0, description="Batches recognised as already applied, since start.")
@@ -460,6 +461,7 @@ class Stats(_Model):
                     "state": "ok",
                     "uptime": 42.5,
                     "started": 1767225600.0,
+                    "kernel": "compiled",
                     "events": 1200,
                     "batches": 3,
                     "duplicates": 0,

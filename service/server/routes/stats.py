@@ -25,8 +25,8 @@ router = APIRouter(prefix="/v1", tags=["service"])
 )
 async def stats(runtime: RuntimeDep) -> Stats:
     """Counters since start (events, batches, matches, ingest answer times as a
-    histogram), subscribers and their queued matches, the store's size, uptime and the
-    engine's own figures. A client derives rates from two readings. Answers during the
+    histogram), subscribers and their queued matches, the store's size, uptime, the
+    kernel the engine runs and its own figures. A client derives rates from two readings. Answers during the
     rebuild too (``state``), with the engine's figures of the last snapshot."""
     host, hub, metrics = runtime.host, runtime.hub, runtime.metrics
     engine = await host.stats(wait=0.25)
@@ -37,6 +37,7 @@ async def stats(runtime: RuntimeDep) -> Stats:
         state=host.state,  # type: ignore[arg-type]
         uptime=runtime.uptime,
         started=runtime.started,
+        kernel=host.kernel,
         events=int(totals.get("events", 0)),
         batches=int(totals.get("batches", 0)),
         duplicates=int(totals.get("duplicate_batches", 0)),

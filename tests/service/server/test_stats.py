@@ -10,6 +10,7 @@ import pytest
 from websockets.sync.client import connect
 
 from api.client import ApiError
+from ecq.kernel.select import status
 from tests.service.conftest import StartServer
 
 TOKENS = "adm-secret:admin,prod-secret:producer,read-secret:reader"
@@ -21,6 +22,7 @@ def test_stats_count_what_the_service_did(start_server: StartServer) -> None:
     first = client.stats()
     assert first.state == "ok" and first.events == 0 and first.matches == 0 and first.ingest.count == 0
     assert first.store_bytes > 0 and first.subscriber_queue == 50_000
+    assert first.kernel == status().kind
     assert abs(first.started + first.uptime - time.time()) < 5
     client.register("ab", "SEQ(A, B) WITHIN 10 s")
     events = [{"src": 1, "type": "A", "start": 1}, {"src": 1, "type": "B", "start": 2}]
@@ -94,3 +96,7 @@ def test_whoami_with_auth_off_may_do_everything(start_server: StartServer) -> No
     identity = start_server().client().whoami()
     assert identity.auth is False and identity.role is None
     assert identity.may == ["manage_queries", "post_events", "read_matches", "read_queries"]
+
+
+def test_stats_name_the_kernel_the_engine_runs(start_server: StartServer) -> None:
+    assert start_server(SCEMON_PURE="1").client().stats().kernel == "pure"
