@@ -163,11 +163,8 @@ cdef Ecq _ecq_of(ecq):
             q.init = bits_and(<Bits>q.static[0], q.more0)
     else:
         q.static = None
-        for k, slot in ecq.seq_filters.items():
-            q.filters.append(
-                (k, bits_from_int(slot.always), [(pred, bits_from_int(bits)) for pred, bits in slot.groups.values()])
-            )
-    q.plain = static is not None and not ecq.general_final and not ecq.disj
+        q.filters = list(ecq.seq_filters.items())
+    q.plain = not ecq.general_final and not ecq.disj
     q.general_uses = bool(ecq.general_uses)
     siq = ecq.siq
     q.last = siq.last
@@ -179,18 +176,13 @@ cdef Ecq _ecq_of(ecq):
 
 
 cdef dict passing(Ecq q, object e):
-    # The queries at each position whose filter ``e`` passes (SlotFilter.passing), as
-    # Bits; the static sets when no position has a filter.
+    # The queries at each position whose filter ``e`` passes (SlotFilter.passing: the
+    # filter index), as Bits; the static sets when no position has a filter.
     if q.static is not None:
         return q.static
     cdef dict out = {}
-    cdef Bits acc
-    for k, always, groups in q.filters:
-        acc = <Bits>always
-        for pred, bits in groups:
-            if pred(e):
-                acc = bits_or(acc, <Bits>bits)
-        out[k] = acc
+    for k, slot in q.filters:
+        out[k] = bits_from_int(slot.passing(e))
     return out
 
 
