@@ -7,7 +7,7 @@ sequences."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -140,6 +140,57 @@ def test_register_and_unregister_keep_the_index_exact(
     for bit, conjuncts in list(live.items()):
         slot.remove(1 << bit, filter_key(conjuncts))
     assert slot.empty() and not slot.index.attrs
+
+
+def _rename(expr: Any, cls: str) -> Any:
+    """``expr`` with the component placeholder ``$self`` named ``cls``."""
+    import dataclasses
+
+    if isinstance(expr, AttrRef):
+        return AttrRef(cls, expr.attr)
+    if dataclasses.is_dataclass(expr) and not isinstance(expr, Lit):
+        changes: dict[str, Any] = {}
+        for f in dataclasses.fields(expr):
+            value = getattr(expr, f.name)
+            if isinstance(value, tuple):
+                changes[f.name] = tuple(_rename(x, cls) for x in value)
+            elif dataclasses.is_dataclass(value):
+                changes[f.name] = _rename(value, cls)
+        return dataclasses.replace(cast(Any, expr), **changes)
+    return expr
+
+
+@SETTINGS
+@given(
+    st.lists(filters, min_size=1, max_size=10),
+    st.lists(events(), min_size=1, max_size=6),
+    st.sampled_from((0, 2**53, 2**60, -(2**70))),
+)
+def test_the_compiled_kernel_passes_what_the_index_passes(
+    fs: list[tuple[Expr, ...]], evs: list[Event], big: int
+) -> None:
+    """The compiled kernel's form of the index (thresholds as doubles, Bits) gives the
+    Python index's sets, integers beyond what a double holds exactly included."""
+    from ecq.engine import Engine
+    from ecq.kernel.select import status
+    from ecq.language.ast import Component, Query, Seq
+
+    if not status().compiled:
+        pytest.skip(f"no compiled kernel: {status().reason}")
+    engine = Engine(compiled=True)
+    pattern = Seq((Component(classes=("A",)), Component(classes=("B",))))
+    extra = (Compare("<", ref("x"), Lit(big)),) if big else ()
+    for i, f in enumerate(fs):
+        conjuncts = f + extra if i % 3 == 0 else f
+        where = BoolOp("and", tuple(_rename(c, "A") for c in conjuncts))
+        engine.register(f"q{i}", Query(pattern, where, within=10.0))
+    ecq = engine.network.ecqs["A"]
+    kernel = engine.network.kernel
+    odd = [big + 1, big, 2**60, -(2**70)]
+    for e in [*evs, *(Event(1, "A", 1.0, attrs={"x": v, "y": v}) for v in odd)]:
+        want = {k: slot.passing(e) for k, slot in ecq.seq_filters.items()}
+        got = {k: bits.to_int() for k, bits in cast(dict[int, Any], kernel.passing(ecq, e)).items()}
+        assert got == want, e.attrs
 
 
 def test_a_bound_pair_is_two_half_lines() -> None:
