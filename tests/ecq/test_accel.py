@@ -86,6 +86,7 @@ def test_compiled_and_pure_engines_agree_on_the_paper_workload(n_queries: int) -
     a, b = (eng.network for eng in engines)
     assert {src: native.view() for src, native in a.summary.items()} == b.summary
     assert a.stored() == b.stored() and a.pmb_entries() == b.pmb_entries()
+    assert a.ecqs and a.stored(), "nothing stored: the comparison below would be empty"
     for cls, ecq in a.ecqs.items():
         assert [(x.id, x._pmb.init, x._pmb.entries) for x in ecq.siq] == [
             (x.id, x._pmb.init, x._pmb.entries) for x in b.ecqs[cls].siq
