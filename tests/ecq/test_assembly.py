@@ -34,12 +34,12 @@ def stored(qs: QState, spec: str) -> list[Event]:
         position = next(i for i, c in enumerate(classes) if cls in c)
         bit = OTHER if foreign else qs.bit
         if position == 0:
-            event._pmb = PMB(bit, None)
+            event.pmb = PMB(bit, None)
         else:
-            earlier = [e for e in out if e.type in classes[position - 1] and e._pmb is not None]
-            starts = [e._pmb.latest(position - 1, qs.bit, e.start) for e in earlier]
+            earlier = [e for e in out if e.type in classes[position - 1] and e.pmb is not None]
+            starts = [e.pmb.latest(position - 1, qs.bit, e.start) for e in earlier]
             starts = [t for t in starts if t is not None]
-            event._pmb = PMB(0, {position: [(max(starts), bit)]} if starts else None)
+            event.pmb = PMB(0, {position: [(max(starts), bit)]} if starts else None)
         out.append(event)
     return out
 

@@ -23,8 +23,8 @@ def test_the_papers_structures_are_classes_of_the_papers_names() -> None:
     assert list(ecq.rclt) == ["A"] and ecq.rclt["A"] == RCLink("A", {1: q1.bit})
     eng.process([Event("s", "A", 1), Event("s", "B", 2)])
     [stored_b] = list(ecq.siq)
-    assert isinstance(stored_b._pmb, PMB)
-    assert stored_b._pmb.latest(1, q1.bit, stored_b.start) == 1.0
+    assert isinstance(stored_b.pmb, PMB)
+    assert stored_b.pmb.latest(1, q1.bit, stored_b.start) == 1.0
 
 
 def test_one_rclink_serves_every_query_that_probes_the_same_class() -> None:

@@ -18,7 +18,7 @@ def stored(siq: SIQ, *specs: tuple[str, str | int, float]) -> list[Event]:
     for n, (name, src, start) in enumerate(specs):
         event = Event(src, "A", start, id=name)
         event.moment = 2 * n + 1
-        event._pmb = PMB(1, None)
+        event.pmb = PMB(1, None)
         siq.insert(event)
         out.append(event)
     siq._check()
@@ -54,12 +54,12 @@ def test_cleaning_drops_from_the_front_and_unlinks_what_it_drops() -> None:
     a1, b1, a2 = stored(siq, ("a1", "s1", 1), ("b1", "s2", 2), ("a2", "s1", 3))
     assert siq.clean(2.5) == 2
     assert list(siq) == [a2]
-    assert a1._pmb is None and b1._pmb is None
+    assert a1.pmb is None and b1.pmb is None
     assert siq.last == {"s1": a2}  # s2's most recent instance went
     # Probes use a horizon at least the cleaning one, under which a1 is invisible; the
     # chain ends at a1, whose own link was cut, so nothing older stays reachable.
     assert siq.chain("s1", 2.5) == [a2]
-    assert a2._prev is a1 and a1._prev is None
+    assert a2.prev is a1 and a1.prev is None
     siq._check()
 
 
@@ -73,7 +73,7 @@ def test_cleaning_stops_at_the_first_instance_at_or_above_the_horizon() -> None:
     assert siq.chain("s", 4) == [a3, a1]
     assert siq.clean(5.5) == 2
     assert list(siq) == [a3] and siq.chain("s", 5.5) == [a3]
-    assert a2._prev is None and a1._prev is None
+    assert a2.prev is None and a1.prev is None
 
 
 def test_an_empty_queue_cleans_to_nothing() -> None:
