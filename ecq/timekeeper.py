@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple, Protocol
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from ecq.errors import AheadError
 from ecq.event import Event
@@ -52,6 +52,9 @@ class Clocked(Protocol):
     def advance_time(self, t: float) -> list[Match]: ...
 
 
+E = TypeVar("E", bound=Clocked)
+
+
 class Late(NamedTuple):
     """An event that reached the engine with ``end`` below the released clock, ``by``
     seconds."""
@@ -68,10 +71,10 @@ def check_max_ahead(max_ahead: float) -> float:
     return value
 
 
-class TimeKeeper:
+class TimeKeeper(Generic[E]):
     """An engine with a reorder buffer, late-event reports and a bound on the future."""
 
-    def __init__(self, engine: Clocked, lateness: float = 0.0, max_ahead: float = MAX_AHEAD) -> None:
+    def __init__(self, engine: E, lateness: float = 0.0, max_ahead: float = MAX_AHEAD) -> None:
         self.engine = engine
         self.reorder = Reorder(lateness)
         self.max_ahead = check_max_ahead(max_ahead)

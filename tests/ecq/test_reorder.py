@@ -82,4 +82,4 @@ def test_seeded_stress_keeps_the_invariants_and_releases_each_event_once_in_orde
             released += buffer.set_lateness(rng.choice([0.0, 0.5, 2.0, 10.0]))
         buffer._check()
     released += buffer.flush()
-    assert sorted(e.id for e in released) == sorted(f"e{n}" for n in range(pushed))
+    assert sorted(str(e.id) for e in released) == sorted(f"e{n}" for n in range(pushed))

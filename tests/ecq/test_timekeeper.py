@@ -248,7 +248,7 @@ def test_a_time_advance_far_beyond_the_clock_is_refused() -> None:
     keeper.check_time(10.0 + MAX_AHEAD)
     with pytest.raises(AheadError):
         keeper.check_time(11.0 + MAX_AHEAD)
-    assert TimeKeeper(Engine(), max_ahead=math.inf).check_time(1e308) is None
+    TimeKeeper(Engine(), max_ahead=math.inf).check_time(1e308)
 
 
 def test_settings_out_of_range_are_refused() -> None:
