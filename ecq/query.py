@@ -164,8 +164,7 @@ def compile_query(name: str, ast: Query, text: str | None = None, tag: str = "")
     compiler = _Compiler(name, ast, text, tag)
     if ast.within is not None and not ast.within <= MAX_WITHIN:
         raise compiler.error(
-            f"WITHIN {ast.within:g} s is longer than the longest window taken, "
-            f"366 days ({MAX_WITHIN:.0f} s)",
+            f"WITHIN {ast.within:g} s is longer than the longest window taken, 366 days ({MAX_WITHIN:.0f} s)",
             "within",
         )
     try:

@@ -138,9 +138,9 @@ class TimeKeeper(Generic[E]):
         name = f"event {bad[0]}" + (f" (id {first.id!r})" if first.id is not None else "")
         more = f"; {len(bad) - 1} more events of the batch are too" if len(bad) > 1 else ""
         raise AheadError(
-            f"{name}: end {first.end:g} is {first.end - ref:g} s ahead of the "
-            f"{'wall clock' if from_wall else 'clock'} ({ref:g}); at most {max_ahead:g} s ahead is taken "
-            f"(times are seconds){more}",
+            f"end {first.end:g} is {first.end - ref:g} s ahead of the {'wall clock' if from_wall else 'clock'} "
+            f"({ref:g}); at most {max_ahead:g} s ahead is taken (times are seconds){more}",
+            where=name,
             field="end",
             index=bad[0],
             indexes=tuple(bad),
@@ -177,6 +177,14 @@ class TimeKeeper(Generic[E]):
     def set_lateness(self, lateness: float) -> list[Match]:
         """Change the allowed lateness; a smaller one releases what it no longer holds."""
         matches, _ = self._apply(self.reorder.set_lateness(lateness))
+        return matches
+
+    def catch_up(self, observed: float, released: float) -> list[Match]:
+        """Bring both clocks up to values a trimmed log no longer shows (a service's
+        rebuild): what that releases is processed, and the released clock advanced."""
+        matches, _ = self._apply(self.reorder.observe(observed))
+        if released > self.engine.clock:
+            matches += self.engine.advance_time(released)
         return matches
 
     def _apply(self, released: list[Event]) -> tuple[list[Match], list[Late]]:

@@ -11,15 +11,17 @@ from service.server import handlers
 from service.server.config import Settings
 from service.server.limits import BodyLimit
 from service.server.openapi import install_openapi
-from service.server.routes import events, health, matches, queries
+from service.server.routes import events, health, matches, queries, stats
 from service.server.runtime import Runtime
 
 __all__ = ["create_app", "run"]
 
 DESCRIPTION = """\
 Complex event processing over one shared network of event-centric composable queues.
-Register queries (admin), post micro-batches of events (producer), read matches by
-`seq` or subscribe over WebSocket at `/v1/matches/ws?from_seq=&queries=a,b` (reader).
+Register queries and advance the clock (admin), post micro-batches of events
+(producer), read matches by `seq` or subscribe over WebSocket at
+`/v1/matches/ws?from_seq=&queries=a,b` (reader); `/v1/stats` shows the engine and its
+event time.
 Every 4xx answer is `{"detail": {"message", ...where}}`.
 """
 
@@ -41,7 +43,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="scemon", version="1.0.0", description=DESCRIPTION, lifespan=lifespan)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     handlers.install(app)
-    for router in (queries.router, events.router, matches.router, health.router):
+    for router in (queries.router, events.router, matches.router, stats.router, health.router):
         app.include_router(router)
     install_openapi(app)
     return app

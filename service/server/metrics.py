@@ -8,6 +8,7 @@ snapshot, because walking the network from the event loop would race the writer.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -41,6 +42,26 @@ class _EngineCollector(Collector):
         )
         for name, doc, key in gauges:
             yield GaugeMetricFamily(name, doc, value=float(stats.get(key, 0)))
+        clocks = (
+            (
+                "scemon_clock_seconds",
+                "The largest event time taken, or time advanced to (NaN before any).",
+                "clock",
+            ),
+            (
+                "scemon_released_clock_seconds",
+                "The engine's clock: what the buffer released.",
+                "released_clock",
+            ),
+        )
+        for name, doc, key in clocks:
+            value = stats.get(key)
+            yield GaugeMetricFamily(
+                name, doc, value=value if value is not None and math.isfinite(value) else math.nan
+            )
+        yield GaugeMetricFamily(
+            "scemon_held_events", "Events held in the reorder buffer.", value=stats.get("held", 0)
+        )
         yield GaugeMetricFamily(
             "scemon_subscribers", "Connected WebSocket subscribers.", value=self._subscribers()
         )
@@ -65,6 +86,19 @@ class Metrics:
             "scemon_subscriber_overflows", "Subscribers cut off for falling behind.", registry=r
         )
         self.up = Gauge("scemon_ready", "1 once the engine is rebuilt and serving.", registry=r)
+        self.late = Counter(
+            "scemon_late_events", "Events applied with an end below the released clock.", registry=r
+        )
+        self.refused_ahead = Counter(
+            "scemon_refused_ahead",
+            "Events and time advances refused as too far ahead of the clock.",
+            registry=r,
+        )
+        self.buffer_full = Counter(
+            "scemon_buffer_full",
+            "Batches answered 503 because the reorder buffer was at its cap.",
+            registry=r,
+        )
 
     def watch(self, stats: Callable[[], dict[str, Any]], subscribers: Callable[[], int]) -> None:
         """Expose the engine's gauges, read from ``stats()`` at scrape time."""
