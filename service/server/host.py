@@ -54,7 +54,18 @@ from ecq.timekeeper import MAX_AHEAD, Late, TimeKeeper
 from service.server.errors import BufferFullError, InBulkError, InvalidInputError, UnavailableError
 from service.server.hub import Published
 from service.server.metrics import Metrics
-from service.server.store import BATCH, LATENESS, REGISTER, TIME, UNREGISTER, Clocks, MatchRow, Store
+from service.server.store import (
+    BATCH,
+    LATENESS,
+    REGISTER,
+    TIME,
+    UNREGISTER,
+    Clocks,
+    MatchRow,
+    Store,
+    events_body,
+    events_of,
+)
 
 __all__ = ["BatchOutcome", "EngineHost", "LateRow", "QueryInfo", "QuerySpec", "spec_query"]
 
@@ -270,7 +281,7 @@ class EngineHost:
                 engine.unregister(op.name)
             elif op.kind == BATCH:
                 assert op.body is not None
-                keeper.process(_events_from_log(op.body))
+                keeper.process(events_of(op.body))
             elif op.kind == TIME:
                 assert op.time is not None
                 keeper.advance_time(op.time)
@@ -399,7 +410,7 @@ class EngineHost:
             matches, late = keeper.process(events)
             rows, counts, published = self._number(matches)
             late_rows = _late_rows(late, posted)
-            log_body = orjson.dumps([e.to_dict() for e in events])
+            log_body = events_body(events)
             max_end = max((e.end for e in events), default=-math.inf)
             next_seq = self.next_seq + len(rows)
             self.store.commit_batch(
@@ -566,12 +577,3 @@ def _late_rows(late: list[Late], posted: list[Event]) -> list[LateRow]:
 
 def _late_from_log(body: bytes | None) -> list[LateRow]:
     return [] if body is None else [(int(i), eid, float(by)) for i, eid, by in orjson.loads(body)]
-
-
-def _events_from_log(body: bytes) -> list[Event]:
-    out = []
-    for d in orjson.loads(body):
-        out.append(
-            Event(d["src"], d["type"], d["start"], d["end"], d.get("attrs"), d.get("prob", 1.0), d.get("id"))
-        )
-    return out

@@ -36,7 +36,9 @@ from typing import Any
 
 import orjson
 
-__all__ = ["Clocks", "MatchRow", "Meta", "Op", "Store", "StoredQuery"]
+from ecq.event import Event
+
+__all__ = ["Clocks", "MatchRow", "Meta", "Op", "Store", "StoredQuery", "events_body", "events_of"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -108,6 +110,19 @@ class Meta:
     next_seq: int
     clock: float
     observed: float
+
+
+def events_body(events: Sequence[Event]) -> bytes:
+    """A batch's events as the op log keeps them (JSON, ids assigned)."""
+    return orjson.dumps([e.to_dict() for e in events])
+
+
+def events_of(body: bytes) -> list[Event]:
+    """The events of a logged batch, in their logged order."""
+    return [
+        Event(d["src"], d["type"], d["start"], d["end"], d.get("attrs"), d.get("prob", 1.0), d.get("id"))
+        for d in orjson.loads(body)
+    ]
 
 
 class Store:
@@ -285,6 +300,21 @@ class Store:
                 ("observed", repr(clocks.observed)),
             ],
         )
+
+    def rewrite_ops(
+        self, batches: Sequence[tuple[bytes, float, int]], drop: Sequence[int], clocks: Clocks
+    ) -> None:
+        """Replace the events of logged batches (``(events, largest end, pos)``), drop ops
+        by position and set the clocks, in one transaction (``scemon admin repair-clock``)."""
+        with self._writing() as db:
+            db.executemany(
+                "UPDATE ops SET body = ?, time = ? WHERE pos = ? AND kind = ?", [(*b, BATCH) for b in batches]
+            )
+            db.executemany("DELETE FROM ops WHERE pos = ?", [(pos,) for pos in drop])
+            db.executemany(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                [("clock", repr(clocks.released)), ("observed", repr(clocks.observed))],
+            )
 
     def trim(self, horizon: float, keep: set[str], match_log_max: int, next_seq: int) -> int:
         """Drop what replay no longer needs; returns the number of ops dropped.
