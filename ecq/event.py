@@ -1,4 +1,4 @@
-"""Event instances: the ``<src, type, start, end, attrs, prob>`` tuple of SEMANTICS.md §1.
+"""Event instances: the ``<src, type, start, end, attrs, prob>`` tuple of docs/semantics.md §1.
 
 An :class:`Event` is validated once, when it enters (``Event.from_dict``), so the hot
 path never re-checks it. The engine stamps ``arrival`` (its processing position).
@@ -82,7 +82,7 @@ class Event:
         return f"Event({name}, {self.type}, src={self.src!r}, [{self.start:g},{self.end:g}])"
 
     def to_dict(self) -> dict[str, Any]:
-        """The event in the form ``from_dict`` reads (SEMANTICS.md §1)."""
+        """The event in the form ``from_dict`` reads (docs/semantics.md §1)."""
         out: dict[str, Any] = {"src": self.src, "type": self.type, "start": self.start, "end": self.end}
         if self.attrs:
             out["attrs"] = dict(self.attrs)

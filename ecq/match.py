@@ -1,4 +1,4 @@
-"""A complete match of one query (SEMANTICS.md §9).
+"""A complete match of one query (docs/semantics.md §9).
 
 ``Match`` is the compiled class of ``ecq._speedups`` when it is built (and
 ``SCEMON_PURE`` is not set), else the pure-Python class below (``PyMatch``). Both have

@@ -45,5 +45,6 @@ app.add_typer(admin_app)
 def main() -> None:
     """Register pattern queries and run events through them.
 
-    Today: `parse` checks a queries file, `replay` runs an events file through it.
+    `parse` checks a queries file, `replay` runs an events file through it; `serve`
+    runs the service, `stream` the Spark job that feeds it, `demo` both end to end.
     """
