@@ -9,7 +9,7 @@ The paper's structures, one module each:
   links, :class:`~ecq.ecq.RCLink`); ``siq`` — :class:`~ecq.siq.SIQ`, the shared
   instance queue; ``pmb`` — :class:`~ecq.pmb.PMB`, the partial matching block.
 - ``network`` — :class:`~ecq.network.Network`: registration, and per arriving instance
-  the test phase, the insert phase and cleaning; ``assembly`` (plain sequences) and
+  the test phase, the insert phase and cleaning (their hot part through its kernel); ``assembly`` (plain sequences) and
   ``composite`` (negation, Kleene closure, sub-patterns, conjunctions) build the matches
   of the queries an instance completes; ``candidate`` — a match before selection;
   ``qstate`` — a registered node's state.
@@ -19,8 +19,10 @@ numbering), ``horizon`` (a class's drop horizon), ``event`` and ``match``, ``err
 (the error tree), ``query`` (an AST compiled into a :class:`~ecq.query.CompiledQuery`),
 ``conditions`` (WHERE and RETURN compiled to closures), ``language/`` (text ↔ AST);
 ``baseline`` and ``plan`` (the separate-processing baseline, one plan per query);
-``workload`` (the paper's generators); ``accel``, ``compiled`` and ``_speedups.pyx`` (the
-compiled kernel, chosen once per network).
+``workload`` (the paper's generators); ``emission`` (a match leaving the network, and
+the order of one op's matches), ``windows`` (the window masks); ``kernel/`` (the hot
+path behind one interface: the pure kernel and the compiled one, chosen once per
+network).
 """
 
 from ecq.engine import Engine

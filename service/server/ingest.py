@@ -25,9 +25,9 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from api.models import ID_MAX
-from ecq import accel
 from ecq.errors import EventError
 from ecq.event import Event
+from ecq.kernel.make import event_reader
 from service.server.errors import BadRequestError, InvalidInputError, PayloadTooLargeError
 
 __all__ = ["Batch", "batch_key", "from_arrow", "from_json"]
@@ -89,7 +89,7 @@ def from_json(body: bytes, max_events: int) -> Batch:
 
 def _events(raw: list[Any], batch_id: str) -> list[Event]:
     events = []
-    from_dict = accel.event_reader()
+    from_dict = event_reader()
     for index, item in enumerate(raw):
         try:
             event = from_dict(item, f"event {index}")
