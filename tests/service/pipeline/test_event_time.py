@@ -14,9 +14,9 @@ from typing import Any
 import orjson
 import pytest
 
-from ecq import accel
 from ecq.engine import Engine
 from ecq.event import Event
+from ecq.kernel.make import match_writer
 from ecq.timekeeper import TimeKeeper
 from service.pipeline.checks import check_job
 from service.pipeline.options import JobError, JobOptions
@@ -69,7 +69,7 @@ def expected(parts: list[list[dict[str, Any]]]) -> tuple[list[dict[str, Any]], l
         found += matches
         late += [(str(x.event.id), x.by) for x in stragglers]
     found += keeper.advance_time(math.inf)
-    write = accel.match_writer()
+    write = match_writer()
     return [
         {k: v for k, v in orjson.loads(orjson.dumps(write(m))).items() if k != "seq"} for m in found
     ], late

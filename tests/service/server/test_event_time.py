@@ -15,9 +15,9 @@ import orjson
 import pytest
 
 from api.client import ApiError, Client
-from ecq import accel
 from ecq.engine import Engine
 from ecq.event import Event
+from ecq.kernel.make import match_writer
 from tests.service.conftest import StartServer
 from tests.service.server.feeds import FLUSH, QUERIES
 
@@ -67,7 +67,7 @@ def sorted_matches(batches: list[Batch], flush: float, per_batch: bool = False) 
     else:
         in_order = sorted([e for _, events in batches for e in events], key=key)
     found = engine.process([Event.from_dict(e) for e in in_order]) + engine.advance_time(flush)
-    write = accel.match_writer()
+    write = match_writer()
     return [orjson.loads(orjson.dumps({**write(m), "seq": seq})) for seq, m in enumerate(found)]
 
 
