@@ -49,7 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from api.client import ApiError, Client
-from api.models import BatchResult
+from api.models import BatchResult, LateEvent
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -175,6 +175,24 @@ def _refused(err: ApiError, rows: int) -> list[int]:
     return out if len(out) == len(named) else []
 
 
+def _late_rows(posted: pa.Table, late: Sequence[LateEvent]) -> list[dict[str, Any]]:
+    """The rows of the late events a post's answer lists, with the reason. An event is
+    found by its index in the post, checked against its id: a re-sent batch that the
+    service had taken without some refused events is told indexes into what it took."""
+    rows = posted.column("_row").to_pylist()
+    ids = [str(v) for v in posted.column("id").to_pylist()] if "id" in posted.column_names else None
+    where = None
+    out = []
+    for x in late:
+        at: int | None = x.index if x.index < len(rows) else None
+        if ids is not None and (at is None or ids[at] != str(x.id)):
+            where = where if where is not None else {v: i for i, v in enumerate(ids)}
+            at = where.get(str(x.id))
+        if at is not None:
+            out.append({"row": rows[at], "reason": f"late by {x.by:g} s"})
+    return out
+
+
 # ------------------------------------------------------------------------------- http
 
 
@@ -298,10 +316,7 @@ class ServiceSink:
             posts += 1
             duplicates += result.duplicate
             matches += result.matches
-            rows = posted.column("_row")
-            late += [
-                {"row": rows[x.index].as_py(), "reason": f"late by {x.by:g} s"} for x in result.late_events
-            ]
+            late += _late_rows(posted, result.late_events)
         return posts, duplicates, matches, rejected, late
 
     def _post_chunk(

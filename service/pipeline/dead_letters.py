@@ -21,8 +21,9 @@ class DeadLetters:
     the same, but past the allowed lateness), ``batch-<id>-late.jsonl``. Each line is
     ``{"batch", "file", "line", "reason", "raw"}``.
 
-    Written before the batch's events are posted, and replaced whole (write, then rename),
-    so a batch that Spark re-runs leaves exactly one copy. The folder is the driver's:
+    The first is written before the batch's events are posted, the others from the
+    service's answers; each is replaced whole (write, then rename), so a batch that Spark
+    re-runs leaves exactly one copy. The folder is the driver's:
     on a cluster, a volume the driver mounts.
     """
 
