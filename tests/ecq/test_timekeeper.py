@@ -94,6 +94,7 @@ def disorder(events: list[dict[str, Any]]) -> float:
     return worst
 
 
+@pytest.mark.property
 @pytest.mark.parametrize("mode", ["recent", "all"])
 @pytest.mark.parametrize("operator", sorted(OPERATORS))
 def test_disorder_within_the_lateness_gives_the_sorted_streams_matches(operator: str, mode: str) -> None:
