@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from service.server.store import BATCH, REGISTER, TIME, UNREGISTER, MatchRow, Store
+from service.server.store import BATCH, REGISTER, TIME, UNREGISTER, Clocks, MatchRow, Meta, Store
 
 Q1 = {"text": "SEQ(A, B) WITHIN 10 s"}
 Q2 = {"text": "SEQ(B, C) WITHIN 5 s"}
@@ -35,11 +35,11 @@ def batch(store: Store, batch_id: str, max_end: float, matches: list[MatchRow], 
     for _, q, _ in matches:
         n, _ = counts.get(q, (0, max_end))
         counts[q] = (n + 1, max_end)
-    store.commit_batch("p", batch_id, b"[]", 2, max_end, matches, counts, next_seq, max_end)
+    store.commit_batch("p", batch_id, b"[]", 2, max_end, matches, counts, next_seq, Clocks(max_end, max_end))
 
 
 def test_a_new_store_is_empty(store: Store) -> None:
-    assert store.meta() == (0, float("-inf"))
+    assert store.meta() == Meta(0, float("-inf"), float("-inf"))
     assert list(store.ops()) == [] and store.queries() == [] and store.op_count() == 0
     assert store.read_matches(0, 10) == ([], 0, 0)
 
@@ -61,7 +61,7 @@ def test_a_batch_commits_its_op_id_matches_counts_and_meta_together(store: Store
     batch(store, "b1", 7.0, rows(0, "q1", "q2", "q1"), next_seq=3)
     assert store.is_applied("p", "b1") and not store.is_applied("p", "b2") and not store.is_applied("x", "b1")
     assert [(op.kind, op.time) for op in store.ops()][-1] == (BATCH, 7.0)
-    assert store.meta() == (3, 7.0)
+    assert store.meta() == Meta(3, 7.0, 7.0)
     assert {q.name: (q.matches, q.last_match) for q in store.queries()} == {"q1": (2, 7.0), "q2": (1, 7.0)}
     got, next_seq, first_seq = store.read_matches(0, 10)
     assert [seq for seq, _ in got] == [0, 1, 2] and (next_seq, first_seq) == (3, 0)
@@ -88,16 +88,16 @@ def test_a_failed_batch_leaves_nothing_behind(store: Store) -> None:
 
 def test_time_advances_are_logged_with_their_matches(store: Store) -> None:
     store.commit_register([("q1", Q1)])
-    store.commit_time(20.0, rows(0, "q1"), {"q1": (1, 20.0)}, next_seq=1, clock=20.0)
+    store.commit_time(20.0, rows(0, "q1"), {"q1": (1, 20.0)}, next_seq=1, clocks=Clocks(20.0, 25.0))
     assert [(op.kind, op.time) for op in store.ops()][-1] == (TIME, 20.0)
-    assert store.meta() == (1, 20.0)
+    assert store.meta() == Meta(1, 20.0, 25.0)
 
 
 def test_trim_drops_what_replay_no_longer_needs(store: Store) -> None:
     store.commit_register([("q1", Q1), ("gone", Q2)])
     batch(store, "b1", 5.0, rows(0, "q1", "q1"), next_seq=2)
     store.commit_unregister("gone")
-    store.commit_time(8.0, [], {}, next_seq=2, clock=8.0)
+    store.commit_time(8.0, [], {}, next_seq=2, clocks=Clocks(8.0, 8.0))
     batch(store, "b2", 30.0, rows(2, "q1", "q1", "q1"), next_seq=5)
     # Batches before the first one reaching the horizon go, with the time advances
     # among them and a registration that was undone there; live q1's stays.
@@ -115,7 +115,7 @@ def test_a_reopened_store_holds_everything_committed(tmp_path: Path) -> None:
     first.close()
     again = Store(tmp_path / "data")
     try:
-        assert again.meta() == (1, 5.0)
+        assert again.meta() == Meta(1, 5.0, 5.0)
         assert [q.name for q in again.queries()] == ["q1"] and again.is_applied("p", "b1")
         assert [seq for seq, _ in again.read_matches(0, 10)[0]] == [0]
     finally:
