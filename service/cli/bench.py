@@ -66,7 +66,9 @@ def lateness(
     events: Annotated[
         int | None, typer.Option(min=100, help="Events per run [100,000; quick 5,000].")
     ] = None,
-    queries: Annotated[int, typer.Option(min=1, help="Sequence queries registered.")] = 1000,
+    queries: Annotated[
+        int | None, typer.Option(min=1, help="Sequence queries registered [1,000; quick 100].")
+    ] = None,
     disorder: Annotated[
         float, typer.Option(min=0.0, help="Seconds of event time by which the late stream is out of order.")
     ] = 60.0,
@@ -76,9 +78,12 @@ def lateness(
     from service.bench.lateness import lateness_table
 
     n = events if events is not None else (5000 if quick else 100_000)
+    n_queries = queries if queries is not None else (100 if quick else 1000)
     with LazyProgress(min_items=0, min_seconds=1.0) as bar:
         bar.phase("bench lateness", total=1000)
-        table = lateness_table(n, queries, disorder, progress=lambda f: bar.update(int(f * 1000)))
+        table = lateness_table(
+            n, n_queries, disorder, rounds=1 if quick else 5, progress=lambda f: bar.update(int(f * 1000))
+        )
     publish([table], quick, out)
 
 

@@ -241,6 +241,24 @@ def test_quick_commands_write_csv_and_png(command: str, tmp_path: Path) -> None:
         assert name.split("_")[0] in result.output or "Fig." in result.output
 
 
+def test_the_lateness_bench_compares_the_paths_and_the_late_stream_loses_matches(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["bench", "lateness", "--quick", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    header, rows = read_csv(tmp_path / "lateness.csv")
+    assert header[:3] == ["variant", "stream", "lateness_s"] and len(rows) == 7
+    table = {(r[0], r[1]): r for r in rows}
+    matches = {key: int(row[header.index("matches")]) for key, row in table.items()}
+    late = {key: int(row[header.index("late")]) for key, row in table.items()}
+    in_order = matches[("engine alone (before)", "in order")]
+    late_stream = "late by <= 60 s"
+    assert in_order > 0 and all(n == in_order for (_, stream), n in matches.items() if stream == "in order")
+    # The late stream: taken as it comes, events are late (and counted); held for the
+    # disorder it gives the in-order matches, none late.
+    assert matches[("time keeper, L = 60 s", late_stream)] == in_order
+    assert late[("time keeper, L = 60 s", late_stream)] == 0 < late[("time keeper, L = 0", late_stream)]
+    assert matches[("engine alone (before)", late_stream)] == matches[("time keeper, L = 0", late_stream)]
+
+
 def test_targets_measure_their_own_event_count() -> None:
     """The targets measure ``target_events`` (longer than a figure's point: a ratio of
     two unit times), and say so."""
