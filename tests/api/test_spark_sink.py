@@ -92,6 +92,7 @@ def test_split_puts_every_row_on_its_sources_shard_once() -> None:
     table = events(200, [f"card-{i % 37}" for i in range(200)])
     parts = split_by_shard(table, 3)
     assert sum(p.num_rows for p in parts) == 200
+    assert all(p.num_rows for p in parts)  # 37 sources reach all three shards
     for k, part in enumerate(parts):
         assert {shard_of(s, 3) for s in part.column("src").to_pylist()} <= {k}
 

@@ -1,0 +1,60 @@
+"""``scemon bench ...`` in process: quick runs write the CSV and PNG files of their
+figures, and ``ratio`` the targets with a real ``scemon replay``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from service.cli.app import app
+from tests.service.bench.test_figures import EXPECTED
+from tests.service.bench.test_report import read_csv
+
+
+@pytest.mark.parametrize("command", ["cleaning", "queries", "breakdown", "disjunction"])
+def test_quick_commands_write_csv_and_png(command: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["bench", command, "--quick", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    names = EXPECTED[command]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        f"{name}.{ext}" for name in names for ext in ("csv", "png")
+    )
+    for name, columns in names.items():
+        header, rows = read_csv(tmp_path / f"{name}.csv")
+        assert header == columns and rows
+        assert name.split("_")[0] in result.output or "Fig." in result.output
+
+
+def test_ratio_command_reports_the_targets_and_a_real_replay(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["bench", "ratio", "--quick", "--out", str(tmp_path), "--replay-events", "500"]
+    )
+    assert result.exit_code == 0, result.output
+    header, rows = read_csv(tmp_path / "targets.csv")
+    assert header == ["metric", "value", "target", "met"]
+    metrics = [row[0] for row in rows]
+    assert any("SP/shared" in m for m in metrics)
+    assert any("scemon replay" in m for m in metrics)
+    alone = [row for row in rows if row[0].endswith("measured alone")]
+    assert len(alone) == 2 and all(float(row[1]) > 0 for row in alone)
+    assert all(row[3] in ("yes", "NO") for row in rows)
+
+
+def test_the_lateness_bench_compares_the_paths_and_holding_gives_the_in_order_matches(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["bench", "lateness", "--quick", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    header, rows = read_csv(tmp_path / "lateness.csv")
+    assert header[:3] == ["variant", "stream", "lateness_s"] and len(rows) == 7
+    table = {(r[0], r[1]): r for r in rows}
+    matches = {key: int(row[header.index("matches")]) for key, row in table.items()}
+    late = {key: int(row[header.index("late")]) for key, row in table.items()}
+    in_order = matches[("engine alone (before)", "in order")]
+    late_stream = "late by <= 60 s"
+    assert in_order > 0 and all(n == in_order for (_, stream), n in matches.items() if stream == "in order")
+    # The late stream: taken as it comes, events are late (and counted); held for the
+    # disorder it gives the in-order matches, none late.
+    assert matches[("time keeper, L = 60 s", late_stream)] == in_order
+    assert late[("time keeper, L = 60 s", late_stream)] == 0 < late[("time keeper, L = 0", late_stream)]
+    assert matches[("engine alone (before)", late_stream)] == matches[("time keeper, L = 0", late_stream)]
