@@ -30,6 +30,7 @@ from api.models import (
     BATCH_HEADER,
     PRODUCER_HEADER,
     BatchResult,
+    EngineStats,
     EventIn,
     MatchPage,
     QueryBulkPublic,
@@ -203,6 +204,10 @@ class Client:
     def metrics(self) -> str:
         return self._send("GET", "/metrics").text
 
+    def stats(self) -> EngineStats:
+        """The engine's statistics, and which kernel it runs."""
+        return EngineStats.model_validate_json(self._send("GET", "/v1/stats").content)
+
 
 class AsyncClient:
     """Asynchronous client with the same methods as :class:`Client`."""
@@ -277,6 +282,10 @@ class AsyncClient:
             return (await self._http.get("/readyz")).status_code == 200
         except httpx.TransportError:
             return False
+
+    async def stats(self) -> EngineStats:
+        """The engine's statistics, and which kernel it runs."""
+        return EngineStats.model_validate_json((await self._send("GET", "/v1/stats")).content)
 
 
 # --------------------------------------------------------------------- subscriptions

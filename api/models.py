@@ -35,6 +35,7 @@ __all__ = [
     "ErrorDetail",
     "EventBatch",
     "EventIn",
+    "EngineStats",
     "Health",
     "MatchPage",
     "MatchPublic",
@@ -328,6 +329,49 @@ class MatchPage(_Model):
 
     matches: list[MatchPublic]
     next_seq: int = Field(ge=0)
+
+
+# ------------------------------------------------------------------------------- stats
+
+
+class EngineStats(_Model):
+    """What the engine holds and has done (a snapshot, at most a second old)."""
+
+    kernel: Literal["compiled", "pure"] = Field(
+        description="The engine's kernel: compiled, or the pure-Python one (the same results, several "
+        "times slower; the server says why when it starts)."
+    )
+    queries: int = Field(ge=0, description="Registered queries.")
+    derived_classes: int = Field(ge=0, description="Shared sub-patterns (nodes of their own).")
+    ecqs: int = Field(ge=0, description="Event-centric composable queues: one per event class in use.")
+    stored_instances: int = Field(ge=0, description="Event instances stored in the shared queues.")
+    pmb_entries: int = Field(ge=0, description="Partial-matching-block entries.")
+    pending_matches: int = Field(ge=0, description="Matches waiting for a window to close.")
+    events: int = Field(
+        ge=0, description="Events the engine processed, the retained log replayed at start included."
+    )
+    clock: float | None = Field(description="The engine's clock (null before any event).")
+    next_seq: int = Field(ge=0, description="The seq the next match gets.")
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "kernel": "compiled",
+                    "queries": 1000,
+                    "derived_classes": 0,
+                    "ecqs": 50,
+                    "stored_instances": 12000,
+                    "pmb_entries": 15000,
+                    "pending_matches": 0,
+                    "events": 120000,
+                    "clock": 3600.0,
+                    "next_seq": 51000,
+                }
+            ]
+        },
+    )
 
 
 # ------------------------------------------------------------------------------ health

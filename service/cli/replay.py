@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, BinaryIO
 import typer
 
 from ecq.event import Event
-from service.cli.errors import user_errors
+from service.cli.errors import user_errors, warn_if_pure
 from service.cli.options import QueriesOption
 from service.cli.progress import LazyProgress
 from service.files.events import Progress, read_events
@@ -96,6 +96,9 @@ def replay(
         engine = build_engine(specs, queries, engine_kind.value)
         progress.phase("reading events")
         batch = read_events(events, fmt.value if fmt else None, progress.update)
+        # Once the input is known good (a mistake is the one line on stderr).
+        if engine_kind is EngineKind.shared:
+            warn_if_pure()
         freeze_so_far()
         progress.phase("matching", total=len(batch))
         with open_output(out) as stream:

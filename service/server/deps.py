@@ -31,6 +31,7 @@ __all__ = [
     "Reader",
     "RuntimeDep",
     "SettingsDep",
+    "StatsReader",
     "StoreDep",
     "runtime_of",
 ]
@@ -91,3 +92,4 @@ Admin = Depends(_role(ADMIN, "managing queries"))
 Producer = Depends(_role(PRODUCER, "posting events"))
 Reader = Depends(_role(READER, "reading matches"))
 AnyRole = Depends(_role(ANY, "reading queries"))
+StatsReader = Depends(_role(ANY, "reading the engine's statistics"))

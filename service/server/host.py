@@ -184,6 +184,11 @@ class EngineHost:
                 pass
         return self._stats
 
+    async def engine_stats(self) -> dict[str, Any]:
+        """:meth:`stats` for a reader: the engine must be serving (else UnavailableError)."""
+        self._require_ok()
+        return await self.stats()
+
     def stats_snapshot(self) -> dict[str, Any]:
         return self._stats
 
