@@ -247,7 +247,10 @@ CASES: list[tuple[str, str, dict[str, Any], int, list[str], dict[str, Any]]] = [
     (
         "POST",
         "/v1/time",
-        {"content": '{"time": ' + "[" * 300 + "]" * 300 + "}", "headers": {"content-type": "application/json"}},
+        {
+            "content": '{"time": ' + "[" * 300 + "]" * 300 + "}",
+            "headers": {"content-type": "application/json"},
+        },
         400,
         ["nested deeper than 200"],
         {},
