@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,7 +29,7 @@ def test_builds_are_measured_over_the_same_workload_in_their_own_processes(tmp_p
         chunk=200,
         progress=lambda done, _what: fractions.append(done),
     )
-    rows = [dict(zip(table.columns, row, strict=True)) for row in table.rows]
+    rows: list[dict[str, Any]] = [dict(zip(table.columns, row, strict=True)) for row in table.rows]
     assert [(r["build"], r["queries"]) for r in rows] == [("a", 10), ("a", 60), ("b", 10), ("b", 60)]
     assert all(r["shared_us"] > 0 and r["events_per_s"] > 0 for r in rows)
     assert [r["vs_first"] for r in rows[:2]] == [1.0, 1.0]
