@@ -30,13 +30,15 @@ from api.models import (
     BATCH_HEADER,
     PRODUCER_HEADER,
     BatchResult,
-    EngineStats,
     EventIn,
+    Identity,
     MatchPage,
     QueryBulkPublic,
     QueryCreate,
     QueryList,
     QueryPublic,
+    QueryValid,
+    Stats,
     TimeResult,
 )
 
@@ -77,8 +79,8 @@ def _query_dict(query: QueryLike) -> Mapping[str, Any]:
     return query.model_dump(exclude_none=True) if isinstance(query, QueryCreate) else query
 
 
-def _query_body(name: str, text: str | None, pattern: Mapping[str, Any] | None) -> dict[str, Any]:
-    body: dict[str, Any] = {"name": name}
+def _query_body(name: str | None, text: str | None, pattern: Mapping[str, Any] | None) -> dict[str, Any]:
+    body: dict[str, Any] = {} if name is None else {"name": name}
     if text is not None:
         body["text"] = text
     if pattern is not None:
@@ -150,6 +152,15 @@ class Client:
     def delete_query(self, name: str) -> None:
         self._send("DELETE", f"/v1/queries/{name}")
 
+    def validate(
+        self, text: str | None = None, pattern: Mapping[str, Any] | None = None, name: str | None = None
+    ) -> QueryValid:
+        """Check a query as :meth:`register` would, registering nothing (ApiError if refused)."""
+        body, headers = _json(_query_body(name, text, pattern))
+        return QueryValid.model_validate_json(
+            self._send("POST", "/v1/queries/validate", content=body, headers=headers).content
+        )
+
     # events
     def post_events(self, producer: str, batch_id: str | int, events: Sequence[EventLike]) -> BatchResult:
         payload = {"producer": producer, "batch_id": batch_id, "events": [_event_dict(e) for e in events]}
@@ -204,9 +215,11 @@ class Client:
     def metrics(self) -> str:
         return self._send("GET", "/metrics").text
 
-    def stats(self) -> EngineStats:
-        """The engine's statistics, and which kernel it runs."""
-        return EngineStats.model_validate_json(self._send("GET", "/v1/stats").content)
+    def stats(self) -> Stats:
+        return Stats.model_validate_json(self._send("GET", "/v1/stats").content)
+
+    def whoami(self) -> Identity:
+        return Identity.model_validate_json(self._send("GET", "/v1/whoami").content)
 
 
 class AsyncClient:
@@ -252,6 +265,13 @@ class AsyncClient:
     async def delete_query(self, name: str) -> None:
         await self._send("DELETE", f"/v1/queries/{name}")
 
+    async def validate(
+        self, text: str | None = None, pattern: Mapping[str, Any] | None = None, name: str | None = None
+    ) -> QueryValid:
+        body, headers = _json(_query_body(name, text, pattern))
+        response = await self._send("POST", "/v1/queries/validate", content=body, headers=headers)
+        return QueryValid.model_validate_json(response.content)
+
     async def post_events(
         self, producer: str, batch_id: str | int, events: Sequence[EventLike]
     ) -> BatchResult:
@@ -283,9 +303,11 @@ class AsyncClient:
         except httpx.TransportError:
             return False
 
-    async def stats(self) -> EngineStats:
-        """The engine's statistics, and which kernel it runs."""
-        return EngineStats.model_validate_json((await self._send("GET", "/v1/stats")).content)
+    async def stats(self) -> Stats:
+        return Stats.model_validate_json((await self._send("GET", "/v1/stats")).content)
+
+    async def whoami(self) -> Identity:
+        return Identity.model_validate_json((await self._send("GET", "/v1/whoami")).content)
 
 
 # --------------------------------------------------------------------- subscriptions
