@@ -68,6 +68,8 @@ def _answer(status: int, detail: dict[str, Any], headers: dict[str, str] | None 
 async def _scemon_error(request: Request, err: Exception) -> FastJSON:
     assert isinstance(err, ScemonError)
     headers = {"WWW-Authenticate": "Bearer"} if isinstance(err, UnauthorizedError) else None
+    if isinstance(err, ServiceError) and err.retry_after is not None:
+        headers = {"Retry-After": str(err.retry_after)}
     return _answer(status_of(err), error_body(err), headers)
 
 
