@@ -234,3 +234,53 @@ def all_figures(quick: QuickOption = False, out: OutOption = None) -> None:
     for command in (cleaning, queries, sources, breakdown, storage, classes, conjunction, disjunction, rate):
         command(quick=quick, out=out)
     ratio(quick=quick, out=out)
+
+
+@bench_app.command("builds")
+def builds(
+    build: Annotated[
+        list[str],
+        typer.Option(
+            "--build",
+            help="NAME=PYTHON or NAME=PYTHON@CHECKOUT (default: this checkout), its compiled kernel built "
+            "for PYTHON; twice or more. The first is the one the others are compared with.",
+            show_default=False,
+        ),
+    ],
+    quick: QuickOption = False,
+    out: OutOption = None,
+    events: EventsOption = None,
+    clean_every: CleanOption = None,
+    seed: Annotated[int, typer.Option(help="Seed of the order in which builds take each chunk.")] = 0,
+) -> None:
+    """Builds side by side: the targets' shared engines (100, 1K and 5K queries) of each
+    build in a process of its own, over the same workload, every chunk of events to every
+    build in a shuffled order. For this build against an older checkout, or against
+    itself on other interpreters."""
+    from service.bench.builds import compare, parse_build
+
+    try:
+        parsed = [parse_build(text, Path.cwd()) for text in build]
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--build") from None
+    if len(parsed) < 2:
+        raise typer.BadParameter("give two builds or more", param_hint="--build")
+    scale = figures.sized(quick, events, clean_every)
+    workload = replace(scale.base, n_queries=max(scale.target_queries))
+    warmup = scale.warmup if scale.warmup is not None else workload.window_events
+
+    def figure(_scale: figures.Scale, progress: Progress | None) -> list[Table]:
+        return [
+            compare(
+                parsed,
+                workload,
+                scale.target_queries,
+                scale.target_events,
+                warmup,
+                scale.clean_every,
+                seed=seed,
+                progress=progress,
+            )
+        ]
+
+    publish(_measured("builds", figure, scale), quick, out)

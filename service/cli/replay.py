@@ -25,7 +25,7 @@ import typer
 from ecq.errors import AheadError, EventError
 from ecq.event import Event
 from ecq.timekeeper import MAX_AHEAD, TimeKeeper
-from service.cli.errors import user_errors
+from service.cli.errors import user_errors, warn_if_pure
 from service.cli.options import QueriesOption
 from service.cli.progress import LazyProgress
 from service.files.events import Progress, read_events
@@ -139,6 +139,9 @@ def replay(
             raise EventError(
                 f"{err.message}; --max-ahead inf takes it", f"{events} {err.where}", err.field
             ) from None
+        # Once the input is known good (a mistake is the one line on stderr).
+        if engine_kind is EngineKind.shared:
+            warn_if_pure()
         freeze_so_far()
         progress.phase("matching", total=len(batch))
         with open_output(out) as stream:
