@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from service.cli.errors import fail
+from service.cli.errors import fail, warn_if_pure
 
 __all__ = ["serve"]
 
@@ -87,4 +87,5 @@ def serve(
         )
     from service.server.main import run
 
+    warn_if_pure()
     run(settings)

@@ -599,7 +599,7 @@ class EngineHost:
             self.store.trim(horizon, keep, self.match_log_max, self.next_seq)
 
 
-def _late_rows(late: list[Late], posted: list[Event]) -> list[LateRow]:
+def _late_rows(late: Late, posted: list[Event]) -> list[LateRow]:
     """The late events as ``(index in the batch as posted, id, seconds)``, in batch order.
     Late events are always of the batch at hand: an event held in the buffer is never
     late when it is released (its end is at or above the watermark)."""
@@ -607,9 +607,9 @@ def _late_rows(late: list[Late], posted: list[Event]) -> list[LateRow]:
         return []
     where = {id(e): i for i, e in enumerate(posted)}
     rows: list[LateRow] = []
-    for x in late:
-        assert x.event.id is not None  # ingest names every event
-        rows.append((where[id(x.event)], x.event.id, x.by))
+    for event, by in late:
+        assert event.id is not None  # ingest names every event
+        rows.append((where[id(event)], event.id, by))
     rows.sort()
     return rows
 

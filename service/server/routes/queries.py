@@ -19,12 +19,13 @@ from api.models import (
 )
 from service.server.deps import Admin, AnyRole, HostDep
 from service.server.host import QueryInfo, QuerySpec
+from service.server.limits import JSONDepthRoute
 from service.server.responses import FastJSON
 from service.server.routes import errors
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1/queries", tags=["queries"])
+router = APIRouter(prefix="/v1/queries", tags=["queries"], route_class=JSONDepthRoute)
 
 NamePath = Annotated[
     str, Path(min_length=1, max_length=NAME_MAX, pattern=NAME_PATTERN, description="Query name.")
