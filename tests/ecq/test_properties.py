@@ -20,7 +20,7 @@ from ecq.language.ast import from_json
 from ecq.match import Match
 from ecq.network import LEVELS
 from tests import reference
-from tests.strategies import query_sets, query_sets_full, streams
+from tests.strategies import planted_streams, query_sets, query_sets_full, streams
 
 # Property tests: `make test` runs them a second time on the pure kernel (SCEMON_PURE=1).
 pytestmark = pytest.mark.property
@@ -90,7 +90,11 @@ def scenarios(draw: st.DrawFn, query_strategy: Any = None) -> list[tuple[Any, ..
     """Register a query set, play a stream with registrations, unregistrations and
     clock advances sprinkled in, then flush the clock."""
     queries = draw(query_strategy if query_strategy is not None else query_sets(CLASSES))
-    events = draw(streams(CLASSES, n_sources=2, max_len=14))
+    if draw(st.integers(0, 3)):
+        # Most examples act some queries out, so that they produce matches.
+        events = draw(planted_streams(queries, CLASSES, n_sources=2, max_len=14))
+    else:
+        events = draw(streams(CLASSES, n_sources=2, max_len=14))
     split = draw(st.integers(0, len(queries)))
     ops: list[tuple[Any, ...]] = [("register", name, q) for name, q in queries[:split]]
     late = list(queries[split:])
