@@ -24,6 +24,7 @@ from service.server.store import Store
 __all__ = [
     "Admin",
     "AnyRole",
+    "CallerRole",
     "HostDep",
     "HubDep",
     "MetricsDep",
@@ -91,3 +92,6 @@ Admin = Depends(_role(ADMIN, "managing queries"))
 Producer = Depends(_role(PRODUCER, "posting events"))
 Reader = Depends(_role(READER, "reading matches"))
 AnyRole = Depends(_role(ANY, "reading queries"))
+
+# The caller's role as a value (None with auth off), for routes that answer by it.
+CallerRole = Annotated[Role | None, Depends(_role(ANY, "using the service"))]

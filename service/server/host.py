@@ -37,10 +37,12 @@ from ecq.kernel.make import match_writer
 from ecq.language import format_query
 from ecq.language.ast import Query, from_json
 from ecq.match import Match
+from ecq.network import check_depends
 from ecq.query import CompiledQuery
 from service.server.errors import InBulkError, UnavailableError
 from service.server.hub import Published
 from service.server.metrics import Metrics
+from service.server.rates import MatchRates
 from service.server.store import BATCH, REGISTER, TIME, UNREGISTER, MatchRow, Store
 
 __all__ = ["BatchOutcome", "EngineHost", "QueryInfo", "QuerySpec", "spec_query"]
@@ -69,6 +71,9 @@ class QueryInfo:
     mode: str
     matches: int = 0
     last_match: float | None = None
+    # The queries it reads through @name: a query checked before registering is held
+    # against these (no unknown name, no cycle) without asking the writer thread.
+    depends: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, name: str, cq: CompiledQuery) -> QueryInfo:
@@ -80,6 +85,7 @@ class QueryInfo:
             classes=sorted(cq.classes()),
             window=cq.window,
             mode="all" if cq.mode_all else "recent",
+            depends=frozenset(cq.depends),
         )
 
 
@@ -95,6 +101,19 @@ def spec_query(spec: QuerySpec) -> str | Query:
     if "text" in spec:
         return str(spec["text"])
     return from_json(spec["pattern"])
+
+
+# The name a query is checked under when the caller gave none: not a valid query name,
+# so it can be neither taken nor part of an @name cycle.
+_UNNAMED = "-"
+
+
+def _compile(name: str, spec: QuerySpec) -> CompiledQuery:
+    """Parse and compile a stored spec, without an engine. Raises QueryError subclasses."""
+    try:
+        return Engine.compile(name, spec_query(spec))
+    except RecursionError:  # nested so deep the parser ran out of stack
+        raise SemanticError("the query is nested too deeply") from None
 
 
 def _arrival_key(e: Event) -> tuple[float, float]:
@@ -131,6 +150,7 @@ class EngineHost:
         self._stats_ops = -1
         self._ops = 0
         self._startup: asyncio.Future[None] | None = None
+        self.rates = MatchRates()
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -163,6 +183,18 @@ class EngineHost:
         """Register queries in order, all or none (raises the first refusal)."""
         return await self._run(self._register, list(entries))
 
+    async def check(self, name: str | None, spec: QuerySpec) -> QueryInfo:
+        """What :meth:`register` would answer for one query, without registering it
+        (its ``matches`` are 0). Compiled in a worker thread, not the writer: checking
+        never delays ingestion; the registered names it is held against are a snapshot."""
+        self._require_ok()
+        if name is not None and name in self._infos:
+            raise DuplicateQueryError(f"a query named {name!r} is already registered")
+        cq = await asyncio.to_thread(_compile, name or _UNNAMED, spec)
+        infos = self._infos
+        check_depends(cq, lambda n: infos[n].depends if n in infos else None)
+        return QueryInfo.of(cq.name, cq)
+
     async def unregister(self, name: str) -> None:
         await self._run(self._unregister, name)
 
@@ -183,6 +215,11 @@ class EngineHost:
             except TimeoutError:
                 pass
         return self._stats
+
+    @property
+    def kernel(self) -> str:
+        """The kernel the engine runs: "compiled", or "pure" when that could not load."""
+        return self.engine.network.kernel.name
 
     def stats_snapshot(self) -> dict[str, Any]:
         return self._stats
@@ -285,10 +322,7 @@ class EngineHost:
         compiled: list[CompiledQuery] = []
         for index, (name, spec) in enumerate(entries):
             try:
-                compiled.append(Engine.compile(name, spec_query(spec)))
-            except RecursionError:
-                deep = SemanticError("the query is nested too deeply")
-                raise deep if len(entries) == 1 else InBulkError(deep, index, name) from None
+                compiled.append(_compile(name, spec))
             except QueryError as err:
                 raise err if len(entries) == 1 else InBulkError(err, index, name) from None
         done: list[tuple[str, CompiledQuery]] = []
@@ -395,6 +429,8 @@ class EngineHost:
         self, next_seq: int, counts: dict[str, tuple[int, float]], published: list[Published]
     ) -> None:
         self.next_seq = next_seq
+        if counts:
+            self.rates.add({name: n for name, (n, _) in counts.items()})
         for name, (n, last) in counts.items():
             info = self._infos.get(name)
             if info is not None:

@@ -11,7 +11,7 @@ from service.server import handlers
 from service.server.config import Settings
 from service.server.limits import BodyLimit
 from service.server.openapi import install_openapi
-from service.server.routes import events, health, matches, queries
+from service.server.routes import console, events, health, matches, queries, stats
 from service.server.runtime import Runtime
 
 __all__ = ["create_app", "run"]
@@ -20,7 +20,7 @@ DESCRIPTION = """\
 Complex event processing over one shared network of event-centric composable queues.
 Register queries (admin), post micro-batches of events (producer), read matches by
 `seq` or subscribe over WebSocket at `/v1/matches/ws?from_seq=&queries=a,b` (reader).
-Every 4xx answer is `{"detail": {"message", ...where}}`.
+Every 4xx answer is `{"detail": {"message", ...where}}`. The web console is at `/`.
 """
 
 
@@ -41,8 +41,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="scemon", version="1.0.0", description=DESCRIPTION, lifespan=lifespan)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     handlers.install(app)
-    for router in (queries.router, events.router, matches.router, health.router):
+    for router in (queries.router, events.router, matches.router, stats.router, health.router):
         app.include_router(router)
+    console.install(app)
     install_openapi(app)
     return app
 

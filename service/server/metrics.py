@@ -15,6 +15,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from service.server.hub import Hub
+
 __all__ = ["Metrics", "CONTENT_TYPE"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -26,9 +28,9 @@ _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5
 class _EngineCollector(Collector):
     """Gauges read from callables at scrape time."""
 
-    def __init__(self, stats: Callable[[], dict[str, Any]], subscribers: Callable[[], int]) -> None:
+    def __init__(self, stats: Callable[[], dict[str, Any]], hub: Hub) -> None:
         self._stats = stats
-        self._subscribers = subscribers
+        self._hub = hub
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         stats = self._stats()
@@ -42,7 +44,14 @@ class _EngineCollector(Collector):
         for name, doc, key in gauges:
             yield GaugeMetricFamily(name, doc, value=float(stats.get(key, 0)))
         yield GaugeMetricFamily(
-            "scemon_subscribers", "Connected WebSocket subscribers.", value=self._subscribers()
+            "scemon_subscribers", "Connected WebSocket subscribers.", value=len(self._hub)
+        )
+        backlog, longest = self._hub.backlog()
+        yield GaugeMetricFamily(
+            "scemon_subscriber_backlog", "Matches queued for subscribers, not yet sent.", value=backlog
+        )
+        yield GaugeMetricFamily(
+            "scemon_subscriber_backlog_max", "The longest one subscriber's queue of matches.", value=longest
         )
 
 
@@ -66,9 +75,36 @@ class Metrics:
         )
         self.up = Gauge("scemon_ready", "1 once the engine is rebuilt and serving.", registry=r)
 
-    def watch(self, stats: Callable[[], dict[str, Any]], subscribers: Callable[[], int]) -> None:
-        """Expose the engine's gauges, read from ``stats()`` at scrape time."""
-        self.registry.register(_EngineCollector(stats, subscribers))
+    def watch(self, stats: Callable[[], dict[str, Any]], hub: Hub) -> None:
+        """Expose the engine's and the hub's gauges, read at scrape time (the hub's on
+        the event loop, where ``/metrics`` runs)."""
+        self.registry.register(_EngineCollector(stats, hub))
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+    def totals(self) -> dict[str, float]:
+        """The unlabelled counters' values by name without the ``_total`` suffix
+        (``events``, ``batches``, ``duplicate_batches``, ``subscriber_overflows``); read from the
+        counters themselves, not the whole registry, which holds a series per query."""
+        out: dict[str, float] = {}
+        for counter in (self.events, self.batches, self.duplicates, self.overflows):
+            for family in counter.collect():
+                for sample in family.samples:
+                    if sample.name.endswith("_total"):
+                        out[sample.name.removeprefix("scemon_").removesuffix("_total")] = sample.value
+        return out
+
+    def ingest(self) -> tuple[int, float, list[tuple[float, int]]]:
+        """The ingest histogram: batches answered, their seconds added up, and the
+        cumulative count within each finite bucket bound."""
+        count, total, buckets = 0, 0.0, []
+        for family in self.ingest_seconds.collect():
+            for sample in family.samples:
+                if sample.name.endswith("_bucket") and sample.labels["le"] != "+Inf":
+                    buckets.append((float(sample.labels["le"]), int(sample.value)))
+                elif sample.name.endswith("_count"):
+                    count = int(sample.value)
+                elif sample.name.endswith("_sum"):
+                    total = sample.value
+        return count, total, buckets

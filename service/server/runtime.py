@@ -7,7 +7,8 @@ run the same parts without HTTP.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 from service.server.config import Settings
 from service.server.host import EngineHost
@@ -25,6 +26,13 @@ class Runtime:
     hub: Hub
     metrics: Metrics
     host: EngineHost
+    # When the process started serving: wall time for people, monotonic for uptime.
+    started: float = field(default_factory=time.time)
+    started_monotonic: float = field(default_factory=time.monotonic)
+
+    @property
+    def uptime(self) -> float:
+        return time.monotonic() - self.started_monotonic
 
     @classmethod
     def open(cls, settings: Settings) -> Runtime:
@@ -34,7 +42,7 @@ class Runtime:
         host = EngineHost(
             store, metrics, hub.publish, trim_every=settings.trim_every, match_log_max=settings.match_log_max
         )
-        metrics.watch(host.stats_snapshot, lambda: len(hub))
+        metrics.watch(host.stats_snapshot, hub)
         return cls(settings, store, hub, metrics, host)
 
     def start(self) -> None:
