@@ -42,6 +42,7 @@ from ecq.composite import (
     trailing_factor,
 )
 from ecq.conditions import MISSING
+from ecq.deadlines import Deadlines
 from ecq.ecq import ECQ, CLink, SlotFilter
 from ecq.emission import Emission
 from ecq.errors import SemanticError
@@ -141,9 +142,8 @@ class Network:
         # masks made from them.
         self._window_bits: dict[float, int] = {}
         self.windows = Windows()
-        # Nodes holding pending trailing-negation matches, and the earliest deadline.
-        self._pending_nodes: set[QState] = set()
-        self.next_deadline = float("inf")
+        # Trailing-negation matches waiting for the clock, earliest deadline first.
+        self.deadlines = Deadlines()
         self.ecqs: dict[str, ECQ] = {}
         # Instances (events and derived instances) that have arrived so far: two queries
         # registered with no instance between them see the same instances, so they may
@@ -268,8 +268,8 @@ class Network:
             else:
                 del self._window_bits[cq.window]
         self._free.append((moment, qs.bitno))
-        qs.pending.clear()
-        self._pending_nodes.discard(qs)
+        qs.live = False
+        self.deadlines.drop_dead()
         if qs.fast:
             self.kernel.remove_node(qs.bitno)
         self._rebuild_windows()
@@ -332,26 +332,28 @@ class Network:
         if made:
             self._run(made, e.moment, clock, clock, 1, e.arrival, out)
 
+    @property
+    def next_deadline(self) -> float:
+        """The earliest deadline of a waiting trailing-negation match (infinity: none)."""
+        return self.deadlines.earliest
+
     def fire(self, moment: int, clock_before: float, clock: float, arrival: int, out: list[Emission]) -> None:
         """Phase 0: every pending trailing-negation match whose deadline the clock now
-        exceeds is checked for blockers that arrived before this moment and finished."""
-        if not clock > self.next_deadline:
+        exceeds is checked for blockers that arrived before this moment and finished.
+        O(k log n) for k due matches of n waiting (``ecq.deadlines``)."""
+        due = self.deadlines.due(clock)
+        if not due:
             return
         made: list[Event] = []
-        for qs in sorted(self._pending_nodes, key=lambda q: q.order):
-            due = [(c, d) for c, d in qs.pending if clock > d]
-            if not due:
-                continue
-            qs.pending = [(c, d) for c, d in qs.pending if not clock > d]
-            for cand, _deadline in due:
-                ctx = Context(moment, ChainProbe(self.ecqs, cand.trigger.src, clock_before, self.timers))
-                self._finish(
-                    qs, cand, cand.prob * trailing_factor(qs, cand, ctx), moment, 0, arrival, made, out
-                )
-        self._pending_nodes = {qs for qs in self._pending_nodes if qs.pending}
-        self.next_deadline = min(
-            (d for qs in self._pending_nodes for _, d in qs.pending), default=float("inf")
-        )
+        probes: dict[Any, ChainProbe] = {}
+        for qs, cand in due:
+            # Due matches of one source share their probe of the chains.
+            src = cand.trigger.src
+            probe = probes.get(src)
+            if probe is None:
+                probe = probes[src] = ChainProbe(self.ecqs, src, clock_before, self.timers)
+            factor = trailing_factor(qs, cand, Context(moment, probe))
+            self._finish(qs, cand, cand.prob * factor, moment, 0, arrival, made, out)
         if made:
             made.sort(key=inst_key)
             self._run(made, moment, clock_before, clock, 0, arrival, out)
@@ -409,10 +411,7 @@ class Network:
                         out,
                     )
                 else:
-                    qs.pending.append((cand, deadline))
-                    self._pending_nodes.add(qs)
-                    if deadline < self.next_deadline:
-                        self.next_deadline = deadline
+                    self.deadlines.add(deadline, qs, cand)
             else:
                 self._finish(qs, cand, cand.prob, moment, phase, arrival, made, out)
         if len(made) > 1:
@@ -561,7 +560,7 @@ class Network:
         return sum(e.pmb.size() for ecq in self.ecqs.values() for e in ecq.siq if e.pmb is not None)
 
     def pending(self) -> int:
-        return sum(len(qs.pending) for qs in self._nodes())
+        return sum(qs.waiting for qs in self._nodes())
 
     def _check(self) -> None:
         for cls, ecq in self.ecqs.items():
@@ -580,6 +579,7 @@ class Network:
             if qs.cq.window is not None:
                 by_window[qs.cq.window] = by_window.get(qs.cq.window, 0) | qs.bit
         assert by_window == self._window_bits, "window bits must follow the nodes"
+        self.deadlines._check()
 
 
 def _clear(masks: dict[int, int], k: int, bit: int) -> None:

@@ -8,13 +8,10 @@ it, and the network makes it; it imports none of them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from ecq.conditions import PredFn
 from ecq.query import KIND_OR, CompiledQuery
-
-if TYPE_CHECKING:
-    from ecq.candidate import Cand
 
 __all__ = ["QState", "NodePlan"]
 
@@ -32,7 +29,8 @@ class QState:
     """A registered node (a query, or a shared sub-pattern) inside the network: its
     compiled form, its bit, its registration (``order`` among queries, ``reg`` the moment
     of the register op: it sees instances of later moments only), the conditions grouped
-    by the binding step that checks them, and its pending trailing-negation matches."""
+    by the binding step that checks them, and how many of its trailing-negation matches
+    wait for the clock (they are in the network's ``Deadlines``)."""
 
     cq: CompiledQuery
     bitno: int
@@ -42,7 +40,9 @@ class QState:
     checks_at: list[list[PredFn]] = field(default_factory=list)
     classes_at: list[tuple[str, ...]] = field(default_factory=list)
     classes: tuple[str, ...] = ()
-    pending: list[tuple[Cand, float]] = field(default_factory=list)
+    waiting: int = 0
+    # False once unregistered: its waiting matches are dropped as they come due.
+    live: bool = True
     users: int = 1
     # Matches emitted by the Python code; the compiled loop counts its own in the plan.
     counted: int = 0
