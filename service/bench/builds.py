@@ -11,7 +11,9 @@ chunk to every build in a shuffled order**, one worker at a time, so that a slow
 of the machine hits every build alike and no build is always the one that runs second
 (a fixed order biased earlier A/B runs by a few per cent). Cleaning runs at the same
 stream positions for every engine and is timed with it; output delivery is not
-(matches are counted and dropped).
+(matches are counted and dropped). Each worker times by the clock and by its own CPU
+time: on a machine that other work shares, a build can lose the core in the middle of
+a chunk, which the clock counts against it and CPU time does not.
 """
 
 from __future__ import annotations
@@ -110,7 +112,8 @@ def compare(
     progress: Progress | None = None,
 ) -> Table:
     """Unit processing time per build and query count, over ``events`` events after
-    ``warmup``; ``vs_first``: the unit time over the first build's."""
+    ``warmup``, by the clock and by CPU time; ``vs_first`` and ``cpu_vs_first``: each
+    over the first build's."""
     total = warmup + events
     workers = [_Worker(b) for b in builds]
     try:
@@ -130,6 +133,7 @@ def compare(
         if len(digests) != 1:
             raise RuntimeError(f"the builds generate different workloads: {digests}")
         seconds = [[0.0] * len(query_counts) for _ in builds]
+        cpu = [[0.0] * len(query_counts) for _ in builds]
         matches = [[0] * len(query_counts) for _ in builds]
         order = random.Random(seed)
         ends = sorted(
@@ -146,6 +150,7 @@ def compare(
                 if begin >= warmup:
                     for j in range(len(query_counts)):
                         seconds[i][j] += got["seconds"][j]
+                        cpu[i][j] += got["cpu"][j]
                         matches[i][j] += got["matches"][j]
             begin = end
             if progress is not None:
@@ -164,6 +169,8 @@ def compare(
             "shared_us",
             "events_per_s",
             "vs_first",
+            "cpu_us",
+            "cpu_vs_first",
             "matches_per_event",
         ],
     )
@@ -171,6 +178,8 @@ def compare(
         for j, n in enumerate(query_counts):
             us = seconds[i][j] / events * 1e6
             first = seconds[0][j] / events * 1e6
+            cpu_us = cpu[i][j] / events * 1e6
+            cpu_first = cpu[0][j] / events * 1e6
             table.add(
                 build=build.name,
                 python=info["python"],
@@ -179,6 +188,8 @@ def compare(
                 shared_us=round(us, 3),
                 events_per_s=round(events / seconds[i][j]) if seconds[i][j] else 0,
                 vs_first=round(us / first, 3) if first else 0.0,
+                cpu_us=round(cpu_us, 3),
+                cpu_vs_first=round(cpu_us / cpu_first, 3) if cpu_first else 0.0,
                 matches_per_event=round(matches[i][j] / events, 3),
             )
     table.notes = [

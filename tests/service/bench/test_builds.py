@@ -31,8 +31,8 @@ def test_builds_are_measured_over_the_same_workload_in_their_own_processes(tmp_p
     )
     rows: list[dict[str, Any]] = [dict(zip(table.columns, row, strict=True)) for row in table.rows]
     assert [(r["build"], r["queries"]) for r in rows] == [("a", 10), ("a", 60), ("b", 10), ("b", 60)]
-    assert all(r["shared_us"] > 0 and r["events_per_s"] > 0 for r in rows)
-    assert [r["vs_first"] for r in rows[:2]] == [1.0, 1.0]
+    assert all(r["shared_us"] > 0 and r["events_per_s"] > 0 and r["cpu_us"] > 0 for r in rows)
+    assert [r["vs_first"] for r in rows[:2]] == [r["cpu_vs_first"] for r in rows[:2]] == [1.0, 1.0]
     # The same engine on the same events: the same matches in both processes.
     assert [r["matches_per_event"] for r in rows[:2]] == [r["matches_per_event"] for r in rows[2:]]
     assert rows[1]["matches_per_event"] > 0
