@@ -227,7 +227,7 @@ def _check_engine(build: Build) -> None:
     )
     engine = found.stdout.strip()
     if found.returncode != 0 or not Path(engine).resolve().is_relative_to(build.checkout):
-        shown = engine or found.stderr.strip().splitlines()[-1:]
+        shown = engine or (found.stderr.strip().splitlines() or ["no engine"])[-1]
         raise RuntimeError(f"build {build.name} runs {shown}, not its checkout's engine")
 
 
