@@ -334,5 +334,9 @@ class MatchPage(_Model):
 
 
 class Health(_Model):
-    status: Literal["ok", "starting", "failed"]
+    """``starting``: rebuilding from the store (detail: progress); ``unwritable``: the
+    store refuses writes (detail: disk full, read-only or I/O error, and the fix);
+    ``failed``: the store cannot be replayed (detail: why)."""
+
+    status: Literal["ok", "starting", "unwritable", "failed"]
     detail: str | None = None

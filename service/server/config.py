@@ -44,6 +44,14 @@ class Settings(BaseSettings):
     )
     trim_every: int = Field(default=64, ge=1, description="Trim the event log every that many batches.")
     match_log_max: int = Field(default=5_000_000, ge=1, description="Matches kept for polling and resuming.")
+    store_max_bytes: int = Field(
+        default=0,
+        ge=0,
+        description="A cap on the store file's size (0: none); past it writes fail as 'full'.",
+    )
+    init: bool = Field(
+        default=False, description="Start an empty store in place of an empty (0-byte) store file."
+    )
     log_level: str = "info"
 
     @field_validator("tokens")

@@ -65,6 +65,18 @@ class Metrics:
             "scemon_subscriber_overflows", "Subscribers cut off for falling behind.", registry=r
         )
         self.up = Gauge("scemon_ready", "1 once the engine is rebuilt and serving.", registry=r)
+        self.rebuilds = Counter(
+            "scemon_rebuilds",
+            "Engine rebuilds from the store, by reason (start, store: it writes again, error).",
+            ["reason"],
+            registry=r,
+        )
+        self.store_faults = Counter(
+            "scemon_store_faults",
+            "Operations the store refused, by kind (full, read-only, I/O error, corrupt, busy, error).",
+            ["kind"],
+            registry=r,
+        )
 
     def watch(self, stats: Callable[[], dict[str, Any]], subscribers: Callable[[], int]) -> None:
         """Expose the engine's gauges, read from ``stats()`` at scrape time."""

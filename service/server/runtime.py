@@ -28,7 +28,7 @@ class Runtime:
 
     @classmethod
     def open(cls, settings: Settings) -> Runtime:
-        store = Store(settings.data)
+        store = Store(settings.data, init=settings.init, max_bytes=settings.store_max_bytes)
         hub = Hub(settings.subscriber_queue)
         metrics = Metrics()
         host = EngineHost(

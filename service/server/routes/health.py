@@ -24,14 +24,18 @@ async def healthz() -> Health:
 @router.get(
     "/readyz",
     response_model=Health,
-    responses={503: {"model": Health, "description": "Rebuilding from the store, or failed."}},
+    responses={
+        503: {"model": Health, "description": "Rebuilding from the store, the store cannot write, or failed."}
+    },
     summary="Readiness",
 )
 async def readyz(host: HostDep) -> Response:
-    """200 once the engine has been rebuilt from the store; 503 before, or if that failed."""
+    """200 once the engine has been rebuilt from the store; 503 before, while the store
+    cannot write (``unwritable``: disk full, read-only, I/O error; detail says which and
+    what to do), or if the engine failed."""
     if host.ready:
         return FastJSON(Health(status="ok").model_dump())
-    health = Health(status="failed" if host.state == "failed" else "starting", detail=host.failure)
+    health = Health(status=host.state, detail=host.status())  # type: ignore[arg-type]
     return FastJSON(health.model_dump(), status_code=503)
 
 
