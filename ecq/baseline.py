@@ -77,6 +77,12 @@ PHASES = ("search", "probe", "evaluate", "insert", "clean")
 # An instance waiting to be processed, and the plan it belongs to (a sub-pattern's
 # instance) or None (a primitive event or an ``@name`` instance: the index routes it).
 Delivery = tuple[Event, "Plan | None"]
+# A node of a plan that uses a class, at these positions.
+Route = tuple[Plan, PlanNode, tuple[int, ...]]
+# What a plain sequence's evaluation of an instance pushes: the node, its stacks for the
+# source (None: not made yet), whether position 0 takes the instance, and the entries
+# of later positions.
+Push = tuple[PlanNode, "Stacks | None", bool, "list[tuple[int, Entry]] | None"]
 
 
 class SeparateEngine(OpClock):
@@ -90,7 +96,7 @@ class SeparateEngine(OpClock):
     """
 
     def __init__(self, clean_every: int = 4096, profile: bool = False) -> None:
-        self.index: dict[str, list[tuple[Plan, PlanNode, tuple[int, ...]]]] = {}
+        self.index: dict[str, list[Route]] = {}
         # The plans that keep a class in their private store (general nodes).
         self.keepers: dict[str, list[Plan]] = {}
         self.plans: dict[str, Plan] = {}
@@ -310,103 +316,142 @@ class SeparateEngine(OpClock):
         self, group: list[Delivery], hclock: float, moment: int
     ) -> list[tuple[Plan, PlanNode, Cand, Event]]:
         """Hand one instance (or the plans' copies of it) to every plan that uses its
-        class; each plan searches its per-source stacks, evaluates its transitions and
-        inserts its own copy. O(plans using the class x their source's stacks)."""
-        prof = self.profile
-        timers = self.timers
-        now = time.perf_counter
-        t0 = t1 = t2 = 0.0
-        horizons = self.horizons
+        class, in SASE's phases: :meth:`_evaluate` (search each plan's stacks for the
+        source, evaluate the transitions), :meth:`_insert` (each plain sequence's own
+        copy on the stacks it pushes to), then :meth:`_keep` (a copy for every plan
+        that keeps the class for its general nodes). Plans share nothing, so inserting
+        after every plan has evaluated finds the same matches. O(plans using the class
+        x their source's stacks)."""
         done: list[tuple[Plan, PlanNode, Cand, Event]] = []
         stored = 0
         for x, owner in group:
             routes = self.index.get(x.type) if owner is None else owner.routes.get(x.type)
-            if not routes:
-                continue
-            src = x.src
-            x_start = x.start
-            x_end = x.end
-            for plan, node, positions in routes:
-                if node.kind != SASE:
-                    if prof:
-                        t0 = now()
-                    self._other(plan, node, positions, x, hclock, moment, done)
-                    if prof:
-                        timers["evaluate"] += now() - t0
-                    continue
-                # ---- search: this plan's stacks for the source
+            if routes:
+                pushes = self._evaluate(routes, x, hclock, moment, done)
+                if pushes:
+                    stored += self._insert(pushes, x)
+        if self.keepers:  # every plan with general nodes is there
+            stored += self._keep(group)
+        self._stored += stored
+        return done
+
+    def _evaluate(
+        self,
+        routes: list[Route],
+        x: Event,
+        hclock: float,
+        moment: int,
+        done: list[tuple[Plan, PlanNode, Cand, Event]],
+    ) -> list[Push]:
+        """Search and evaluate, per plan: a plain sequence finds its stacks for ``x``'s
+        source; position 0 pushes, a later position pushes (the last one completes, into
+        ``done``) if the previous stack holds a visible predecessor whose partial match
+        started inside the window. Any other node evaluates ``x`` on its private store
+        (:meth:`_other`). Returns the pushes to make."""
+        prof = self.profile
+        timers = self.timers
+        now = time.perf_counter
+        t0 = t1 = 0.0
+        horizons = self.horizons
+        src = x.src
+        x_start = x.start
+        x_end = x.end
+        out: list[Push] = []
+        for plan, node, positions in routes:
+            if node.kind != SASE:
                 if prof:
                     t0 = now()
-                sources = node.sources
-                st = sources.get(src)
+                self._other(plan, node, positions, x, hclock, moment, done)
                 if prof:
-                    t1 = now()
-                    timers["search"] += t1 - t0
-                if node.never:
+                    timers["evaluate"] += now() - t0
+                continue
+            # ---- search: this plan's stacks for the source
+            if prof:
+                t0 = now()
+            st = node.sources.get(src)
+            if prof:
+                t1 = now()
+                timers["search"] += t1 - t0
+            if node.never:
+                continue
+            # ---- evaluate
+            push0 = False
+            pushes: list[tuple[int, Entry]] | None = None
+            filters = node.filters
+            for k in positions:
+                f = filters[k]
+                if f is not None and not f(x):
                     continue
-                # ---- evaluate: position 0 pushes; a later position pushes (or, the last
-                # one, completes) if the previous stack holds a visible predecessor whose
-                # partial match started inside the window
-                push0 = False
-                pushes: list[tuple[int, Entry]] | None = None
-                filters = node.filters
-                for k in positions:
-                    f = filters[k]
-                    if f is not None and not f(x):
+                if k == 0:
+                    push0 = True
+                    continue
+                if st is None:
+                    continue
+                stack = st.items[k - 1]
+                if not stack:
+                    continue
+                # The latest start of a partial match ``x`` extends, over the visible
+                # predecessors that end before ``x`` starts and started inside the window.
+                window = node.window
+                cls = node.single[k - 1]
+                h = horizons[cls].at(hclock) if cls is not None else NEG_INF
+                best = NEG_INF
+                found = False
+                for p, t, _ptr in stack:
+                    if p.end > x_start or x_end - t > window:
                         continue
-                    if k == 0:
-                        push0 = True
-                        continue
-                    if st is None:
-                        continue
-                    stack = st.items[k - 1]
-                    if not stack:
-                        continue
-                    window = node.window
-                    cls = node.single[k - 1]
-                    h = horizons[cls].at(hclock) if cls is not None else NEG_INF
-                    best = NEG_INF
-                    found = False
-                    for p, t, _ptr in stack:
-                        if p.end > x_start or x_end - t > window:
+                    if cls is None:
+                        if p.start < horizons[p.type].at(hclock):
                             continue
-                        if cls is None:
-                            if p.start < horizons[p.type].at(hclock):
-                                continue
-                        elif p.start < h:
-                            continue
-                        if not found or t > best:
-                            best = t
-                            found = True
-                    if not found:
+                    elif p.start < h:
                         continue
-                    top = st.base[k - 1] + len(stack) - 1
-                    if k < node.n - 1:
-                        if pushes is None:
-                            pushes = []
-                        pushes.append((k, (x, best, top)))
-                    else:
-                        for env in assemble(node, st, x, top, hclock, horizons):
-                            done.append((plan, node, match_cand(env, x), x))
-                if prof:
-                    t2 = now()
-                    timers["evaluate"] += t2 - t1
-                # ---- insert: the plan's own copy
-                if push0 or pushes:
-                    if st is None:
-                        st = sources[src] = Stacks(node.n - 1)
-                    items = st.items
-                    if push0:
-                        items[0].append((x, x_start, -1))
-                        stored += 1
-                    if pushes:
-                        for k, entry in pushes:
-                            items[k].append(entry)
-                        stored += len(pushes)
-                    if prof:
-                        timers["insert"] += now() - t2
+                    if not found or t > best:
+                        best = t
+                        found = True
+                if not found:
+                    continue
+                top = st.base[k - 1] + len(stack) - 1
+                if k < node.n - 1:
+                    if pushes is None:
+                        pushes = []
+                    pushes.append((k, (x, best, top)))
+                else:
+                    for env in assemble(node, st, x, top, hclock, horizons):
+                        done.append((plan, node, match_cand(env, x), x))
+            if prof:
+                timers["evaluate"] += now() - t1
+            if push0 or pushes:
+                out.append((node, st, push0, pushes))
+        return out
+
+    def _insert(self, pushes: list[Push], x: Event) -> int:
+        """Each plain sequence's own copy of ``x`` on the stacks it pushes to (position
+        0 with ``x``'s start, a later one with the start and top it evaluated); returns
+        the number of copies stored."""
+        prof = self.profile
+        t0 = time.perf_counter() if prof else 0.0
+        stored = 0
+        for node, st, push0, entries in pushes:
+            if st is None:
+                st = node.sources[x.src] = Stacks(node.n - 1)
+            items = st.items
+            if push0:
+                items[0].append((x, x.start, -1))
+                stored += 1
+            if entries:
+                for k, entry in entries:
+                    items[k].append(entry)
+                stored += len(entries)
         if prof:
-            t0 = now()
+            self.timers["insert"] += time.perf_counter() - t0
+        return stored
+
+    def _keep(self, group: list[Delivery]) -> int:
+        """Every plan that keeps the instance's class for its general nodes stores its
+        own copy, per source; returns the number stored."""
+        prof = self.profile
+        t0 = time.perf_counter() if prof else 0.0
+        stored = 0
         for x, owner in group:
             cls = x.type
             keepers = self.keepers.get(cls, ()) if owner is None else (owner,) if cls in owner.stored else ()
@@ -420,10 +465,9 @@ class SeparateEngine(OpClock):
                 else:
                     xs.append(x)
                 stored += 1
-        self._stored += stored
         if prof:
-            timers["insert"] += now() - t0
-        return done
+            self.timers["insert"] += time.perf_counter() - t0
+        return stored
 
     def _other(
         self,

@@ -1,10 +1,11 @@
 """Event-centric composable queues (SCEMon §4): one :class:`ECQ` per event class.
 
-An ECQ holds the class's :class:`~ecq.siq.SIQ`, its **CLT** (one :class:`CLink` per
-query position the class fills) and its **R-CLT** (:class:`RCLink`: the CLinks grouped by
-the ECQ they probe, so an arriving instance probes each predecessor ECQ once for every
-query that needs it). Everything derived from the CLT is kept as query bitsets, updated
-incrementally on register/unregister.
+An ECQ holds the class's :class:`~ecq.siq.SIQ`, its :class:`CLT` (composition link
+table: one :class:`CLink` per query position the class fills) and its :class:`RCLT`
+(reverse composition link table: one :class:`RCLink` per ECQ the CLinks probe, so an
+arriving instance probes each predecessor ECQ once for every query that needs it).
+Everything derived from the CLT is kept as query bitsets, updated incrementally on
+register/unregister.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ecq.siq import SIQ
 if TYPE_CHECKING:
     from ecq.qstate import QState
 
-__all__ = ["ECQ", "CLink", "RCLink", "SlotFilter"]
+__all__ = ["CLT", "ECQ", "RCLT", "CLink", "RCLink", "SlotFilter"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,40 @@ class RCLink:
             self.masks[position] = left
         else:
             self.masks.pop(position, None)
+
+
+class CLT(list[CLink]):
+    """Composition link table: the class's CLinks (:class:`CLink`), one per query position it
+    fills, in registration order. An ECQ whose CLT empties is removed."""
+
+    __slots__ = ()
+
+    def drop(self, q: QState) -> None:
+        """Remove every CLink of ``q``. O(CLinks)."""
+        self[:] = [c for c in self if c.q is not q]
+
+
+class RCLT(dict[str, RCLink]):
+    """Reverse composition link table: one :class:`RCLink` per predecessor class the
+    sequence queries probe from this class (sub-pattern sharing: one probe of that ECQ
+    serves every query the RCLink holds). An RCLink that no query needs goes."""
+
+    __slots__ = ()
+
+    def link(self, target: str, position: int, bit: int) -> None:
+        """The query of ``bit`` probes ``target`` when this class fills ``position``."""
+        rl = self.get(target)
+        if rl is None:
+            rl = self[target] = RCLink(target)
+        rl.add(position, bit)
+
+    def unlink(self, target: str, position: int, bit: int) -> None:
+        """Undo :meth:`link`; the RCLink goes with its last query."""
+        rl = self.get(target)
+        if rl is not None:
+            rl.remove(position, bit)
+            if not rl.masks:
+                del self[target]
 
 
 class SlotFilter:
@@ -116,8 +151,8 @@ class ECQ:
     def __init__(self, cls: str) -> None:
         self.cls = cls
         self.siq = SIQ()
-        self.clt: list[CLink] = []
-        self.rclt: dict[str, RCLink] = {}
+        self.clt = CLT()
+        self.rclt = RCLT()
         # Sequence positions this class fills: filters, and which queries end there
         # (``seq_final``) or go on (``seq_more``).
         self.seq_filters: dict[int, SlotFilter] = {}

@@ -42,7 +42,7 @@ from ecq.composite import (
     trailing_factor,
 )
 from ecq.conditions import MISSING
-from ecq.ecq import ECQ, CLink, RCLink, SlotFilter
+from ecq.ecq import ECQ, CLink, SlotFilter
 from ecq.errors import SemanticError
 from ecq.event import Event
 from ecq.match import Match
@@ -240,7 +240,7 @@ class Network:
                     target[k] = target.get(k, 0) | bit
                     if k >= 1:
                         for pred_cls in cq.comps[k - 1].classes:
-                            ecq.rclt.setdefault(pred_cls, RCLink(pred_cls)).add(k, bit)
+                            ecq.rclt.link(pred_cls, k, bit)
                 elif cq.kind == KIND_OR:
                     ecq.disj.append(CLink(qs, k))
                 else:
@@ -265,17 +265,13 @@ class Network:
         for k, comp in enumerate(cq.comps):
             for cls in comp.classes:
                 ecq = self.ecqs[cls]
-                ecq.clt = [c for c in ecq.clt if c.q is not qs]
+                ecq.clt.drop(qs)
                 if qs.fast:
                     self._unset(ecq.seq_filters, k, bit, comp.filter_key)
                     _clear(ecq.seq_final if k == n - 1 else ecq.seq_more, k, bit)
                     if k >= 1:
                         for pred_cls in cq.comps[k - 1].classes:
-                            rl = ecq.rclt.get(pred_cls)
-                            if rl is not None:
-                                rl.remove(k, bit)
-                                if not rl.masks:
-                                    del ecq.rclt[pred_cls]
+                            ecq.rclt.unlink(pred_cls, k, bit)
                 elif cq.kind == KIND_OR:
                     ecq.disj = [c for c in ecq.disj if c.q is not qs]
                 else:

@@ -208,6 +208,38 @@ def sub_key(pattern: Pattern, mode: str, window: float | None, tag: str) -> str:
     return f"({body})~{mode}~{window!r}{tag}"
 
 
+@dataclass(frozen=True)
+class _Roles:
+    """The components by role: positive ones in order, negated ones, Kleene ones, all."""
+
+    positives: list[int]
+    negated: frozenset[int]
+    kleene: frozenset[int]
+    every: frozenset[int]
+
+    @classmethod
+    def of(cls, raw: tuple[Component, ...]) -> _Roles:
+        return cls(
+            positives=[i for i, c in enumerate(raw) if not c.negated],
+            negated=frozenset(i for i, c in enumerate(raw) if c.negated),
+            kleene=frozenset(i for i, c in enumerate(raw) if c.kleene is not None),
+            every=frozenset(range(len(raw))),
+        )
+
+
+@dataclass
+class _Placed:
+    """Where WHERE's conditions went: one-event filters per component, checks on several
+    components, element conditions of Kleene groups, blocker conditions of negated
+    components, and whether a condition that reads nothing is false (``never``)."""
+
+    filters: dict[int, list[Expr]]
+    checks: list[tuple[frozenset[int], PredFn]] = dataclasses.field(default_factory=list)
+    element: dict[int, list[PredFn]] = dataclasses.field(default_factory=dict)
+    blocker: dict[int, list[PredFn]] = dataclasses.field(default_factory=dict)
+    never: bool = False
+
+
 class _Compiler:
     def __init__(self, name: str, ast: Query, text: str | None, tag: str) -> None:
         self.name = name
@@ -233,83 +265,125 @@ class _Compiler:
     # ---------------------------------------------------------------------- run
 
     def run(self) -> CompiledQuery:
+        """The whole compilation: the pattern's shape, then where each condition goes,
+        then the components with their filters, then RETURN."""
         ast = self.ast
         subs: list[CompiledQuery] = []
         depends: set[str] = set()
-        shape = self.node_shape(ast.pattern, "pattern", subs, depends)
-        kind, raw, classes = shape
+        kind, raw, classes = self.node_shape(ast.pattern, "pattern", subs, depends)
         self.raw = raw
-        n = len(raw)
         self.names = self.build_names(raw, classes)
-        positives = [i for i, c in enumerate(raw) if not c.negated]
-        negated = {i for i, c in enumerate(raw) if c.negated}
-        kleene = {i for i, c in enumerate(raw) if c.kleene is not None}
-        every = set(range(n))
+        roles = _Roles.of(raw)
+        placed = self.place_conditions(kind, raw, classes, roles)
+        comps = self.components(raw, classes, placed.filters)
+        same_before, overlapping = _roles(comps)
+        return CompiledQuery(
+            name=self.name,
+            ast=ast,
+            kind=kind,
+            comps=tuple(comps),
+            window=ast.within,
+            mode_all=ast.mode == "all",
+            checks=tuple(placed.checks),
+            element_conds={k: tuple(v) for k, v in placed.element.items()},
+            blocker_conds={k: tuple(v) for k, v in placed.blocker.items()},
+            returns=tuple(self.return_items(roles.negated)),
+            probability=ast.probability,
+            never=placed.never,
+            same_before=same_before,
+            overlapping=overlapping and kind == KIND_AND,
+            subs=tuple(subs),
+            depends=frozenset(depends),
+            tag=self.tag,
+        )
 
-        filters: dict[int, list[Expr]] = {i: [] for i in range(n)}
-        checks: list[tuple[frozenset[int], PredFn]] = []
-        element: dict[int, list[PredFn]] = {}
-        blocker: dict[int, list[PredFn]] = {}
-        never = False
+    def place_conditions(
+        self, kind: str, raw: tuple[Component, ...], classes: list[frozenset[str]], roles: _Roles
+    ) -> _Placed:
+        """Each conjunct of WHERE as a filter, a check, an element or a blocker condition
+        (the module's docstring), or ``never`` for a false one that reads no component."""
+        placed = _Placed({i: [] for i in range(len(raw))})
+        if self.ast.where is None:
+            return placed
         plain_seq = (
             kind == KIND_SEQ
-            and not negated
-            and not kleene
+            and not roles.negated
+            and not roles.kleene
             and all(
                 c.sub is None and not any(x.startswith("@") for x in cls)
                 for c, cls in zip(raw, classes, strict=True)
             )
         )
-        for expr, path in self.split(ast.where, "where") if ast.where is not None else ():
-            refs, aggs, equiv = self.references(expr, path)
-            explicit = refs | aggs
-            mentions = explicit | (every if equiv else set())
+        for expr, path in self.split(self.ast.where, "where"):
             if kind == KIND_OR:
-                if len(mentions) > 1:
-                    raise self.error(
-                        "a condition of a disjunction may mention only one of its components", path
-                    )
-                if not mentions:
-                    if not compile_predicate(expr, self.resolver(path))([None] * n):
-                        never = True
-                else:
-                    filters[next(iter(mentions))].append(expr)
-                continue
-            if len(refs & kleene) > 1:
-                raise self.error("a condition may read the events of only one Kleene component", path)
-            if explicit & kleene and explicit & negated:
-                raise self.error("a condition may not mix a Kleene and a negated component", path)
-            if refs & kleene and aggs:
-                raise self.error(
-                    "a condition may not read a Kleene component's events and an aggregate", path
-                )
-            if len(explicit & negated) > 1:
-                raise self.error("a condition may mention only one negated component", path)
-            if equiv and plain_seq:
-                # A plain sequence checks [a] pairwise, as soon as both sides are bound.
-                for sub_expr in self.expand_equiv(expr, positives):
-                    sub_refs, _, _ = self.references(sub_expr, path)
-                    self.place(sub_expr, sub_refs, path, filters, checks)
-                continue
-            if not (explicit & negated) and not (refs & kleene):
-                if not mentions:
-                    if not compile_predicate(expr, self.resolver(path))([None] * n):
-                        never = True
-                elif equiv or aggs:
-                    # Equivalence tests and aggregates read whole groups: checked on the
-                    # complete match, never as a one-event filter.
-                    checks.append(
-                        (frozenset(mentions - negated), compile_predicate(expr, self.resolver(path)))
-                    )
-                else:
-                    self.place(expr, mentions, path, filters, checks)
-            if not aggs:
-                for k in kleene & mentions:
-                    element.setdefault(k, []).append(compile_predicate(expr, self.resolver(path)))
-            for j in negated & mentions:
-                blocker.setdefault(j, []).append(compile_predicate(expr, self.resolver(path), negated=True))
+                self.place_in_disjunction(expr, path, roles, placed)
+            else:
+                self.place_in_pattern(expr, path, roles, plain_seq, placed)
+        return placed
 
-        compiled_comps = []
+    def place_in_disjunction(self, expr: Expr, path: str, roles: _Roles, placed: _Placed) -> None:
+        """A disjunction binds one component, so a condition is that component's filter."""
+        refs, aggs, equiv = self.references(expr, path)
+        mentions = refs | aggs | (roles.every if equiv else set())
+        if len(mentions) > 1:
+            raise self.error("a condition of a disjunction may mention only one of its components", path)
+        if not mentions:
+            self.place_constant(expr, path, roles, placed)
+        else:
+            placed.filters[next(iter(mentions))].append(expr)
+
+    def place_in_pattern(
+        self, expr: Expr, path: str, roles: _Roles, plain_seq: bool, placed: _Placed
+    ) -> None:
+        """A condition of a sequence or conjunction: rejected if it mixes what cannot be
+        evaluated together, else placed by the components it reads."""
+        refs, aggs, equiv = self.references(expr, path)
+        explicit = refs | aggs
+        mentions = explicit | (roles.every if equiv else set())
+        negated, kleene = roles.negated, roles.kleene
+        if len(refs & kleene) > 1:
+            raise self.error("a condition may read the events of only one Kleene component", path)
+        if explicit & kleene and explicit & negated:
+            raise self.error("a condition may not mix a Kleene and a negated component", path)
+        if refs & kleene and aggs:
+            raise self.error("a condition may not read a Kleene component's events and an aggregate", path)
+        if len(explicit & negated) > 1:
+            raise self.error("a condition may mention only one negated component", path)
+        if equiv and plain_seq:
+            # A plain sequence checks [a] pairwise, as soon as both sides are bound.
+            for sub_expr in self.expand_equiv(expr, roles.positives):
+                sub_refs, _, _ = self.references(sub_expr, path)
+                self.place(sub_expr, sub_refs, path, placed.filters, placed.checks)
+            return
+        if not (explicit & negated) and not (refs & kleene):
+            if not mentions:
+                self.place_constant(expr, path, roles, placed)
+            elif equiv or aggs:
+                # Equivalence tests and aggregates read whole groups: checked on the
+                # complete match, never as a one-event filter.
+                placed.checks.append(
+                    (frozenset(mentions - negated), compile_predicate(expr, self.resolver(path)))
+                )
+            else:
+                self.place(expr, mentions, path, placed.filters, placed.checks)
+        if not aggs:
+            for k in kleene & mentions:
+                placed.element.setdefault(k, []).append(compile_predicate(expr, self.resolver(path)))
+        for j in negated & mentions:
+            placed.blocker.setdefault(j, []).append(
+                compile_predicate(expr, self.resolver(path), negated=True)
+            )
+
+    def place_constant(self, expr: Expr, path: str, roles: _Roles, placed: _Placed) -> None:
+        """A condition that reads no component is decided now: false means no match ever."""
+        if not compile_predicate(expr, self.resolver(path))([None] * len(roles.every)):
+            placed.never = True
+
+    def components(
+        self, raw: tuple[Component, ...], classes: list[frozenset[str]], filters: dict[int, list[Expr]]
+    ) -> list[Comp]:
+        """The compiled components, each with the conjunction of its filters."""
+        out = []
         for i, comp in enumerate(raw):
             own = filters[i]
             key = tuple(_anonymise(e) for e in own)
@@ -317,7 +391,7 @@ class _Compiler:
             if own:
                 expr = own[0] if len(own) == 1 else BoolOp("and", tuple(own))
                 pred = compile_predicate(expr, self.resolver("where"), single=True)
-            compiled_comps.append(
+            out.append(
                 Comp(
                     i,
                     classes[i],
@@ -329,9 +403,12 @@ class _Compiler:
                     sub=self.sub_nodes.get(i),
                 )
             )
+        return out
 
+    def return_items(self, negated: frozenset[int]) -> list[tuple[str, ValueFn]]:
+        """RETURN's items as (label, value function); a negated component has no event to read."""
         returns = []
-        for i, item in enumerate(ast.returns):
+        for i, item in enumerate(self.ast.returns):
             path = f"return[{i}].expr"
             refs, aggs, _ = self.references(item.expr, path)
             if (refs | aggs) & negated:
@@ -343,27 +420,7 @@ class _Compiler:
             else:
                 label = f"expr{i + 1}"
             returns.append((label, compile_value(item.expr, self.resolver(path))))
-
-        same_before, overlapping = _roles(compiled_comps)
-        return CompiledQuery(
-            name=self.name,
-            ast=ast,
-            kind=kind,
-            comps=tuple(compiled_comps),
-            window=ast.within,
-            mode_all=ast.mode == "all",
-            checks=tuple(checks),
-            element_conds={k: tuple(v) for k, v in element.items()},
-            blocker_conds={k: tuple(v) for k, v in blocker.items()},
-            returns=tuple(returns),
-            probability=ast.probability,
-            never=never,
-            same_before=same_before,
-            overlapping=overlapping and kind == KIND_AND,
-            subs=tuple(subs),
-            depends=frozenset(depends),
-            tag=self.tag,
-        )
+        return returns
 
     def place(
         self,
