@@ -59,6 +59,7 @@ from ecq.query import CompiledQuery
 from service.server.errors import InBulkError, UnavailableError
 from service.server.faults import StoreFault
 from service.server.hub import Published
+from service.server.limits import check_pattern_size
 from service.server.metrics import Metrics
 from service.server.store import BATCH, REGISTER, TIME, UNREGISTER, MatchRow, Store
 
@@ -146,6 +147,11 @@ def prepare(entries: Sequence[tuple[str, QuerySpec]]) -> list[Prepared]:
     out = []
     bulk = len(entries) > 1
     for index, (name, spec) in enumerate(entries):
+        if "pattern" in spec:
+            try:
+                check_pattern_size(spec["pattern"])
+            except ScemonError as err:
+                raise InBulkError(err, index, name) if bulk else err from None
         try:
             try:
                 cq = Engine.compile(name, spec_query(spec))

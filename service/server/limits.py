@@ -1,17 +1,55 @@
-"""A cap on request bodies, enforced before any route reads one.
+"""Size limits: a cap on request bodies, enforced before any route reads one, and the
+size of a query's AST JSON.
 
-Why a middleware: a route that parses JSON would otherwise read an unbounded body into
-memory first. A declared ``Content-Length`` over the cap is refused at once; a body sent
-without one (chunked) is read up to the cap and refused as soon as it passes it. Either
-way the client gets 413 in the usual error shape and the route never runs.
+Why a middleware for bodies: a route that parses JSON would otherwise read an unbounded
+body into memory first. A declared ``Content-Length`` over the cap is refused at once; a
+body sent without one (chunked) is read up to the cap and refused as soon as it passes
+it. Either way the client gets 413 in the usual error shape and the route never runs.
+
+Why a limit on the AST JSON form of a query: the text form is bounded by its length,
+but a pattern given as JSON was bounded only by the body cap, and reading it back
+(``from_json``) recurses once per level.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["BodyLimit"]
+from service.server.errors import InvalidInputError, PayloadTooLargeError
+
+__all__ = ["BodyLimit", "MAX_PATTERN_DEPTH", "MAX_PATTERN_VALUES", "check_pattern_size"]
+
+# An OR of 10,000 classes is ~50,000 values; the longest text query (100,000
+# characters) reads as fewer than 100,000 (a component needs at least two characters).
+MAX_PATTERN_VALUES = 200_000
+# JSON levels: a sub-pattern is three (its component, its pattern, the items list), and
+# the text form allows 64 nested brackets; so what is accepted prints as text that parses.
+MAX_PATTERN_DEPTH = 200
+
+
+def check_pattern_size(pattern: Any) -> None:
+    """Raise 413 when a query's AST JSON holds more than MAX_PATTERN_VALUES values, 422
+    (naming where) when it nests deeper than MAX_PATTERN_DEPTH. Iterative, O(values)."""
+    count = 0
+    stack: list[tuple[Any, int, str]] = [(pattern, 1, "$")]
+    while stack:
+        value, depth, path = stack.pop()
+        count += 1
+        if count > MAX_PATTERN_VALUES:
+            raise PayloadTooLargeError(
+                f"field 'pattern': more than {MAX_PATTERN_VALUES:,} JSON values", field="pattern"
+            )
+        if depth > MAX_PATTERN_DEPTH:
+            raise InvalidInputError(
+                f"field 'pattern': nested more than {MAX_PATTERN_DEPTH} levels deep at {path}", field="pattern"
+            )
+        if isinstance(value, dict):
+            stack.extend((item, depth + 1, f"{path}.{key}") for key, item in value.items())
+        elif isinstance(value, list):
+            stack.extend((item, depth + 1, f"{path}[{i}]") for i, item in enumerate(value))
 
 
 class BodyLimit:

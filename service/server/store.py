@@ -434,10 +434,10 @@ def check(path: Path, init: bool) -> None:
     except sqlite3.Error as err:
         raise UnusableStore(f"the store {path} cannot be opened ({err}): {aside}") from None
     try:
-        problems = [row[0] for row in db.execute("PRAGMA quick_check(5)")]
+        problems = [" ".join(str(row[0]).split()) for row in db.execute("PRAGMA quick_check(3)")]
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.Error as err:
-        raise UnusableStore(f"the store {path} is damaged ({err}): {aside}") from None
+        raise UnusableStore(f"the store {path} is damaged ({' '.join(str(err).split())}): {aside}") from None
     finally:
         db.close()
     if problems != ["ok"]:
