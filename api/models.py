@@ -19,12 +19,18 @@ being the 0-based position of the event in the batch as posted.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 __all__ = [
     "ARROW_MEDIA_TYPE",
+    "ATTRS_MAX",
+    "ATTR_NAME_MAX",
+    "ATTR_VALUE_MAX",
+    "ID_MAX",
+    "SRC_MAX",
+    "TYPE_MAX",
     "BATCH_EXAMPLE",
     "BATCH_HEADER",
     "NAME_PATTERN",
@@ -57,6 +63,12 @@ BATCH_HEADER = "X-Scemon-Batch-Id"
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(-[A-Za-z0-9_]+)*$"
 NAME_MAX = 128
 ID_MAX = 256
+# Per-field limits of a posted event (422 naming the event's index and the field).
+SRC_MAX = 256
+TYPE_MAX = 128
+ATTR_NAME_MAX = 128
+ATTR_VALUE_MAX = 4096
+ATTRS_MAX = 256
 
 AttrValue = bool | int | float | str
 
@@ -227,17 +239,26 @@ class QueryList(_Model):
 # ------------------------------------------------------------------------------ events
 
 
+AttrName = Annotated[str, StringConstraints(max_length=ATTR_NAME_MAX)]
+AttrValueIn = bool | int | float | Annotated[str, StringConstraints(max_length=ATTR_VALUE_MAX)]
+
+
 class EventIn(_Model):
     """One event (SEMANTICS.md §1). ``end`` defaults to ``start``; ``end < start`` is
-    rejected; ``prob`` defaults to 1."""
+    rejected; ``prob`` defaults to 1. Longer fields than their limits are 422 naming the
+    event's index and the field."""
 
-    src: str | int = Field(description="Event source; every match is within one source.")
-    type: str = Field(min_length=1, description="Primitive event class.")
+    src: Annotated[str, StringConstraints(max_length=SRC_MAX)] | int = Field(
+        description="Event source; every match is within one source."
+    )
+    type: str = Field(min_length=1, max_length=TYPE_MAX, description="Primitive event class.")
     start: float = Field(description="Seconds.")
     end: float | None = Field(default=None, description="Seconds, at least start; default start.")
-    attrs: dict[str, AttrValue] | None = Field(default=None, description="Flat attributes.")
+    attrs: dict[AttrName, AttrValueIn] | None = Field(
+        default=None, max_length=ATTRS_MAX, description="Flat attributes."
+    )
     prob: float | None = Field(default=None, gt=0.0, le=1.0, description="Probability in (0, 1].")
-    id: str | int | None = Field(
+    id: Annotated[str, StringConstraints(max_length=ID_MAX)] | int | None = Field(
         default=None, description="Echoed in matches; default '<batch_id>:<index in the batch>'."
     )
 

@@ -37,6 +37,12 @@ class Settings(BaseSettings):
     tokens: str = Field(default="", description="Comma-separated token:role pairs.")
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1024, description="Larger requests get 413.")
     max_batch_events: int = Field(default=200_000, ge=1, description="Larger batches get 413.")
+    max_json_values: int = Field(
+        default=4_000_000,
+        ge=1000,
+        description="JSON values a request body may hold (counted from its commas and brackets, "
+        "before it is parsed); more get 413.",
+    )
     subscriber_queue: int = Field(
         default=50_000,
         ge=1,

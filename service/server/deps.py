@@ -27,6 +27,7 @@ __all__ = [
     "HostDep",
     "HubDep",
     "MetricsDep",
+    "Operator",
     "Producer",
     "Reader",
     "RuntimeDep",
@@ -91,3 +92,5 @@ Admin = Depends(_role(ADMIN, "managing queries"))
 Producer = Depends(_role(PRODUCER, "posting events"))
 Reader = Depends(_role(READER, "reading matches"))
 AnyRole = Depends(_role(ANY, "reading queries"))
+# /metrics (it names the queries) and the API description: any token, when there are tokens.
+Operator = Depends(_role(ANY, "reading the metrics or the API description"))

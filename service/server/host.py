@@ -78,6 +78,9 @@ _STATS_EVERY = 1.0
 
 STARTING, OK, UNWRITABLE, FAILED = "starting", "ok", "unwritable", "failed"
 
+# Events per call of the engine (see EngineHost._process): a few milliseconds of work.
+SLICE = 2048
+
 # Seconds a client is told to wait (Retry-After) while the engine rebuilds.
 REBUILD_RETRY = 1
 # Seconds between probes of a store that cannot write: the first, and the most after
@@ -542,7 +545,7 @@ class EngineHost:
             return BatchOutcome(0, True, 0)
         events.sort(key=_arrival_key)  # stable: equal (end, start) keep their posted order
         try:
-            matches = self.engine.process(events)
+            matches = self._process(events)
             rows, counts, published = self._number(matches)
             log_body = orjson.dumps([e.to_dict() for e in events])
             max_end = max((e.end for e in events), default=-math.inf)
@@ -565,6 +568,18 @@ class EngineHost:
                 self._store_failed(fault, stale=False)
         self._after_op()
         return BatchOutcome(len(events), False, len(rows))
+
+    def _process(self, events: list[Event]) -> list[Match]:
+        """``engine.process`` in slices of SLICE events: the compiled loop holds the
+        interpreter lock while it runs, so a large batch in one call would stop the event
+        loop (every HTTP and WebSocket client) for as long. The engine gives the same
+        matches however a stream is cut into calls."""
+        if len(events) <= SLICE:
+            return self.engine.process(events)
+        matches: list[Match] = []
+        for at in range(0, len(events), SLICE):
+            matches += self.engine.process(events[at : at + SLICE])
+        return matches
 
     def _advance(self, t: float) -> tuple[float, int]:
         self._require_ok()

@@ -16,11 +16,27 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.server.errors import InvalidInputError, PayloadTooLargeError
+from service.server.guard import is_json, media_type
 
-__all__ = ["BodyLimit", "MAX_PATTERN_DEPTH", "MAX_PATTERN_VALUES", "check_pattern_size"]
+__all__ = [
+    "BodyLimit",
+    "MAX_PATTERN_DEPTH",
+    "MAX_PATTERN_VALUES",
+    "QUERY_BODY_MAX",
+    "SMALL_BODY_MAX",
+    "check_pattern_size",
+]
+
+# Bodies of routes that take one query, and of every other route (a time advance): a
+# large body there can only be a mistake or an attack, and FastAPI parses those on the
+# event loop. Batches of events and bulk registrations may use the whole cap.
+QUERY_BODY_MAX = 8 * 1024 * 1024
+SMALL_BODY_MAX = 64 * 1024
+_LARGE_ROUTES = frozenset({"/v1/events", "/v1/queries/bulk"})
 
 # An OR of 10,000 classes is ~50,000 values; the longest text query (100,000
 # characters) reads as fewer than 100,000 (a component needs at least two characters).
@@ -44,7 +60,8 @@ def check_pattern_size(pattern: Any) -> None:
             )
         if depth > MAX_PATTERN_DEPTH:
             raise InvalidInputError(
-                f"field 'pattern': nested more than {MAX_PATTERN_DEPTH} levels deep at {path}", field="pattern"
+                f"field 'pattern': nested more than {MAX_PATTERN_DEPTH} levels deep at {path}",
+                field="pattern",
             )
         if isinstance(value, dict):
             stack.extend((item, depth + 1, f"{path}.{key}") for key, item in value.items())
@@ -53,44 +70,68 @@ def check_pattern_size(pattern: Any) -> None:
 
 
 class BodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    """``max_bytes`` for batches of events and bulk registrations; less elsewhere
+    (QUERY_BODY_MAX for one query, SMALL_BODY_MAX for the rest). A JSON body is also held
+    to ``max_values`` JSON values, counted as it streams in
+    (:func:`service.server.bodies.count_items`: its commas and opening brackets), so a
+    body of millions of tiny values is refused after the first megabytes, before it is
+    read whole or parsed."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int, max_values: int) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.max_values = max_values
+
+    def cap(self, path: str) -> int:
+        if path in _LARGE_ROUTES:
+            return self.max_bytes
+        return min(self.max_bytes, QUERY_BODY_MAX if path == "/v1/queries" else SMALL_BODY_MAX)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "DELETE", "OPTIONS"):
             await self.app(scope, receive, send)
             return
-        length = None
-        for key, value in scope["headers"]:
-            if key == b"content-length":
-                try:
-                    length = int(value)
-                except ValueError:
-                    await self._refuse(send, 400, "Content-Length is not a number")
-                    return
-        if length is not None:
-            if length > self.max_bytes:
-                await self._refuse(send, 413, f"the body has {length} bytes; the limit is {self.max_bytes}")
+        cap = self.cap(scope["path"])
+        headers = Headers(scope=scope)
+        declared = headers.get("content-length")
+        if declared is not None:
+            try:
+                length = int(declared)
+            except ValueError:
+                await self._refuse(send, 400, "Content-Length is not a number")
                 return
-            await self.app(scope, receive, send)
-            return
-        # No length declared: buffer up to the cap, then hand the body on in one piece.
+            if length > cap:
+                await self._refuse(send, 413, f"the body has {length:,} bytes; the limit here is {cap:,}")
+                return
+        counting = is_json(media_type(headers.get("content-type")))
+        # Buffer up to the limits, then hand the body on in one piece.
         chunks: list[bytes] = []
         size = 0
+        items = 1
         while True:
             message = await receive()
             if message["type"] != "http.request":
                 return  # the client went away
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_bytes:
-                await self._refuse(send, 413, f"the body is over the limit of {self.max_bytes} bytes")
+            if size > cap:
+                await self._refuse(send, 413, f"the body is over the limit here of {cap:,} bytes")
                 return
+            if counting:
+                items += chunk.count(b",") + chunk.count(b"[") + chunk.count(b"{")
+                if items > self.max_values:
+                    await self._refuse(
+                        send,
+                        413,
+                        f"the body holds more than {self.max_values:,} JSON values (counting its commas and "
+                        "brackets); send smaller batches",
+                    )
+                    return
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
-        body = b"".join(chunks)
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        del chunks
         sent = False
 
         async def replay() -> Message:

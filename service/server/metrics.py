@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 __all__ = ["Metrics", "CONTENT_TYPE"]
@@ -24,13 +24,21 @@ _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5
 
 
 class _EngineCollector(Collector):
-    """Gauges read from callables at scrape time."""
+    """Gauges (and the overflow count) read from callables at scrape time."""
 
-    def __init__(self, stats: Callable[[], dict[str, Any]], subscribers: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        stats: Callable[[], dict[str, Any]],
+        subscribers: Callable[[], int],
+        blocked: Callable[[], int],
+        overflows: Callable[[], int],
+    ) -> None:
         self._stats = stats
         self._subscribers = subscribers
+        self._blocked = blocked
+        self._overflows = overflows
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         stats = self._stats()
         gauges = (
             ("scemon_queries", "Registered queries.", "queries"),
@@ -43,6 +51,16 @@ class _EngineCollector(Collector):
             yield GaugeMetricFamily(name, doc, value=float(stats.get(key, 0)))
         yield GaugeMetricFamily(
             "scemon_subscribers", "Connected WebSocket subscribers.", value=self._subscribers()
+        )
+        yield GaugeMetricFamily(
+            "scemon_subscribers_blocked",
+            "Connected subscribers not reading: cut off for falling behind, or a send waiting over 1 s.",
+            value=self._blocked(),
+        )
+        # Counted when the hub cuts a subscriber off, not when its connection closes: a
+        # client that stopped reading may hold its connection for a minute more.
+        yield CounterMetricFamily(
+            "scemon_subscriber_overflows", "Subscribers cut off for falling behind.", value=self._overflows()
         )
 
 
@@ -61,9 +79,6 @@ class Metrics:
         self.ingest_seconds = Histogram(
             "scemon_ingest_seconds", "Time to answer POST /v1/events.", buckets=_BUCKETS, registry=r
         )
-        self.overflows = Counter(
-            "scemon_subscriber_overflows", "Subscribers cut off for falling behind.", registry=r
-        )
         self.up = Gauge("scemon_ready", "1 once the engine is rebuilt and serving.", registry=r)
         self.rebuilds = Counter(
             "scemon_rebuilds",
@@ -78,9 +93,15 @@ class Metrics:
             registry=r,
         )
 
-    def watch(self, stats: Callable[[], dict[str, Any]], subscribers: Callable[[], int]) -> None:
-        """Expose the engine's gauges, read from ``stats()`` at scrape time."""
-        self.registry.register(_EngineCollector(stats, subscribers))
+    def watch(
+        self,
+        stats: Callable[[], dict[str, Any]],
+        subscribers: Callable[[], int],
+        blocked: Callable[[], int],
+        overflows: Callable[[], int],
+    ) -> None:
+        """Expose the engine's and the hub's gauges, read at scrape time."""
+        self.registry.register(_EngineCollector(stats, subscribers, blocked, overflows))
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -7,7 +7,9 @@ run the same parts without HTTP.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from service.server.config import Settings
 from service.server.host import EngineHost
@@ -17,6 +19,12 @@ from service.server.store import Store
 
 __all__ = ["Runtime"]
 
+T = TypeVar("T")
+
+# Request bodies parsed at the same time (each in a worker thread): what parsing holds in
+# memory is bounded by this many bodies' worth, whatever the number of clients.
+PARSE_SLOTS = 2
+
 
 @dataclass
 class Runtime:
@@ -25,6 +33,7 @@ class Runtime:
     hub: Hub
     metrics: Metrics
     host: EngineHost
+    parse_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(PARSE_SLOTS))
 
     @classmethod
     def open(cls, settings: Settings) -> Runtime:
@@ -34,8 +43,14 @@ class Runtime:
         host = EngineHost(
             store, metrics, hub.publish, trim_every=settings.trim_every, match_log_max=settings.match_log_max
         )
-        metrics.watch(host.stats_snapshot, lambda: len(hub))
+        metrics.watch(host.stats_snapshot, lambda: len(hub), hub.blocked, lambda: hub.overflows)
         return cls(settings, store, hub, metrics, host)
+
+    async def parse(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` (reading a request body) in a worker thread, at most
+        PARSE_SLOTS at a time, so no body is parsed on the event loop."""
+        async with self.parse_slots:
+            return await asyncio.to_thread(fn, *args)
 
     def start(self) -> None:
         """Start the writer thread; the engine rebuilds in the background (``/readyz``)."""

@@ -1,14 +1,17 @@
 """``/healthz`` (the process answers), ``/readyz`` (the engine is rebuilt and serving)
-and ``/metrics`` (Prometheus text). No token needed: probes and scrapers have none."""
+— no token needed: probes have none — and ``/metrics`` (Prometheus text), which names
+the queries and so needs a token of any role when the server has tokens (a scraper
+sends one: Prometheus's ``authorization`` setting)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
 from api.models import Health
-from service.server.deps import HostDep, MetricsDep
+from service.server.deps import HostDep, MetricsDep, Operator
 from service.server.metrics import CONTENT_TYPE
 from service.server.responses import FastJSON
+from service.server.routes import errors
 
 __all__ = ["router"]
 
@@ -42,7 +45,8 @@ async def readyz(host: HostDep) -> Response:
 @router.get(
     "/metrics",
     response_class=Response,
-    responses={200: {"content": {"text/plain": {"example": "scemon_events_total 1200.0\n"}}}},
+    dependencies=[Operator],
+    responses={200: {"content": {"text/plain": {"example": "scemon_events_total 1200.0\n"}}}, **errors(401)},
     summary="Prometheus metrics",
 )
 async def metrics(host: HostDep, registry: MetricsDep) -> Response:
