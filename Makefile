@@ -1,20 +1,25 @@
 # Everything a fresh machine needs: `make test` and `make demo` install first.
+# Another interpreter in its own virtualenv:
+#   make test PYTHON=$(pyenv root)/versions/3.13.0/bin/python3 VENV=.venv-3.13
 PYTHON ?= python3
-VENV   := .venv
+VENV   ?= .venv
 BIN    := $(VENV)/bin
 # Touched after a successful install; re-install when pyproject.toml or the compiled
-# part of the engine (ecq/_speedups.pyx, built in place by the editable install) changes.
+# kernel (ecq/kernel/_*.pyx, built in place by the editable install) changes.
 STAMP  := $(VENV)/.installed
+KERNEL := $(wildcard ecq/kernel/*.pyx ecq/kernel/*.pxd ecq/kernel/*.h)
 
 .PHONY: install java test lint typecheck pytest demo clean distclean
 
 # The dev tools and the Spark job's extra (pyspark, pyarrow, pandas): the tests run the
-# job on a local Spark, and so does the demo.
+# job on a local Spark, and so does the demo. A kernel that cannot be built does not
+# fail the install: `python -m ecq.kernel` then says why, loudly.
 install: $(STAMP) java
 
-$(STAMP): pyproject.toml setup.py ecq/_speedups.pyx ecq/_bits.h
+$(STAMP): pyproject.toml setup.py $(KERNEL)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
+	$(BIN)/python -m ecq.kernel
 	touch $(STAMP)
 
 # Spark needs a Java runtime (17 or later); install one from the distribution if none.
@@ -24,13 +29,15 @@ java:
 		echo "no java on PATH: installing openjdk-17-jre-headless"; \
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq openjdk-17-jre-headless; }
 
-# All three checks run even when one fails, so one run shows every problem; the target
-# fails if any of them did.
+# All checks run even when one fails, so one run shows every problem; the target fails
+# if any of them did. The property tests run a second time on the pure kernel (the
+# first pass runs the compiled one, when built).
 test: install
 	@status=0; \
 	$(BIN)/ruff check . || status=1; \
 	$(BIN)/mypy || status=1; \
 	$(BIN)/pytest || status=1; \
+	SCEMON_PURE=1 $(BIN)/pytest -q -m property || status=1; \
 	exit $$status
 
 lint: install
@@ -48,7 +55,7 @@ demo: install
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
-	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+	find . -path './.venv*' -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) ecq/_speedups.c ecq/_speedups.*.so
+	rm -rf $(VENV) ecq/kernel/_*.c ecq/kernel/_*.so

@@ -365,7 +365,7 @@ class _Resume:
 
 class Subscription(_Resume):
     """``async for match in Subscription(url, from_seq=0, queries=["q1"])``: matches as
-    dicts (SEMANTICS.md §9), each once, in ``seq`` order, across reconnects.
+    dicts (docs/semantics.md §9), each once, in ``seq`` order, across reconnects.
 
     The iteration ends when no match arrives for ``idle_timeout`` seconds (if set);
     ``max_retries`` consecutive failed connections raise the last error. A refusal (bad

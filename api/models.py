@@ -1,6 +1,6 @@
 """The wire contract of the scemon REST API, version 1: one model family per resource.
 
-Shared by the server (``service/routes``) and the clients (``api/client.py``), so both
+Shared by the server (``service/server/routes``) and the clients (``api/client.py``), so both
 sides read and write the same shapes. The server generates ``openapi.yaml`` from these
 models; the examples here are the ones that document shows.
 

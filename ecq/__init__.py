@@ -1,5 +1,29 @@
 """scemon's engine: many pattern queries evaluated at once in one shared network of
-event-centric composable queues (SCEMon, DEBS'11). Pure, synchronous, deterministic."""
+event-centric composable queues (SCEMon, DEBS'11). Pure, synchronous, deterministic; it
+imports only the standard library and sortedcontainers, and nothing imports back up.
+
+The paper's structures, one module each:
+
+- ``ecq`` — :class:`~ecq.ecq.ECQ` (one per event class), its :class:`~ecq.ecq.CLT`
+  (composition links, :class:`~ecq.ecq.CLink`) and its :class:`~ecq.ecq.RCLT` (reverse
+  links, :class:`~ecq.ecq.RCLink`); ``siq`` — :class:`~ecq.siq.SIQ`, the shared
+  instance queue; ``pmb`` — :class:`~ecq.pmb.PMB`, the partial matching block.
+- ``network`` — :class:`~ecq.network.Network`: registration, and per arriving instance
+  the test phase, the insert phase and cleaning (their hot part through its kernel); ``assembly`` (plain sequences) and
+  ``composite`` (negation, Kleene closure, sub-patterns, conjunctions) build the matches
+  of the queries an instance completes; ``candidate`` — a match before selection;
+  ``qstate`` — a registered node's state.
+
+Around them: ``engine`` (:class:`Engine`, the public API), ``ops`` (the clock and op
+numbering), ``horizon`` (a class's drop horizon), ``event`` and ``match``, ``errors``
+(the error tree), ``query`` (an AST compiled into a :class:`~ecq.query.CompiledQuery`),
+``conditions`` (WHERE and RETURN compiled to closures), ``language/`` (text ↔ AST);
+``baseline`` and ``plan`` (the separate-processing baseline, one plan per query);
+``workload`` (the paper's generators); ``emission`` (a match leaving the network, and
+the order of one op's matches), ``windows`` (the window masks); ``kernel/`` (the hot
+path behind one interface: the pure kernel and the compiled one, chosen once per
+network).
+"""
 
 from ecq.engine import Engine
 from ecq.errors import (

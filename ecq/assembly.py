@@ -71,7 +71,7 @@ def assemble_seq(qs: QState, last: Event, probe: Probe) -> list[list[Event]]:
             if p.end > nxt_start:
                 continue
             # The PMB check of PMB.extends, inlined: this loop runs for every match.
-            pmb = p._pmb
+            pmb = p.pmb
             if i == 0 and pmb.init & bit:
                 if p.start < bound:
                     continue

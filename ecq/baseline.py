@@ -47,11 +47,12 @@ from ecq.composite import (
     trailing_factor,
 )
 from ecq.conditions import MISSING
+from ecq.emission import Emission
 from ecq.engine import Engine
 from ecq.errors import DuplicateQueryError, SemanticError, UnknownQueryError
 from ecq.event import Event
 from ecq.language.ast import Query
-from ecq.network import Emission, check_depends
+from ecq.network import check_depends
 from ecq.ops import OpClock
 from ecq.plan import (
     DISJ,
@@ -508,7 +509,7 @@ class SeparateEngine(OpClock):
         the instances below their class's horizon, and deletes emptied per-source
         structures. O(plans x sources + dropped): the SP scheme's cleaning cost."""
         t0 = time.perf_counter() if self.profile else 0.0
-        self._since_clean = 0
+        self.since_clean = 0
         clock = self.clock
         limits = {cls: hz.at(clock) for cls, hz in self.horizons.items()}
         dropped = 0

@@ -44,8 +44,8 @@ class Cand:
         self.ents: list[Any] | None = None
 
     def entries(self, cq: CompiledQuery) -> list[Any]:
-        """``events`` of the match: the bound positive components in order (SEMANTICS.md
-        §9; a disjunction binds one)."""
+        """``events`` of the match: the bound positive components in order
+        (docs/semantics.md §9; a disjunction binds one)."""
         if self.ents is not None:
             return self.ents
         return [b for c in cq.comps if not c.negated and (b := self.binding[c.index]) is not None]

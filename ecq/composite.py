@@ -13,7 +13,7 @@ materialised per partial match, so memory stays that of the stored instances:
 - a conjunction tries the sets of events most recent first and takes, per set, the first
   assignment of events to components (docs/semantics.md).
 
-Each function mirrors a rule of SEMANTICS.md §3–§8 and docs/semantics.md; the names
+Each function mirrors a rule of docs/semantics.md (§3–§8 and the choices); the names
 (``before``, ``blockers``, ``kleene_groups``) are the rules' names.
 """
 
@@ -178,7 +178,7 @@ def _factor(xs: Iterator[Event], factor: float = 1.0) -> float:
 def kleene_groups(
     qs: QState, index: int, binding: list[Bound], used: frozenset[int], ctx: Context
 ) -> list[list[Event]]:
-    """SEMANTICS.md §6: the groups Kleene component ``index`` can take given the bound
+    """docs/semantics.md §6: the groups Kleene component ``index`` can take given the bound
     plain components: ``B+``/``B{m,}`` all qualifying events (at least m), ``B^n`` every
     run of n successive qualifying events (a trailing one ending with the arriving
     instance)."""
@@ -219,7 +219,7 @@ def kleene_groups(
 
 
 def _seq_negation(qs: QState, cand: Cand, ctx: Context) -> float:
-    """SEMANTICS.md §5, middle and leading negation: the product of ``1 - prob`` of the
+    """docs/semantics.md §5, middle and leading negation: the product of ``1 - prob`` of the
     blockers (0 when a certain one exists). Trailing negation waits for its deadline."""
     cq = qs.cq
     window = cq.window or 0.0
@@ -243,7 +243,7 @@ def _seq_negation(qs: QState, cand: Cand, ctx: Context) -> float:
 
 
 def trailing_factor(qs: QState, cand: Cand, ctx: Context) -> float:
-    """SEMANTICS.md §5, trailing negation, at its deadline: blockers arrived after the
+    """docs/semantics.md §5, trailing negation, at its deadline: blockers arrived after the
     last positive event and before now, with ``x.end <= start + T``."""
     cq = qs.cq
     deadline = cand.start + (cq.window or 0.0)
@@ -322,7 +322,7 @@ def _seq_candidates(qs: QState, x: Event, ctx: Context) -> list[Cand]:
 
 
 def _seq_cand(qs: QState, binding: list[Bound], x: Event, ctx: Context) -> Cand | None:
-    """The candidate of a full binding, or None when a rule fails (SEMANTICS.md §3)."""
+    """The candidate of a full binding, or None when a rule fails (docs/semantics.md §3)."""
     cq = qs.cq
     positives = cq.positives
     for a, b in zip(positives, positives[1:], strict=False):
@@ -350,7 +350,7 @@ def _seq_cand(qs: QState, binding: list[Bound], x: Event, ctx: Context) -> Cand 
 
 
 def _conj_candidates(qs: QState, x: Event, ctx: Context) -> list[Cand]:
-    """SEMANTICS.md §4: sets of events, one per positive component, that ``x`` completes
+    """docs/semantics.md §4: sets of events, one per positive component, that ``x`` completes
     (its key is the largest), most recent first."""
     cq = qs.cq
     comps = cq.comps
@@ -396,7 +396,7 @@ def _conj_candidates(qs: QState, x: Event, ctx: Context) -> list[Cand]:
 
 
 def _conj_negation(qs: QState, cand: Cand, ctx: Context) -> float:
-    """SEMANTICS.md §5: ``!X`` in a conjunction forbids an x with ``min(start) <=
+    """docs/semantics.md §5: ``!X`` in a conjunction forbids an x with ``min(start) <=
     x.start`` and ``x.end <= max(end)`` that arrived before the match's last event."""
     factor = 1.0
     for comp in qs.cq.comps:
@@ -480,7 +480,7 @@ def complete(qs: QState, x: Event, ctx: Context) -> list[Cand]:
 
 
 def bound_ok(cq: CompiledQuery, prob: float) -> bool:
-    """The probability bound (SEMANTICS.md §7): ``PROBABILITY >= p`` of a query, else
+    """The probability bound (docs/semantics.md §7): ``PROBABILITY >= p`` of a query, else
     ``> 0`` (a sub-pattern has no clause of its own)."""
     if cq.top and cq.probability is not None:
         return prob >= cq.probability
@@ -531,7 +531,7 @@ def derived_instance(
     flat: list[Event] | None,
     prims: frozenset[int],
 ) -> Event:
-    """A sub-pattern's or ``@name`` instance made from a match (SEMANTICS.md §8)."""
+    """A sub-pattern's or ``@name`` instance made from a match (docs/semantics.md §8)."""
     d = Event(cand.trigger.src, cls, cand.start, cand.end, attrs, prob)
     d.arrival = arrival
     d.moment = moment

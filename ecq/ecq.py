@@ -195,7 +195,7 @@ class ECQ:
         self.siq._check()
         for e in self.siq:
             assert e.type == self.cls
-            if e._pmb is not None:
-                e._pmb._check()
+            if e.pmb is not None:
+                e.pmb._check()
         for rl in self.rclt.values():
             assert all(bits for bits in rl.masks.values())

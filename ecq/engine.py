@@ -12,11 +12,12 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from ecq.emission import Emission
 from ecq.errors import DuplicateQueryError, SemanticError, UnknownQueryError
 from ecq.event import Event
 from ecq.language.ast import Query
 from ecq.match import Match
-from ecq.network import Emission, Network
+from ecq.network import Network
 from ecq.ops import OpClock
 from ecq.qstate import QState
 from ecq.query import CompiledQuery, compile_query, retag
@@ -30,8 +31,9 @@ class Engine(OpClock):
     ``clean_every``: physical cleaning runs every that many events (results do not depend
     on it; memory does). ``level``: the techniques in use, for the benchmark's ablations
     (``ecq.network.LEVELS``; every level gives the same matches). ``profile``: accumulate
-    seconds per phase in ``network.timers``. ``compiled``: use the compiled hot functions
-    (``ecq.accel``; default: when built), or force the pure-Python code (False).
+    seconds per phase in ``network.timers``. ``compiled``: the kernel (``ecq.kernel``):
+    compiled when built (None, the default), the pure-Python one (False), or compiled
+    or a ValueError saying why it cannot be (True).
     """
 
     def __init__(
@@ -104,13 +106,13 @@ class Engine(OpClock):
 
     def process(self, events: Iterable[Event]) -> list[Match]:
         """Process events in order; returns the matches they release, in emission order.
-        Events are stamped with their arrival index and moment. (The compiled loop of
-        ``ecq.accel`` when built: same results.)"""
+        Events are stamped with their arrival index and moment. (The kernel's event
+        loop, compiled when the kernel is: same results; profiled runs time the
+        phases from the Python loop.)"""
         net = self.network
-        if net.compiled_plain:
-            out: list[Match] = net._c.run_events(self, events)
-            return out
-        return super().process(events)
+        if net.timers is not None:
+            return self.step_events(events)
+        return net.kernel.run_events(self, events)
 
     def _on_event(self, e: Event, clock_before: float, clock: float) -> list[Emission] | None:
         return self.network.on_event(e, clock_before, clock)
@@ -124,7 +126,7 @@ class Engine(OpClock):
 
     def clean(self) -> int:
         """Run physical cleaning now; returns the number of dropped instances."""
-        self._since_clean = 0
+        self.since_clean = 0
         timers = self.network.timers
         if timers is None:
             return self.network.clean(self.clock)

@@ -1,47 +1,84 @@
-"""Event instances: the ``<src, type, start, end, attrs, prob>`` tuple of SEMANTICS.md §1.
+"""Event instances: the ``<src, type, start, end, attrs, prob>`` tuple of docs/semantics.md §1.
 
 An :class:`Event` is validated once, when it enters (``Event.from_dict``), so the hot
 path never re-checks it. The engine stamps ``arrival`` (its processing position).
+
+Its fields live in its base class: the compiled kernel's event struct when the kernel
+is built (``ecq.kernel._events.EventBase``: the kernel reads them in C, Python reads
+them as fast as slots), else a pure class with the same slots (``SlotFields``). Either
+way ``Event`` is this class, with these methods.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ecq.errors import EventError
+from ecq.kernel.select import event_base
 
-__all__ = ["Event", "AttrValue"]
+__all__ = ["Event", "AttrValue", "FIELDS"]
 
 AttrValue = int | float | str | bool
 
 _FIELDS = frozenset({"src", "type", "start", "end", "attrs", "prob", "id"})
 
+# Every field of an event, in the order the compiled kernel's struct has them.
+FIELDS = (
+    "src",
+    "type",
+    "start",
+    "end",
+    "prob",
+    "arrival",
+    "moment",
+    "prev",
+    "pmb",
+    "attrs",
+    "id",
+    "parts",
+    "flat",
+    "prims",
+)
 
-class Event:
+
+class SlotFields:
+    """The fields of an event as slots: ``Event``'s base when the kernel is not compiled."""
+
+    __slots__ = FIELDS
+
+
+if TYPE_CHECKING:
+    _Fields = SlotFields
+else:
+    _Fields = event_base() or SlotFields
+
+
+class Event(_Fields):
     """One primitive (or derived) event instance.
 
     ``arrival`` is -1 until the engine processes the event; then it is the event's
     0-based arrival index, which orders events that the engine saw.
     """
 
-    __slots__ = (
-        "src",
-        "type",
-        "start",
-        "end",
-        "attrs",
-        "prob",
-        "id",
-        "arrival",
-        "moment",
-        "parts",
-        "flat",
-        "prims",
-        "_prev",
-        "_pmb",
-    )
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+        src: str | int
+        type: str
+        start: float
+        end: float
+        attrs: dict[str, AttrValue]
+        prob: float
+        id: str | int | None
+        arrival: int
+        moment: int
+        parts: Any
+        flat: list[Event] | None
+        prims: frozenset[int] | None
+        prev: Event | None
+        pmb: Any
 
     def __init__(
         self,
@@ -57,7 +94,7 @@ class Event:
         self.type = type
         self.start = float(start)
         self.end = float(start) if end is None else float(end)
-        self.attrs: dict[str, AttrValue] = dict(attrs) if attrs else {}
+        self.attrs = dict(attrs) if attrs else {}
         self.prob = float(prob)
         self.id = id
         self.arrival = -1
@@ -69,20 +106,30 @@ class Event:
         # ``events`` entries, ``flat`` its primitive events (what an equivalence test
         # reads; None for an ``@name`` instance, read as itself) and ``prims`` their
         # arrival indexes. All None for a primitive event.
-        self.parts: Any = None
-        self.flat: list[Event] | None = None
-        self.prims: frozenset[int] | None = None
-        # Set by the SIQ that stores the event: the previous stored instance of the same
-        # class and source (the per-source back chain), and the event's PMB.
-        self._prev: Event | None = None
-        self._pmb: Any = None
+        self.parts = None
+        self.flat = None
+        self.prims = None
+        # Set by the kernel that stores the event: the previous stored instance of the
+        # same class and source (the SIQ's per-source back chain), and its PMB.
+        self.prev = None
+        self.pmb = None
 
     def __repr__(self) -> str:
         name = self.id if self.id is not None else f"#{self.arrival}"
         return f"Event({name}, {self.type}, src={self.src!r}, [{self.start:g},{self.end:g}])"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # What the event is, without the engine's links (its chain and PMB): a pickled
+        # or copied event is an event, not a piece of a network.
+        state = {name: getattr(self, name) for name in ("arrival", "moment", "parts", "flat", "prims")}
+        return (Event, (self.src, self.type, self.start, self.end, self.attrs, self.prob, self.id), state)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+
     def to_dict(self) -> dict[str, Any]:
-        """The event in the form ``from_dict`` reads (SEMANTICS.md §1)."""
+        """The event in the form ``from_dict`` reads (docs/semantics.md §1)."""
         out: dict[str, Any] = {"src": self.src, "type": self.type, "start": self.start, "end": self.end}
         if self.attrs:
             out["attrs"] = dict(self.attrs)

@@ -1,10 +1,11 @@
-"""A complete match of one query (SEMANTICS.md §9).
+"""A complete match of one query (docs/semantics.md §9).
 
-``Match`` is the compiled class of ``ecq._speedups`` when it is built (and
-``SCEMON_PURE`` is not set), else the pure-Python class below (``PyMatch``). Both have
-the same constructor, attributes and methods; the methods are the functions here. The
-compiled one keeps its times, probability and numbers as C values and comes from a
-free list, which saves the engine a few allocations per match (docs/architecture.md).
+``Match`` is the compiled kernel's class (``ecq.kernel._events.Match``) when it is
+built (and ``SCEMON_PURE`` is not set), else the pure-Python class below (``PyMatch``).
+Both have the same constructor, attributes and methods; the methods are the functions
+here. The compiled one keeps its times, probability and numbers as C values and comes
+from a free list, which saves the engine a few allocations per match
+(docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ecq.compiled import load
 from ecq.event import AttrValue, Event
+from ecq.kernel.select import compiled_match
 
 __all__ = ["Match", "PyMatch", "EventRef", "event_ids", "arrivals", "to_dict", "describe", "fields"]
 
@@ -130,7 +131,4 @@ def to_dict(m: Match, name: Callable[[Event], Any] | None = None) -> dict[str, A
 
 
 if not TYPE_CHECKING:
-    # Loaded last: _speedups reads this module's functions (it is in sys.modules, with
-    # them defined, by now).
-    _compiled = load()
-    Match = _compiled.Match if _compiled is not None else PyMatch
+    Match = compiled_match() or PyMatch

@@ -3,39 +3,39 @@
 Per arriving instance ``e`` of class ``X`` (SCEMon §5.1):
 
 - **test phase**: look up ``ECQ[X]`` (one dict lookup; a class no query uses costs
-  nothing more); evaluate the distinct filters of the positions ``X`` fills; for each
-  R-CLink probe the predecessor ECQ *once* for ``e``'s source and extend, with a few
-  big-integer operations per predecessor PMatch group, the partial matches of every plain
-  sequence query that needs it (the window is a precomputed bitset per bound). Queries
-  whose last position ``e`` reaches are handed to :mod:`ecq.assembly`; composite patterns
-  (negation, Kleene closure, sub-patterns, conjunctions) to :mod:`ecq.composite`, through
-  the same probe cache.
+  nothing more); evaluate the distinct filters of the positions ``X`` fills; extend the
+  partial matches of every plain sequence query that ``e`` can extend (with a few
+  big-integer operations per group of queries, the window a precomputed bitset per
+  bound) and assemble the matches of the queries whose last position ``e`` reaches
+  (:mod:`ecq.assembly`). Composite patterns (negation, Kleene closure, sub-patterns,
+  conjunctions) are matched by :mod:`ecq.composite`, through the same probe of the
+  per-source chains; disjunctions take ``e`` by itself.
 - **insert phase**: if ``e`` can still take part in a match, store it once in
   ``ECQ[X]``'s SIQ with its PMB, whatever number of queries it serves.
+- **cleaning**: instances below their class's drop horizon go (docs/semantics.md).
 
-Sub-patterns are nodes of their own whose matches become instances of a derived class
-(SCEMon's virtual primitive event classes) and go through the network like events; every
-query's matches likewise become instances of ``@<name>`` when some query reads them.
-Each op is a *moment* (docs/semantics.md): the clock first releases pending trailing
-negations (phase 0), then the event is processed (phase 1).
+The plain-sequence part of both phases, cleaning and the event loop are the *kernel*'s
+(:mod:`ecq.kernel`): the network chooses one when it is made (compiled when built) and
+calls it through one interface. Sub-patterns are nodes of their own whose matches
+become instances of a derived class (SCEMon's virtual primitive event classes) and go
+through the network like events; every query's matches likewise become instances of
+``@<name>`` when some query reads them. Each op is a *moment* (docs/semantics.md): the
+clock first releases pending trailing negations (phase 0), then the event is
+processed (phase 1).
 """
 
 from __future__ import annotations
 
 import time
-from bisect import bisect_left
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ecq import accel
-from ecq.assembly import assemble_seq
 from ecq.candidate import Cand
 from ecq.composite import (
     Context,
     bound_ok,
     complete,
     derived_instance,
-    entry_key,
     entry_prims,
     inst_key,
     match_cand,
@@ -43,14 +43,18 @@ from ecq.composite import (
 )
 from ecq.conditions import MISSING
 from ecq.ecq import ECQ, CLink, SlotFilter
+from ecq.emission import Emission
 from ecq.errors import SemanticError
 from ecq.event import Event
-from ecq.match import Match
-from ecq.pmb import PMB, merge_latest, resolve_latest
+from ecq.kernel.make import make_kernel
 from ecq.qstate import QState
 from ecq.query import KIND_OR, KIND_SEQ, CompiledQuery
+from ecq.windows import Windows
 
-__all__ = ["Network", "Emission", "LEVELS", "matches_of", "reachable", "check_depends"]
+if TYPE_CHECKING:
+    from ecq.kernel.interface import Kernel, Tested
+
+__all__ = ["Network", "ChainProbe", "LEVELS", "reachable", "check_depends"]
 
 # Ablation levels of the benchmark, each adding one technique to the one before:
 #   instances   instance sharing only (paper §5.1): one probe per CLink, one PMatch per query
@@ -60,53 +64,6 @@ __all__ = ["Network", "Emission", "LEVELS", "matches_of", "reachable", "check_de
 #   summary     + per-source summaries of the latest partial-match start per query: one
 #                 pass over a source's few groups instead of one probe per predecessor
 LEVELS = ("instances", "subpatterns", "pmb", "bitsets", "summary")
-
-
-class Emission:
-    """A query's match leaving the network, with what orders it (docs/semantics.md)."""
-
-    __slots__ = ("qs", "cand", "prob", "attrs", "phase", "entries")
-
-    def __init__(self, qs: QState, cand: Cand, prob: float, attrs: dict[str, Any], phase: int) -> None:
-        self.qs = qs
-        self.cand = cand
-        self.prob = prob
-        self.attrs = attrs
-        self.phase = phase
-        self.entries: list[Any] = cand.entries(qs.cq)
-
-    def sort_key(self) -> tuple[Any, ...]:
-        entries = self.entries
-        for x in entries:
-            if type(x) is not Event or x.parts is not None:
-                return (self.phase, self.qs.order, entry_key(entries))
-        # Primitive events only (the common case): their arrival indexes order them.
-        return (self.phase, self.qs.order, (1, tuple([(0, x.arrival) for x in entries])))
-
-
-def matches_of(emitted: list[Emission], trigger: int, first_seq: int) -> list[Match]:
-    """The matches of one op in emission order (docs/semantics.md), numbered from
-    ``first_seq``."""
-    if len(emitted) > 1:
-        emitted.sort(key=Emission.sort_key)
-    out = []
-    for seq, em in enumerate(emitted, first_seq):
-        cand = em.cand
-        cq = em.qs.cq
-        out.append(
-            Match(
-                cq.name,
-                cand.trigger.src,
-                cand.start,
-                cand.end,
-                em.entries,
-                em.attrs,
-                em.prob,
-                seq,
-                trigger,
-            )
-        )
-    return out
 
 
 def reachable(names: frozenset[str], depends: Callable[[str], frozenset[str] | None]) -> set[str]:
@@ -132,43 +89,58 @@ def check_depends(cq: CompiledQuery, depends: Callable[[str], frozenset[str] | N
         raise SemanticError(f"query {cq.name!r} would read its own matches through @name: a cycle")
 
 
+class ChainProbe:
+    """The probe of one source's visible instances of a class, latest first, for the
+    instance being processed: each class's chain is walked once and shared by every
+    query that needs it (one probe per ECQ per instance: SCEMon §5.2)."""
+
+    __slots__ = ("ecqs", "src", "hclock", "timers", "got")
+
+    def __init__(
+        self, ecqs: dict[str, ECQ], src: Any, hclock: float, timers: dict[str, float] | None
+    ) -> None:
+        self.ecqs = ecqs
+        self.src = src
+        self.hclock = hclock
+        self.timers = timers
+        self.got: dict[str, list[Event]] = {}
+
+    def __call__(self, cls: str) -> list[Event]:
+        got = self.got.get(cls)
+        if got is None:
+            got = self.got[cls] = self.again(cls)
+        return got
+
+    def again(self, cls: str) -> list[Event]:
+        """The chain walked anew, not from the cache (level "instances" probes once per
+        CLink, as the paper's instance sharing alone does)."""
+        timers = self.timers
+        began = time.perf_counter() if timers is not None else 0.0
+        target = self.ecqs.get(cls)
+        got = target.siq.chain(self.src, target.horizon(self.hclock)) if target is not None else []
+        if timers is not None:
+            timers["probe"] += time.perf_counter() - began
+        return got
+
+
 class Network:
     """All ECQs, the registered nodes and their bit assignment."""
 
     def __init__(self, level: str = "summary", profile: bool = False, compiled: bool | None = None) -> None:
         if level not in LEVELS:
             raise ValueError(f"level must be one of {', '.join(LEVELS)}")
-        if compiled and not accel.available():
-            raise ValueError("the compiled functions are not built (make install) or SCEMON_PURE is set")
         self.level = level
-        # The compiled twins of the summary level's hot functions (ecq.accel), or None.
-        self._c: Any = accel.speedups if compiled is not False else None
-        self.reduced = level not in ("instances", "subpatterns")
         # Per-phase seconds when profiling (the benchmark's breakdown), else None.
         self.timers: dict[str, float] | None = (
             dict.fromkeys(("search", "probe", "evaluate", "insert", "clean"), 0.0) if profile else None
         )
-        # The compiled event loop and plain phases run the summary level when not
-        # profiling (the profiled loop times the phases from Python).
-        self.compiled_plain = self._c is not None and level == "summary" and not profile
-        # Per source (level "summary"): (latest (start, bits) per class for first components, and for each
-        # later position one latest-first list of disjoint (start, bits) groups); with
-        # the compiled functions the same content natively (``_speedups.SrcSummary``).
-        self.summary: dict[Any, Any] = {}
-        # What the compiled part derives from the registered queries (ecq._speedups
-        # _net_of), emptied whenever they change.
-        self.c_cache: dict[str, Any] = {}
-        # Class names numbered by the compiled part (ecq._speedups._class_id), for good.
-        self.c_class_ids: dict[str, int] = {}
-        self.c_class_names: list[str] = []
-        # The nodes of each window (bits), kept as nodes come and go.
+        # The nodes of each window (bits), kept as nodes come and go, and the window
+        # masks made from them.
         self._window_bits: dict[float, int] = {}
-        self._max_window = float("-inf")
-        # Spans up to the smallest window pass every query's window: no mask needed.
-        self._min_window = float("-inf")
+        self.windows = Windows()
         # Nodes holding pending trailing-negation matches, and the earliest deadline.
         self._pending_nodes: set[QState] = set()
-        self._next_deadline = float("inf")
+        self.next_deadline = float("inf")
         self.ecqs: dict[str, ECQ] = {}
         # Instances (events and derived instances) that have arrived so far: two queries
         # registered with no instance between them see the same instances, so they may
@@ -182,10 +154,8 @@ class Network:
         # once every instance that may still carry it has been dropped.
         self._free: list[tuple[int, int]] = []
         self._order = 0
-        # Window masks: ascending distinct windows and, for each, the nodes whose window
-        # is at least that long.
-        self._wins: list[float] = []
-        self._wcum: list[int] = []
+        # The hot path (ecq.kernel): compiled when built and not turned off, chosen once.
+        self.kernel: Kernel = make_kernel(self, level, compiled)
 
     # ------------------------------------------------------------- registration
 
@@ -295,19 +265,8 @@ class Network:
         self._free.append((moment, qs.bitno))
         qs.pending.clear()
         self._pending_nodes.discard(qs)
-        if qs.fast and self._c is not None:
-            for native in self.summary.values():
-                native.remove_bit(qs.bitno)
-        elif qs.fast and self.summary:
-            keep = ~bit
-            for starts, later in self.summary.values():
-                for cls, (t, b) in list(starts.items()):
-                    if b & keep:
-                        starts[cls] = (t, b & keep)
-                    else:
-                        del starts[cls]
-                for groups in later:
-                    groups[:] = [(t, b & keep) for t, b in groups if b & keep]
+        if qs.fast:
+            self.kernel.remove_node(qs.bitno)
         self._rebuild_windows()
 
     @staticmethod
@@ -335,22 +294,8 @@ class Network:
     def _rebuild_windows(self) -> None:
         # Called whenever a node comes or goes. O(distinct windows), not O(nodes):
         # registering thousands of queries one by one stays linear.
-        self.c_cache = {}
-        by_window = self._window_bits
-        self._wins = sorted(by_window)
-        self._max_window = self._wins[-1] if self._wins else float("-inf")
-        self._min_window = self._wins[0] if self._wins else float("-inf")
-        cum = 0
-        wcum = [0] * len(self._wins)
-        for j in range(len(self._wins) - 1, -1, -1):
-            cum |= by_window[self._wins[j]]
-            wcum[j] = cum
-        self._wcum = wcum
-
-    def window_mask(self, span: float) -> int:
-        """Nodes whose window admits ``span`` (``span <= window``). O(log windows)."""
-        j = bisect_left(self._wins, span)
-        return self._wcum[j] if j < len(self._wcum) else 0
+        self.windows = Windows(self._window_bits)
+        self.kernel.queries_changed()
 
     # ------------------------------------------------------------------ moments
 
@@ -358,7 +303,7 @@ class Network:
         """One event op: release due trailing negations (phase 0, against the state just
         before the op), then process the event (phase 1). None when nothing is emitted."""
         out: list[Emission] = []
-        if clock > self._next_deadline:
+        if clock > self.next_deadline:
             self.fire(e.moment - 1, clock_before, clock, e.arrival, out)
         completed = self.process(e, clock, e.moment)
         if completed:
@@ -385,7 +330,7 @@ class Network:
     def fire(self, moment: int, clock_before: float, clock: float, arrival: int, out: list[Emission]) -> None:
         """Phase 0: every pending trailing-negation match whose deadline the clock now
         exceeds is checked for blockers that arrived before this moment and finished."""
-        if not clock > self._next_deadline:
+        if not clock > self.next_deadline:
             return
         made: list[Event] = []
         for qs in sorted(self._pending_nodes, key=lambda q: q.order):
@@ -394,12 +339,12 @@ class Network:
                 continue
             qs.pending = [(c, d) for c, d in qs.pending if not clock > d]
             for cand, _deadline in due:
-                ctx = Context(moment, self._probe(cand.trigger.src, clock_before))
+                ctx = Context(moment, ChainProbe(self.ecqs, cand.trigger.src, clock_before, self.timers))
                 self._finish(
                     qs, cand, cand.prob * trailing_factor(qs, cand, ctx), moment, 0, arrival, made, out
                 )
         self._pending_nodes = {qs for qs in self._pending_nodes if qs.pending}
-        self._next_deadline = min(
+        self.next_deadline = min(
             (d for qs in self._pending_nodes for _, d in qs.pending), default=float("inf")
         )
         if made:
@@ -447,7 +392,7 @@ class Network:
             if qs.cq.trailing:
                 deadline = cand.start + (qs.cq.window or 0.0)
                 if clock > deadline:
-                    ctx = Context(moment, self._probe(x.src, hclock), x)
+                    ctx = Context(moment, ChainProbe(self.ecqs, x.src, hclock, self.timers), x)
                     self._finish(
                         qs,
                         cand,
@@ -461,8 +406,8 @@ class Network:
                 else:
                     qs.pending.append((cand, deadline))
                     self._pending_nodes.add(qs)
-                    if deadline < self._next_deadline:
-                        self._next_deadline = deadline
+                    if deadline < self.next_deadline:
+                        self.next_deadline = deadline
             else:
                 self._finish(qs, cand, cand.prob, moment, phase, arrival, made, out)
         if len(made) > 1:
@@ -510,372 +455,105 @@ class Network:
                 derived_instance(cand, derived, dict(attrs), prob, moment, arrival, entries, None, prims)
             )
 
-    def _probe(self, src: Any, hclock: float, cache: bool = True) -> Any:
-        """The probe of one source's visible instances of a class, latest first; cached
-        for the instance being processed (one probe per ECQ, shared by all queries)."""
-        ecqs = self.ecqs
-        probes: dict[str, list[Event]] = {}
-        timers = self.timers
-
-        def probe(cls: str) -> list[Event]:
-            got = probes.get(cls) if cache else None
-            if got is None:
-                began = time.perf_counter() if timers is not None else 0.0
-                target = ecqs.get(cls)
-                got = target.siq.chain(src, target.horizon(hclock)) if target is not None else []
-                probes[cls] = got
-                if timers is not None:
-                    timers["probe"] += time.perf_counter() - began
-            return got
-
-        return probe
-
     # ------------------------------------------------------------------ events
 
     def process(self, e: Event, hclock: float, moment: int) -> list[tuple[QState, Cand]]:
-        """Test and insert phases for one instance; the nodes it completes with their
-        selected candidates (unordered)."""
+        """The test and insert phases for one instance (SCEMon §5.1); the nodes it
+        completes with their selected candidates (unordered)."""
         self.seen += 1
         ecq = self.ecqs.get(e.type)
         if ecq is None:
             return []
-        # The probe (built on first use: most events complete nothing) is shared by every
-        # query this instance touches: one probe per ECQ per instance.
-        probe: Any = None
-        completed: list[tuple[QState, Cand]] = []
-        static = ecq.static_pass
-
-        # ---- plain sequences: filters, then extend every query's partial matches
-        timers = self.timers
-        began = time.perf_counter() if timers is not None else 0.0
-        if static is not None:
-            seq_pass = static
-        else:
-            seq_pass = {k: slot.passing(e) for k, slot in ecq.seq_filters.items()}
-        if timers is not None:
-            now = time.perf_counter()
-            timers["search"] += now - began
-            began = now
-            probed = timers["probe"]
-        compiled = self.compiled_plain
-        extended: dict[int, list[tuple[float, int]]] = {}
-        if compiled:
-            pairs: list[tuple[QState, list[Event]]] = []
-            extended = self._c.test_plain(self, ecq, e, seq_pass, hclock, pairs)
-            completed = [(qs, match_cand(env, e)) for qs, env in pairs]
-        else:
-            if len(seq_pass) > 1 or 0 not in seq_pass:
-                level = self.level
-                if level == "summary":
-                    if self._c is not None:
-                        extended = self._c.extend_summary(self, ecq, e, seq_pass)
-                    else:
-                        extended = self._extend_summary(ecq, e, seq_pass)
-                elif level == "bitsets":
-                    probe = self._probe(e.src, hclock)
-                    extended = self._extend_bitsets(ecq, e, seq_pass, probe)
-                else:
-                    probe = self._probe(e.src, hclock)
-                    extended = self._extend_per_query(ecq, e, seq_pass, probe, hclock)
-
-            done = seq_pass.get(0, 0) & ecq.seq_final.get(0, 0)
-            for k, groups in extended.items():
-                final = ecq.seq_final.get(k, 0)
-                if final:
-                    for _t, bits in groups:
-                        done |= bits & final
-            if done:
-                if probe is None:
-                    probe = self._probe(e.src, hclock)
-                for qs in self._nodes_of(done):
-                    cq = qs.cq
-                    if cq.never:
-                        continue
-                    if cq.length == 1:
-                        if bound_ok(cq, e.prob):
-                            completed.append((qs, match_cand([e], e)))
-                    else:
-                        found = (
-                            self._c.assemble_seq(qs, e, probe)
-                            if self._c is not None
-                            else assemble_seq(qs, e, probe)
-                        )
-                        for env in found:
-                            completed.append((qs, match_cand(env, e)))
-
-        # ---- composite patterns: negation, Kleene closure, sub-patterns, conjunctions
-        if ecq.general_final:
-            if probe is None:
-                probe = self._probe(e.src, hclock)
-            ctx = Context(moment, probe, e)
-            seen: set[int] = set()
-            for clink in ecq.general_final:
-                qs = clink.q
-                if qs.bitno in seen or qs.cq.never:
-                    continue
-                seen.add(qs.bitno)
-                if e.moment <= qs.reg:
-                    continue
-                for cand in complete(qs, e, ctx):
-                    completed.append((qs, cand))
-
-        # ---- disjunctions: each passing event is a match by itself, nothing stored
-        if ecq.disj:
-            taken: set[int] = set()
-            for clink in ecq.disj:
-                qs = clink.q
-                if qs.bitno in taken or qs.cq.never:
-                    continue
-                f = qs.cq.comps[clink.position].filter
-                if f is None or f(e):
-                    taken.add(qs.bitno)
-                    if bound_ok(qs.cq, e.prob):
-                        completed.append((qs, match_cand([e], e, single=clink.position, length=qs.cq.length)))
-
-        # ---- insert phase: store once if any partial match can go on from here
-        if timers is not None:
-            now = time.perf_counter()
-            # Probes made while evaluating are counted under "probe" only.
-            timers["evaluate"] += now - began - (timers["probe"] - probed)
-            began = now
-        if compiled:
-            self._c.insert_plain(self, ecq, e, seq_pass, extended, hclock)
-            return completed
-        init = seq_pass.get(0, 0) & ecq.seq_more.get(0, 0)
-        kept: dict[int, list[tuple[float, int]]] | None = None
-        if init and not self.reduced:
-            kept = {0: [(e.start, init)]}
-            init = 0
-        for k, groups in extended.items():
-            more = ecq.seq_more.get(k, 0)
-            if not more:
-                continue
-            keep = [(t, bits & more) for t, bits in groups if bits & more]
-            if keep:
-                if kept is None:
-                    kept = {}
-                kept[k] = keep
-        if init or kept or ecq.general_uses:
-            e._pmb = PMB(init, kept)
-            ecq.siq.insert(e)
-            if self.level == "summary" and (init or kept):
-                if self._c is not None:
-                    self._c.summarise(self, e, init, kept, hclock)
-                else:
-                    self._summarise(e, init, kept, hclock)
-        if timers is not None:
-            timers["insert"] += time.perf_counter() - began
+        # One probe per ECQ per instance, shared by every query this instance touches.
+        probe = ChainProbe(self.ecqs, e.src, hclock, self.timers)
+        completed, tested = self._test_phase(ecq, e, moment, hclock, probe)
+        self._insert_phase(ecq, e, tested, hclock)
         return completed
 
-    # ------------------------------------------------------------- extension
+    def _test_phase(
+        self, ecq: ECQ, e: Event, moment: int, hclock: float, probe: ChainProbe
+    ) -> tuple[list[tuple[QState, Cand]], Tested]:
+        """The test phase of ``e`` in ``ECQ[e.type]``: its filters (the search), then the
+        plain sequences' extension and the assembly of the matches it completes (the
+        kernel), then composite patterns and disjunctions (SCEMon §5.1)."""
+        kernel = self.kernel
+        timers = self.timers
+        if timers is None:
+            tested = kernel.test_phase(ecq, e, kernel.passing(ecq, e), hclock, probe)
+        else:
+            began = time.perf_counter()
+            passed = kernel.passing(ecq, e)
+            now = time.perf_counter()
+            timers["search"] += now - began
+            probed = timers["probe"]
+            tested = kernel.test_phase(ecq, e, passed, hclock, probe)
+        completed = [(qs, match_cand(env, e)) for qs, env in tested.completed]
+        if ecq.general_final:
+            self._complete_composite(ecq, e, moment, probe, completed)
+        if ecq.disj:
+            self._complete_disjunctions(ecq, e, completed)
+        if timers is not None:
+            # Probes made while evaluating are counted under "probe" only.
+            timers["evaluate"] += time.perf_counter() - now - (timers["probe"] - probed)
+        return completed, tested
 
-    def _extend_summary(
-        self, ecq: ECQ, e: Event, seq_pass: dict[int, int]
-    ) -> dict[int, list[tuple[float, int]]]:
-        """Level "summary": for each position ``k`` of ``e``'s class, the queries whose
-        partial match at ``k - 1`` (at ``e``'s source) ``e`` extends within their window,
-        from the source's summary. O(groups of the source) big-int operations."""
-        summary = self.summary.get(e.src)
-        out: dict[int, list[tuple[float, int]]] = {}
-        if summary is None:
-            return out
-        starts, later = summary
-        window_mask = self.window_mask
-        full = self._min_window
-        e_end = e.end
-        oldest = e_end - self._max_window
-        final = ecq.seq_final
-        more = ecq.seq_more
-        for k, passed in seq_pass.items():
-            if k == 0 or k > len(later) + 1:
-                continue
-            m = passed & (final.get(k, 0) | more.get(k, 0))
-            if not m:
-                continue
-            res: list[tuple[float, int]] = []
-            if k == 1:
-                # One group per class: the latest instance of each class that can start.
-                stale = None
-                for cls, (t, bits) in starts.items():
-                    if t < oldest:
-                        stale = [cls] if stale is None else [*stale, cls]
-                        continue
-                    bb = bits & m
-                    if bb:
-                        if e_end - t > full:
-                            bb &= window_mask(e_end - t)
-                        if bb:
-                            res.append((t, bb))
-                if stale is not None:
-                    for cls in stale:
-                        del starts[cls]
-            else:
-                for t, bits in later[k - 2]:
-                    if t < oldest:
-                        break  # latest first: no window reaches this group or the rest
-                    bb = bits & m
-                    if bb:
-                        if e_end - t > full:
-                            bb &= window_mask(e_end - t)
-                        if bb:
-                            res.append((t, bb))
-            if res:
-                # First positions: each query at its latest start, one group per distinct
-                # start (classes' entries share query bits only through ANY(...)); later
-                # positions' groups are that already.
-                out[k] = resolve_latest(res) if k == 1 else res
-        return out
-
-    def _summarise(
-        self, e: Event, init: int, kept: dict[int, list[tuple[float, int]]] | None, hclock: float
+    def _complete_composite(
+        self, ecq: ECQ, e: Event, moment: int, probe: ChainProbe, completed: list[tuple[QState, Cand]]
     ) -> None:
-        """Fold ``e``'s PMB into its source's summary: for first components one entry
-        per class (its latest start, and the queries its instances start), for later
-        positions one list of disjoint groups keeping each query's latest start. Both
-        are upper bounds used to prune; matches are verified when assembled.
-        O(groups of the source)."""
-        summary = self.summary.get(e.src)
-        if summary is None:
-            summary = self.summary[e.src] = ({}, [])
-        starts: dict[str, tuple[float, int]] = summary[0]
-        later: list[list[tuple[float, int]]] = summary[1]
-        cutoff = hclock - self._max_window
-        if init:
-            previous = starts.get(e.type)
-            if previous is None:
-                starts[e.type] = (e.start, init)
-            else:
-                # One entry per class: the latest start and every query any instance of
-                # the class can start, an upper bound that the assembly verifies.
-                t, bits = previous
-                starts[e.type] = (e.start if e.start > t else t, bits | init)
-        if kept:
-            for k, groups in kept.items():
-                while len(later) < k:
-                    later.append([])
-                merge_latest(later[k - 1], groups, cutoff)
-
-    def prune_summary(self, clock: float) -> None:
-        """Drop summary groups no window can reach any more (run with cleaning)."""
-        cutoff = clock - self._max_window
-        if self._c is not None:
-            for native in self.summary.values():
-                native.prune(cutoff)
-            for src in [src for src, native in self.summary.items() if native.empty()]:
-                del self.summary[src]
-            return
-        empty = []
-        for src, (starts, later) in self.summary.items():
-            for cls in [c for c, (t, _) in starts.items() if t < cutoff]:
-                del starts[cls]
-            for groups in later:
-                if groups and groups[-1][0] < cutoff:
-                    groups[:] = [g for g in groups if g[0] >= cutoff]
-            if not starts and not any(later):
-                empty.append(src)
-        for src in empty:
-            del self.summary[src]
-
-    def _extend_bitsets(
-        self, ecq: ECQ, e: Event, seq_pass: dict[int, int], probe: Any
-    ) -> dict[int, list[tuple[float, int]]]:
-        """Level "bitsets": one probe per R-CLink; all its queries extended at once."""
-        extended: dict[int, list[tuple[float, int]]] = {}
-        if not ecq.rclt:
-            return extended
-        window_mask = self.window_mask
-        e_start = e.start
-        e_end = e.end
-        wcache: dict[float, int] = {}
-        gathered: dict[int, list[tuple[float, int]]] = {}
-        for pred_cls, rl in ecq.rclt.items():
-            cands: list[Event] | None = None
-            for k, mask in rl.masks.items():
-                m = mask & seq_pass.get(k, 0)
-                if not m:
-                    continue
-                if cands is None:
-                    cands = probe(pred_cls)
-                if not cands:
-                    break
-                groups = gathered.setdefault(k, [])
-                for p in cands:
-                    if p.end > e_start:
-                        continue
-                    pmb = p._pmb
-                    if k == 1:
-                        if not pmb.init & m:
-                            continue
-                        source: Any = ((p.start, pmb.init),)
-                    else:
-                        source = pmb.entries.get(k - 1, ()) if pmb.entries else ()
-                    for t, bits in source:
-                        bb = bits & m
-                        if bb:
-                            wm = wcache.get(t)
-                            if wm is None:
-                                wm = wcache[t] = window_mask(e_end - t)
-                            bb &= wm
-                            if bb:
-                                groups.append((t, bb))
-        for k, groups in gathered.items():
-            if groups:
-                extended[k] = resolve_latest(groups)
-        return extended
-
-    def _extend_per_query(
-        self, ecq: ECQ, e: Event, seq_pass: dict[int, int], probe: Any, hclock: float
-    ) -> dict[int, list[tuple[float, int]]]:
-        """Levels "instances", "subpatterns" and "pmb": the paper's test phase, query by
-        query; "instances" probes once per CLink, the others once per R-CLink."""
-        shared = self.level != "instances"
-        own = probe if shared else self._probe(e.src, hclock, cache=False)
-        found: dict[int, list[tuple[float, int]]] = {}
-        for clink in ecq.clt:
+        """Composite patterns (negation, Kleene closure, sub-patterns, conjunctions) that
+        ``e`` can complete: matched by walking the chains they need (ecq.composite)."""
+        ctx = Context(moment, probe, e)
+        seen: set[int] = set()
+        for clink in ecq.general_final:
             qs = clink.q
-            k = clink.position
-            if k == 0 or not qs.fast or not seq_pass.get(k, 0) & qs.bit:
+            if qs.bitno in seen or qs.cq.never:
                 continue
-            bit = qs.bit
-            low = e.end - (qs.cq.window or 0.0)
-            best: float | None = None
-            for pred_cls in qs.classes_at[k - 1]:
-                for p in own(pred_cls):
-                    if p.end > e.start:
-                        continue
-                    t = p._pmb.latest(k - 1, bit, p.start)
-                    if t is not None and t >= low and (best is None or t > best):
-                        best = t
-            if best is not None:
-                found.setdefault(k, []).append((best, bit))
-        return {k: resolve_latest(groups) for k, groups in found.items()}
+            seen.add(qs.bitno)
+            if e.moment <= qs.reg:
+                continue
+            for cand in complete(qs, e, ctx):
+                completed.append((qs, cand))
 
-    def _nodes_of(self, bits: int) -> list[QState]:
-        """The nodes of a bitset. O(set bits)."""
-        by_bit = self.by_bit
-        out = []
-        while bits:
-            low = bits & -bits
-            out.append(by_bit[low.bit_length() - 1])
-            bits ^= low
-        return out
+    @staticmethod
+    def _complete_disjunctions(ecq: ECQ, e: Event, completed: list[tuple[QState, Cand]]) -> None:
+        """Disjunctions: each passing instance is a match by itself, nothing stored."""
+        taken: set[int] = set()
+        for clink in ecq.disj:
+            qs = clink.q
+            if qs.bitno in taken or qs.cq.never:
+                continue
+            f = qs.cq.comps[clink.position].filter
+            if f is None or f(e):
+                taken.add(qs.bitno)
+                if bound_ok(qs.cq, e.prob):
+                    completed.append((qs, match_cand([e], e, single=clink.position, length=qs.cq.length)))
+
+    def _insert_phase(self, ecq: ECQ, e: Event, tested: Tested, hclock: float) -> None:
+        """The insert phase: ``e`` is stored once, with its PMB, if any partial match
+        can go on from it (the kernel)."""
+        timers = self.timers
+        if timers is None:
+            self.kernel.insert_phase(ecq, e, tested, hclock)
+            return
+        began = time.perf_counter()
+        self.kernel.insert_phase(ecq, e, tested, hclock)
+        timers["insert"] += time.perf_counter() - began
 
     # ----------------------------------------------------------------- cleaning
 
     def clean(self, clock: float) -> int:
-        """Drop instances below their class's horizon; returns how many.
+        """Cleaning: drop the summaries' entries no window reaches, then the instances
+        below their class's horizon; returns how many instances went.
         O(dropped + ECQs + summary groups)."""
-        if self.summary:
-            self.prune_summary(clock)
-        if self._c is not None:
-            return sum(self._c.clean_siq(ecq.siq, ecq.horizon(clock)) for ecq in self.ecqs.values())
-        return sum(ecq.siq.clean(ecq.horizon(clock)) for ecq in self.ecqs.values())
+        kernel = self.kernel
+        kernel.prune(clock)
+        return sum(kernel.clean_siq(ecq.siq, ecq.horizon(clock)) for ecq in self.ecqs.values())
 
     def stored(self) -> int:
         return sum(len(ecq.siq) for ecq in self.ecqs.values())
 
     def pmb_entries(self) -> int:
-        return sum(e._pmb.size() for ecq in self.ecqs.values() for e in ecq.siq if e._pmb is not None)
+        return sum(e.pmb.size() for ecq in self.ecqs.values() for e in ecq.siq if e.pmb is not None)
 
     def pending(self) -> int:
         return sum(len(qs.pending) for qs in self._nodes())

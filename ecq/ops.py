@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ecq.emission import Emission, matches_of
 from ecq.event import Event
 from ecq.match import Match
-from ecq.network import Emission, matches_of
 
 __all__ = ["OpClock"]
 
@@ -29,7 +29,7 @@ class OpClock:
         self.ops = 0
         self.next_seq = 0
         self.clean_every = clean_every
-        self._since_clean = 0
+        self.since_clean = 0
 
     # What the engines differ in.
 
@@ -52,6 +52,10 @@ class OpClock:
     def process(self, events: Iterable[Event]) -> list[Match]:
         """Process events in order; returns the matches they release, in emission order.
         Events are stamped with their arrival index and moment."""
+        return self.step_events(events)
+
+    def step_events(self, events: Iterable[Event]) -> list[Match]:
+        """:meth:`process`, one event op at a time through :meth:`_on_event`."""
         out: list[Match] = []
         on_event = self._on_event
         for e in events:
@@ -66,9 +70,9 @@ class OpClock:
                 self.clock = e.end
             emitted = on_event(e, before, self.clock)
             if emitted:
-                self._emit(emitted, e.arrival, out)
-            self._since_clean += 1
-            if self._since_clean >= self.clean_every:
+                self.emit(emitted, e.arrival, out)
+            self.since_clean += 1
+            if self.since_clean >= self.clean_every:
                 self.clean()
         return out
 
@@ -83,10 +87,11 @@ class OpClock:
         self._fire(2 * self.ops, before, self.clock, self.arrivals, emitted)
         out: list[Match] = []
         if emitted:
-            self._emit(emitted, self.arrivals, out)
+            self.emit(emitted, self.arrivals, out)
         return out
 
-    def _emit(self, emitted: list[Emission], trigger: int, out: list[Match]) -> None:
+    def emit(self, emitted: list[Emission], trigger: int, out: list[Match]) -> None:
+        """The matches of one op's emissions, numbered from ``next_seq``, onto ``out``."""
         matches = matches_of(emitted, trigger, self.next_seq)
         self.next_seq += len(matches)
         out.extend(matches)

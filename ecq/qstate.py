@@ -8,7 +8,7 @@ it, and the network makes it; it imports none of them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from ecq.conditions import PredFn
 from ecq.query import KIND_OR, CompiledQuery
@@ -16,7 +16,15 @@ from ecq.query import KIND_OR, CompiledQuery
 if TYPE_CHECKING:
     from ecq.candidate import Cand
 
-__all__ = ["QState"]
+__all__ = ["QState", "NodePlan"]
+
+
+class NodePlan(Protocol):
+    """What the compiled kernel keeps on a node (``QState.plan``): its constants, and
+    the matches of the node that the kernel's event loop emitted."""
+
+    @property
+    def matches(self) -> int: ...
 
 
 @dataclass(eq=False)
@@ -43,8 +51,8 @@ class QState:
     # A match is emitted as it is found: no trailing negation, RETURN or probability
     # clause (whether some query reads ``@name`` is checked when it is found).
     simple: bool = False
-    # The compiled part's copy of this node's constants (ecq._speedups), made on use.
-    plan: Any = None
+    # The compiled kernel's constants of this node (made on use; None otherwise).
+    plan: NodePlan | None = None
 
     def __post_init__(self) -> None:
         self.bit = 1 << self.bitno

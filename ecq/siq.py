@@ -31,7 +31,7 @@ class SIQ:
     def insert(self, event: Event) -> None:
         """Append ``event`` and make it its source's most recent instance. O(1)."""
         last = self.last
-        event._prev = last.get(event.src)
+        event.prev = last.get(event.src)
         last[event.src] = event
         self.queue.append(event)
 
@@ -42,7 +42,7 @@ class SIQ:
         while e is not None:
             if e.start >= horizon:
                 out.append(e)
-            e = e._prev
+            e = e.prev
         return out
 
     def clean(self, horizon: float) -> int:
@@ -57,8 +57,8 @@ class SIQ:
         dropped = 0
         while queue and queue[0].start < horizon:
             e = queue.popleft()
-            e._prev = None
-            e._pmb = None
+            e.prev = None
+            e.pmb = None
             if last.get(e.src) is e:
                 del last[e.src]
             dropped += 1
@@ -72,7 +72,7 @@ class SIQ:
         assert moments == sorted(moments), "SIQ must be in arrival order"
         for src, e in self.last.items():
             assert e.src == src
-            prev = e._prev
+            prev = e.prev
             while prev is not None:
                 assert prev.src == src and prev.moment <= e.moment
-                e, prev = prev, prev._prev
+                e, prev = prev, prev.prev

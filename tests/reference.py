@@ -1,7 +1,7 @@
 """A naive reference evaluator of scemon's match semantics: the oracle the engine is
 checked against.
 
-It is written straight from ``../shared/SEMANTICS.md`` (the contract) and
+It is written straight from the contract (docs/semantics.md §1–§10) and
 ``docs/semantics.md`` (the project's choices), and shares no code with ``ecq``: queries
 arrive in their JSON form (``ecq.language.ast.to_json``) and are read here as plain
 dicts. Clarity over speed: at every moment it enumerates every combination of the events
@@ -33,7 +33,7 @@ Invalid queries raise ``ValueError``; valid queries this oracle does not cover r
 Choices
 =======
 
-Where SEMANTICS.md and docs/semantics.md leave room, this evaluator (and the engine)
+Where docs/semantics.md leaves room, this evaluator (and the engine)
 does the following.
 
 1. RETURN names. An item's output name is its ``name``; without one, an attribute
@@ -600,7 +600,7 @@ def compile_query(name: str, q: dict[str, Any]) -> Node:
         if agg - kle:
             raise ValueError("aggregate over a non-Kleene component")
         if (plain | agg) & neg:
-            raise ValueError("RETURN reads a negated component")  # issue 3: rejected at registration
+            raise ValueError("RETURN reads a negated component")  # the engine rejects it at registration
     for cj in _conjuncts(q.get("where")):
         plain, agg, equiv = _references(cj, node.names)
         explicit = plain | agg
@@ -921,12 +921,12 @@ class Reference:
         if node.kind == "seq":
             start = min(x.start for x in _as_list(binding[positives[0].idx]))
             end = max(x.end for x in _as_list(binding[positives[-1].idx]))
-            # SEMANTICS.md §3, §6: e(n-1) back to e1, a Kleene group by its latest element.
+            # docs/semantics.md §3, §6: e(n-1) back to e1, a Kleene group by its latest element.
             recent_key = tuple(max(x.key for x in _as_list(binding[c.idx])) for c in reversed(positives[:-1]))
         else:
             start = min(x.start for x in insts)
             end = max(x.end for x in insts)
-            # SEMANTICS.md §4: the other events, latest to earliest.
+            # docs/semantics.md §4: the other events, latest to earliest.
             recent_key = tuple(sorted((x.key for x in insts if x is not trigger), reverse=True))
         prob = 1.0
         for x in insts:
@@ -978,7 +978,7 @@ class Reference:
         return out
 
     def _disj_candidates(self, reg: Registered, node: Node, moment: Moment) -> list[Cand]:
-        """SEMANTICS.md §4 and choice 7: each arriving instance binds the first component
+        """docs/semantics.md §4 and choice 7: each arriving instance binds the first component
         that takes it."""
         arriving: dict[int, Inst] = {}
         for c in node.comps:
@@ -998,7 +998,7 @@ class Reference:
         return out
 
     def _seq_candidates(self, reg: Registered, node: Node, moment: Moment) -> list[Cand]:
-        """SEMANTICS.md §3: every tuple in sequence order whose last positive event
+        """docs/semantics.md §3: every tuple in sequence order whose last positive event
         arrives now (Kleene groups and negation: Part 2)."""
         positives = node.positives
         last = positives[-1]
@@ -1032,7 +1032,7 @@ class Reference:
         return out
 
     def _conj_candidates(self, reg: Registered, node: Node, moment: Moment) -> list[Cand]:
-        """SEMANTICS.md §4 and docs/semantics.md "Conjunction roles": each set of events
+        """docs/semantics.md §4 and docs/semantics.md "Conjunction roles": each set of events
         is one match, with the first assignment (lexicographic by arrival, component by
         component) that respects the same-class rule and passes WHERE."""
         positives = node.positives
@@ -1080,7 +1080,7 @@ class Reference:
     def _kleene_groups(
         self, reg: Registered, node: Node, comp: Comp, partial: dict[int, Bound], moment: Moment
     ) -> list[list[Inst]]:
-        """SEMANTICS.md §6 and choice 12: the groups a Kleene component can take, given
+        """docs/semantics.md §6 and choice 12: the groups a Kleene component can take, given
         the other positive components' events. ``B+``/``B{m,}``: all qualifying events
         (at least m); ``B^n``: every run of n successive qualifying events."""
         assert comp.kleene is not None and node.window is not None
@@ -1142,7 +1142,7 @@ class Reference:
         return out
 
     def _seq_negation_factor(self, reg: Registered, node: Node, cand: Cand, moment: Moment) -> float:
-        """SEMANTICS.md §5, middle and leading negation: the product of (1 - prob) of the
+        """docs/semantics.md §5, middle and leading negation: the product of (1 - prob) of the
         blockers (0 when a certain one exists)."""
         factor = 1.0
         assert node.window is not None
@@ -1166,7 +1166,7 @@ class Reference:
         return factor
 
     def _conj_negation_factor(self, reg: Registered, node: Node, cand: Cand, moment: Moment) -> float:
-        """SEMANTICS.md §5: in a conjunction, ``!X`` forbids an x with ``min(start) <=
+        """docs/semantics.md §5: in a conjunction, ``!X`` forbids an x with ``min(start) <=
         x.start`` and ``x.end <= max(end)`` that arrived before the match's last event."""
         factor = 1.0
         for comp in node.comps:
@@ -1178,7 +1178,7 @@ class Reference:
         return factor
 
     def _trailing_factor(self, reg: Registered, node: Node, cand: Cand, moment: Moment) -> float:
-        """SEMANTICS.md §5 and choice 10: trailing blockers arrived after the last positive
+        """docs/semantics.md §5 and choice 10: trailing blockers arrived after the last positive
         event and before ``moment``, with ``last.end <= x.start`` and ``x.end <= start +
         T``."""
         assert node.window is not None

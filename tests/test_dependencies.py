@@ -46,7 +46,8 @@ CONFINED: dict[str, tuple[str, ...]] = {
     "pyspark": ("service.pipeline", "api.spark_sink"),
     "typer": ("service.cli",),
 }
-# Besides the standard library: what Cython's own declarations bring into ecq/_speedups.pyx.
+# Besides the standard library: sortedcontainers, and what Cython's own declarations bring
+# into the compiled kernel (ecq/kernel/_*.pyx).
 ENGINE_EXTRA = {"sortedcontainers"}
 CYTHON = {"cython", "cpython", "libc"}
 
@@ -185,7 +186,8 @@ def test_engine_imports_only_stdlib_and_sortedcontainers(found: list[Import]) ->
 def test_engine_has_no_import_circle(found: list[Import]) -> None:
     """Not even under ``TYPE_CHECKING``: a module that reads another's types and is read
     back by it is one module, or a third is missing."""
-    modules = {module_name(path) for path in (ROOT / "ecq").rglob("*.py")}
+    # The compiled kernel's modules (.pyx) are modules too.
+    modules = {module_name(path) for suffix in ("*.py", "*.pyx") for path in (ROOT / "ecq").rglob(suffix)}
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for imp in found:
         owners = [m for m in modules if imp.target == m or imp.target.startswith(m + ".")]

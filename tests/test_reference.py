@@ -1,5 +1,5 @@
 """Unit tests of the naive reference evaluator (tests/reference.py) on the worked
-examples of SEMANTICS.md and the choices of docs/semantics.md."""
+examples of the contract and the choices of docs/semantics.md."""
 
 from __future__ import annotations
 

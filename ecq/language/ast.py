@@ -1,4 +1,4 @@
-"""The one AST every surface form of the query language parses into (SEMANTICS.md §2).
+"""The one AST every surface form of the query language parses into (docs/semantics.md §2).
 
 All nodes are frozen dataclasses, so a parsed query is an immutable value that can be
 compared, hashed (sub-pattern sharing keys on it) and serialised. ``to_json`` /
@@ -182,7 +182,7 @@ class InList:
 
 @dataclass(frozen=True)
 class Func:
-    """A scalar function call; only ``abs`` today."""
+    """A scalar function call: ``abs`` is the one function."""
 
     name: str
     args: tuple[Expr, ...]

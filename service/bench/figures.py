@@ -17,7 +17,7 @@ few seconds' worth (``QUICK``).
 | :func:`conjunction` | Fig. 12, 13 | CNJ3: time and storage vs ``Nq``, ``Ns`` |
 | :func:`disjunction` | Fig. 14 | DSJ3, DSJ5: time vs ``Nq``, ``Ns`` |
 | :func:`rate` | - | the event rate (seconds between a source's events) |
-| :func:`targets` | issue 4 | SP/shared ratio, events/s, scaling |
+| :func:`targets` | - | the targets: SP/shared ratio, events/s, scaling |
 """
 
 from __future__ import annotations
@@ -440,7 +440,7 @@ def disjunction(scale: Scale = FULL, progress: Progress | None = None) -> list[T
 
 
 def targets(scale: Scale = FULL, progress: Progress | None = None) -> list[Table]:
-    """Issue 4's targets in one interleaved measurement: SP/shared ratio at the largest
+    """The performance targets in one interleaved measurement: SP/shared ratio at the largest
     query count, the shared engine's events/s, unit time at the largest vs the
     smallest count, stored instances at the middle vs the largest count."""
     small, middle, large = scale.target_queries
@@ -462,7 +462,7 @@ def targets(scale: Scale = FULL, progress: Progress | None = None) -> list[Table
     # between chunks): the throughput a user running only this engine sees.
     (alone_mid,) = steps.run(setting, [replace(SHARED, queries=middle)])
     (alone_large,) = steps.run(setting, [replace(SHARED, queries=large)])
-    table = Table("targets", "Issue 4 targets", ["metric", "value", "target", "met"])
+    table = Table("targets", "Targets", ["metric", "value", "target", "met"])
 
     def row(metric: str, value: float, target: str, met: bool) -> None:
         table.add(metric=metric, value=round(value, 2), target=target, met="yes" if met else "NO")
@@ -493,7 +493,7 @@ def targets(scale: Scale = FULL, progress: Progress | None = None) -> list[Table
         row(f"shared events/s, pure Python, {res.variant.queries} queries", res.events_per_s, "-", True)
     # The notes give the default workload (Nq the middle count), not the 5K one.
     notes_setting = replace(setting, workload=scale.base)
-    table.notes = _notes(scale, notes_setting, f"issue 4, Targets; Nq = {small}, {middle}, {large}")
+    table.notes = _notes(scale, notes_setting, f"Targets; Nq = {small}, {middle}, {large}")
     return [table]
 
 

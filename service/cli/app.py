@@ -43,5 +43,6 @@ app.command()(replay)
 def main() -> None:
     """Register pattern queries and run events through them.
 
-    Today: `parse` checks a queries file, `replay` runs an events file through it.
+    `parse` checks a queries file, `replay` runs an events file through it; `serve`
+    runs the service, `stream` the Spark job that feeds it, `demo` both end to end.
     """

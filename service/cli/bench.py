@@ -205,7 +205,7 @@ def ratio(
         typer.Option(min=1.0, help="Mean seconds between two events of one source [the workload's default]."),
     ] = None,
 ) -> None:
-    """Issue 4's targets: SP/shared ratio at 5K queries, shared events/s at 1K and 5K
+    """The performance targets: SP/shared ratio at 5K queries, shared events/s at 1K and 5K
     queries, unit-time growth 100 -> 5K queries, storage 1K vs 5K queries, and `scemon
     replay` end to end (a generated file, a separate process) at 1K queries. Measures
     100,000 events after warm-up unless --events says otherwise."""

@@ -28,9 +28,9 @@ from typing import Any
 
 import orjson
 
-from ecq import accel
 from ecq.errors import EventError, ScemonError
 from ecq.event import AttrValue, Event
+from ecq.kernel.make import event_reader
 
 __all__ = [
     "EVENT_FORMATS",
@@ -82,7 +82,7 @@ def _read_jsonl(path: Path, progress: Progress | None) -> list[Event]:
     # Local names: this loop runs once per event of files with millions of them.
     append = events.append
     loads = orjson.loads
-    from_dict = accel.event_reader()
+    from_dict = event_reader()
     with path.open("rb") as stream:
         for index, raw in enumerate(stream):
             if index == 0 and raw.startswith(b"\xef\xbb\xbf"):

@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 import orjson
 
-from ecq import accel
+from ecq.kernel.make import match_writer
 from ecq.match import Match
 
 __all__ = ["match_line", "open_output", "write_matches"]
@@ -24,7 +24,7 @@ __all__ = ["match_line", "open_output", "write_matches"]
 
 def match_line(match: Match) -> bytes:
     """One match as a JSON Lines record (docs/semantics.md §9); ``events`` holds event ids."""
-    return orjson.dumps(accel.match_writer()(match)) + b"\n"
+    return orjson.dumps(match_writer()(match)) + b"\n"
 
 
 def write_matches(out: BinaryIO, matches: list[Match], counts: Counter[str]) -> None:
@@ -33,7 +33,7 @@ def write_matches(out: BinaryIO, matches: list[Match], counts: Counter[str]) -> 
         return
     buffer = bytearray()
     dumps = orjson.dumps
-    wire = accel.match_writer()
+    wire = match_writer()
     for match in matches:
         buffer += dumps(wire(match))
         buffer += b"\n"

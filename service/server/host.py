@@ -48,10 +48,10 @@ from typing import Any, TypeVar
 
 import orjson
 
-from ecq import accel
 from ecq.engine import Engine
 from ecq.errors import DuplicateQueryError, QueryError, ScemonError, SemanticError, UnknownQueryError
 from ecq.event import Event
+from ecq.kernel.make import match_writer
 from ecq.language import format_query
 from ecq.language.ast import Query, from_json
 from ecq.match import Match
@@ -605,7 +605,7 @@ class EngineHost:
         counts: dict[str, tuple[int, float]] = {}
         seq = self.next_seq
         dumps = orjson.dumps
-        to_dict = accel.match_writer()
+        to_dict = match_writer()
         for m in matches:
             wire = to_dict(m)
             wire["seq"] = seq

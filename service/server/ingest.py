@@ -32,9 +32,9 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from api.models import ATTR_NAME_MAX, ATTR_VALUE_MAX, ATTRS_MAX, ID_MAX, SRC_MAX, TYPE_MAX
-from ecq import accel
 from ecq.errors import EventError
 from ecq.event import Event
+from ecq.kernel.make import event_reader
 from service.server.bodies import loads_in_pieces
 from service.server.errors import BadRequestError, InvalidInputError, PayloadTooLargeError
 
@@ -99,7 +99,7 @@ def from_json(body: bytes, max_events: int, max_values: int) -> Batch:
 
 def _events(raw: list[Any], batch_id: str) -> list[Event]:
     events = []
-    from_dict = accel.event_reader()
+    from_dict = event_reader()
     for index, item in enumerate(raw):
         try:
             event = from_dict(item, f"event {index}")

@@ -1,5 +1,7 @@
-"""The compiled functions (ecq/_speedups.pyx) against their pure-Python twins, on the
-same inputs: same results and same changes to the structures they share."""
+"""The compiled kernel (ecq/kernel/_*.pyx) against the pure one, on the same inputs:
+same results and same changes to the structures they share. Skipped, with the reason,
+when the compiled kernel is not built or ``SCEMON_PURE`` is set
+(``test_the_compiled_kernel_is_built`` fails instead when CI requires it)."""
 
 from __future__ import annotations
 
@@ -15,25 +17,38 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ecq import accel
 from ecq.engine import Engine
 from ecq.errors import EventError
-from ecq.event import Event
+from ecq.event import FIELDS, Event
+from ecq.kernel.make import event_reader, match_writer
+from ecq.kernel.select import compiled_module, status
 from ecq.match import Match, PyMatch
+from ecq.network import Network
 from ecq.pmb import PMB
 from ecq.workload import Workload, events, sequence_queries
 
-# Without SCEMON_PURE the extension must be there: `make test` builds it first.
-pytestmark = pytest.mark.skipif(
-    os.environ.get("SCEMON_PURE", "") not in ("", "0"), reason="SCEMON_PURE is set"
-)
+pytestmark = pytest.mark.skipif(not status().compiled, reason=f"{status().reason}")
 
 
-def test_the_extension_is_built_by_make_install() -> None:
-    """``make install`` builds ecq._speedups; the engine uses it unless told not to."""
-    assert accel.speedups is not None, "ecq._speedups is not built: run make install"
-    assert Engine().network._c is accel.speedups
-    assert Engine(compiled=False).network._c is None
+def _module(name: str) -> Any:
+    module = compiled_module(name)
+    assert module is not None
+    return module
+
+
+def test_the_compiled_kernel_is_the_default() -> None:
+    """Built by ``make install``, the compiled kernel runs unless a network asks for
+    the pure one (or an ablation level only the pure one has)."""
+    assert Engine().network.kernel.name == "compiled"
+    assert Engine(compiled=True).network.kernel.name == "compiled"
+    assert Engine(compiled=False).network.kernel.name == "pure"
+    assert Engine(level="bitsets").network.kernel.name == "pure"
+    with pytest.raises(ValueError, match="not 'bitsets'"):
+        Engine(level="bitsets", compiled=True)
+
+
+def _summaries(net: Network) -> dict[Any, Any]:
+    return net.kernel.summary_view()
 
 
 @pytest.mark.parametrize("n_queries", [60, 700])
@@ -84,11 +99,12 @@ def test_compiled_and_pure_engines_agree_on_the_paper_workload(n_queries: int) -
     assert per_query == engines[1].stats()["matches_per_query"]
     assert per_query["all0"] > 0 and sum(per_query.values()) > len(found)
     a, b = (eng.network for eng in engines)
-    assert {src: native.view() for src, native in a.summary.items()} == b.summary
+    assert a.kernel.name == "compiled" and b.kernel.name == "pure"
+    assert _summaries(a) == _summaries(b)
     assert a.stored() == b.stored() and a.pmb_entries() == b.pmb_entries()
     for cls, ecq in a.ecqs.items():
-        assert [(x.id, x._pmb.init, x._pmb.entries) for x in ecq.siq] == [
-            (x.id, x._pmb.init, x._pmb.entries) for x in b.ecqs[cls].siq
+        assert [(x.id, x.pmb.init, x.pmb.entries) for x in ecq.siq] == [
+            (x.id, x.pmb.init, x.pmb.entries) for x in b.ecqs[cls].siq
         ]
 
 
@@ -111,7 +127,7 @@ def test_native_summaries_widen_as_queries_come_and_go() -> None:
             batch = [Event(e.src, e.type, e.start, e.end, id=e.id) for e in chunk]
             out += [(m.query, m.seq, tuple(m.arrivals())) for m in eng.process(batch)]
         a, b = (eng.network for eng in engines)
-        assert {src: native.view() for src, native in a.summary.items()} == b.summary
+        assert _summaries(a) == _summaries(b)
     assert outs[0] == outs[1] and len(outs[0]) > 100
 
 
@@ -221,27 +237,26 @@ def test_native_summary_merges_and_prunes_as_the_python_summary() -> None:
         ("s2", "B", 5.0, 0, {1: [(0.0, one)]}, 1000.0),
     ]
     for src, cls, start, init, kept, hclock in steps:
-        e = Event(src, cls, start, start)
-        native._c.summarise(native, e, init, kept, hclock)
-        pure._summarise(Event(src, cls, start, start), init, kept, hclock)
-        assert {s: summary.view() for s, summary in native.summary.items()} == pure.summary
+        native.kernel.summarise(Event(src, cls, start, start), init, kept, hclock)
+        pure.kernel.summarise(Event(src, cls, start, start), init, kept, hclock)
+        assert _summaries(native) == _summaries(pure)
     for cls, keys in (("C", {2}), ("E", {2, 3}), ("D", set())):
         e = Event("s1", cls, 620.0, 620.0)
         ecq_a, ecq_b = native.ecqs[cls], pure.ecqs[cls]
         assert ecq_a.static_pass is not None and ecq_b.static_pass is not None
-        got = native._c.extend_summary(native, ecq_a, e, ecq_a.static_pass)
-        assert got == pure._extend_summary(ecq_b, e, ecq_b.static_pass), cls
+        got = native.kernel.extend(ecq_a, e, native.kernel.passing(ecq_a, e))
+        assert got == pure.kernel.extend(ecq_b, e, pure.kernel.passing(ecq_b, e)), cls
         assert set(got) == keys, cls
     for clock in (1200.0, 1400.0, 5000.0):
-        native.prune_summary(clock)
-        pure.prune_summary(clock)
-        assert {s: summary.view() for s, summary in native.summary.items()} == pure.summary
-    assert not native.summary
+        native.kernel.prune(clock)
+        pure.kernel.prune(clock)
+        assert _summaries(native) == _summaries(pure)
+    assert not _summaries(native)
 
 
 def test_sparse_pmb_groups_read_as_the_lists_they_stand_for() -> None:
-    """The compiled insert phase stores ``_speedups.NativePMB``s whose groups are
-    ``_speedups.Groups`` (query numbers, not ints); Python code reading PMBs
+    """The compiled insert phase stores ``NativePMB``s whose groups are ``Groups``
+    (query numbers, not ints); Python code reading PMBs
     (init/entries, latest/extends/size/_check, the tests' comparisons) must see
     exactly a PMB with the lists of ``(start, int)`` tuples."""
     w = Workload(n_queries=300, n_sources=5, source_gap=120.0)
@@ -253,11 +268,10 @@ def test_sparse_pmb_groups_read_as_the_lists_they_stand_for() -> None:
         g
         for ecq in eng.network.ecqs.values()
         for x in ecq.siq
-        if x._pmb.entries
-        for g in x._pmb.entries.values()
+        if x.pmb.entries
+        for g in x.pmb.entries.values()
     ]
-    assert accel.speedups is not None
-    assert native and all(type(g) is accel.speedups.Groups for g in native)
+    assert native and all(type(g) is _module("_pmb").Groups for g in native)
     several = [g for g in native if len(g) > 1]
     assert several, "the workload should give instances several groups"
     for g in several:
@@ -278,8 +292,8 @@ def test_sparse_pmb_groups_read_as_the_lists_they_stand_for() -> None:
             g[len(as_list)]
     for ecq in eng.network.ecqs.values():
         for x in ecq.siq:
-            pmb = x._pmb
-            assert type(pmb) is accel.speedups.NativePMB
+            pmb = x.pmb
+            assert type(pmb) is _module("_pmb").NativePMB
             assert pmb.size() == PMB(pmb.init, pmb.entries).size() >= 1
             pmb._check()
             for k, groups in (pmb.entries or {}).items():
@@ -291,12 +305,13 @@ def test_sparse_pmb_groups_read_as_the_lists_they_stand_for() -> None:
 
 
 def _fast_reader() -> Any:
-    assert accel.speedups is not None
-    return accel.speedups.event_from_dict
+    reader = event_reader()
+    assert type(reader) is _module("_events").EventReader
+    return reader
 
 
 def _event_fields(e: Event) -> tuple[object, ...]:
-    return tuple((name, getattr(e, name), type(getattr(e, name))) for name in Event.__slots__)
+    return tuple((name, getattr(e, name), type(getattr(e, name))) for name in FIELDS)
 
 
 _VALUES = st.one_of(
@@ -336,7 +351,7 @@ _KEYS = st.sampled_from(["src", "type", "start", "end", "id", "prob", "attrs", "
 def test_compiled_event_reader_builds_what_event_from_dict_builds(
     good: dict[str, object], noise: dict[str, object], mix: bool
 ) -> None:
-    """``_speedups.event_from_dict`` (scemon replay's and the ingest's reader) gives the
+    """The compiled event reader (scemon replay's and the ingest's) gives the
     same Event as ``Event.from_dict`` on well-formed input, and the same error on the
     rest (it hands anything unusual to ``Event.from_dict``)."""
     data = {**good, **noise} if mix else good
@@ -362,11 +377,13 @@ def test_compiled_event_reader_shares_class_names() -> None:
     assert a.type == b.type == "Clx" and a.type is b.type
     with pytest.raises(EventError):
         fast([1, 2], "line 1")
-    assert accel.event_reader() is fast
+    # Each reader shares its own names: readers (and engines) share nothing.
+    other = _fast_reader()({"src": 3, "type": "".join(["Cl", "x"]), "start": 3})
+    assert other.type == a.type and other.type is not a.type
 
 
 def test_compiled_match_writer_writes_what_to_dict_writes() -> None:
-    """``_speedups.match_dict`` (what ``scemon replay`` writes) equals
+    """The compiled match writer (what ``scemon replay`` writes) equals
     ``Match.to_dict()``: plain matches, events without ids, Kleene groups, sub-patterns
     and ``@name`` readers (the last three through ``to_dict`` itself)."""
     eng = Engine()
@@ -385,7 +402,7 @@ def test_compiled_match_writer_writes_what_to_dict_writes() -> None:
     ]
     matches = eng.process(stream) + eng.advance_time(float("inf"))
     assert {m.query for m in matches} == {"seq", "kln", "src", "use"}
-    write = accel.match_writer()
+    write = match_writer()
     assert write is _fast_writer()
     for m in matches:
         assert write(m) == m.to_dict()
@@ -405,8 +422,7 @@ def test_the_compiled_match_behaves_as_the_python_match() -> None:
     as C values, ``attrs`` made when first read, objects from a free list). It takes the
     same arguments and reads, writes, prints, copies and pickles as the pure-Python
     class, and both engines emit it."""
-    assert accel.speedups is not None
-    assert Match is accel.speedups.Match and Match is not PyMatch
+    assert Match is _module("_events").Match and Match is not PyMatch
     stream = [Event(1, "A", 1.0, id="a"), Event(1, "B", 2.0), Event(1, "B", 2.5), Event(1, "C", 3.0, 3.5)]
     for k, e in enumerate(stream):
         e.arrival = k
@@ -485,13 +501,16 @@ def test_compiled_matches_own_their_events() -> None:
 
 
 def test_scemon_pure_keeps_the_python_match() -> None:
-    """``SCEMON_PURE=1`` leaves the pure-Python ``Match`` in place."""
-    code = "import ecq.match as m, ecq.accel as a; print(m.Match is m.PyMatch, a.speedups is None)"
+    """``SCEMON_PURE=1`` leaves the pure-Python ``Match``, ``Event`` and kernel in place."""
+    code = (
+        "import ecq.match as m, ecq.event as e, ecq.kernel.select as k; from ecq.engine import Engine; "
+        "print(m.Match is m.PyMatch, e.Event.__bases__ == (e.SlotFields,), k.status().kind, "
+        "Engine().network.kernel.name)"
+    )
     env = dict(os.environ, SCEMON_PURE="1")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["True", "True"]
+    assert out.stdout.split() == ["True", "True", "pure", "pure"]
 
 
 def _fast_writer() -> Any:
-    assert accel.speedups is not None
-    return accel.speedups.match_dict
+    return _module("_events").write_match

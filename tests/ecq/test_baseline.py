@@ -24,6 +24,9 @@ from ecq.workload import Workload, conjunction_queries, disjunction_queries, eve
 from tests.ecq.test_properties import CLASSES, scenarios
 from tests.strategies import query_sets, query_sets_full, streams
 
+# Property tests: `make test` runs them a second time on the pure kernel (SCEMON_PURE=1).
+pytestmark = pytest.mark.property
+
 ROOT = Path(__file__).resolve().parents[2]
 AnyEngine = Engine | SeparateEngine
 

@@ -1,4 +1,4 @@
-"""Conjunction and disjunction (SEMANTICS.md §4)."""
+"""Conjunction and disjunction (docs/semantics.md §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The papers' worked examples on the engine (issue 3): ZStream, SASE, the coverage
+"""The papers' worked examples on the engine: ZStream, SASE, the coverage
 paper, and trailing negation waiting for the clock."""
 
 from __future__ import annotations

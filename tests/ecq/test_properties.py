@@ -12,15 +12,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ecq import accel
 from ecq.engine import Engine
 from ecq.errors import QueryError
 from ecq.event import Event
+from ecq.kernel.select import status
 from ecq.language.ast import from_json
 from ecq.match import Match
 from ecq.network import LEVELS
 from tests import reference
 from tests.strategies import query_sets, query_sets_full, streams
+
+# Property tests: `make test` runs them a second time on the pure kernel (SCEMON_PURE=1).
+pytestmark = pytest.mark.property
 
 CLASSES = ("A", "B", "C", "D")
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -124,7 +127,7 @@ def test_engine_equals_reference_with_negation_kleene_and_nesting(ops: list[tupl
 def test_engine_equals_reference_on_longer_streams(
     queries: list[tuple[str, dict[str, Any]]], events: list[dict[str, Any]], pure: bool
 ) -> None:
-    """Also on the pure-Python code (the compiled part's twin) for some examples."""
+    """Also on the pure kernel (the compiled kernel's twin) for some examples."""
     ops: list[tuple[Any, ...]] = [("register", name, q) for name, q in queries]
     ops += [("event", e) for e in events]
     ops.append(("time", math.inf))
@@ -143,8 +146,9 @@ def test_every_ablation_level_gives_the_reference_matches(ops: list[tuple[Any, .
 def test_compiled_and_pure_python_engines_give_the_reference_matches(
     ops: list[tuple[Any, ...]], compiled: bool
 ) -> None:
-    """ecq/_speedups.pyx and the Python code it replaces find the same matches; the
-    rest of the suite runs the compiled one (the default once built)."""
-    if compiled and not accel.available():
-        pytest.skip("SCEMON_PURE is set, or ecq._speedups is not built (test_accel.py fails then)")
+    """The compiled kernel (ecq/kernel/) and the pure one find the same matches; the
+    rest of the suite runs the compiled one (the default once built), and `make test`
+    runs the property tests again on the pure one."""
+    if compiled and not status().compiled:
+        pytest.skip(f"no compiled kernel: {status().reason}")
     assert normalise(engine_run(ops, compiled=compiled)) == normalise(reference.evaluate(ops))

@@ -1,4 +1,4 @@
-"""Worked examples of SEMANTICS.md §3 on the engine."""
+"""Worked examples of docs/semantics.md §3 on the engine."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The parser: every piece of SEMANTICS.md §2 syntax, the papers' examples, and errors."""
+"""The parser: every piece of docs/semantics.md §2 syntax, the papers' examples, and errors."""
 
 from __future__ import annotations
 
@@ -686,7 +686,7 @@ def test_kleene_as_the_last_component_of_a_sequence() -> None:
     assert (err.line, err.column, err.token) == (1, 9, "+")
     assert "Kleene" in err.message
     assert error("SEQ(A, B{2,}, !C) WITHIN 1").token == "{"
-    # An exact count may end a sequence: its n-th event ends it (SEMANTICS.md §6).
+    # An exact count may end a sequence: its n-th event ends it (docs/semantics.md §6).
     assert parse_query("A; B^3 WITHIN 1").pattern.items[1].kleene == Kleene(3, True)
     assert error("PATTERN B+").token == "+"
 

@@ -1,6 +1,6 @@
-"""The benchmark harness (ecq/bench, ``scemon bench``) measures what it says and writes
-what it says. Behaviour only: no timing thresholds, ever (DESIGN.md: tests assert
-behaviour, benchmarks report numbers)."""
+"""The benchmark harness (service/bench, ``scemon bench``) measures what it says and
+writes what it says. Behaviour only: no timing thresholds, ever (tests assert
+behaviour, benchmarks report numbers: docs/architecture.md)."""
 
 from __future__ import annotations
 

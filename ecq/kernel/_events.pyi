@@ -1,0 +1,41 @@
+# Events and matches of the compiled kernel (ecq/kernel/_events.pyx), for mypy.
+from collections.abc import Callable
+from typing import Any
+
+from ecq.event import Event
+from ecq.match import EventRef
+
+class EventBase:
+    """The event struct; ecq.event.Event declares its fields."""
+
+class EventReader:
+    def __init__(self, cls: type[Event]) -> None: ...
+    def __call__(self, data: Any, where: str | None = None) -> Event: ...
+
+class Match:
+    query: str
+    src: str | int
+    start: float
+    end: float
+    events: list[EventRef]
+    attrs: dict[str, Any]
+    prob: float
+    seq: int
+    trigger: int
+    def __init__(
+        self,
+        query: str,
+        src: str | int,
+        start: float,
+        end: float,
+        events: list[EventRef],
+        attrs: dict[str, Any] | None = None,
+        prob: float = 1.0,
+        seq: int = -1,
+        trigger: int = -1,
+    ) -> None: ...
+    def event_ids(self, name: Callable[[Event], Any] | None = None) -> list[Any]: ...
+    def arrivals(self) -> list[Any]: ...
+    def to_dict(self, name: Callable[[Event], Any] | None = None) -> dict[str, Any]: ...
+
+def write_match(m: Any) -> dict[str, Any]: ...

@@ -1,0 +1,273 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Events and matches of the compiled kernel.
+
+- ``EventBase``: the event struct (_event_type.h), the base of ``ecq.event.Event`` when
+  the kernel is compiled.
+- ``EventReader``: ``Event.from_dict`` for well-formed dicts (what ``scemon replay`` and
+  the ingest read), built natively; anything unusual goes to ``Event.from_dict``, which
+  accepts or rejects it and names the mistake.
+- ``Match``: ``ecq.match.Match`` when the kernel is compiled; ``write_match``: its wire
+  form (``Match.to_dict``) built natively for matches of primitive events.
+"""
+
+cimport cython
+from cpython.float cimport PyFloat_AS_DOUBLE
+from cpython.ref cimport PyObject, Py_XDECREF
+
+cdef extern from "_event_type.h":
+    object scemon_event_type_new()
+
+cdef extern from "Python.h":
+    ctypedef struct PyTypeObject
+    object PyType_GenericAlloc(PyTypeObject *cls, Py_ssize_t n)
+
+__all__ = ["EventBase", "EventReader", "Match", "write_match"]
+
+EventBase = scemon_event_type_new()
+cdef type _EventBase = EventBase
+
+
+cdef object unset(str name):
+    raise AttributeError(f"the event's {name!r} is not set")
+
+
+cdef object _ABSENT = object()
+
+
+cdef inline object _seconds(object v):
+    # A finite number of seconds as a float, or None (then Event.from_dict decides).
+    cdef double x
+    if type(v) is float:
+        x = PyFloat_AS_DOUBLE(v)
+    elif type(v) is int:
+        try:
+            x = float(v)
+        except OverflowError:
+            return None
+    else:
+        return None
+    if x - x != 0.0:  # inf or nan
+        return None
+    return x
+
+
+cdef class EventReader:
+    """``Event.from_dict`` for one reader (a file, a batch): a well-formed event given
+    as a dict (exact types, as ``orjson`` gives them) is checked and built here, with
+    one shared ``str`` per class name (the engine's dict lookups by class then find
+    their key by identity, and a million events do not hold a million copies);
+    anything else goes to ``Event.from_dict``. The same Event either way
+    (tests/ecq/test_accel.py)."""
+
+    cdef object cls, slow
+    cdef dict names
+
+    def __cinit__(self, cls):
+        if not issubclass(cls, EventBase):
+            raise TypeError("EventReader reads events of a subclass of EventBase")
+        self.cls = cls
+        self.slow = cls.from_dict
+        self.names = {}
+
+    def __call__(self, data, where=None):
+        if type(data) is not dict:
+            return self.slow(data, where)
+        cdef dict d = <dict>data
+        src = d.get("src")
+        etype = d.get("type")
+        start_o = d.get("start")
+        cdef Py_ssize_t known = 3
+        end_o = d.get("end", _ABSENT)
+        if end_o is not _ABSENT:
+            known += 1
+        eid = d.get("id", _ABSENT)
+        if eid is not _ABSENT:
+            known += 1
+        prob_o = d.get("prob", _ABSENT)
+        if prob_o is not _ABSENT:
+            known += 1
+        attrs = d.get("attrs", _ABSENT)
+        if attrs is not _ABSENT:
+            known += 1
+        if len(d) != known or not (type(src) is int or type(src) is str):
+            return self.slow(data, where)
+        if type(etype) is not str or not etype:
+            return self.slow(data, where)
+        shared = self.names.get(etype)
+        if shared is not None:
+            etype = shared
+        elif len(self.names) < 100_000:
+            self.names[etype] = etype
+        start = _seconds(start_o)
+        if start is None:
+            return self.slow(data, where)
+        if end_o is _ABSENT or end_o is None:
+            end = start
+        else:
+            end = _seconds(end_o)
+            if end is None or <double>end < <double>start:
+                return self.slow(data, where)
+        if eid is _ABSENT:
+            eid = None
+        elif eid is not None and not (type(eid) is int or type(eid) is str):
+            return self.slow(data, where)
+        if prob_o is _ABSENT or prob_o is None:
+            prob = 1.0
+        elif (type(prob_o) is float or type(prob_o) is int) and 0.0 < prob_o <= 1.0:
+            prob = float(prob_o)
+        else:
+            return self.slow(data, where)
+        cdef dict copied
+        if attrs is _ABSENT or attrs is None:
+            copied = {}
+        elif type(attrs) is dict:
+            for key, value in (<dict>attrs).items():
+                if type(key) is not str:
+                    return self.slow(data, where)
+                if type(value) is float:
+                    if value - value != 0.0:
+                        return self.slow(data, where)
+                elif not (type(value) is str or type(value) is int or type(value) is bool):
+                    return self.slow(data, where)
+            copied = dict(<dict>attrs)
+        else:
+            return self.slow(data, where)
+        # Event(src, etype, start, end, attrs, prob, eid), field by field.
+        e = PyType_GenericAlloc(<PyTypeObject *>self.cls, 0)
+        cdef scemon_event *f = ev(e)
+        ev_put(&f.src, src)
+        ev_put(&f.type, etype)
+        ev_put(&f.start, start)
+        ev_put(&f.end, end)
+        ev_put(&f.attrs, copied)
+        ev_put(&f.prob, prob)
+        ev_put(&f.id, eid)
+        ev_put(&f.arrival, -1)
+        ev_put(&f.moment, -1)
+        ev_put(&f.parts, None)
+        ev_put(&f.flat, None)
+        ev_put(&f.prims, None)
+        ev_put(&f.prev, None)
+        ev_put(&f.pmb, None)
+        return e
+
+
+@cython.freelist(8192)
+cdef class Match:
+    """``ecq.match.Match``, compiled: the same constructor, attributes and methods (the
+    functions of ecq.match). The engine makes a few matches per event at thousands of
+    queries, and in CPython each was six allocations (the object, ``seq``, ``start``,
+    ``attrs``, the events list and its items), each a read of a cold free block. Here
+    the numbers are C values (made into Python objects when read), ``attrs`` is made
+    when first read, the kernel's matches hold their events inside until ``events`` is
+    read, and the object comes from a free list (an array: no chain of cold reads)."""
+
+    def __init__(
+        self, query, src, double start, double end, events, attrs=None, double prob=1.0, long long seq=-1,
+        long long trigger=-1
+    ):
+        self.query = query
+        self.src = src
+        self.start = start
+        self.end = end
+        self.drop_inline()
+        self._events = events
+        self._attrs = attrs
+        self.prob = prob
+        self.seq = seq
+        self.trigger = trigger
+
+    def __dealloc__(self):
+        self.drop_inline()
+
+    cdef void drop_inline(self) noexcept:
+        cdef Py_ssize_t k
+        for k in range(self.nev):
+            Py_XDECREF(self.held[k])
+            self.held[k] = NULL
+        self.nev = 0
+
+    @property
+    def events(self):
+        cdef Py_ssize_t k
+        if self._events is None:
+            self._events = [<object>self.held[k] for k in range(self.nev)]
+            self.drop_inline()
+        return self._events
+
+    @events.setter
+    def events(self, value):
+        self.drop_inline()
+        self._events = value
+
+    @property
+    def attrs(self):
+        if self._attrs is None:
+            self._attrs = {}
+        return self._attrs
+
+    @attrs.setter
+    def attrs(self, value):
+        self._attrs = value
+
+    # The methods are ecq.match's functions (imported when called: ecq.match imports
+    # this module).
+
+    def __repr__(self):
+        from ecq.match import describe
+
+        return describe(self)
+
+    def __reduce__(self):
+        from ecq.match import fields
+
+        return (Match, fields(self))
+
+    def event_ids(self, name=None):
+        """``events`` with each event replaced by ``name(event)`` (default: its ``id``, or
+        its arrival index when it has none), keeping the nesting of groups."""
+        from ecq.match import event_ids
+
+        return event_ids(self, name)
+
+    def arrivals(self):
+        """``events`` as arrival indexes (nested the same way); what tests compare."""
+        from ecq.match import arrivals
+
+        return arrivals(self)
+
+    def to_dict(self, name=None):
+        """The wire form of docs/semantics.md §9."""
+        from ecq.match import to_dict
+
+        return to_dict(self, name)
+
+
+def write_match(m):
+    """``Match.to_dict()``: for a match of primitive events, its wire form built here
+    (events named by id, or arrival index); anything else goes to ``to_dict``."""
+    if type(m) is not Match:
+        return m.to_dict()
+    cdef Match c = <Match>m
+    cdef list ids = []
+    cdef Py_ssize_t k, ne = c.nev if c._events is None else len(<list?>c._events)
+    cdef scemon_event *f
+    for k in range(ne):
+        e = <object>c.held[k] if c._events is None else (<list>c._events)[k]
+        if not isinstance(e, _EventBase):
+            return m.to_dict()
+        f = ev(e)
+        if f.parts == NULL or <object>f.parts is not None:
+            return m.to_dict()
+        eid = ev_get(f.id, "id")
+        ids.append(eid if eid is not None else ev_get(f.arrival, "arrival"))
+    return {
+        "query": c.query,
+        "src": c.src,
+        "start": c.start,
+        "end": c.end,
+        "events": ids,
+        "attrs": {} if c._attrs is None else dict(c._attrs),
+        "prob": c.prob,
+        "seq": c.seq,
+    }

@@ -1,0 +1,418 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The compiled kernel: ``CompiledKernel`` implements ``ecq.kernel.interface.Kernel``
+for one network at level "summary" (``ecq.kernel.select`` makes it), with the event
+loop of ``OpClock.step_events`` compiled (``run_events``).
+
+It owns what it works on: the per-source summaries, class numbers, the constants of
+the current generation of queries (``_constants.Net``, made on first use after
+``queries_changed``) and its working memory (``_phases.State``). Nothing is kept at
+module level: two kernels (two engines in one process, or in two threads) never share
+anything. It reads only public attributes of the network and the engine (the
+``NetworkView`` and ``LoopHost`` protocols)."""
+
+cimport cython
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.ref cimport PyObject, Py_INCREF
+from libc.stdint cimport uint32_t
+
+from ecq.kernel._assembly cimport Found
+from ecq.kernel._bitset cimport Bits, WindowMasks, bits_from_int, prefetch_lines
+from ecq.kernel._constants cimport Ecq, Net, Plan, class_id, ecq_in, net_new, passing
+from ecq.kernel._events cimport INLINE_EVENTS, Match, ev, ev_float, ev_get, ev_int, ev_put
+from ecq.kernel._phases cimport State, extend, insert, summarise, test
+from ecq.kernel._pmb cimport Groups, NativePMB, groups_of_list
+from ecq.kernel._summary cimport Ent, Row, SrcSummary, is_empty, prune, remove_bit, view
+
+from ecq.event import Event
+from ecq.kernel._events import EventBase
+
+__all__ = ["CompiledKernel", "Tested"]
+
+cdef type _Event = Event
+cdef type _EventBase = EventBase
+
+
+cdef class Tested:
+    """The compiled test phase's result for one instance: what its insert phase needs,
+    and the matches it completes (``completed``, as ``(node, events)``)."""
+
+    cdef dict passed, extended
+    cdef public list completed
+
+
+cdef class CompiledKernel:
+    """See the module's docstring; the methods are ``Kernel``'s."""
+
+    cdef readonly str name
+    cdef object network
+    cdef State s
+    cdef Net net  # None until first used after queries changed
+
+    def __cinit__(self, network):
+        self.name = "compiled"
+        self.network = network
+        self.s = State()
+        self.net = None
+
+    cdef Net current(self):
+        if self.net is None:
+            windows = self.network.windows
+            self.net = net_new(
+                self.network.ecqs,
+                self.network.by_bit,
+                WindowMasks(list(windows.bounds), list(windows.masks)),
+                self.s.classes,
+            )
+        return self.net
+
+    # ------------------------------------------------------------ queries
+
+    def queries_changed(self):
+        self.net = None
+
+    def remove_node(self, Py_ssize_t bitno):
+        for summary in self.s.summaries.values():
+            remove_bit(<SrcSummary>summary, bitno)
+
+    # ------------------------------------------------------------ the phases
+
+    def passing(self, ecq, e):
+        return passing(ecq_in(self.current(), ecq.cls), e)
+
+    def test_phase(self, ecq, e, passed, double hclock, probe):
+        cdef bint direct
+        cdef Net n = self.current()
+        _check(e)
+        src = ev_get(ev(e).src, "src")
+        cdef Tested t = Tested.__new__(Tested)
+        t.passed = <dict?>passed
+        t.extended = test(
+            self.s, n, ecq_in(n, ecq.cls), e, src, self.s.summaries.get(src), ev_float(ev(e).end, "end"),
+            t.passed, hclock, &direct
+        )
+        cdef Found found = self.s.assembly.found
+        t.completed = found.pairs()
+        found.clear()
+        return t
+
+    def insert_phase(self, ecq, e, Tested tested, double hclock):
+        cdef Net n = self.current()
+        _check(e)
+        f = ev(e)
+        src = ev_get(f.src, "src")
+        insert(
+            self.s, n, ecq_in(n, ecq.cls), e, src, self.s.summaries.get(src), ev_get(f.type, "type"),
+            ev_float(f.start, "start"), tested.passed, tested.extended, hclock
+        )
+
+    # ------------------------------------------------------------ cleaning
+
+    def prune(self, double clock):
+        cdef double cutoff = clock - self.network.windows.most
+        cdef dict summaries = self.s.summaries
+        for summary in summaries.values():
+            prune(<SrcSummary>summary, cutoff)
+        for src in [src for src, summary in summaries.items() if is_empty(<SrcSummary>summary)]:
+            del summaries[src]
+
+    def clean_siq(self, siq, double horizon):
+        # SIQ.clean: drop instances from the front while their start is below
+        # ``horizon``, unlinking each from its chain; returns how many.
+        queue = siq.queue
+        cdef dict last = siq.last
+        cdef Py_ssize_t dropped = 0
+        popleft = queue.popleft
+        while queue and ev_float(ev(queue[0]).start, "start") < horizon:
+            e = popleft()
+            f = ev(e)
+            ev_put(&f.prev, None)
+            pmb = ev_get(f.pmb, "pmb")
+            if type(pmb) is NativePMB:
+                (<NativePMB>pmb).event = None
+                (<NativePMB>pmb).prev = None
+            ev_put(&f.pmb, None)
+            src = ev_get(f.src, "src")
+            if last.get(src) is e:
+                del last[src]
+            dropped += 1
+        return dropped
+
+    # ------------------------------------------------------------ readers
+
+    def summary_view(self):
+        return {src: view(<SrcSummary>summary, self.s.sums) for src, summary in self.s.summaries.items()}
+
+    def extend(self, ecq, e, passed):
+        cdef Net n = self.current()
+        _check(e)
+        src = ev_get(ev(e).src, "src")
+        return extend(
+            self.s, n, ecq_in(n, ecq.cls), self.s.summaries.get(src), ev_float(ev(e).end, "end"), <dict?>passed,
+            False
+        )
+
+    def summarise(self, e, init, kept, double hclock):
+        cdef Net n = self.current()
+        _check(e)
+        f = ev(e)
+        cls = ev_get(f.type, "type")
+        g1 = None
+        rest = None
+        for k, groups in (kept or {}).items():
+            g = groups if type(groups) is Groups else groups_of_list(list(groups), self.s.groups)
+            if k == 1:
+                g1 = g
+            else:
+                if rest is None:
+                    rest = {}
+                rest[k] = g
+        pmb = ev_get(f.pmb, "pmb")
+        summarise(
+            self.s, n, None, pmb if type(pmb) is NativePMB else None, ev_get(f.src, "src"), cls,
+            class_id(self.s.classes, cls), ev_float(f.start, "start"), bits_from_int(init), g1, rest,
+            hclock - self.network.windows.most
+        )
+
+    # ------------------------------------------------------------ the event loop
+
+    def run_events(self, engine, events):
+        """``OpClock.step_events`` for the shared engine: the same stamping, clock,
+        cleaning and emission order. An event of a class only plain sequences use (no
+        filters, no pending trailing negation due) goes through the compiled phases,
+        and the matches of plain queries that need nothing more are built here; anything
+        else takes ``Network.on_event`` and ``LoopHost.emit``. The engine's counters
+        live in C during the batch (``_Counters``) and are written back before any
+        Python code runs and at the end."""
+        cdef list out = []
+        net = self.network
+        cdef _Counters c = _Counters()
+        c.ops = engine.ops
+        c.arrivals = engine.arrivals
+        c.since = engine.since_clean
+        c.clock = engine.clock
+        c.get(engine, net)
+        cdef long long every = engine.clean_every
+        cdef double before, end
+        cdef bint direct
+        cdef Net n
+        cdef Ecq q
+        cdef SrcSummary summary
+        cdef State s = self.s
+        cdef Found found = s.assembly.found
+        cdef _Ahead ahead = _Ahead()
+        cdef list seq = events if type(events) is list else list(events)
+        cdef Py_ssize_t at, total = len(seq)
+        try:
+            for at in range(total):
+                n = self.current()
+                e = <object>PyList_GET_ITEM(seq, at)
+                ahead.step(s, seq, at, total)
+                if not isinstance(e, _EventBase) or ev_int(ev(e).arrival, "arrival") >= 0:
+                    # Already processed (or not an Event): a copy is processed.
+                    e = _Event(e.src, e.type, e.start, e.end, e.attrs, e.prob, e.id)
+                f = ev(e)
+                c.ops += 1
+                arrival = c.arrivals
+                ev_put(&f.arrival, arrival)
+                ev_put(&f.moment, 2 * c.ops + 1)
+                c.arrivals += 1
+                before = c.clock
+                end = ev_float(f.end, "end")
+                if end > before:
+                    c.clock = end
+                cls = ev_get(f.type, "type")
+                q = ecq_in(n, cls)
+                if not q.plain or c.clock > c.deadline:
+                    c.put(engine, net)
+                    emitted = net.on_event(e, before, c.clock)
+                    if emitted:
+                        engine.emit(emitted, arrival, out)
+                    c.get(engine, net)
+                else:
+                    c.seen += 1
+                    src = ev_get(f.src, "src")
+                    static = q.static
+                    summary = s.summaries.get(src)
+                    extended = test(s, n, q, e, src, summary, end, static, c.clock, &direct)
+                    insert(s, n, q, e, src, summary, cls, ev_float(f.start, "start"), static, extended, c.clock)
+                    if found.n:
+                        if direct:
+                            _emit_simple(c, found, src, arrival, out)
+                            found.clear()
+                        else:
+                            pairs = found.pairs()
+                            found.clear()
+                            c.put(engine, net)
+                            emitted = net.settle_plain(pairs, e, c.clock)
+                            if emitted:
+                                engine.emit(emitted, arrival, out)
+                            c.get(engine, net)
+                c.since += 1
+                if c.since >= every:
+                    c.put(engine, net)
+                    engine.clean()
+                    c.since = engine.since_clean
+        finally:
+            found.clear()
+            c.put(engine, net)
+            engine.since_clean = c.since
+        return out
+
+
+cdef inline int _check(object e) except -1:
+    if not isinstance(e, _EventBase):
+        raise TypeError(f"the compiled kernel processes ecq.event.Event instances, not {type(e).__name__}")
+    return 0
+
+
+cdef class _Counters:
+    """The engine's op and arrival counters, clock, cleaning count and next match
+    number, and the network's ``seen`` and next deadline, in C during a batch."""
+
+    cdef long long ops, arrivals, since, seen, seq
+    cdef double clock, deadline
+
+    cdef int put(self, engine, net) except -1:
+        # Written back before Python code runs: it may read and change them.
+        engine.ops = self.ops
+        engine.arrivals = self.arrivals
+        engine.clock = self.clock
+        engine.next_seq = self.seq
+        net.seen = self.seen
+        return 0
+
+    cdef int get(self, engine, net) except -1:
+        # What Python code may have changed.
+        self.seq = engine.next_seq
+        self.seen = net.seen
+        self.deadline = net.next_deadline
+        return 0
+
+
+cdef class _Ahead:
+    """Prefetching the summaries of the sources of the next events. A source's summary
+    is cold when its event comes (a thousand sources take turns), and it is read at
+    once: its rows, its later entries (a hundred or more at thousands of queries) and
+    its chain heads. Three events ahead its object is asked for; two ahead, its arrays
+    (their addresses are in the object, cached by then); one ahead, its rows. Only
+    prefetches: nothing is read here that the event then uses."""
+
+    cdef list ring  # the summaries of events at + 1 .. at + 3 (None: none), by index & 3
+
+    def __cinit__(self):
+        self.ring = [None] * 4
+
+    cdef int step(self, State s, list seq, Py_ssize_t at, Py_ssize_t total) except -1:
+        cdef SrcSummary x
+        cdef Py_ssize_t lines
+        cdef PyObject *src
+        if at + 3 < total:
+            nxt = <object>PyList_GET_ITEM(seq, at + 3)
+            got = None
+            if type(nxt) is _Event:
+                src = ev(nxt).src
+                if src != NULL:
+                    got = s.summaries.get(<object>src)
+            self.ring[(at + 3) & 3] = got
+            if got is not None:
+                prefetch_lines(<const void *>got, 2)
+        got = self.ring[(at + 2) & 3]
+        if got is not None:
+            x = <SrcSummary>got
+            lines = (x.nent * sizeof(Ent) + 63) // 64
+            prefetch_lines(<const void *>x.ent, <int>(lines if lines < 64 else 64))
+            prefetch_lines(<const void *>x.boff, <int>(((x.nbo + 1) * sizeof(uint32_t) + 63) // 64))
+            prefetch_lines(<const void *>x.heads, <int>((x.nheads * sizeof(PyObject *) + 63) // 64))
+            prefetch_lines(<const void *>x.starts, 1)
+        got = self.ring[(at + 1) & 3]
+        if got is not None:
+            x = <SrcSummary>got
+            prefetch_lines(<const void *>x.starts.r, <int>((x.starts.n * sizeof(Row) + 63) // 64))
+        self.ring[at & 3] = None
+        return 0
+
+
+# ------------------------------------------------------------------ emission
+
+
+cdef enum:
+    _FEW = 64  # matches of one instance sorted on the stack
+
+
+cdef int _emit_simple(_Counters c, Found found, object src, object arrival, list out) except -1:
+    # Network._finish + matches_of for matches that need nothing more: ordered by the
+    # node's registration, then the events' arrival indexes (docs/semantics.md).
+    cdef Py_ssize_t n = found.n, i, j, m = 0
+    cdef double prob
+    cdef long long order
+    cdef long long orders[_FEW]
+    cdef Py_ssize_t idx[_FEW]
+    if n > _FEW:
+        return _emit_sorted(c, found, src, arrival, out)
+    for i in range(n):
+        if not found.prob[i] > 0.0:
+            continue
+        # Insertion by the node's registration order (stable: one match per node is
+        # the common case).
+        order = (<Plan>found.plan[i]).order
+        j = m
+        while j > 0 and orders[j - 1] > order:
+            orders[j] = orders[j - 1]
+            idx[j] = idx[j - 1]
+            j -= 1
+        if j > 0 and orders[j - 1] == order:
+            # A node with several matches (MODE ALL): their events' arrivals decide.
+            return _emit_sorted(c, found, src, arrival, out)
+        orders[j] = order
+        idx[j] = i
+        m += 1
+    cdef long long seq = c.seq
+    for j in range(m):
+        _emit_one(found, idx[j], src, seq, arrival, out)
+        seq += 1
+    c.seq = seq
+    return 0
+
+
+cdef int _emit_sorted(_Counters c, Found found, object src, object arrival, list out) except -1:
+    # _emit_simple for many matches, or several of one node: sorted by the node's
+    # registration, then the events' arrival indexes.
+    cdef list keyed = []
+    cdef Py_ssize_t i, k
+    for i in range(found.n):
+        if not found.prob[i] > 0.0:
+            continue
+        arrivals = tuple([ev_get(ev(<object>found.ev[k]).arrival, "arrival") for k in range(found.off[i], found.off[i + 1])])
+        keyed.append(((<Plan>found.plan[i]).order, arrivals, i))
+    keyed.sort()
+    cdef long long seq = c.seq
+    for key in keyed:
+        _emit_one(found, key[2], src, seq, arrival, out)
+        seq += 1
+    c.seq = seq
+    return 0
+
+
+cdef int _emit_one(Found found, Py_ssize_t i, object src, long long seq, object arrival, list out) except -1:
+    # Match(name, src, start, end, events, None, prob, seq, arrival), field by field; the
+    # match takes found's references to its events.
+    cdef Plan plan = <Plan>found.plan[i]
+    cdef Py_ssize_t k, lo = found.off[i], ln = found.off[i + 1] - found.off[i]
+    cdef Match m = Match.__new__(Match)
+    m.query = plan.name
+    m.src = src
+    m.start = found.start[i]
+    m.end = ev_float(ev(<object>found.ev[lo + ln - 1]).end, "end")
+    if ln <= INLINE_EVENTS:
+        for k in range(ln):
+            m.held[k] = found.ev[lo + k]
+            found.ev[lo + k] = NULL
+        m.nev = ln
+    else:
+        m._events = [<object>found.ev[lo + k] for k in range(ln)]
+    m.prob = found.prob[i]
+    m.seq = seq
+    m.trigger = arrival
+    out.append(m)
+    plan.matches += 1
+    return 0

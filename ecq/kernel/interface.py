@@ -1,0 +1,186 @@
+"""The kernel interface: exactly what the shared network's hot path needs of a kernel,
+and what a kernel may read of the network and the engine it serves.
+
+A ``Network`` chooses its kernel once, when it is made (``ecq.kernel.select``), and
+calls it for the plain-sequence part of every instance (SCEMon §5.1: the test phase
+over the instance's class's CLT/R-CLT, then the insert phase into its SIQ and PMB),
+for cleaning (summaries, then each SIQ below its horizon) and for the event loop. The
+kernel owns the per-source summaries and whatever it derives from the registered
+queries; the network tells it when queries change. Composite patterns, disjunctions,
+trailing negation and emission stay in the network (ecq/network.py), in Python.
+
+The two implementations: ``ecq.kernel.pure.PureKernel`` and the compiled
+``ecq.kernel._kernel.CompiledKernel`` (``_kernel.pyi`` types it for mypy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ecq.ecq import ECQ
+    from ecq.emission import Emission
+    from ecq.event import Event
+    from ecq.match import Match
+    from ecq.qstate import QState
+    from ecq.siq import SIQ
+    from ecq.windows import Windows
+
+__all__ = [
+    "Kernel",
+    "NetworkView",
+    "LoopHost",
+    "Passed",
+    "Tested",
+    "Probe",
+    "SummaryView",
+    "Groups",
+]
+
+# Latest-first disjoint (start, query bits) groups: a PMB entry, an extension's result.
+Groups = Sequence[tuple[float, int]]
+# A source's summary as the pure kernel keeps it: per class, the latest start of an
+# instance that can start a query and the queries it can start; per later position, the
+# latest-first disjoint groups of the partial matches ending at the source.
+SummaryView = tuple[dict[str, tuple[float, int]], list[list[tuple[float, int]]]]
+
+
+class Probe(Protocol):
+    """One source's visible instances of a class, latest first, for the instance being
+    processed (``ecq.network.ChainProbe``)."""
+
+    def __call__(self, cls: str) -> list[Event]:
+        """Walked once per class and instance, then shared."""
+        ...
+
+    def again(self, cls: str) -> list[Event]:
+        """Walked anew (the "instances" ablation level probes once per CLink)."""
+        ...
+
+
+class Passed(Protocol):
+    """Which queries an instance passes at each sequence position of its class (its
+    filters evaluated), in the kernel's own form."""
+
+
+class Tested(Protocol):
+    """The test phase's result for one instance, handed back to the same kernel's
+    insert phase."""
+
+    @property
+    def completed(self) -> list[tuple[QState, list[Event]]]:
+        """The matches of plain sequences (and single-component filters) the instance
+        completes: each node with the events of one match, in component order."""
+        ...
+
+
+class NetworkView(Protocol):
+    """What a kernel reads of its network (all public, all the network's own)."""
+
+    ecqs: dict[str, ECQ]
+    by_bit: dict[int, QState]
+    windows: Windows
+    seen: int
+
+    @property
+    def next_deadline(self) -> float:
+        """The earliest deadline of a pending trailing-negation match."""
+        ...
+
+    def on_event(self, e: Event, clock_before: float, clock: float) -> list[Emission] | None:
+        """One event op in Python (phase 0, then phase 1)."""
+        ...
+
+    def settle_plain(self, found: list[tuple[QState, list[Event]]], e: Event, clock: float) -> list[Emission]:
+        """The rest of ``on_event`` after the kernel's phases found matches that need
+        more than emitting."""
+        ...
+
+
+class LoopHost(Protocol):
+    """What the event loop reads and writes of the engine: its counters and clock, and
+    the per-event loop it stands for (``OpClock.step_events``)."""
+
+    ops: int
+    arrivals: int
+    clock: float
+    next_seq: int
+    since_clean: int
+    clean_every: int
+
+    def emit(self, emitted: list[Emission], trigger: int, out: list[Match]) -> None: ...
+
+    def clean(self) -> int: ...
+
+    def step_events(self, events: Iterable[Event]) -> list[Match]: ...
+
+
+class Kernel(Protocol):
+    """The hot path of one network (see the module's docstring). Every method gives
+    exactly what the pure kernel's gives; property tests hold the two to each other
+    and to tests/reference.py."""
+
+    @property
+    def name(self) -> str:
+        """``"compiled"`` or ``"pure"``."""
+        ...
+
+    # -- registration
+
+    def queries_changed(self) -> None:
+        """A node came or went: what the kernel derived from the queries is stale."""
+        ...
+
+    def remove_node(self, bitno: int) -> None:
+        """A node's bit leaves every summary (its partial matches go with it)."""
+        ...
+
+    # -- test and insert phases (plain sequences and single-component filters)
+
+    def passing(self, ecq: ECQ, e: Event) -> Passed:
+        """The filters of ``e``'s class's positions, evaluated (the search phase)."""
+        ...
+
+    def test_phase(self, ecq: ECQ, e: Event, passed: Passed, hclock: float, probe: Probe) -> Tested:
+        """Extend every query's partial matches with ``e`` and assemble the matches it
+        completes. ``hclock`` sets the drop horizons; ``probe`` reads the SIQs' chains
+        (the pure kernel's ablation levels probe; the summary level needs none)."""
+        ...
+
+    def insert_phase(self, ecq: ECQ, e: Event, tested: Tested, hclock: float) -> None:
+        """Store ``e`` once, with its PMB, if a partial match can go on from it (or a
+        composite node uses its class); fold its PMB into its source's summary."""
+        ...
+
+    # -- cleaning
+
+    def prune(self, clock: float) -> None:
+        """Drop summary entries no window can reach any more."""
+        ...
+
+    def clean_siq(self, siq: SIQ, horizon: float) -> int:
+        """``SIQ.clean``: drop instances below ``horizon`` from the front; how many."""
+        ...
+
+    # -- the event loop
+
+    def run_events(self, engine: LoopHost, events: Iterable[Event]) -> list[Match]:
+        """``engine.step_events(events)``, possibly compiled: the same results."""
+        ...
+
+    # -- readers, and the phases' parts one by one (tests compare the kernels on them)
+
+    def summary_view(self) -> dict[Any, SummaryView]:
+        """Every source's summary, in the pure kernel's form."""
+        ...
+
+    def extend(self, ecq: ECQ, e: Event, passed: Passed) -> dict[int, Groups]:
+        """The summary level's extension: per position, the groups ``e`` extends."""
+        ...
+
+    def summarise(
+        self, e: Event, init: int, kept: dict[int, list[tuple[float, int]]] | None, hclock: float
+    ) -> None:
+        """Fold a PMB (``init``, ``kept`` groups) into ``e``'s source's summary."""
+        ...

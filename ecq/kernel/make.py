@@ -1,0 +1,59 @@
+"""The kernel of a network, and the event reader and match writer: compiled when
+``ecq.kernel.select`` loads the compiled kernel, else pure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ecq.event import Event
+from ecq.kernel.pure import PureKernel
+from ecq.kernel.select import SUMMARY, compiled_module, status
+from ecq.match import Match
+
+if TYPE_CHECKING:
+    from ecq.kernel._kernel import CompiledKernel
+    from ecq.kernel.interface import Kernel, NetworkView
+
+__all__ = ["make_kernel", "event_reader", "match_writer"]
+
+
+def make_kernel(network: NetworkView, level: str, compiled: bool | None) -> Kernel:
+    """The kernel of one network: compiled by default when built and ``level`` is
+    "summary"; ``compiled=False`` forces the pure one, ``compiled=True`` fails with the
+    reason when the compiled one cannot run."""
+    if compiled is False:
+        return PureKernel(network, level)
+    module = compiled_module("_kernel")
+    reason = status().reason
+    if level != SUMMARY:
+        reason = f"the compiled kernel implements level {SUMMARY!r} only, not {level!r}"
+        module = None
+    if module is None:
+        if compiled:
+            raise ValueError(f"the compiled kernel cannot run: {reason}")
+        return PureKernel(network, level)
+    # Typed through _kernel.pyi: mypy holds the compiled kernel to the interface too.
+    compiled_kernel: type[CompiledKernel] = module.CompiledKernel
+    kernel: Kernel = compiled_kernel(network)
+    return kernel
+
+
+def event_reader() -> Callable[[Any, str | None], Event]:
+    """``Event.from_dict``, or its compiled twin (one per reader: it shares class names
+    among the events it reads). Well-formed dicts are checked and built natively,
+    anything else goes to ``Event.from_dict``, which names the mistake."""
+    module = compiled_module("_events")
+    if module is None:
+        return Event.from_dict
+    reader: Callable[[Any, str | None], Event] = module.EventReader(Event)
+    return reader
+
+
+def match_writer() -> Callable[[Match], dict[str, Any]]:
+    """``Match.to_dict``, or its compiled twin."""
+    module = compiled_module("_events")
+    if module is None:
+        return Match.to_dict
+    writer: Callable[[Match], dict[str, Any]] = module.write_match
+    return writer
