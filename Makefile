@@ -9,12 +9,13 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 KERNEL := $(wildcard ecq/kernel/*.pyx ecq/kernel/*.pxd ecq/kernel/*.h)
 
-.PHONY: install java test lint typecheck pytest demo clean distclean
+.PHONY: install java chromium test lint typecheck pytest demo clean distclean
 
 # The dev tools and the Spark job's extra (pyspark, pyarrow, pandas): the tests run the
 # job on a local Spark, and so does the demo. A kernel that cannot be built does not
-# fail the install: `python -m ecq.kernel` then says why, loudly.
-install: $(STAMP) java
+# fail the install: `python -m ecq.kernel` then says why, loudly. The browser tests drive
+# Debian's chromium (tests/service/server/console/).
+install: $(STAMP) java chromium
 
 $(STAMP): pyproject.toml setup.py $(KERNEL)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +29,13 @@ java:
 	@command -v java >/dev/null 2>&1 || { \
 		echo "no java on PATH: installing openjdk-17-jre-headless"; \
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq openjdk-17-jre-headless; }
+
+# The console's browser tests run a real headless Chromium, driven by the playwright
+# package (dev extra) pointed at this binary: playwright's own browser download is never used.
+chromium:
+	@test -x /usr/bin/chromium || { \
+		echo "no /usr/bin/chromium: installing Debian's chromium for the console's browser tests"; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
 
 # All checks run even when one fails, so one run shows every problem; the target fails
 # if any of them did. The property tests run a second time on the pure kernel (the
@@ -49,9 +57,12 @@ typecheck: install
 pytest: install
 	$(BIN)/pytest
 
-# The whole system: generated card payments → Spark job → service → WebSocket, ~2 min.
+# The whole system: generated card payments → Spark job → service → WebSocket, ~2 min;
+# then the service stays up with its web console (the address is printed) until Ctrl-C.
+# `make demo DEMO_FLAGS=` ends after the run instead.
+DEMO_FLAGS ?= --keep
 demo: install
-	$(BIN)/scemon demo
+	$(BIN)/scemon demo $(DEMO_FLAGS)
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

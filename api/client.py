@@ -31,11 +31,14 @@ from api.models import (
     PRODUCER_HEADER,
     BatchResult,
     EventIn,
+    Identity,
     MatchPage,
     QueryBulkPublic,
     QueryCreate,
     QueryList,
     QueryPublic,
+    QueryValid,
+    Stats,
     TimeResult,
 )
 
@@ -76,8 +79,8 @@ def _query_dict(query: QueryLike) -> Mapping[str, Any]:
     return query.model_dump(exclude_none=True) if isinstance(query, QueryCreate) else query
 
 
-def _query_body(name: str, text: str | None, pattern: Mapping[str, Any] | None) -> dict[str, Any]:
-    body: dict[str, Any] = {"name": name}
+def _query_body(name: str | None, text: str | None, pattern: Mapping[str, Any] | None) -> dict[str, Any]:
+    body: dict[str, Any] = {} if name is None else {"name": name}
     if text is not None:
         body["text"] = text
     if pattern is not None:
@@ -149,6 +152,15 @@ class Client:
     def delete_query(self, name: str) -> None:
         self._send("DELETE", f"/v1/queries/{name}")
 
+    def validate(
+        self, text: str | None = None, pattern: Mapping[str, Any] | None = None, name: str | None = None
+    ) -> QueryValid:
+        """Check a query as :meth:`register` would, registering nothing (ApiError if refused)."""
+        body, headers = _json(_query_body(name, text, pattern))
+        return QueryValid.model_validate_json(
+            self._send("POST", "/v1/queries/validate", content=body, headers=headers).content
+        )
+
     # events
     def post_events(self, producer: str, batch_id: str | int, events: Sequence[EventLike]) -> BatchResult:
         payload = {"producer": producer, "batch_id": batch_id, "events": [_event_dict(e) for e in events]}
@@ -203,6 +215,12 @@ class Client:
     def metrics(self) -> str:
         return self._send("GET", "/metrics").text
 
+    def stats(self) -> Stats:
+        return Stats.model_validate_json(self._send("GET", "/v1/stats").content)
+
+    def whoami(self) -> Identity:
+        return Identity.model_validate_json(self._send("GET", "/v1/whoami").content)
+
 
 class AsyncClient:
     """Asynchronous client with the same methods as :class:`Client`."""
@@ -247,6 +265,13 @@ class AsyncClient:
     async def delete_query(self, name: str) -> None:
         await self._send("DELETE", f"/v1/queries/{name}")
 
+    async def validate(
+        self, text: str | None = None, pattern: Mapping[str, Any] | None = None, name: str | None = None
+    ) -> QueryValid:
+        body, headers = _json(_query_body(name, text, pattern))
+        response = await self._send("POST", "/v1/queries/validate", content=body, headers=headers)
+        return QueryValid.model_validate_json(response.content)
+
     async def post_events(
         self, producer: str, batch_id: str | int, events: Sequence[EventLike]
     ) -> BatchResult:
@@ -277,6 +302,12 @@ class AsyncClient:
             return (await self._http.get("/readyz")).status_code == 200
         except httpx.TransportError:
             return False
+
+    async def stats(self) -> Stats:
+        return Stats.model_validate_json((await self._send("GET", "/v1/stats")).content)
+
+    async def whoami(self) -> Identity:
+        return Identity.model_validate_json((await self._send("GET", "/v1/whoami")).content)
 
 
 # --------------------------------------------------------------------- subscriptions

@@ -7,11 +7,11 @@ models; the examples here are the ones that document shows.
 Families:
 
 - queries: ``QueryCreate`` → ``QueryPublic``; ``QueryBulkCreate`` → ``QueryBulkPublic``;
-  ``QueryList``;
+  ``QueryList``; ``QueryValidate`` → ``QueryValid`` (a dry run of registering);
 - events: ``EventIn``, ``EventBatch`` → ``BatchResult``; ``TimeAdvance`` → ``TimeResult``;
 - matches: ``MatchPublic``, ``MatchPage``;
 - errors: ``ErrorBody`` (``{"detail": {"message", ...where}}``) for every 4xx;
-- health: ``Health``.
+- health: ``Health``; the service's figures: ``Stats``; the caller: ``Identity``.
 
 Events posted without an ``id`` are named ``"<batch_id>:<index>"`` in matches, the index
 being the 0-based position of the event in the batch as posted.
@@ -42,6 +42,8 @@ __all__ = [
     "EventBatch",
     "EventIn",
     "Health",
+    "Identity",
+    "IngestStats",
     "MatchPage",
     "MatchPublic",
     "QueryBulkCreate",
@@ -49,6 +51,9 @@ __all__ = [
     "QueryCreate",
     "QueryList",
     "QueryPublic",
+    "QueryValid",
+    "QueryValidate",
+    "Stats",
     "TimeAdvance",
     "TimeResult",
 ]
@@ -151,8 +156,8 @@ class QueryBase(_Model):
     )
 
 
-class QueryCreate(QueryBase):
-    """A query to register: its text, or its AST JSON (``ecq.language.ast.to_json``)."""
+class _QueryForm(_Model):
+    """A query's text or its AST JSON: exactly one of them."""
 
     text: str | None = Field(
         default=None, min_length=1, max_length=100_000, description="Query text (docs/language.md)."
@@ -160,6 +165,18 @@ class QueryCreate(QueryBase):
     pattern: dict[str, Any] | None = Field(
         default=None, description="The whole query's AST JSON: an object with kind 'query'."
     )
+
+    @model_validator(mode="after")
+    def _one_form(self) -> _QueryForm:
+        if (self.text is None) == (self.pattern is None):
+            raise ValueError("give exactly one of 'text' and 'pattern'")
+        return self
+
+
+# The form comes first among the bases so that the name comes first in the schema
+# (pydantic collects fields from the bases in reverse order).
+class QueryCreate(_QueryForm, QueryBase):
+    """A query to register: its text, or its AST JSON (``ecq.language.ast.to_json``)."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -170,11 +187,22 @@ class QueryCreate(QueryBase):
         }
     )
 
-    @model_validator(mode="after")
-    def _one_form(self) -> QueryCreate:
-        if (self.text is None) == (self.pattern is None):
-            raise ValueError("give exactly one of 'text' and 'pattern'")
-        return self
+
+class QueryValidate(_QueryForm):
+    """A query to check exactly as ``POST /v1/queries`` would, without registering it.
+    Without a name, whether the name is free is not checked."""
+
+    name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=NAME_MAX,
+        pattern=NAME_PATTERN,
+        description="The name it would be registered under; checked to be free.",
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"name": "ab", "text": "SEQ(A, B) WITHIN 10 s"}, {"text": "A; B"}]}
+    )
 
 
 class QueryBulkCreate(_Model):
@@ -196,16 +224,48 @@ class QueryBulkCreate(_Model):
     )
 
 
-class QueryPublic(QueryBase):
-    """A registered query: its compiled summary, its canonical text and its matches."""
+class _QueryCompiled(_Model):
+    """What compiling a query tells: its canonical text and summary."""
 
     text: str = Field(description="Canonical text of the query.")
     kind: Literal["seq", "and", "or"]
     classes: list[str] = Field(description="Event classes the query reads, sorted.")
     window: float | None = Field(description="WITHIN in seconds; null for filters and disjunctions.")
     mode: Literal["recent", "all"]
+
+
+class _CheckedName(_Model):
+    name: str | None = Field(description="The name it was checked under, if one was given.")
+
+
+class QueryValid(_QueryCompiled, _CheckedName):
+    """A query that would be registered as it stands: its canonical text and summary."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "ab",
+                    "text": "PATTERN SEQ(A a, B b)\nWITHIN 10 s",
+                    "kind": "seq",
+                    "classes": ["A", "B"],
+                    "window": 10.0,
+                    "mode": "recent",
+                }
+            ]
+        },
+    )
+
+
+class QueryPublic(_QueryCompiled, QueryBase):
+    """A registered query: its compiled summary, its canonical text and its matches."""
+
     matches: int = Field(ge=0, description="Matches emitted so far.")
     last_match: float | None = Field(description="End time of the latest match, or null.")
+    rate: float = Field(
+        default=0.0, ge=0.0, description="Matches per second over the last minute (since start if sooner)."
+    )
 
     model_config = ConfigDict(
         extra="forbid",
@@ -220,6 +280,7 @@ class QueryPublic(QueryBase):
                     "mode": "recent",
                     "matches": 2,
                     "last_match": 9.0,
+                    "rate": 0.03,
                 }
             ]
         },
@@ -361,3 +422,84 @@ class Health(_Model):
 
     status: Literal["ok", "starting", "unwritable", "failed"]
     detail: str | None = None
+
+
+class Identity(_Model):
+    """Who the caller is to this server: what its token's role may do."""
+
+    auth: bool = Field(description="Whether the server checks tokens; without, everything is allowed.")
+    role: Literal["admin", "producer", "reader"] | None = Field(
+        description="The token's role; null with auth off."
+    )
+    may: list[Literal["manage_queries", "post_events", "read_matches", "read_queries"]] = Field(
+        description="What the caller may do."
+    )
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"auth": True, "role": "reader", "may": ["read_matches", "read_queries"]}]
+        },
+    )
+
+
+class IngestStats(_Model):
+    """``POST /v1/events`` answer times since start, as the ``scemon_ingest_seconds``
+    histogram counts them: a client takes the difference of two readings."""
+
+    count: int = Field(ge=0, description="Batches answered.")
+    seconds: float = Field(ge=0.0, description="Their answer times added up.")
+    buckets: list[tuple[float, int]] = Field(
+        description="[upper bound in seconds, batches answered within it], cumulative; `count` is the +inf bucket."
+    )
+
+
+class Stats(_Model):
+    """The service's own figures, as ``/metrics`` has them, in JSON (the console reads
+    them every second). Counters count from the process's start; a client derives rates
+    from two readings. ``engine`` holds the engine's own figures as it reports them."""
+
+    state: Literal["ok", "starting", "unwritable", "failed"] = Field(description="As /readyz says.")
+    uptime: float = Field(ge=0.0, description="Seconds since the process started.")
+    started: float = Field(description="When it started, in seconds since the epoch.")
+    kernel: str = Field(description="The engine's kernel: 'compiled', or 'pure' (several times slower).")
+    events: int = Field(ge=0, description="Events applied since start.")
+    batches: int = Field(ge=0, description="Batches applied since start.")
+    duplicates: int = Field(ge=0, description="Batches recognised as already applied, since start.")
+    matches: int = Field(ge=0, description="Matches in the service's life: the next seq.")
+    ingest: IngestStats
+    subscribers: int = Field(ge=0, description="Connected WebSocket subscribers.")
+    backlog: int = Field(ge=0, description="Matches queued for subscribers, not yet sent, over all of them.")
+    backlog_max: int = Field(ge=0, description="The longest one subscriber's queue.")
+    subscriber_queue: int = Field(ge=1, description="How long a queue may grow before it is cut off.")
+    overflows: int = Field(ge=0, description="Subscribers cut off for falling behind, since start.")
+    store_bytes: int = Field(ge=0, description="Size of the store's files.")
+    engine: dict[str, float | int | str | bool | None] = Field(
+        description="The engine's figures: queries, ECQs, stored instances, PMB entries, pending matches, clock."
+    )
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "state": "ok",
+                    "uptime": 42.5,
+                    "started": 1767225600.0,
+                    "kernel": "compiled",
+                    "events": 1200,
+                    "batches": 3,
+                    "duplicates": 0,
+                    "matches": 17,
+                    "ingest": {"count": 3, "seconds": 0.012, "buckets": [[0.001, 0], [0.005, 2], [0.01, 3]]},
+                    "subscribers": 1,
+                    "backlog": 0,
+                    "backlog_max": 0,
+                    "subscriber_queue": 50000,
+                    "overflows": 0,
+                    "store_bytes": 4112384,
+                    "engine": {"queries": 2, "ecqs": 3, "stored_instances": 410, "clock": 3600.0},
+                }
+            ]
+        },
+    )

@@ -47,6 +47,7 @@ from ecq.emission import Emission
 from ecq.errors import SemanticError
 from ecq.event import Event
 from ecq.kernel.make import make_kernel
+from ecq.language.source import semantic_error_at
 from ecq.qstate import QState
 from ecq.query import KIND_OR, KIND_SEQ, CompiledQuery
 from ecq.windows import Windows
@@ -84,7 +85,9 @@ def check_depends(cq: CompiledQuery, depends: Callable[[str], frozenset[str] | N
     its own matches, directly or through others (``depends`` as for :func:`reachable`)."""
     for dep in sorted(cq.depends):
         if dep != cq.name and depends(dep) is None:
-            raise SemanticError(f"@{dep} names no registered query")
+            # Located at the @name in the text, when the query came as text.
+            span = next((s for s in cq.ast.spans.values() if s[2] == f"@{dep}"), None)
+            raise semantic_error_at(f"@{dep} names no registered query", span, None)
     if cq.name in reachable(cq.depends, depends):
         raise SemanticError(f"query {cq.name!r} would read its own matches through @name: a cycle")
 

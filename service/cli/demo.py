@@ -5,7 +5,8 @@
 
 Everything it starts — the service child process, the Spark session, the subscriber
 thread — it stops in a ``finally``, by handle or pid, Ctrl-C included; the temporary
-folder goes too unless ``--workdir`` was given.
+folder goes too unless ``--workdir`` was given. With ``--keep`` the service stays up
+after the run, its web console open to look at, until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ class Demo:
         n_classes: int = 50,
         workdir: Path | None = None,
         console: Console | None = None,
+        keep_serving: bool = False,
+        port: int | None = None,
     ) -> None:
         self.n_events = n_events
         self.n_files = n_files
@@ -98,9 +101,11 @@ class Demo:
         self.n_queries = n_queries
         self.n_cards = n_cards
         self.n_classes = n_classes
-        self.keep = workdir is not None
+        self.keep_files = workdir is not None
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="scemon-demo-"))
         self.console = console or Console()
+        self.keep_serving = keep_serving
+        self.port = port
 
     def run(self) -> int:
         started = time.monotonic()
@@ -111,9 +116,9 @@ class Demo:
         try:
             say(f"[bold]scemon demo[/] in {self.workdir}")
             queries = self._generate()
-            server = ServerProcess(self.workdir / "data", log=self.workdir / "server.log")
+            server = ServerProcess(self.workdir / "data", port=self.port, log=self.workdir / "server.log")
             server.start()
-            say(f"service on {server.url} (log: {server.log})")
+            say(f"service on {server.url} (log: {server.log}); its console: [bold]{server.url}/[/]")
             with Client(server.url) as client:
                 t = time.monotonic()
                 client.register_bulk([{"name": name, "text": text} for name, text in queries])
@@ -130,7 +135,12 @@ class Demo:
             streamed = time.monotonic() - stream_started
             self._drain(listener, totals.matches)
             self._summary(queries, totals, listener, streamed, time.monotonic() - started)
-            return 0 if listener.error is None and listener.total == totals.matches else 1
+            code = 0 if listener.error is None and listener.total == totals.matches else 1
+            if self.keep_serving:
+                spark.stop()
+                spark = None
+                self._serve(server.url)
+            return code
         except KeyboardInterrupt:
             say("\n[yellow]interrupted: stopping what the demo started[/]")
             return 130
@@ -141,7 +151,7 @@ class Demo:
                 spark.stop()
             if server is not None:
                 server.stop()
-            if not self.keep:
+            if not self.keep_files:
                 shutil.rmtree(self.workdir, ignore_errors=True)
 
     # ------------------------------------------------------------------------- steps
@@ -201,6 +211,18 @@ class Demo:
             finally:
                 ticker.stop()
                 bar.update(task, matches=listener.total)
+
+    def _serve(self, url: str) -> None:
+        """Keep the service up for a person to look at, until Ctrl-C."""
+        self.console.print(
+            f"\n[bold]the service stays up:[/] open [bold]{url}/[/] for its console "
+            f"(API at {url}/docs); Ctrl-C stops it"
+        )
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            self.console.print("stopping the service")
 
     def _drain(self, listener: MatchListener, expected: int, timeout: float = 30.0) -> None:
         """Wait for the WebSocket to deliver every match the posts reported."""
@@ -298,6 +320,13 @@ def demo(
         Path | None,
         typer.Option(help="Keep the files, store and checkpoint here (default: a temporary folder)."),
     ] = None,
+    keep: Annotated[
+        bool,
+        typer.Option("--keep", help="After the run, keep the service and its web console up until Ctrl-C."),
+    ] = False,
+    port: Annotated[
+        int | None, typer.Option(min=1, max=65535, help="The service's port (default: a free one).")
+    ] = None,
 ) -> None:
     """Run the whole system end to end on this machine, in about two minutes.
 
@@ -305,7 +334,9 @@ def demo(
     classes, payments), starts a scemon service on a free loopback port, registers the
     paper's two example queries and 1,000 generated ones over REST, subscribes to the
     matches over WebSocket, streams the payment files through the Spark job, and shows
-    progress, a summary and a few matches. Ctrl-C stops everything it started.
+    progress, a summary and a few matches. The service's web console is at the address it
+    prints; with --keep the service stays up after the run until Ctrl-C, so you can look.
+    Ctrl-C stops everything it started.
     """
     with user_errors(SPARK_MISSING):
         code = Demo(
@@ -314,5 +345,7 @@ def demo(
             files_per_batch=files_per_batch,
             n_queries=queries,
             workdir=workdir,
+            keep_serving=keep,
+            port=port,
         ).run()
     raise typer.Exit(code)

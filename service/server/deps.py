@@ -24,6 +24,7 @@ from service.server.store import Store
 __all__ = [
     "Admin",
     "AnyRole",
+    "CallerRole",
     "HostDep",
     "HubDep",
     "MetricsDep",
@@ -94,3 +95,6 @@ Reader = Depends(_role(READER, "reading matches"))
 AnyRole = Depends(_role(ANY, "reading queries"))
 # /metrics (it names the queries) and the API description: any token, when there are tokens.
 Operator = Depends(_role(ANY, "reading the metrics or the API description"))
+
+# The caller's role as a value (None with auth off), for routes that answer by it.
+CallerRole = Annotated[Role | None, Depends(_role(ANY, "using the service"))]

@@ -55,12 +55,14 @@ from ecq.kernel.make import match_writer
 from ecq.language import format_query
 from ecq.language.ast import Query, from_json
 from ecq.match import Match
+from ecq.network import check_depends
 from ecq.query import CompiledQuery
 from service.server.errors import InBulkError, UnavailableError
 from service.server.faults import StoreFault
 from service.server.hub import Published
 from service.server.limits import check_pattern_size
 from service.server.metrics import Metrics
+from service.server.rates import MatchRates
 from service.server.store import BATCH, REGISTER, TIME, UNREGISTER, MatchRow, Store
 
 __all__ = ["BatchOutcome", "EngineHost", "Prepared", "QueryInfo", "QuerySpec", "spec_query"]
@@ -102,6 +104,9 @@ class QueryInfo:
     mode: str
     matches: int = 0
     last_match: float | None = None
+    # The queries it reads through @name: a query checked before registering is held
+    # against these (no unknown name, no cycle) without asking the writer thread.
+    depends: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, name: str, cq: CompiledQuery, text: str | None = None) -> QueryInfo:
@@ -113,6 +118,7 @@ class QueryInfo:
             classes=sorted(cq.classes()),
             window=cq.window,
             mode="all" if cq.mode_all else "recent",
+            depends=frozenset(cq.depends),
         )
 
 
@@ -144,25 +150,33 @@ def spec_query(spec: QuerySpec) -> str | Query:
     return from_json(spec["pattern"])
 
 
+# The name a query is checked under when the caller gave none: not a valid query name,
+# so it can be neither taken nor part of an @name cycle.
+_UNNAMED = "-"
+
+
+def _compile(name: str, spec: QuerySpec) -> CompiledQuery:
+    """Check a spec's size, parse and compile it, without an engine. Raises
+    QueryError subclasses, and 413/422 for a pattern over its size limits."""
+    if "pattern" in spec:
+        check_pattern_size(spec["pattern"])
+    try:
+        return Engine.compile(name, spec_query(spec))
+    except RecursionError:  # nested so deep the parser ran out of stack
+        raise SemanticError("the query is nested too deeply") from None
+
+
 def prepare(entries: Sequence[tuple[str, QuerySpec]]) -> list[Prepared]:
     """Compile queries and print their canonical text, without an engine (any thread).
     Raises the first refusal; in a bulk call wrapped with its index and name."""
     out = []
     bulk = len(entries) > 1
     for index, (name, spec) in enumerate(entries):
-        if "pattern" in spec:
-            try:
-                check_pattern_size(spec["pattern"])
-            except ScemonError as err:
-                raise InBulkError(err, index, name) if bulk else err from None
         try:
-            try:
-                cq = Engine.compile(name, spec_query(spec))
-                out.append(Prepared(name, spec, cq, canonical_text(cq)))
-            except RecursionError:  # nested so deep the parser ran out of stack
-                raise SemanticError("the query is nested too deeply") from None
-        except QueryError as err:
+            cq = _compile(name, spec)
+        except ScemonError as err:
             raise InBulkError(err, index, name) if bulk else err from None
+        out.append(Prepared(name, spec, cq, canonical_text(cq)))
     return out
 
 
@@ -211,6 +225,7 @@ class EngineHost:
         self._ops = 0
         self._startup: asyncio.Future[None] | None = None
         self._watch: asyncio.Task[None] | None = None
+        self.rates = MatchRates()
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -272,6 +287,20 @@ class EngineHost:
         prepared = await self._loop.run_in_executor(self._compiler, prepare, entries)
         return await self._run(self._install, prepared)
 
+    async def check(self, name: str | None, spec: QuerySpec) -> QueryInfo:
+        """What :meth:`register` would answer for one query, without registering it
+        (its ``matches`` are 0). Compiled on the compiling thread, not the writer:
+        checking never delays ingestion; the registered names it is held against are a
+        snapshot."""
+        self._require_readable()
+        if name is not None and name in self._infos:
+            raise DuplicateQueryError(f"a query named {name!r} is already registered")
+        assert self._loop is not None, "EngineHost.start() was not called"
+        cq = await self._loop.run_in_executor(self._compiler, _compile, name or _UNNAMED, spec)
+        infos = self._infos
+        check_depends(cq, lambda n: infos[n].depends if n in infos else None)
+        return QueryInfo.of(cq.name, cq)
+
     async def unregister(self, name: str) -> None:
         await self._run(self._unregister, name)
 
@@ -292,6 +321,11 @@ class EngineHost:
             except TimeoutError:
                 pass
         return self._stats
+
+    @property
+    def kernel(self) -> str:
+        """The kernel the engine runs: "compiled", or "pure" when that could not load."""
+        return self.engine.network.kernel.name
 
     def stats_snapshot(self) -> dict[str, Any]:
         return self._stats
@@ -621,6 +655,8 @@ class EngineHost:
         self, next_seq: int, counts: dict[str, tuple[int, float]], published: list[Published]
     ) -> None:
         self.next_seq = next_seq
+        if counts:
+            self.rates.add({name: n for name, (n, _) in counts.items()})
         for name, (n, last) in counts.items():
             info = self._infos.get(name)
             if info is not None:

@@ -116,5 +116,11 @@ class Hub:
         for sub in self.subscribers:
             sub.wake.set()
 
+    def backlog(self) -> tuple[int, int]:
+        """Matches queued and not yet sent: over all subscribers, and the longest one
+        queue (what the overflow bound is checked against). O(subscribers)."""
+        lengths = [len(sub.buffer) for sub in self.subscribers]
+        return sum(lengths), max(lengths, default=0)
+
     def __len__(self) -> int:
         return len(self.connected)

@@ -37,6 +37,7 @@ __all__ = [
 QUERY_BODY_MAX = 8 * 1024 * 1024
 SMALL_BODY_MAX = 64 * 1024
 _LARGE_ROUTES = frozenset({"/v1/events", "/v1/queries/bulk"})
+_QUERY_ROUTES = frozenset({"/v1/queries", "/v1/queries/validate"})
 
 # An OR of 10,000 classes is ~50,000 values; the longest text query (100,000
 # characters) reads as fewer than 100,000 (a component needs at least two characters).
@@ -85,7 +86,7 @@ class BodyLimit:
     def cap(self, path: str) -> int:
         if path in _LARGE_ROUTES:
             return self.max_bytes
-        return min(self.max_bytes, QUERY_BODY_MAX if path == "/v1/queries" else SMALL_BODY_MAX)
+        return min(self.max_bytes, QUERY_BODY_MAX if path in _QUERY_ROUTES else SMALL_BODY_MAX)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "DELETE", "OPTIONS"):

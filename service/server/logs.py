@@ -2,7 +2,8 @@
 
 - :class:`Redact` hides credentials in every record at every level: at debug level the
   WebSocket library logs each handshake header, ``authorization: Bearer <token>``
-  among them.
+  among them, and a browser's token offered as the subprotocol
+  ``scemon.bearer.<base64url token>``.
 - :class:`RefusedHandshakes` drops uvicorn's ERROR "ASGI callable returned without
   completing handshake", which it logs after every WebSocket handshake the app answers
   with an HTTP response (a refused subscription: no token, unknown query); the route
@@ -23,6 +24,8 @@ __all__ = ["Redact", "RefusedHandshakes", "log_config"]
 _CREDENTIALS = re.compile(
     r"((?i:authorization)['\"]?\s*[:=,]\s*['\"]?)(?:(?i:bearer|basic|token)\s+)?[^\s'\",;)]+"
     r"|(\b(?:Bearer|BEARER|Basic|BASIC)\s+)[^\s'\",;)<]+"
+    # a browser's WebSocket offers its token as the subprotocol scemon.bearer.<base64url>
+    r"|(scemon\.bearer\.)[A-Za-z0-9_=-]+"
 )
 _HANDSHAKE_NOISE = "ASGI callable returned without completing handshake."
 
@@ -33,7 +36,9 @@ class Redact(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        redacted = _CREDENTIALS.sub(lambda m: (m.group(1) or m.group(2)) + "<redacted>", message)
+        redacted = _CREDENTIALS.sub(
+            lambda m: (m.group(1) or m.group(2) or m.group(3)) + "<redacted>", message
+        )
         if redacted != message:
             record.msg, record.args = redacted, ()
         return True

@@ -14,7 +14,7 @@ from service.server.config import Settings
 from service.server.guard import RequestGuard
 from service.server.limits import BodyLimit
 from service.server.openapi import install_openapi
-from service.server.routes import docs, events, health, matches, queries
+from service.server.routes import console, docs, events, health, matches, queries, stats
 from service.server.runtime import Runtime
 
 __all__ = ["create_app", "run"]
@@ -25,7 +25,7 @@ DESCRIPTION = """\
 Complex event processing over one shared network of event-centric composable queues.
 Register queries (admin), post micro-batches of events (producer), read matches by
 `seq` or subscribe over WebSocket at `/v1/matches/ws?from_seq=&queries=a,b` (reader).
-Every 4xx answer is `{"detail": {"message", ...where}}`.
+Every 4xx answer is `{"detail": {"message", ...where}}`. The web console is at `/`.
 """
 
 
@@ -63,8 +63,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, max_values=settings.max_json_values)
     app.add_middleware(RequestGuard, auth_enabled=settings.auth_enabled)
     handlers.install(app)
-    for router in (queries.router, events.router, matches.router, health.router, docs.router_for(app)):
+    for router in (
+        queries.router,
+        events.router,
+        matches.router,
+        stats.router,
+        health.router,
+        docs.router_for(app),
+    ):
         app.include_router(router)
+    console.install(app)
     install_openapi(app)
     return app
 

@@ -15,6 +15,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from service.server.hub import Hub
+
 __all__ = ["Metrics", "CONTENT_TYPE"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -24,19 +26,11 @@ _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5
 
 
 class _EngineCollector(Collector):
-    """Gauges (and the overflow count) read from callables at scrape time."""
+    """Gauges (and the hub's overflow count) read at scrape time."""
 
-    def __init__(
-        self,
-        stats: Callable[[], dict[str, Any]],
-        subscribers: Callable[[], int],
-        blocked: Callable[[], int],
-        overflows: Callable[[], int],
-    ) -> None:
+    def __init__(self, stats: Callable[[], dict[str, Any]], hub: Hub) -> None:
         self._stats = stats
-        self._subscribers = subscribers
-        self._blocked = blocked
-        self._overflows = overflows
+        self._hub = hub
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         stats = self._stats()
@@ -50,17 +44,26 @@ class _EngineCollector(Collector):
         for name, doc, key in gauges:
             yield GaugeMetricFamily(name, doc, value=float(stats.get(key, 0)))
         yield GaugeMetricFamily(
-            "scemon_subscribers", "Connected WebSocket subscribers.", value=self._subscribers()
+            "scemon_subscribers", "Connected WebSocket subscribers.", value=len(self._hub)
+        )
+        backlog, longest = self._hub.backlog()
+        yield GaugeMetricFamily(
+            "scemon_subscriber_backlog", "Matches queued for subscribers, not yet sent.", value=backlog
+        )
+        yield GaugeMetricFamily(
+            "scemon_subscriber_backlog_max", "The longest one subscriber's queue of matches.", value=longest
         )
         yield GaugeMetricFamily(
             "scemon_subscribers_blocked",
             "Connected subscribers not reading: cut off for falling behind, or a send waiting over 1 s.",
-            value=self._blocked(),
+            value=self._hub.blocked(),
         )
         # Counted when the hub cuts a subscriber off, not when its connection closes: a
         # client that stopped reading may hold its connection for a minute more.
         yield CounterMetricFamily(
-            "scemon_subscriber_overflows", "Subscribers cut off for falling behind.", value=self._overflows()
+            "scemon_subscriber_overflows",
+            "Subscribers cut off for falling behind.",
+            value=self._hub.overflows,
         )
 
 
@@ -92,16 +95,40 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self._hub: Hub | None = None
 
-    def watch(
-        self,
-        stats: Callable[[], dict[str, Any]],
-        subscribers: Callable[[], int],
-        blocked: Callable[[], int],
-        overflows: Callable[[], int],
-    ) -> None:
-        """Expose the engine's and the hub's gauges, read at scrape time."""
-        self.registry.register(_EngineCollector(stats, subscribers, blocked, overflows))
+    def watch(self, stats: Callable[[], dict[str, Any]], hub: Hub) -> None:
+        """Expose the engine's and the hub's gauges, read at scrape time (the hub's on
+        the event loop, where ``/metrics`` runs)."""
+        self._hub = hub
+        self.registry.register(_EngineCollector(stats, hub))
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+    def totals(self) -> dict[str, float]:
+        """The unlabelled counters' values by name without the ``_total`` suffix
+        (``events``, ``batches``, ``duplicate_batches``, ``subscriber_overflows``); read from the
+        counters themselves, not the whole registry, which holds a series per query."""
+        out: dict[str, float] = {}
+        for counter in (self.events, self.batches, self.duplicates):
+            for family in counter.collect():
+                for sample in family.samples:
+                    if sample.name.endswith("_total"):
+                        out[sample.name.removeprefix("scemon_").removesuffix("_total")] = sample.value
+        out["subscriber_overflows"] = float(self._hub.overflows if self._hub is not None else 0)
+        return out
+
+    def ingest(self) -> tuple[int, float, list[tuple[float, int]]]:
+        """The ingest histogram: batches answered, their seconds added up, and the
+        cumulative count within each finite bucket bound."""
+        count, total, buckets = 0, 0.0, []
+        for family in self.ingest_seconds.collect():
+            for sample in family.samples:
+                if sample.name.endswith("_bucket") and sample.labels["le"] != "+Inf":
+                    buckets.append((float(sample.labels["le"]), int(sample.value)))
+                elif sample.name.endswith("_count"):
+                    count = int(sample.value)
+                elif sample.name.endswith("_sum"):
+                    total = sample.value
+        return count, total, buckets

@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic.json_schema import models_json_schema
 
-from api.models import EventBatch, QueryBulkCreate, QueryCreate
+from api.models import EventBatch, QueryBulkCreate, QueryCreate, QueryValidate
 
 __all__ = ["install_openapi", "openapi_yaml"]
 
@@ -28,7 +28,10 @@ def install_openapi(app: FastAPI) -> None:
                 title=app.title, version=app.version, description=app.description, routes=app.routes
             )
             _, extra = models_json_schema(
-                [(model, "validation") for model in (EventBatch, QueryCreate, QueryBulkCreate)],
+                [
+                    (model, "validation")
+                    for model in (EventBatch, QueryCreate, QueryBulkCreate, QueryValidate)
+                ],
                 ref_template="#/components/schemas/{model}",
             )
             schemas = schema.setdefault("components", {}).setdefault("schemas", {})

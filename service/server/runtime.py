@@ -7,6 +7,7 @@ run the same parts without HTTP.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -34,6 +35,13 @@ class Runtime:
     metrics: Metrics
     host: EngineHost
     parse_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(PARSE_SLOTS))
+    # When the process started serving: wall time for people, monotonic for uptime.
+    started: float = field(default_factory=time.time)
+    started_monotonic: float = field(default_factory=time.monotonic)
+
+    @property
+    def uptime(self) -> float:
+        return time.monotonic() - self.started_monotonic
 
     @classmethod
     def open(cls, settings: Settings) -> Runtime:
@@ -43,7 +51,7 @@ class Runtime:
         host = EngineHost(
             store, metrics, hub.publish, trim_every=settings.trim_every, match_log_max=settings.match_log_max
         )
-        metrics.watch(host.stats_snapshot, lambda: len(hub), hub.blocked, lambda: hub.overflows)
+        metrics.watch(host.stats_snapshot, hub)
         return cls(settings, store, hub, metrics, host)
 
     async def parse(self, fn: Callable[..., T], *args: Any) -> T:

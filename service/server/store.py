@@ -156,6 +156,16 @@ class Store:
 
     # --------------------------------------------------------------------- reading
 
+    def size_bytes(self) -> int:
+        """The store's size on disk: the database and its write-ahead log."""
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                total += self.path.with_name(self.path.name + suffix).stat().st_size
+            except FileNotFoundError:
+                pass
+        return total
+
     def meta(self) -> tuple[int, float]:
         """``(next_seq, clock)`` as last committed."""
         with self._faults():

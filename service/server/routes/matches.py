@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api.models import NAME_MAX, NAME_PATTERN, MatchPage
 from ecq.errors import ScemonError, UnknownQueryError
-from service.server.auth import READER, authorize
+from service.server.auth import READER, authorize, websocket_credentials
 from service.server.deps import Reader, RuntimeDep, StoreDep, runtime_of
 from service.server.errors import ForbiddenError, GoneError, InvalidInputError
 from service.server.guard import foreign_origin
@@ -131,14 +131,19 @@ def _parse_queries(text: str | None) -> frozenset[str] | None:
 async def subscribe(ws: WebSocket) -> None:
     """The backlog from the match log, then live matches: one JSON match per text
     message, in ``seq`` order. Parameters: ``from_seq`` (default 0) and ``queries``
-    (comma-separated names; default all)."""
+    (comma-separated names; default all). The token comes in the Authorization header,
+    or, from a browser, as the subprotocol ``scemon.bearer.<base64url token>`` offered
+    beside ``scemon`` (see :mod:`service.server.auth`)."""
     runtime = runtime_of(ws)
+    authorization, protocol = websocket_credentials(
+        ws.headers.get("authorization"), ws.headers.get("sec-websocket-protocol")
+    )
     try:
         if not runtime.settings.auth_enabled:
             why = foreign_origin(ws.headers)
             if why is not None:  # another site's page would read the matches
                 raise ForbiddenError(f"cross-site subscription refused: {why} (the server has no tokens)")
-        authorize(runtime.settings, ws.headers.get("authorization"), READER, "subscribing to matches")
+        authorize(runtime.settings, authorization, READER, "subscribing to matches")
         from_seq = _parse_from_seq(ws.query_params.get("from_seq"))
         queries = _parse_queries(ws.query_params.get("queries"))
         if queries is not None:
@@ -147,7 +152,7 @@ async def subscribe(ws: WebSocket) -> None:
     except ScemonError as err:
         await _deny(ws, err)
         return
-    await ws.accept()
+    await ws.accept(subprotocol=protocol)
     sub = runtime.hub.subscribe(queries)
     receiver = asyncio.create_task(_until_closed(ws))
     last = from_seq - 1

@@ -21,6 +21,8 @@ from api.models import (
     QueryCreate,
     QueryList,
     QueryPublic,
+    QueryValid,
+    QueryValidate,
 )
 from service.server.bodies import loads, loads_in_pieces
 from service.server.deps import Admin, AnyRole, HostDep, RuntimeDep
@@ -60,11 +62,11 @@ def read_body(body: bytes, model: type[M], max_values: int, key: str | None = No
         ) from None
 
 
-def _spec(query: QueryCreate) -> QuerySpec:
+def _spec(query: QueryCreate | QueryValidate) -> QuerySpec:
     return {"text": query.text} if query.text is not None else {"pattern": query.pattern}
 
 
-def _public(info: QueryInfo) -> QueryPublic:
+def _public(info: QueryInfo, rate: float = 0.0) -> QueryPublic:
     return QueryPublic(
         name=info.name,
         text=info.text,
@@ -74,6 +76,7 @@ def _public(info: QueryInfo) -> QueryPublic:
         mode=info.mode,  # type: ignore[arg-type]
         matches=info.matches,
         last_match=info.last_match,
+        rate=rate,
     )
 
 
@@ -114,6 +117,32 @@ async def create_queries(request: Request, runtime: RuntimeDep, host: HostDep) -
     return QueryBulkPublic(queries=[_public(i) for i in infos])
 
 
+@router.post(
+    "/validate",
+    response_model=QueryValid,
+    dependencies=[Admin],
+    responses=errors(400, *_AUTH, 409, 413, 415, 422, 503),
+    openapi_extra=_body_of("QueryValidate"),
+    summary="Check a query without registering it",
+)
+async def validate_query(request: Request, runtime: RuntimeDep, host: HostDep) -> QueryValid:
+    """A dry run of ``POST /v1/queries``: the same checks and the same errors (422 with
+    line and column, 409 for a taken name), but nothing is registered. 200 with the
+    canonical text and summary when the query would be accepted. Without ``name`` the
+    name is not checked. Admin role, as registering."""
+    body = await request.body()
+    query = await runtime.parse(read_body, body, QueryValidate, runtime.settings.max_json_values)
+    info = await host.check(query.name, _spec(query))
+    return QueryValid(
+        name=query.name,
+        text=info.text,
+        kind=info.kind,  # type: ignore[arg-type]
+        classes=info.classes,
+        window=info.window,
+        mode=info.mode,  # type: ignore[arg-type]
+    )
+
+
 @router.get(
     "",
     response_model=QueryList,
@@ -122,8 +151,10 @@ async def create_queries(request: Request, runtime: RuntimeDep, host: HostDep) -
     summary="List queries",
 )
 async def list_queries(host: HostDep) -> QueryList:
-    """Every registered query in registration order, with its match count."""
-    return QueryList(queries=[_public(i) for i in host.queries()])
+    """Every registered query in registration order, with its match count and its
+    matches per second over the last minute."""
+    rates = host.rates.per_second()
+    return QueryList(queries=[_public(i, rates.get(i.name, 0.0)) for i in host.queries()])
 
 
 @router.get(
@@ -134,8 +165,9 @@ async def list_queries(host: HostDep) -> QueryList:
     summary="Show a query",
 )
 async def get_query(name: NamePath, host: HostDep) -> QueryPublic:
-    """One query: its compiled summary, match count and the end time of its last match."""
-    return _public(host.query(name))
+    """One query: its compiled summary, match count, the end time of its last match and
+    its matches per second over the last minute."""
+    return _public(host.query(name), host.rates.per_second().get(name, 0.0))
 
 
 @router.delete(

@@ -3,9 +3,14 @@ every bad input is one line on stderr and exit status 1, before Spark starts."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from api.client import Client
@@ -113,3 +118,43 @@ def test_the_demo_runs_end_to_end_and_exits_0(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "events streamed" in result.stdout and "3,000" in result.stdout
     assert "matches (posts said · WebSocket got)" in result.stdout
+
+
+@pytest.mark.spark
+@pytest.mark.server
+def test_the_demo_keeps_its_service_and_console_up_until_ctrl_c(tmp_path: Path) -> None:
+    port = free_port()
+    command = [sys.executable, "-m", "service.cli", "demo", "--keep", "--port", str(port)]
+    command += ["--events", "3000", "--files", "2", "--queries", "50", "--workdir", str(tmp_path / "demo")]
+    out = tmp_path / "demo.out"
+    with out.open("wb") as sink:
+        demo = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "COLUMNS": "200"},
+        )
+    try:
+        deadline = time.monotonic() + 300
+        while "Ctrl-C stops it" not in out.read_text(errors="replace"):
+            assert demo.poll() is None, out.read_text(errors="replace")
+            assert time.monotonic() < deadline, out.read_text(errors="replace")
+            time.sleep(0.5)
+        url = f"http://127.0.0.1:{port}"
+        assert f"open {url}/ for its console" in out.read_text()
+        # The run is over and the service is still up, with the demo's data.
+        page = httpx.get(f"{url}/")
+        assert page.status_code == 200 and "scemon console" in page.text
+        with Client(url) as client:
+            assert client.stats().events == 3000 and client.stats().matches > 0
+            assert len(client.queries()) == 52
+        demo.send_signal(signal.SIGINT)  # the user's Ctrl-C
+        assert demo.wait(60) == 0, out.read_text(errors="replace")
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"{url}/healthz", timeout=2)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()

@@ -3,6 +3,7 @@ a server without tokens binds loopback only."""
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,9 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
+from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
+from websockets.typing import Subprotocol
 
 from api.client import ApiError, SyncSubscription
 from service.server.process import free_port
@@ -151,12 +154,41 @@ def test_no_credential_reaches_the_log_and_refused_handshakes_are_not_errors(
             except Exception:
                 pass
             httpx.get(f"{server.url}/v1/queries", headers=headers)
+        with connect(ws, subprotocols=_offer("read-secret"), proxy=None):  # as a browser does
+            pass
     finally:
         server.stop()
     log = server.log.read_text()
     assert "authorization: <redacted>" in log  # the handshake's headers are logged at debug
+    assert "scemon.bearer.<redacted>" in log
     for secret in ("adm-secret", "prod-secret", "read-secret", "wrong-secret"):
         assert secret not in log, secret
+        assert _offer(secret)[1].removeprefix("scemon.bearer.") not in log, secret
     assert not [line for line in log.splitlines() if line.startswith("ERROR")], log
     refusals = [line for line in log.splitlines() if "refused a subscription" in line]
     assert len(refusals) == 3 and all(line.startswith("WARNING") and "40" in line for line in refusals)
+
+
+def _offer(token: str) -> list[Subprotocol]:
+    encoded = base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
+    return [Subprotocol("scemon"), Subprotocol(f"scemon.bearer.{encoded}")]
+
+
+def test_a_browser_passes_its_token_as_a_websocket_subprotocol(start_server: StartServer) -> None:
+    """A browser cannot set the Authorization header on a WebSocket; it offers the token
+    as a subprotocol beside ``scemon``, and the server answers ``scemon`` (never the
+    token) or refuses the handshake as it would the header."""
+    server = start_server(tokens=TOKENS)
+    admin = server.client("adm-secret")
+    admin.register("a", "OR(A)")
+    admin.post_events("p", 1, [{"src": 1, "type": "A", "start": 1}])
+    url = server.url.replace("http", "ws") + "/v1/matches/ws"
+    with connect(url, subprotocols=_offer("read-secret"), proxy=None) as ws:
+        assert ws.subprotocol == "scemon"
+        assert orjson.loads(ws.recv(timeout=10))["seq"] == 0
+    bad_base64 = [Subprotocol("scemon"), Subprotocol("scemon.bearer.%%%")]
+    for protocols, status in ((_offer("prod-secret"), 403), (_offer("guess"), 401), (bad_base64, 401)):
+        with pytest.raises(InvalidStatus) as refused:
+            with connect(url, subprotocols=protocols, proxy=None):
+                pass
+        assert refused.value.response.status_code == status

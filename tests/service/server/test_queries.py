@@ -4,6 +4,7 @@ delete, and the errors that name the place of the mistake."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import httpx
 import pytest
@@ -141,3 +142,54 @@ def test_the_ast_json_form_has_size_limits_that_say_where(shared_server: Server)
     )
     names = [q["name"] for q in httpx.get(url).json()["queries"]]
     assert "fine" not in names and "too_deep" not in names and "wide_ok" in names
+
+
+def test_validate_answers_as_register_would_and_registers_nothing(shared_server: Server) -> None:
+    client = shared_server.client()
+    client.register("known", "OR(A, B)")
+    before = [q.name for q in client.queries()]
+    # Valid, in each syntax: the canonical text and the summary, under the name if given.
+    for text, kind in (
+        ("PATTERN Sequence WITH CNMA_A, RSTR_B\nWITHIN 5 hours", "seq"),
+        ("SEQ(A a, !B, C c) WHERE a.x < c.x WITHIN 10 s", "seq"),
+        ("A & B WITHIN 1 min MODE ALL", "and"),
+    ):
+        valid = client.validate(text, name="fresh")
+        assert valid.name == "fresh" and valid.kind == kind and valid.text.startswith("PATTERN")
+        assert valid.text == client.validate(valid.text).text  # canonical: a fixed point
+    assert client.validate("SEQ(@known, C) WITHIN 5 s").classes == ["@known", "C"]
+    assert client.validate(pattern=query_json("A; B WITHIN 3 s")).window == 3.0
+    # Invalid: the same status and place as registering.
+    cases: list[tuple[dict[str, Any], int, tuple[int, int] | None]] = [
+        ({"text": "SEQ(A, B)\nWHERE A.x >\nWITHIN 5 s"}, 422, (3, 1)),
+        ({"text": "SEQ(A, @nobody)\nWITHIN 5 s"}, 422, (1, 8)),
+        ({"text": "SEQ(A, B)"}, 422, None),
+        ({"name": "known", "text": "OR(C)"}, 409, None),
+        ({"name": "no spaces", "text": "OR(C)"}, 422, None),
+        ({"text": "OR(C)", "pattern": query_json("OR(C)")}, 422, None),
+    ]
+    for body, status, place in cases:
+        response = httpx.post(f"{shared_server.url}/v1/queries/validate", json=body)
+        assert response.status_code == status, body
+        detail = response.json()["detail"]
+        if place is not None:
+            assert (detail["line"], detail["column"]) == place
+            assert f"line {place[0]}, column {place[1]}" in detail["message"]
+        register = httpx.post(f"{shared_server.url}/v1/queries", json={"name": "fresh", **body})
+        assert register.status_code == status and register.json()["detail"]["message"] == detail["message"]
+    assert [q.name for q in client.queries()] == before
+
+
+def test_queries_carry_their_matches_per_second_over_the_last_minute(start_server: StartServer) -> None:
+    server = start_server()
+    client = server.client()
+    client.register("ab", "SEQ(A, B) WITHIN 10 s")
+    client.register("quiet", "SEQ(C, D) WITHIN 10 s")
+    events = [
+        {"src": s, "type": t, "start": i} for i, (s, t) in enumerate(((1, "A"), (1, "B"), (2, "A"), (2, "B")))
+    ]
+    client.post_events("p", 1, events)
+    rates = {q.name: q.rate for q in client.queries()}
+    # Two matches within the server's first seconds: at least 2/60 per second, at most 2.
+    assert 2 / 60 <= rates["ab"] <= 2.0 and rates["quiet"] == 0.0
+    assert client.query("ab").rate == rates["ab"]
