@@ -107,6 +107,10 @@ def _json(payload: Any) -> tuple[bytes, dict[str, str]]:
     return orjson.dumps(payload), {"Content-Type": "application/json"}
 
 
+def _late(late_events: int | None) -> dict[str, int]:
+    return {} if late_events is None else {"late_events": late_events}
+
+
 class Client:
     """Synchronous client. ``Client("http://127.0.0.1:8080", token="...")``."""
 
@@ -162,20 +166,23 @@ class Client:
         )
 
     # events
-    def post_events(self, producer: str, batch_id: str | int, events: Sequence[EventLike]) -> BatchResult:
+    def post_events(
+        self, producer: str, batch_id: str | int, events: Sequence[EventLike], late_events: int | None = None
+    ) -> BatchResult:
+        """Post a batch as JSON; ``late_events``: how many late events the answer lists."""
         payload = {"producer": producer, "batch_id": batch_id, "events": [_event_dict(e) for e in events]}
         body, headers = _json(payload)
-        return BatchResult.model_validate_json(
-            self._send("POST", "/v1/events", content=body, headers=headers).content
-        )
+        response = self._send("POST", "/v1/events", content=body, headers=headers, params=_late(late_events))
+        return BatchResult.model_validate_json(response.content)
 
-    def post_arrow(self, producer: str, batch_id: str | int, stream: bytes | Any) -> BatchResult:
+    def post_arrow(
+        self, producer: str, batch_id: str | int, stream: bytes | Any, late_events: int | None = None
+    ) -> BatchResult:
         """Post a batch as Arrow: ``stream`` is IPC stream bytes or a ``pyarrow.Table``."""
         body = stream if isinstance(stream, bytes | bytearray) else arrow_bytes(stream)
         headers = {"Content-Type": ARROW_MEDIA_TYPE, PRODUCER_HEADER: producer, BATCH_HEADER: str(batch_id)}
-        return BatchResult.model_validate_json(
-            self._send("POST", "/v1/events", content=body, headers=headers).content
-        )
+        response = self._send("POST", "/v1/events", content=body, headers=headers, params=_late(late_events))
+        return BatchResult.model_validate_json(response.content)
 
     def advance_time(self, t: float) -> TimeResult:
         body, headers = _json({"time": t})
@@ -273,17 +280,23 @@ class AsyncClient:
         return QueryValid.model_validate_json(response.content)
 
     async def post_events(
-        self, producer: str, batch_id: str | int, events: Sequence[EventLike]
+        self, producer: str, batch_id: str | int, events: Sequence[EventLike], late_events: int | None = None
     ) -> BatchResult:
         payload = {"producer": producer, "batch_id": batch_id, "events": [_event_dict(e) for e in events]}
         body, headers = _json(payload)
-        response = await self._send("POST", "/v1/events", content=body, headers=headers)
+        response = await self._send(
+            "POST", "/v1/events", content=body, headers=headers, params=_late(late_events)
+        )
         return BatchResult.model_validate_json(response.content)
 
-    async def post_arrow(self, producer: str, batch_id: str | int, stream: bytes | Any) -> BatchResult:
+    async def post_arrow(
+        self, producer: str, batch_id: str | int, stream: bytes | Any, late_events: int | None = None
+    ) -> BatchResult:
         body = stream if isinstance(stream, bytes | bytearray) else arrow_bytes(stream)
         headers = {"Content-Type": ARROW_MEDIA_TYPE, PRODUCER_HEADER: producer, BATCH_HEADER: str(batch_id)}
-        response = await self._send("POST", "/v1/events", content=body, headers=headers)
+        response = await self._send(
+            "POST", "/v1/events", content=body, headers=headers, params=_late(late_events)
+        )
         return BatchResult.model_validate_json(response.content)
 
     async def advance_time(self, t: float) -> TimeResult:

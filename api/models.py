@@ -8,7 +8,8 @@ Families:
 
 - queries: ``QueryCreate`` → ``QueryPublic``; ``QueryBulkCreate`` → ``QueryBulkPublic``;
   ``QueryList``; ``QueryValidate`` → ``QueryValid`` (a dry run of registering);
-- events: ``EventIn``, ``EventBatch`` → ``BatchResult``; ``TimeAdvance`` → ``TimeResult``;
+- events: ``EventIn``, ``EventBatch`` → ``BatchResult`` (with ``LateEvent``);
+  ``TimeAdvance`` → ``TimeResult``;
 - matches: ``MatchPublic``, ``MatchPage``;
 - errors: ``ErrorBody`` (``{"detail": {"message", ...where}}``) for every 4xx;
 - health: ``Health``; the service's figures: ``Stats``; the caller: ``Identity``.
@@ -44,6 +45,8 @@ __all__ = [
     "Health",
     "Identity",
     "IngestStats",
+    "LATE_EVENTS_SHOWN",
+    "LateEvent",
     "MatchPage",
     "MatchPublic",
     "QueryBulkCreate",
@@ -74,6 +77,8 @@ TYPE_MAX = 128
 ATTR_NAME_MAX = 128
 ATTR_VALUE_MAX = 4096
 ATTRS_MAX = 256
+# Late events a batch answer lists by default (``?late_events=`` asks for more).
+LATE_EVENTS_SHOWN = 10
 
 AttrValue = bool | int | float | str
 
@@ -118,7 +123,8 @@ class ErrorDetail(BaseModel):
     """What went wrong and where. ``message`` always says both in words; the other
     fields locate the mistake for programs: ``line``/``column``/``token`` in query text,
     ``index`` of the event (or of the query in a bulk call), ``field`` the bad field,
-    ``query`` the query's name."""
+    ``query`` the query's name; ``indexes`` every event of the batch refused for the
+    same reason, when there are several (events too far ahead of the clock)."""
 
     message: str
     line: int | None = None
@@ -127,6 +133,7 @@ class ErrorDetail(BaseModel):
     index: int | None = None
     field: str | None = None
     query: str | None = None
+    indexes: list[int] | None = None
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -340,19 +347,49 @@ class EventBatch(_Model):
     )
 
 
+class LateEvent(_Model):
+    """An event that reached the engine with ``end`` below the released clock: applied
+    all the same, but matches with events the engine had already let go are lost."""
+
+    index: int = Field(ge=0, description="Its position in the batch as posted.")
+    id: str | int = Field(description="Its id (or '<batch_id>:<index>').")
+    by: float = Field(ge=0, description="Seconds its end lay below the released clock.")
+
+
 class BatchResult(_Model):
     accepted: int = Field(ge=0, description="Events in the batch (0 for a duplicate).")
     duplicate: bool = Field(description="The batch was applied before; nothing changed.")
     matches: int = Field(ge=0, description="Matches the batch released.")
+    late: int = Field(
+        default=0, ge=0, description="Events of the batch that were late (also told again for a duplicate)."
+    )
+    late_events: list[LateEvent] = Field(
+        default_factory=list,
+        description=f"The first late events, in batch order: {LATE_EVENTS_SHOWN} unless ?late_events= asks otherwise.",
+    )
 
     model_config = ConfigDict(
-        extra="forbid", json_schema_extra={"examples": [{"accepted": 2, "duplicate": False, "matches": 1}]}
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"accepted": 2, "duplicate": False, "matches": 1, "late": 0, "late_events": []},
+                {
+                    "accepted": 2,
+                    "duplicate": False,
+                    "matches": 0,
+                    "late": 1,
+                    "late_events": [{"index": 0, "id": "tx1", "by": 12.5}],
+                },
+            ]
+        },
     )
 
 
 class TimeAdvance(_Model):
-    """Move the engine's clock forward (it never goes back): matches waiting for a
-    window to close (trailing negation) are released, idle streams make progress."""
+    """Move the clock forward (it never goes back): matches waiting for a window to
+    close (trailing negation) are released, idle streams make progress. With an allowed
+    lateness ``L`` the released clock moves to ``time - L``. At most ``max_ahead``
+    seconds beyond the clock (or the wall clock)."""
 
     time: float = Field(description="Seconds; finite.")
 
@@ -360,11 +397,19 @@ class TimeAdvance(_Model):
 
 
 class TimeResult(_Model):
-    clock: float | None = Field(description="The engine's clock after the call (null before any event).")
+    clock: float | None = Field(
+        description="The clock after the call: the largest event time taken or time advanced to "
+        "(null before any)."
+    )
+    released_clock: float | None = Field(
+        default=None,
+        description="The engine's clock: what the reorder buffer has released (null before any).",
+    )
     matches: int = Field(ge=0, description="Matches the advance released.")
 
     model_config = ConfigDict(
-        extra="forbid", json_schema_extra={"examples": [{"clock": 3600.0, "matches": 0}]}
+        extra="forbid",
+        json_schema_extra={"examples": [{"clock": 3600.0, "released_clock": 3570.0, "matches": 0}]},
     )
 
 
@@ -457,7 +502,10 @@ class IngestStats(_Model):
 class Stats(_Model):
     """The service's own figures, as ``/metrics`` has them, in JSON (the console reads
     them every second). Counters count from the process's start; a client derives rates
-    from two readings. ``engine`` holds the engine's own figures as it reports them."""
+    from two readings. ``engine`` holds the engine's own figures as it reports them (its
+    ``clock`` is the released clock). Event time: ``clock`` (the largest event time taken,
+    or time advanced to) and ``released_clock`` (what the reorder buffer has let through
+    to the engine) are null before any event; ``max_ahead`` null is no bound."""
 
     state: Literal["ok", "starting", "unwritable", "failed"] = Field(description="As /readyz says.")
     uptime: float = Field(ge=0.0, description="Seconds since the process started.")
@@ -476,6 +524,23 @@ class Stats(_Model):
     store_bytes: int = Field(ge=0, description="Size of the store's files.")
     engine: dict[str, float | int | str | bool | None] = Field(
         description="The engine's figures: queries, ECQs, stored instances, PMB entries, pending matches, clock."
+    )
+    clock: float | None = Field(description="The largest event time taken, or time advanced to.")
+    released_clock: float | None = Field(
+        description="The engine's clock: what the reorder buffer has released."
+    )
+    lateness: float = Field(ge=0, description="Allowed lateness, seconds (scemon serve --lateness).")
+    max_ahead: float | None = Field(description="How far ahead of the clock an event may be; null: no bound.")
+    held: int = Field(ge=0, description="Events held in the reorder buffer.")
+    held_max: int = Field(ge=1, description="The buffer's cap: a batch that would exceed it gets 503.")
+    late_events: int = Field(
+        ge=0, description="Events applied late (end below the released clock), since start."
+    )
+    refused_ahead: int = Field(
+        ge=0, description="Events and time advances refused as too far ahead of the clock, since start."
+    )
+    buffer_full: int = Field(
+        ge=0, description="Batches answered 503 because the buffer was at its cap, since start."
     )
 
     model_config = ConfigDict(
@@ -498,7 +563,16 @@ class Stats(_Model):
                     "subscriber_queue": 50000,
                     "overflows": 0,
                     "store_bytes": 4112384,
-                    "engine": {"queries": 2, "ecqs": 3, "stored_instances": 410, "clock": 3600.0},
+                    "engine": {"queries": 2, "ecqs": 3, "stored_instances": 410, "clock": 3570.0},
+                    "clock": 3600.0,
+                    "released_clock": 3570.0,
+                    "lateness": 30.0,
+                    "max_ahead": 86400.0,
+                    "held": 85,
+                    "held_max": 1000000,
+                    "late_events": 2,
+                    "refused_ahead": 1,
+                    "buffer_full": 0,
                 }
             ]
         },

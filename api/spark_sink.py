@@ -14,6 +14,12 @@ Exactly once, end to end, rests on three things here:
   :class:`SinkError` stops the job, which leaves the batch uncommitted in the checkpoint
   so that the next start sends it again. Nothing is skipped.
 
+Events the service refuses (422: an event it cannot take, such as one far ahead of its
+clock) are left out and the rest posted under the same id; events it reports late are
+applied all the same. Both come back in the :class:`BatchReport` with the row they came
+from and a reason, for the job's dead-letter folder. A re-sent batch is told its late
+events again, so a re-run writes the same dead letters.
+
 Routing: all matches are within one source, so each source belongs to one shard —
 ``crc32(utf-8 text of src) mod number of shards`` (an integer source's text is its
 decimal form) — and shards never need each other.
@@ -43,7 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from api.client import ApiError, Client
-from api.models import BatchResult
+from api.models import BatchResult, LateEvent
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -96,6 +102,7 @@ class BatchReport:
     duplicates: int = 0
     matches: int = 0
     rejected: list[dict[str, Any]] = field(default_factory=list)
+    late: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
 
 
@@ -153,6 +160,37 @@ def _wire_ids(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return column  # an integer literal beyond 64 bits: text, like replay does
     return column
+
+
+def _refused(err: ApiError, rows: int) -> list[int]:
+    """The rows of a chunk a 422 refused (``indexes``, else ``index``); [] when the
+    answer names none, or is not a 422."""
+    if err.status != 422:
+        return []
+    named = err.detail.get("indexes")
+    if not isinstance(named, list):
+        index = err.detail.get("index")
+        named = [index] if isinstance(index, int) else []
+    out = sorted({i for i in named if isinstance(i, int) and 0 <= i < rows})
+    return out if len(out) == len(named) else []
+
+
+def _late_rows(posted: pa.Table, late: Sequence[LateEvent]) -> list[dict[str, Any]]:
+    """The rows of the late events a post's answer lists, with the reason. An event is
+    found by its index in the post, checked against its id: a re-sent batch that the
+    service had taken without some refused events is told indexes into what it took."""
+    rows = posted.column("_row").to_pylist()
+    ids = [str(v) for v in posted.column("id").to_pylist()] if "id" in posted.column_names else None
+    where = None
+    out = []
+    for x in late:
+        at: int | None = x.index if x.index < len(rows) else None
+        if ids is not None and (at is None or ids[at] != str(x.id)):
+            where = where if where is not None else {v: i for i, v in enumerate(ids)}
+            at = where.get(str(x.id))
+        if at is not None:
+            out.append({"row": rows[at], "reason": f"late by {x.by:g} s"})
+    return out
 
 
 # ------------------------------------------------------------------------------- http
@@ -240,8 +278,9 @@ class ServiceSink:
     def post_table(self, table: pa.Table, batch_id: int, tie_break: Sequence[str] = ()) -> BatchReport:
         """Sort, route, encode and post one micro-batch; return what happened. Events the
         service rejects (422) are left out of the post and listed in the report's
-        ``rejected`` with the row they came from (a column ``_row`` of ``table`` if it has
-        one, else the row number), so the caller can dead-letter them."""
+        ``rejected``, events it took late in ``late`` (``"late by 12.5 s"``), each with
+        the row it came from (a column ``_row`` of ``table`` if it has one, else the row
+        number), so the caller can dead-letter them."""
         started = time.monotonic()
         if "_row" not in table.column_names:
             table = table.append_column("_row", pa.array(range(table.num_rows), pa.int64()))
@@ -253,11 +292,12 @@ class ServiceSink:
         ]
         report = BatchReport(batch_id=batch_id, events=table.num_rows)
         for job in jobs:
-            posts, duplicates, matches, rejected = job.result()
+            posts, duplicates, matches, rejected, late = job.result()
             report.posts += posts
             report.duplicates += duplicates
             report.matches += matches
             report.rejected.extend(rejected)
+            report.late.extend(late)
         report.events -= len(report.rejected)
         report.seconds = time.monotonic() - started
         if self.on_batch is not None:
@@ -266,38 +306,47 @@ class ServiceSink:
 
     def _post_shard(
         self, client: Client, part: pa.Table, batch_id: int
-    ) -> tuple[int, int, int, list[dict[str, Any]]]:
+    ) -> tuple[int, int, int, list[dict[str, Any]], list[dict[str, Any]]]:
         posts = duplicates = matches = 0
         rejected: list[dict[str, Any]] = []
+        late: list[dict[str, Any]] = []
         for k, begin in enumerate(range(0, part.num_rows, self.max_events)):
             chunk = part.slice(begin, self.max_events)
-            result = self._post_chunk(client, chunk, f"{batch_id}.{k}", rejected)
+            result, posted = self._post_chunk(client, chunk, f"{batch_id}.{k}", rejected)
             posts += 1
             duplicates += result.duplicate
             matches += result.matches
-        return posts, duplicates, matches, rejected
+            late += _late_rows(posted, result.late_events)
+        return posts, duplicates, matches, rejected, late
 
     def _post_chunk(
         self, client: Client, chunk: pa.Table, batch_key: str, rejected: list[dict[str, Any]]
-    ) -> BatchResult:
+    ) -> tuple[BatchResult, pa.Table]:
+        """Post one chunk, leaving out the events the service refuses; the answer and
+        the rows it took."""
         url = client.base_url
         while True:
             if chunk.num_rows == 0:
-                return BatchResult(accepted=0, duplicate=False, matches=0)
-            send = partial(client.post_arrow, self.producer, batch_key, encode_events(chunk))
+                return BatchResult(accepted=0, duplicate=False, matches=0), chunk
+            # Every late event listed (not only the first few): each is dead-lettered.
+            send = partial(
+                client.post_arrow, self.producer, batch_key, encode_events(chunk), late_events=chunk.num_rows
+            )
             try:
-                return _retrying(send, url, self.policy, f"did not take batch {batch_key}")
+                return _retrying(send, url, self.policy, f"did not take batch {batch_key}"), chunk
             except ApiError as err:
-                index = err.detail.get("index")
-                if err.status == 422 and isinstance(index, int) and 0 <= index < chunk.num_rows:
-                    # The 422 changed nothing; drop the one event and post the rest under
-                    # the same id. A re-run meets the same rejection, so the id keeps
-                    # naming the same events.
+                refused = _refused(err, chunk.num_rows)
+                if refused:
+                    # The 422 changed nothing; drop the refused events (one, or every one
+                    # the service named) and post the rest under the same id. A re-run
+                    # meets the same refusal, so the id keeps naming the same events.
                     field_name = err.detail.get("field")
                     where = f"field {field_name!r}: " if field_name else ""
                     reason = f"rejected by the service: {where}{err.message}"
-                    rejected.append({"row": chunk.column("_row")[index].as_py(), "reason": reason})
-                    chunk = chunk.filter(pc.not_equal(pa.array(range(chunk.num_rows), pa.int64()), index))
+                    rows = chunk.column("_row")
+                    rejected += [{"row": rows[i].as_py(), "reason": reason} for i in refused]
+                    keep = pc.invert(pc.is_in(pa.array(range(chunk.num_rows), pa.int64()), pa.array(refused)))
+                    chunk = chunk.filter(keep)
                     continue
                 if err.status == 413:
                     raise SinkError(

@@ -9,6 +9,7 @@
      │    ├── DuplicateQueryError  the name is taken
      │    └── UnknownQueryError    no query of that name
      └── EventError              an event is malformed (index or line, and field)
+          └── AheadError         an event or time advance too far ahead of the clock
 
 The service maps these to HTTP in one handler; the CLI prints ``str(error)`` on one line.
 """
@@ -23,6 +24,7 @@ __all__ = [
     "DuplicateQueryError",
     "UnknownQueryError",
     "EventError",
+    "AheadError",
 ]
 
 
@@ -103,3 +105,24 @@ class EventError(ScemonError):
             parts.append(f"field {field!r}")
         prefix = ", ".join(parts)
         super().__init__(f"{prefix}: {message}" if prefix else message)
+
+
+class AheadError(EventError):
+    """Event times (or a time advance) too far ahead of the clock to be believed: taken,
+    they would move the one clock so far that every later event is late.
+
+    ``index`` is the first refused event's position in the batch as given (None for a
+    time advance), ``indexes`` every refused one, in that order.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        where: str | None = None,
+        field: str | None = "end",
+        index: int | None = None,
+        indexes: tuple[int, ...] = (),
+    ) -> None:
+        self.index = index
+        self.indexes = indexes
+        super().__init__(message, where, field)

@@ -43,11 +43,16 @@ from ecq.language.ast import (
     pattern_to_json,
 )
 
-__all__ = ["Comp", "CompiledQuery", "compile_query", "retag", "KIND_SEQ", "KIND_AND", "KIND_OR"]
+__all__ = ["Comp", "CompiledQuery", "compile_query", "retag", "KIND_SEQ", "KIND_AND", "KIND_OR", "MAX_WITHIN"]
 
 KIND_SEQ = "seq"
 KIND_AND = "and"
 KIND_OR = "or"
+
+# The longest WITHIN taken: 366 days. A window decides how long instances (and the
+# service's event log, twice as long) are kept; a longer one is almost surely a unit
+# mistake, and WITHIN 1e308 would keep everything forever (docs/semantics.md).
+MAX_WITHIN = 366 * 86_400.0
 
 
 @dataclass(frozen=True)
@@ -160,6 +165,11 @@ def compile_query(name: str, ast: Query, text: str | None = None, tag: str = "")
     sub-patterns, so that only queries registered at the same point share them.
     Raises :class:`SemanticError`."""
     compiler = _Compiler(name, ast, text, tag)
+    if ast.within is not None and not ast.within <= MAX_WITHIN:
+        raise compiler.error(
+            f"WITHIN {ast.within:g} s is longer than the longest window taken, 366 days ({MAX_WITHIN:.0f} s)",
+            "within",
+        )
     try:
         return compiler.run()
     except RecursionError:

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.match_share import min_share, record
 from tests.reference import evaluate, evaluate_queries, return_name
 from tests.strategies import query_sets, query_sets_full, streams
 
@@ -753,14 +754,18 @@ def _with_dependencies(queries: list[tuple[str, J]], name: str) -> list[tuple[st
 def test_generated_queries_are_valid_json_queries(data: st.DataObject) -> None:
     from ecq.language.ast import from_json  # a test may use the engine's AST; the reference may not
 
-    for _, q in data.draw(query_sets()) + data.draw(query_sets_full()):
+    generated = data.draw(query_sets()) + data.draw(query_sets_full())
+    assert generated
+    for _, q in generated:
         from_json(q)
 
 
+@min_share(0.25)
 @SETTINGS
 @given(query_sets(), streams())
 def test_part1_matches_obey_the_basic_rules(queries: list[tuple[str, J]], events: list[J]) -> None:
     matches = evaluate_queries(queries, events)
+    record(matches)
     kinds = {name: q["pattern"]["kind"] for name, q in queries}
     last_trigger = -1
     for m in matches:
@@ -775,41 +780,51 @@ def test_part1_matches_obey_the_basic_rules(queries: list[tuple[str, J]], events
         assert 0 < m["prob"] <= 1 or m["prob"] == 0 == dict(queries)[m["query"]].get("probability")
 
 
+@min_share(0.25)
 @SETTINGS
 @given(query_sets(), streams())
 def test_recent_matches_are_all_mode_matches(queries: list[tuple[str, J]], events: list[J]) -> None:
+    found: list[J] = []
     for name, q in queries:
         recent = evaluate_queries([(name, {**q, "mode": "recent"})], events)
         every = evaluate_queries([(name, {**q, "mode": "all"})], events)
         assert [m for m in recent if m not in every] == []
         # RECENT emits at most one match per completing event.
         assert len({m["trigger"] for m in recent}) == len(recent)
+        found += recent
+    record(found)
 
 
+@min_share(0.25)
 @SETTINGS
 @given(query_sets(), streams(in_order=True))
 def test_queries_are_independent_on_in_order_streams(queries: list[tuple[str, J]], events: list[J]) -> None:
     # Dropping never removes a match of a stream whose events arrive in time order.
     together = evaluate_queries(queries, events)
+    record(together)
     for name, q in queries:
         assert evaluate_queries([(name, q)], events) == [m for m in together if m["query"] == name]
 
 
+@min_share(0.25)
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(query_sets_full(), streams(in_order=True))
 def test_full_queries_are_independent_on_in_order_streams(
     queries: list[tuple[str, J]], events: list[J]
 ) -> None:
     together = evaluate_queries(queries, events)
+    record(together)
     for name, _ in queries:
         alone = evaluate_queries(_with_dependencies(queries, name), events)
         assert [m for m in alone if m["query"] == name] == [m for m in together if m["query"] == name]
 
 
+@min_share(0.25)
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(query_sets_full(), streams())
 def test_full_queries_run_on_any_stream(queries: list[tuple[str, J]], events: list[J]) -> None:
     matches = evaluate_queries(queries, events)
+    record(matches)
     for m in matches:
         idx = _flat(m["events"])
         assert len(set(idx)) == len(idx)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import typer
 
+from service.cli.admin import admin_app
 from service.cli.bench import bench_app
 from service.cli.demo import demo
 from service.cli.generate import generate
@@ -37,6 +38,7 @@ app.add_typer(queries_app)
 app.command()(generate)
 app.command()(parse)
 app.command()(replay)
+app.add_typer(admin_app)
 
 
 @app.callback()

@@ -81,6 +81,29 @@ def compile_time(
     publish(bench.run(quick, against), quick, out)
 
 
+@bench_app.command("lateness")
+def lateness(
+    quick: QuickOption = False,
+    out: OutOption = None,
+    events: Annotated[
+        int | None, typer.Option(min=100, help="Events per run [100,000; quick 5,000].")
+    ] = None,
+    queries: Annotated[int, typer.Option(min=1, help="Sequence queries registered.")] = 1000,
+    disorder: Annotated[
+        float, typer.Option(min=0.0, help="Seconds of event time by which the late stream is out of order.")
+    ] = 60.0,
+) -> None:
+    """What event time costs: the bare engine (before) against the time keeper with and
+    without an allowed lateness, on the stream in order and made late, side by side."""
+    from service.bench.lateness import lateness_table
+
+    n = events if events is not None else (5000 if quick else 100_000)
+    with LazyProgress(min_items=0, min_seconds=1.0) as bar:
+        bar.phase("bench lateness", total=1000)
+        table = lateness_table(n, queries, disorder, progress=lambda f: bar.update(int(f * 1000)))
+    publish([table], quick, out)
+
+
 Figure = Callable[[figures.Scale, Progress | None], list[Table]]
 
 

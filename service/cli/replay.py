@@ -1,23 +1,29 @@
 """``scemon replay``: run an events file through a queries file and write the matches.
 
 The files are read by :mod:`service.files`; this module holds the run itself: the events
-fed in chunks, the matches written as they come, and the garbage collector tuned for one
-big batch.
+fed in chunks through a :class:`~ecq.timekeeper.TimeKeeper` (allowed lateness, late
+events, far-future events, as the service does), the matches written as they come, and
+the garbage collector tuned for one big batch.
 """
 
 from __future__ import annotations
 
 import gc
+import math
+import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, BinaryIO
 
 import typer
 
+from ecq.errors import AheadError, EventError
 from ecq.event import Event
+from ecq.timekeeper import MAX_AHEAD, Late, TimeKeeper
 from service.cli.errors import user_errors
 from service.cli.options import QueriesOption
 from service.cli.progress import LazyProgress
@@ -28,11 +34,22 @@ from service.files.queries import build_engine, read_queries
 if TYPE_CHECKING:
     from service.files.queries import AnyEngine
 
-__all__ = ["CHUNK_SIZE", "batch_collector", "freeze_so_far", "replay", "run"]
+__all__ = ["CHUNK_SIZE", "Replayed", "batch_collector", "freeze_so_far", "replay", "run"]
 
 # Events handed to Engine.process per call: big enough to amortise the call, small
 # enough that matches reach the output steadily.
 CHUNK_SIZE = 4096
+# Late events named on stderr (the count is always there).
+LATE_SHOWN = 3
+
+
+@dataclass
+class Replayed:
+    """What a run did: matches per query, late events (all counted, the first kept)."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    late: int = 0
+    first_late: list[Late] = field(default_factory=list)
 
 
 class EventFormat(StrEnum):
@@ -79,6 +96,21 @@ def replay(
             "separate-processing baseline the paper compares against. Same matches.",
         ),
     ] = EngineKind.shared,
+    lateness: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="Allowed lateness, seconds: events are held until the file's clock passes their end "
+            "by this much and are then taken in time order, as scemon serve --lateness does.",
+        ),
+    ] = 0.0,
+    max_ahead: Annotated[
+        float,
+        typer.Option(
+            help="Refuse the file if an event lies more than this many seconds ahead of the clock "
+            "(or of the wall clock, whichever is later); inf: no bound.",
+        ),
+    ] = MAX_AHEAD,
 ) -> None:
     """Run an events file through the queries and write the matches.
 
@@ -88,18 +120,29 @@ def replay(
     end, events, attrs, prob, seq}. `events` holds the events' ids; an event without an
     id is named by its 0-based line number in a JSON Lines file, or its 0-based data row
     number in a CSV file (header and blank rows not counted). At the end of the input
-    time advances to infinity, so matches waiting for a window to close are written too.
-    A one-line summary goes to stderr.
+    time advances to infinity (flushing the events held for --lateness), so matches
+    waiting for a window to close are written too. A summary goes to stderr, with the
+    number of late events (an end below the clock when the event was taken: matches
+    with events already let go are lost) and the first few.
     """
     with user_errors(), LazyProgress() as progress, batch_collector():
+        if not math.isfinite(lateness):
+            raise EventError("--lateness must be a finite number of seconds")
         specs = read_queries(queries)
-        engine = build_engine(specs, queries, engine_kind.value)
+        keeper = TimeKeeper(build_engine(specs, queries, engine_kind.value), lateness, max_ahead)
         progress.phase("reading events")
         batch = read_events(events, fmt.value if fmt else None, progress.update)
+        try:
+            keeper.check_ahead(batch, time.time())
+        except AheadError as err:
+            raise EventError(
+                f"{err.message}; --max-ahead inf takes it", f"{events} {err.where}", err.field
+            ) from None
         freeze_so_far()
         progress.phase("matching", total=len(batch))
         with open_output(out) as stream:
-            counts = run(engine, batch, stream, progress=progress.update)
+            done = run(keeper, batch, stream, progress=progress.update)
+    counts = done.counts
     # Name every query for small sets; for thousands, the busiest ten say enough.
     shown = [(name, counts[name]) for name, _ in specs]
     if len(shown) > 12:
@@ -110,26 +153,35 @@ def replay(
         per_query = ", ".join(f"{name} {n}" for name, n in shown)
     total = sum(counts.values())
     noun = "match" if total == 1 else "matches"
-    typer.echo(f"{len(batch)} events, {total} {noun} ({per_query})", err=True)
+    named = ", ".join(f"{x.event.id!r} by {x.by:g} s" for x in done.first_late)
+    late = f"{done.late} late" + (f" (first: {named})" if done.late else "")
+    typer.echo(f"{len(batch)} events, {total} {noun} ({per_query}), {late}", err=True)
 
 
 def run(
-    engine: AnyEngine,
+    engine: AnyEngine | TimeKeeper[AnyEngine],
     events: Sequence[Event],
     out: BinaryIO,
     chunk_size: int = CHUNK_SIZE,
     progress: Progress | None = None,
-) -> Counter[str]:
-    """Feed ``events`` to ``engine`` in order, in chunks, write each match as it is
-    emitted, then advance time to infinity so that matches waiting on a window (trailing
-    negation) are emitted too. Returns the number of matches per query."""
-    counts: Counter[str] = Counter()
+) -> Replayed:
+    """Feed ``events`` in order, in chunks, through a time keeper (``engine`` is one, or
+    an engine to wrap without lateness), write each match as it is emitted, then advance
+    time to infinity so that held events and matches waiting on a window (trailing
+    negation) are emitted too. Returns the matches per query and the late events."""
+    keeper = engine if isinstance(engine, TimeKeeper) else TimeKeeper(engine, max_ahead=math.inf)
+    done = Replayed()
+    counts = done.counts
     for begin in range(0, len(events), chunk_size):
-        write_matches(out, engine.process(events[begin : begin + chunk_size]), counts)
+        matches, late = keeper.process(events[begin : begin + chunk_size])
+        write_matches(out, matches, counts)
+        if late:
+            done.late += len(late)
+            done.first_late += late[: LATE_SHOWN - len(done.first_late)]
         if progress is not None:
             progress(min(begin + chunk_size, len(events)))
-    write_matches(out, engine.advance_time(float("inf")), counts)
-    return counts
+    write_matches(out, keeper.advance_time(math.inf), counts)
+    return done
 
 
 @contextmanager

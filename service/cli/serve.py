@@ -27,6 +27,28 @@ def serve(
     data: Annotated[
         Path | None, typer.Option(help="Folder of the SQLite store [env SCEMON_DATA; default ./data].")
     ] = None,
+    lateness: Annotated[
+        float | None,
+        typer.Option(
+            help="Allowed lateness, seconds: events are held until the clock passes their end by this "
+            "much and reach the engine in time order; matches come out that much later "
+            "[env SCEMON_LATENESS; default 0: nothing held].",
+        ),
+    ] = None,
+    max_ahead: Annotated[
+        float | None,
+        typer.Option(
+            help="Refuse events (and time advances) more than this many seconds ahead of the clock or "
+            "the wall clock, whichever is later; inf: no bound [env SCEMON_MAX_AHEAD; default 86400].",
+        ),
+    ] = None,
+    buffer_max: Annotated[
+        int | None,
+        typer.Option(
+            help="Events the reorder buffer may hold; a batch beyond is answered 503 with Retry-After "
+            "[env SCEMON_BUFFER_MAX; default 1000000].",
+        ),
+    ] = None,
     log_level: Annotated[str | None, typer.Option(help="uvicorn log level [env SCEMON_LOG_LEVEL].")] = None,
     init: Annotated[
         bool,
@@ -37,8 +59,9 @@ def serve(
 ) -> None:
     """Run the REST/WebSocket service on the store under --data.
 
-    On start the engine is rebuilt from the store (queries, retained events, seq), so a
-    killed server restarted on the same --data loses nothing. Tokens come from
+    On start the engine is rebuilt from the store (queries, retained events, the events
+    held for --lateness, seq), so a killed server restarted on the same --data loses
+    nothing. Tokens come from
     SCEMON_TOKENS ("tok1:admin,tok2:producer,tok3:reader"); without tokens the server
     binds loopback only.
 
@@ -54,7 +77,15 @@ def serve(
 
     overrides: dict[str, Any] = {
         key: value
-        for key, value in {"host": host, "port": port, "data": data, "log_level": log_level}.items()
+        for key, value in {
+            "host": host,
+            "port": port,
+            "data": data,
+            "lateness": lateness,
+            "max_ahead": max_ahead,
+            "buffer_max": buffer_max,
+            "log_level": log_level,
+        }.items()
         if value is not None
     }
     if init:

@@ -87,14 +87,25 @@ def stream(
         str | None, typer.Option(help="Spark master when not run by spark-submit; default local[2].")
     ] = None,
     token: TokenOption = None,
+    lateness: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="How far out of order (seconds) events may come across micro-batches: every --service "
+            "must hold events at least that long (its scemon serve --lateness); checked at start.",
+        ),
+    ] = 0.0,
 ) -> None:
     """Stream event files (or synthetic events) into scemon services with Spark.
 
     Each micro-batch is validated (bad rows go to --dead-letter with the reason), sorted
     by time, routed by source to its --service shard and posted as Arrow under (producer,
     Spark batch id), so a batch that Spark re-runs after a crash is applied once. Source
-    and id values that are integer literals are sent as integers. Exits 1 with one line
-    when the job cannot start or a service stays down for --retry-seconds.
+    and id values that are integer literals are sent as integers. Disorder across
+    micro-batches is put right by each service's reorder buffer (--lateness); events
+    later than that are applied and also written to --dead-letter ("late by 12.5 s"),
+    events too far ahead of a service's clock are refused and written there. Exits 1 with
+    one line when the job cannot start or a service stays down for --retry-seconds.
     """
     from api.spark_sink import RetryPolicy
     from service.pipeline.checks import check_job
@@ -117,6 +128,7 @@ def stream(
             trigger_seconds=trigger_seconds,
             retry=RetryPolicy(budget=retry_seconds),
             token=token,
+            lateness=lateness,
         )
         _check_services(service)
         check_job(options)  # before the JVM starts: a mistake costs a second, not ten
@@ -131,7 +143,7 @@ def stream(
             spark.stop()
     typer.echo(
         f"{totals.events} events in {totals.batches} batches, {totals.bad_rows} bad rows, "
-        f"{totals.matches} matches",
+        f"{totals.late} late, {totals.matches} matches",
         err=True,
     )
 
@@ -142,6 +154,7 @@ def _log_batch(progress: object) -> None:
     assert isinstance(progress, JobProgress) and progress.last is not None
     last = progress.last
     note = f", {last.duplicates} already applied" if last.duplicates else ""
+    note += f", {len(last.late)} late" if last.late else ""
     typer.echo(
         f"batch {last.batch_id}: {last.events} events in {last.posts} posts{note}, {last.matches} matches, "
         f"{last.seconds:.2f}s (total {progress.events} events, {progress.bad_rows} bad rows)",

@@ -7,9 +7,11 @@ import csv
 from collections.abc import Mapping
 from pathlib import Path
 
+import httpx
 import orjson
 import pyarrow as pa
 
+from api.client import ApiError, Client
 from api.spark_sink import SinkError, wait_until_ready
 from service.pipeline.dead_letters import DeadLetters
 from service.pipeline.options import JobError, JobOptions, local_path
@@ -22,12 +24,32 @@ def check_job(options: JobOptions) -> None:
     """Fail fast, before Spark starts anything, on what would only fail later: a source
     folder that does not exist, a ``--map`` column the files do not have, a dead-letter
     folder the driver cannot write, a service that does not answer within the retry
-    budget (retried with backoff until then)."""
+    budget (retried with backoff until then), a service that holds events for less than
+    the job's ``--lateness``."""
     check_source(options)
     try:
         wait_until_ready(options.services, options.retry, options.token)
     except SinkError as err:
         raise JobError(f"service not reachable: {err}") from None
+    if options.lateness:
+        check_lateness(options)
+
+
+def check_lateness(options: JobOptions) -> None:
+    """Every service's allowed lateness is at least the job's: events late by up to that
+    much across micro-batches are then put in order, not reported late."""
+    for url in options.services:
+        try:
+            with Client(url, token=options.token, timeout=10.0) as client:
+                held = client.stats().lateness
+        except (ApiError, httpx.HTTPError) as err:
+            raise JobError(f"{url}: cannot read GET /v1/stats for its lateness ({err})") from None
+        if held < options.lateness:
+            raise JobError(
+                f"{url} holds events for {held:g} s (its --lateness); this job's input may be "
+                f"{options.lateness:g} s out of order: start the service with --lateness {options.lateness:g} "
+                "or more, or lower the job's --lateness"
+            )
 
 
 def check_source(options: JobOptions) -> None:

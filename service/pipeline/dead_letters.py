@@ -15,11 +15,15 @@ __all__ = ["DeadLetters"]
 
 
 class DeadLetters:
-    """The dead-letter folder: one JSON Lines file per batch that had bad rows,
-    ``batch-<id>.jsonl``, each line ``{"batch", "file", "line", "reason", "raw"}``.
+    """The dead-letter folder: per batch, a JSON Lines file of the rows that are not
+    valid events, ``batch-<id>.jsonl``; of the events the service refused,
+    ``batch-<id>-rejected.jsonl``; and of the events it took late (posted and applied all
+    the same, but past the allowed lateness), ``batch-<id>-late.jsonl``. Each line is
+    ``{"batch", "file", "line", "reason", "raw"}``.
 
-    Written before the batch's events are posted, and replaced whole (write, then rename),
-    so a batch that Spark re-runs leaves exactly one copy. The folder is the driver's:
+    The first is written before the batch's events are posted, the others from the
+    service's answers; each is replaced whole (write, then rename), so a batch that Spark
+    re-runs leaves exactly one copy. The folder is the driver's:
     on a cluster, a volume the driver mounts.
     """
 
@@ -40,14 +44,23 @@ class DeadLetters:
             )
 
     def write_rejected(self, batch_id: int, good: pa.Table, rejected: list[dict[str, object]]) -> None:
-        """Dead-letter the events the service refused (422): the job checks events as the
-        service does, so this is for a service with stricter limits."""
-        lines = []
-        for item in rejected:
+        """Dead-letter the events the service refused (422): an event too far ahead of its
+        clock, or one a service with stricter limits will not take."""
+        self._write(f"batch-{batch_id:08d}-rejected.jsonl", batch_id, self._lines(good, rejected))
+
+    def write_late(self, batch_id: int, good: pa.Table, late: list[dict[str, object]]) -> None:
+        """Record the events the service took late (``late by 12.5 s``): they were
+        applied, but matches with events it had already let go are lost."""
+        self._write(f"batch-{batch_id:08d}-late.jsonl", batch_id, self._lines(good, late))
+
+    @staticmethod
+    def _lines(good: pa.Table, items: list[dict[str, object]]) -> list[tuple[object, object, object, object]]:
+        lines: list[tuple[object, object, object, object]] = []
+        for item in sorted(items, key=lambda item: int(str(item["row"]))):
             row = good.slice(int(str(item["row"])), 1).to_pylist()[0]
             raw = {k: row[k] for k in ("id", "src", "type", "start", "end", "prob", "attrs")}
             lines.append((row["path"], row["line"], str(item["reason"]), orjson.dumps(raw).decode()))
-        self._write(f"batch-{batch_id:08d}-rejected.jsonl", batch_id, lines)
+        return lines
 
     def _write(self, name: str, batch_id: int, rows: Sequence[tuple[object, object, object, object]]) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,18 @@
         │                              │ bad rows ─► dead-letter folder, counted
         ▼ foreachBatch(df, batch id)   ▼ good rows
     sort by time, route by crc32(src) mod shards, Arrow ─► POST /v1/events on each shard
+        refused events (422) and late ones ─► dead-letter folder, with the reason
+
+Event time: each micro-batch is sorted by ``(end, start)`` before it is cut into posts,
+so disorder between the files of one micro-batch never reaches the service. Disorder
+*across* micro-batches (a file that arrives after later ones, two sources whose files
+overlap) is the service's to absorb: its reorder buffer holds events for its allowed
+lateness (``scemon serve --lateness``) and releases them in time order, across posts,
+micro-batches and producers. ``scemon stream --lateness L`` says how much disorder the
+job's input has: the job checks at start that every shard holds events at least that
+long. An event later than the service's lateness is still applied, and written to the
+dead-letter folder with the reason (``late by 12.5 s``); one too far ahead of the clock
+is refused by the service and dead-lettered, and the rest of its batch posted.
 
 Spark's file source records in its checkpoint which files make up each micro-batch,
 and Spark's batch id comes back with them when a crashed job restarts: the sink posts
@@ -55,6 +67,7 @@ class JobProgress:
     posts: int = 0
     duplicates: int = 0
     matches: int = 0
+    late: int = 0
     last: BatchReport | None = None
 
 
@@ -165,6 +178,8 @@ class Pipeline:
             )
             if report.rejected:
                 dead.write_rejected(batch_id, good, report.rejected)
+            if report.late:
+                dead.write_late(batch_id, good, report.late)
         except BaseException as err:
             self._failure = err
             raise
@@ -175,6 +190,7 @@ class Pipeline:
         p.posts += report.posts
         p.duplicates += report.duplicates
         p.matches += report.matches
+        p.late += len(report.late)
         p.last = report
         if self.on_batch is not None:
             self.on_batch(p)

@@ -38,6 +38,8 @@ class JobOptions:
     trigger_seconds: float = 2.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     token: str | None = None
+    # The disorder the input may have, seconds: every service must hold events that long.
+    lateness: float = 0.0
 
     @property
     def rate(self) -> tuple[int, int] | None:

@@ -7,6 +7,7 @@ server at start with the variable's name rather than at the first request.
 from __future__ import annotations
 
 import ipaddress
+import math
 from enum import StrEnum
 from pathlib import Path
 
@@ -17,8 +18,8 @@ __all__ = ["Role", "Settings", "is_loopback", "parse_tokens"]
 
 
 class Role(StrEnum):
-    """What a bearer token may do: admin everything; producer post events and time;
-    reader read queries and matches."""
+    """What a bearer token may do: admin everything (queries, time advances); producer
+    post events; reader read queries and matches."""
 
     admin = "admin"
     producer = "producer"
@@ -27,7 +28,8 @@ class Role(StrEnum):
 
 class Settings(BaseSettings):
     """``SCEMON_HOST``, ``SCEMON_PORT``, ``SCEMON_DATA``, ``SCEMON_TOKENS``
-    (``"tok1:admin,tok2:producer"``), limits and tuning."""
+    (``"tok1:admin,tok2:producer"``), event time (``SCEMON_LATENESS``,
+    ``SCEMON_MAX_AHEAD``, ``SCEMON_BUFFER_MAX``), limits and tuning."""
 
     model_config = SettingsConfigDict(env_prefix="SCEMON_", extra="ignore")
 
@@ -58,7 +60,27 @@ class Settings(BaseSettings):
     init: bool = Field(
         default=False, description="Start an empty store in place of an empty (0-byte) store file."
     )
+    lateness: float = Field(
+        default=0.0,
+        ge=0,
+        description="Allowed lateness, seconds: events are held this long to be put in order.",
+    )
+    max_ahead: float = Field(
+        default=86_400.0,
+        gt=0,
+        description="Events further ahead of the clock (or the wall clock) are refused; inf: no bound.",
+    )
+    buffer_max: int = Field(
+        default=1_000_000, ge=1, description="Events the reorder buffer may hold; a batch beyond gets 503."
+    )
     log_level: str = "info"
+
+    @field_validator("lateness")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("must be a finite number of seconds")
+        return value
 
     @field_validator("tokens")
     @classmethod

@@ -16,6 +16,7 @@
           ├── InvalidInputError       422  well-formed but wrong (types, fields, from_seq)
           ├── PayloadTooLargeError    413  body or batch over the limit
           └── UnavailableError        503  the engine is not ready or failed
+               └── BufferFullError    503  the reorder buffer is at its cap (Retry-After)
 
 :mod:`service.server.handlers` maps the whole tree to HTTP in one place.
 """
@@ -28,6 +29,7 @@ from ecq.errors import ScemonError
 
 __all__ = [
     "BadRequestError",
+    "BufferFullError",
     "ConflictError",
     "InBulkError",
     "ForbiddenError",
@@ -47,6 +49,8 @@ class ServiceError(ScemonError):
     :class:`api.models.ErrorDetail` (``index``, ``field``, ``query``...)."""
 
     status = 400
+    # Seconds for a Retry-After header: when to try again (503 answers that will pass).
+    retry_after: int | None = None
 
     def __init__(self, message: str, **where: Any) -> None:
         self.message = message
@@ -97,8 +101,16 @@ class UnavailableError(ServiceError):
     status = 503
 
     def __init__(self, message: str, retry_after: int | None = None, **where: Any) -> None:
-        self.retry_after = retry_after
+        if retry_after is not None:
+            self.retry_after = retry_after
         super().__init__(message, **where)
+
+
+class BufferFullError(UnavailableError):
+    """The batch would leave more events held in the reorder buffer than its cap: it is
+    not applied (never dropped); send it again once time has moved on."""
+
+    retry_after = 1
 
 
 class InBulkError(ServiceError):

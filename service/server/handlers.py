@@ -24,7 +24,7 @@ from ecq.errors import (
     SemanticError,
     UnknownQueryError,
 )
-from service.server.errors import InBulkError, ServiceError, UnauthorizedError, UnavailableError
+from service.server.errors import InBulkError, ServiceError, UnauthorizedError
 from service.server.faults import StoreFault
 from service.server.responses import FastJSON
 
@@ -69,7 +69,7 @@ def _answer(status: int, detail: dict[str, Any], headers: dict[str, str] | None 
 async def _scemon_error(request: Request, err: Exception) -> FastJSON:
     assert isinstance(err, ScemonError)
     headers = {"WWW-Authenticate": "Bearer"} if isinstance(err, UnauthorizedError) else None
-    if isinstance(err, UnavailableError) and err.retry_after is not None:
+    if isinstance(err, ServiceError) and err.retry_after is not None:
         headers = {"Retry-After": str(err.retry_after)}
     return _answer(status_of(err), error_body(err), headers)
 

@@ -6,6 +6,11 @@ batch, a time advance — is queued to one worker thread (a one-thread executor)
 order is the queue's order, the store logs exactly that order, and the asyncio loop only
 awaits futures: HTTP and WebSocket traffic stay responsive while a large batch runs.
 
+The engine sits behind a :class:`~ecq.timekeeper.TimeKeeper`: events go through its
+reorder buffer (allowed lateness), late events are counted and reported, and events too
+far ahead of the clock are refused before anything changes. The buffer is part of the
+logged state: batches are logged as posted (sorted), so replaying the log refills it.
+
 Registration compiles first, on a thread of its own, and only then queues the install
 (a re-tag and the network's bookkeeping, linear in the query) to the writer, so a query
 of ten thousand classes does not hold up other producers' batches while it compiles.
@@ -49,7 +54,14 @@ from typing import Any, TypeVar
 import orjson
 
 from ecq.engine import Engine
-from ecq.errors import DuplicateQueryError, QueryError, ScemonError, SemanticError, UnknownQueryError
+from ecq.errors import (
+    AheadError,
+    DuplicateQueryError,
+    QueryError,
+    ScemonError,
+    SemanticError,
+    UnknownQueryError,
+)
 from ecq.event import Event
 from ecq.kernel.make import match_writer
 from ecq.language import format_query
@@ -57,15 +69,27 @@ from ecq.language.ast import Query, from_json
 from ecq.match import Match
 from ecq.network import check_depends
 from ecq.query import CompiledQuery
-from service.server.errors import InBulkError, UnavailableError
+from ecq.timekeeper import MAX_AHEAD, Late, TimeKeeper
+from service.server.errors import BufferFullError, InBulkError, InvalidInputError, UnavailableError
 from service.server.faults import StoreFault
 from service.server.hub import Published
 from service.server.limits import check_pattern_size
 from service.server.metrics import Metrics
 from service.server.rates import MatchRates
-from service.server.store import BATCH, REGISTER, TIME, UNREGISTER, MatchRow, Store
+from service.server.store import (
+    BATCH,
+    LATENESS,
+    REGISTER,
+    TIME,
+    UNREGISTER,
+    Clocks,
+    MatchRow,
+    Store,
+    events_body,
+    events_of,
+)
 
-__all__ = ["BatchOutcome", "EngineHost", "Prepared", "QueryInfo", "QuerySpec", "spec_query"]
+__all__ = ["BatchOutcome", "EngineHost", "LateRow", "Prepared", "QueryInfo", "QuerySpec", "spec_query"]
 
 log = logging.getLogger("scemon.host")
 
@@ -73,6 +97,9 @@ T = TypeVar("T")
 
 # A query as the store keeps it: {"text": ...} or {"pattern": <AST JSON>}.
 QuerySpec = dict[str, Any]
+
+# A late event of a batch: (its index in the batch as posted, its id, seconds late).
+LateRow = tuple[int, str | int, float]
 
 # Stats are recomputed at most this often (seconds): walking the network costs ~25 ms
 # with a thousand queries.
@@ -141,6 +168,7 @@ class BatchOutcome:
     accepted: int
     duplicate: bool
     matches: int
+    late: list[LateRow]
 
 
 def spec_query(spec: QuerySpec) -> str | Query:
@@ -194,18 +222,31 @@ class EngineHost:
         publish: Callable[[list[Published]], None],
         trim_every: int = 64,
         match_log_max: int = 5_000_000,
+        lateness: float = 0.0,
+        max_ahead: float = MAX_AHEAD,
+        buffer_max: int = 1_000_000,
+        wall: Callable[[], float] = time.time,
     ) -> None:
+        """``lateness`` is applied once the engine is rebuilt (a change is logged as an
+        op); ``wall`` is the wall clock that guards an engine without a clock yet."""
         self.store = store
         self.metrics = metrics
         self._publish = publish
         self.trim_every = trim_every
         self.match_log_max = match_log_max
+        self.lateness = lateness
+        self.max_ahead = max_ahead
+        self.buffer_max = buffer_max
+        self._wall = wall
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scemon-engine")
         # One thread: a big compile competes with the writer for the interpreter, so
         # two of them would only slow ingestion down more.
         self._compiler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scemon-compile")
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.engine = Engine()
+        self.keeper = TimeKeeper(Engine(), 0.0, max_ahead)
+        # Since this process started: late events applied, events and time advances
+        # refused as too far ahead, batches refused for a full buffer.
+        self.counts = {"late_events": 0, "refused_ahead": 0, "buffer_full": 0}
         # Replaced wholesale (never mutated in place) so readers can iterate a snapshot.
         self._infos: dict[str, QueryInfo] = {}
         self.next_seq = 0
@@ -249,6 +290,10 @@ class EngineHost:
     @property
     def ready(self) -> bool:
         return self.state == OK
+
+    @property
+    def engine(self) -> Engine:
+        return self.keeper.engine
 
     def status(self) -> str:
         """What ``/readyz`` says besides the state: the rebuild's progress, the store's
@@ -308,8 +353,8 @@ class EngineHost:
         """Apply one batch unless ``(producer, batch_id)`` was applied before."""
         return await self._run(self._ingest, producer, batch_id, events)
 
-    async def advance(self, t: float) -> tuple[float, int]:
-        """Advance the clock; returns ``(clock, matches released)``."""
+    async def advance(self, t: float) -> tuple[Clocks, int]:
+        """Advance the clock; returns the clocks after it and the matches released."""
         return await self._run(self._advance, t)
 
     async def stats(self, wait: float = 1.0) -> dict[str, Any]:
@@ -374,6 +419,10 @@ class EngineHost:
         try:
             started = time.perf_counter()
             self._rebuild("start")
+            try:
+                self._apply_lateness()
+            except StoreFault as fault:
+                self._store_failed(fault, stale=True)
             log.info(
                 "engine rebuilt from the store in %.2f s: %d queries, next seq %d",
                 time.perf_counter() - started,
@@ -404,7 +453,8 @@ class EngineHost:
         self.metrics.rebuilds.labels(reason).inc()
         total = self.store.op_count()
         self.progress = (0, total)
-        engine = Engine()
+        keeper = TimeKeeper(Engine(), 0.0, self.max_ahead)
+        engine = keeper.engine
         compiled: dict[tuple[str, bytes], CompiledQuery] = {}
         for done, op in enumerate(self.store.ops(), 1):
             if op.kind == REGISTER:
@@ -419,15 +469,19 @@ class EngineHost:
                 engine.unregister(op.name)
             elif op.kind == BATCH:
                 assert op.body is not None
-                engine.process(_events_from_log(op.body))
+                keeper.process(events_of(op.body))
             elif op.kind == TIME:
                 assert op.time is not None
-                engine.advance_time(op.time)
+                keeper.advance_time(op.time)
+            elif op.kind == LATENESS:
+                assert op.time is not None
+                keeper.set_lateness(op.time)
             if done % 64 == 0:
                 self.progress = (done, total)
-        next_seq, clock = self.store.meta()
-        if clock > engine.clock:  # the advance that set it was trimmed with old batches
-            engine.advance_time(clock)
+        meta = self.store.meta()
+        next_seq = meta.next_seq
+        # The advance that set a clock may have been trimmed with old batches.
+        keeper.catch_up(meta.observed, meta.clock)
         infos: dict[str, QueryInfo] = {}
         registered = {cq.name: cq for cq in engine.queries()}
         for stored in self.store.queries():
@@ -439,7 +493,7 @@ class EngineHost:
             info = QueryInfo.of(stored.name, cq)
             info.matches, info.last_match = stored.matches, stored.last_match
             infos[stored.name] = info
-        self.engine = engine
+        self.keeper = keeper
         self._infos = infos
         self.next_seq = next_seq
         self._stale = False
@@ -571,21 +625,48 @@ class EngineHost:
     def _ingest(self, producer: str, batch_id: str, events: list[Event]) -> BatchOutcome:
         self._require_ok()
         try:
-            applied = self.store.is_applied(producer, batch_id)
+            if self.store.is_applied(producer, batch_id):
+                self.metrics.duplicates.inc()
+                return BatchOutcome(0, True, 0, _late_from_log(self.store.late_of(producer, batch_id)))
         except StoreFault as fault:
             raise self._store_failed(fault, stale=False) from None
-        if applied:
-            self.metrics.duplicates.inc()
-            return BatchOutcome(0, True, 0)
-        events.sort(key=_arrival_key)  # stable: equal (end, start) keep their posted order
+        keeper = self.keeper
         try:
-            matches = self._process(events)
+            keeper.check_ahead(events, self._wall())
+        except AheadError as err:
+            self.counts["refused_ahead"] += len(err.indexes)
+            self.metrics.refused_ahead.inc(len(err.indexes))
+            raise InvalidInputError(
+                str(err), index=err.index, field=err.field, indexes=list(err.indexes)
+            ) from None
+        posted = list(events)
+        events.sort(key=_arrival_key)  # stable: equal (end, start) keep their posted order
+        held = keeper.held_after(events)
+        if held > self.buffer_max:
+            self.counts["buffer_full"] += 1
+            self.metrics.buffer_full.inc()
+            raise BufferFullError(
+                f"the batch would leave {held} events held in the reorder buffer, over its cap of "
+                f"{self.buffer_max} (--buffer-max); nothing was applied: send it again once time has moved on"
+            )
+        try:
+            matches, late = self._process(events)
             rows, counts, published = self._number(matches)
-            log_body = orjson.dumps([e.to_dict() for e in events])
+            late_rows = _late_rows(late, posted)
+            log_body = events_body(events)
             max_end = max((e.end for e in events), default=-math.inf)
             next_seq = self.next_seq + len(rows)
             self.store.commit_batch(
-                producer, batch_id, log_body, len(events), max_end, rows, counts, next_seq, self.engine.clock
+                producer,
+                batch_id,
+                log_body,
+                len(events),
+                max_end,
+                rows,
+                counts,
+                next_seq,
+                self._clocks(),
+                orjson.dumps(late_rows) if late_rows else None,
             )
         except StoreFault as fault:
             raise self._store_failed(fault, stale=True) from None
@@ -594,6 +675,9 @@ class EngineHost:
         self._committed(next_seq, counts, published)
         self.metrics.events.inc(len(events))
         self.metrics.batches.inc()
+        if late_rows:
+            self.counts["late_events"] += len(late_rows)
+            self.metrics.late.inc(len(late_rows))
         self._batches_since_trim += 1
         if self._batches_since_trim >= self.trim_every:
             try:
@@ -601,34 +685,62 @@ class EngineHost:
             except StoreFault as fault:  # the batch is committed: answer it
                 self._store_failed(fault, stale=False)
         self._after_op()
-        return BatchOutcome(len(events), False, len(rows))
+        return BatchOutcome(len(events), False, len(rows), late_rows)
 
-    def _process(self, events: list[Event]) -> list[Match]:
-        """``engine.process`` in slices of SLICE events: the compiled loop holds the
+    def _process(self, events: list[Event]) -> tuple[list[Match], list[Late]]:
+        """``keeper.process`` in slices of SLICE events: the compiled loop holds the
         interpreter lock while it runs, so a large batch in one call would stop the event
-        loop (every HTTP and WebSocket client) for as long. The engine gives the same
-        matches however a stream is cut into calls."""
+        loop (every HTTP and WebSocket client) for as long. The same events reach the
+        engine in the same order however a sorted batch is cut (the reorder buffer
+        releases in ``(end, start)`` order, and later slices hold no smaller keys), so the
+        matches and the late events are the same."""
         if len(events) <= SLICE:
-            return self.engine.process(events)
+            return self.keeper.process(events)
         matches: list[Match] = []
+        late: list[Late] = []
         for at in range(0, len(events), SLICE):
-            matches += self.engine.process(events[at : at + SLICE])
-        return matches
+            found, behind = self.keeper.process(events[at : at + SLICE])
+            matches += found
+            late += behind
+        return matches, late
 
-    def _advance(self, t: float) -> tuple[float, int]:
+    def _advance(self, t: float) -> tuple[Clocks, int]:
         self._require_ok()
         try:
-            matches = self.engine.advance_time(t)
+            self.keeper.check_time(t, self._wall())
+        except AheadError as err:
+            self.counts["refused_ahead"] += 1
+            self.metrics.refused_ahead.inc()
+            raise InvalidInputError(str(err), field="time") from None
+        try:
+            matches = self.keeper.advance_time(t)
             rows, counts, published = self._number(matches)
             next_seq = self.next_seq + len(rows)
-            self.store.commit_time(t, rows, counts, next_seq, self.engine.clock)
+            self.store.commit_time(t, rows, counts, next_seq, self._clocks())
         except StoreFault as fault:
             raise self._store_failed(fault, stale=True) from None
         except Exception as err:
             raise self._recover(err) from err
         self._committed(next_seq, counts, published)
         self._after_op()
-        return self.engine.clock, len(rows)
+        return self._clocks(), len(rows)
+
+    def _apply_lateness(self) -> None:
+        """Make the allowed lateness the configured one: a change is an op of the log
+        (the buffer's history depends on it), and a smaller lateness releases events."""
+        if self.keeper.lateness == self.lateness:
+            return
+        before = self.keeper.lateness
+        matches = self.keeper.set_lateness(self.lateness)
+        rows, counts, published = self._number(matches)
+        next_seq = self.next_seq + len(rows)
+        self.store.commit_time(self.lateness, rows, counts, next_seq, self._clocks(), kind=LATENESS)
+        self._committed(next_seq, counts, published)
+        self._after_op()
+        log.info("allowed lateness %g s (was %g s); %d matches released", self.lateness, before, len(rows))
+
+    def _clocks(self) -> Clocks:
+        return Clocks(self.keeper.released, self.keeper.observed)
 
     def _number(
         self, matches: list[Match]
@@ -673,9 +785,20 @@ class EngineHost:
     def _refresh_stats(self, force: bool) -> None:
         now = time.monotonic()
         if force or now - self._stats_at >= _STATS_EVERY:
+            keeper = self.keeper
             stats = self.engine.stats()
             stats.pop("matches_per_query", None)
+            stats.pop("matches", None)  # the engine's own count restarts with every rebuild
             stats["next_seq"] = self.next_seq
+            # The engine's own "clock" is the released one; the event time beside it.
+            stats["time"] = {
+                "clock": keeper.observed,
+                "released_clock": keeper.released,
+                "lateness": keeper.lateness,
+                "max_ahead": keeper.max_ahead,
+                "held": keeper.held,
+                "held_max": self.buffer_max,
+            }
             self._stats = stats
             self._stats_at = now
             self._stats_ops = self._ops
@@ -709,10 +832,20 @@ class EngineHost:
             self.store.trim(horizon, keep, self.match_log_max, self.next_seq)
 
 
-def _events_from_log(body: bytes) -> list[Event]:
-    out = []
-    for d in orjson.loads(body):
-        out.append(
-            Event(d["src"], d["type"], d["start"], d["end"], d.get("attrs"), d.get("prob", 1.0), d.get("id"))
-        )
-    return out
+def _late_rows(late: list[Late], posted: list[Event]) -> list[LateRow]:
+    """The late events as ``(index in the batch as posted, id, seconds)``, in batch order.
+    Late events are always of the batch at hand: an event held in the buffer is never
+    late when it is released (its end is at or above the watermark)."""
+    if not late:
+        return []
+    where = {id(e): i for i, e in enumerate(posted)}
+    rows: list[LateRow] = []
+    for x in late:
+        assert x.event.id is not None  # ingest names every event
+        rows.append((where[id(x.event)], x.event.id, x.by))
+    rows.sort()
+    return rows
+
+
+def _late_from_log(body: bytes | None) -> list[LateRow]:
+    return [] if body is None else [(int(i), eid, float(by)) for i, eid, by in orjson.loads(body)]

@@ -23,9 +23,11 @@ log = logging.getLogger("scemon.server")
 
 DESCRIPTION = """\
 Complex event processing over one shared network of event-centric composable queues.
-Register queries (admin), post micro-batches of events (producer), read matches by
-`seq` or subscribe over WebSocket at `/v1/matches/ws?from_seq=&queries=a,b` (reader).
-Every 4xx answer is `{"detail": {"message", ...where}}`. The web console is at `/`.
+Register queries and advance the clock (admin), post micro-batches of events
+(producer), read matches by `seq` or subscribe over WebSocket at
+`/v1/matches/ws?from_seq=&queries=a,b` (reader); `/v1/stats` has the service's figures
+and its event time. Every 4xx answer is `{"detail": {"message", ...where}}`. The web
+console is at `/`.
 """
 
 

@@ -8,6 +8,7 @@ snapshot, because walking the network from the event loop would race the writer.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -43,6 +44,27 @@ class _EngineCollector(Collector):
         )
         for name, doc, key in gauges:
             yield GaugeMetricFamily(name, doc, value=float(stats.get(key, 0)))
+        clocks = (
+            (
+                "scemon_clock_seconds",
+                "The largest event time taken, or time advanced to (NaN before any).",
+                "clock",
+            ),
+            (
+                "scemon_released_clock_seconds",
+                "The engine's clock: what the buffer released.",
+                "released_clock",
+            ),
+        )
+        event_time = stats.get("time", {})
+        for name, doc, key in clocks:
+            value = event_time.get(key)
+            yield GaugeMetricFamily(
+                name, doc, value=value if value is not None and math.isfinite(value) else math.nan
+            )
+        yield GaugeMetricFamily(
+            "scemon_held_events", "Events held in the reorder buffer.", value=event_time.get("held", 0)
+        )
         yield GaugeMetricFamily(
             "scemon_subscribers", "Connected WebSocket subscribers.", value=len(self._hub)
         )
@@ -96,6 +118,19 @@ class Metrics:
             registry=r,
         )
         self._hub: Hub | None = None
+        self.late = Counter(
+            "scemon_late_events", "Events applied with an end below the released clock.", registry=r
+        )
+        self.refused_ahead = Counter(
+            "scemon_refused_ahead",
+            "Events and time advances refused as too far ahead of the clock.",
+            registry=r,
+        )
+        self.buffer_full = Counter(
+            "scemon_buffer_full",
+            "Batches answered 503 because the reorder buffer was at its cap.",
+            registry=r,
+        )
 
     def watch(self, stats: Callable[[], dict[str, Any]], hub: Hub) -> None:
         """Expose the engine's and the hub's gauges, read at scrape time (the hub's on

@@ -49,7 +49,14 @@ class Runtime:
         hub = Hub(settings.subscriber_queue)
         metrics = Metrics()
         host = EngineHost(
-            store, metrics, hub.publish, trim_every=settings.trim_every, match_log_max=settings.match_log_max
+            store,
+            metrics,
+            hub.publish,
+            trim_every=settings.trim_every,
+            match_log_max=settings.match_log_max,
+            lateness=settings.lateness,
+            max_ahead=settings.max_ahead,
+            buffer_max=settings.buffer_max,
         )
         metrics.watch(host.stats_snapshot, hub)
         return cls(settings, store, hub, metrics, host)

@@ -4,14 +4,18 @@ Why these tables, and why one transaction per operation:
 
 - ``ops`` is the ordered log of everything that changed the engine — query
   registrations and unregistrations, event batches (already sorted, ids assigned), time
-  advances — at their original positions. The engine is deterministic, so replaying the
-  log into a fresh engine rebuilds its state (stored instances, partial matches, pending
-  trailing negations). Old batches are trimmed once no query's window can reach them.
+  advances, changes of the allowed lateness — at their original positions. The engine and
+  its time keeper are deterministic, so replaying the log into a fresh one rebuilds
+  their state (stored instances, partial matches, pending trailing negations, the events
+  held in the reorder buffer). Old batches are trimmed once no query's window can reach
+  them. A batch's late events (``late``: ``[[index, id, seconds], ...]``) are kept with
+  it, so a producer re-sending it is told them again.
 - ``batches`` holds every applied ``(producer, batch_id)``, so a batch replayed by a
   producer after a crash — ours or theirs — is recognised.
 - ``matches`` is the match log: polling and WebSocket backlogs read it by ``seq``.
 - ``queries`` lists the registered queries with their match counts.
-- ``meta`` holds ``next_seq`` and ``clock``.
+- ``meta`` holds ``next_seq``, ``clock`` (the engine's, released) and ``observed`` (the
+  largest event time taken or time advanced to).
 
 A batch's op, its id, its matches and the new ``next_seq`` commit together, so after a
 kill the store holds either all of a batch's effects or none of them.
@@ -39,18 +43,31 @@ from typing import Any
 
 import orjson
 
+from ecq.event import Event
 from service.server.faults import StoreFault, UnusableStore
 
-__all__ = ["STORE_FILE", "MatchRow", "Op", "Store", "StoredQuery", "check"]
+__all__ = [
+    "STORE_FILE",
+    "Clocks",
+    "MatchRow",
+    "Meta",
+    "Op",
+    "Store",
+    "StoredQuery",
+    "check",
+    "events_body",
+    "events_of",
+]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS ops (
     pos INTEGER PRIMARY KEY,
-    kind TEXT NOT NULL,           -- register | unregister | batch | time
+    kind TEXT NOT NULL,           -- register | unregister | batch | time | lateness
     name TEXT,                    -- the query (register, unregister)
     body BLOB,                    -- register: spec JSON; batch: events JSON
-    time REAL                     -- batch: largest end; time: the time advanced to
+    time REAL,                    -- batch: largest end; time: the time advanced to; lateness: seconds
+    late BLOB                     -- batch: its late events, JSON (null when none)
 );
 CREATE TABLE IF NOT EXISTS queries (
     name TEXT PRIMARY KEY,
@@ -78,7 +95,7 @@ log = logging.getLogger("scemon.store")
 # What a probe writes to learn whether the store writes again: about one large batch.
 PROBE_BYTES = 256 * 1024
 
-REGISTER, UNREGISTER, BATCH, TIME = "register", "unregister", "batch", "time"
+REGISTER, UNREGISTER, BATCH, TIME, LATENESS = "register", "unregister", "batch", "time", "lateness"
 
 
 @dataclass(frozen=True)
@@ -104,6 +121,37 @@ class StoredQuery:
 MatchRow = tuple[int, str, bytes]
 
 
+@dataclass(frozen=True)
+class Clocks:
+    """The time keeper's clocks after an operation: the engine's (released) and the
+    observed one."""
+
+    released: float
+    observed: float
+
+
+@dataclass(frozen=True)
+class Meta:
+    """What ``meta`` holds, as last committed."""
+
+    next_seq: int
+    clock: float
+    observed: float
+
+
+def events_body(events: Sequence[Event]) -> bytes:
+    """A batch's events as the op log keeps them (JSON, ids assigned)."""
+    return orjson.dumps([e.to_dict() for e in events])
+
+
+def events_of(body: bytes) -> list[Event]:
+    """The events of a logged batch, in their logged order."""
+    return [
+        Event(d["src"], d["type"], d["start"], d["end"], d.get("attrs"), d.get("prob", 1.0), d.get("id"))
+        for d in orjson.loads(body)
+    ]
+
+
 class Store:
     """The SQLite store under ``data/``. Methods that write are for the writer thread.
 
@@ -120,6 +168,7 @@ class Store:
         try:
             self._db = self._connect()
             self._db.executescript(SCHEMA)
+            self._upgrade()
         except sqlite3.Error as err:
             raise StoreFault.of(err, self.path) from None
         self._local = threading.local()
@@ -147,6 +196,12 @@ class Store:
         except sqlite3.Error as err:
             raise StoreFault.of(err, self.path) from None
 
+    def _upgrade(self) -> None:
+        """Bring a store written by an older build to this schema (columns added since)."""
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(ops)")}
+        if "late" not in columns:
+            self._db.execute("ALTER TABLE ops ADD COLUMN late BLOB")
+
     def close(self) -> None:
         with self._readers_lock:
             for db in self._readers:
@@ -166,11 +221,13 @@ class Store:
                 pass
         return total
 
-    def meta(self) -> tuple[int, float]:
-        """``(next_seq, clock)`` as last committed."""
+    def meta(self) -> Meta:
+        """``next_seq`` and the clocks as last committed (a store from before the observed
+        clock was kept reads it as the clock)."""
         with self._faults():
             rows = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
-        return int(rows.get("next_seq", 0)), float(rows.get("clock", "-inf"))
+        clock = float(rows.get("clock", "-inf"))
+        return Meta(int(rows.get("next_seq", 0)), clock, float(rows.get("observed", clock)))
 
     def ops(self) -> Iterator[Op]:
         """The op log in its original order."""
@@ -193,6 +250,16 @@ class Store:
                 "SELECT 1 FROM batches WHERE producer = ? AND batch_id = ?", (producer, batch_id)
             ).fetchone()
         return row is not None
+
+    def late_of(self, producer: str, batch_id: str) -> bytes | None:
+        """The late events recorded with an applied batch (None when it had none, or its
+        op has been trimmed)."""
+        with self._faults():
+            row = self._db.execute(
+                "SELECT o.late FROM batches b JOIN ops o ON o.pos = b.pos WHERE b.producer = ? AND b.batch_id = ?",
+                (producer, batch_id),
+            ).fetchone()
+        return None if row is None else row[0]
 
     def op_count(self) -> int:
         with self._faults():
@@ -270,20 +337,23 @@ class Store:
         matches: Sequence[MatchRow],
         counts: dict[str, tuple[int, float]],
         next_seq: int,
-        clock: float,
+        clocks: Clocks,
+        late: bytes | None = None,
     ) -> None:
-        """One batch's effects, together: its op, its id, its matches, the per-query
-        counts (``name -> (new matches, last match end)``), ``next_seq`` and the clock."""
+        """One batch's effects, together: its op (with its late events), its id, its
+        matches, the per-query counts (``name -> (new matches, last match end)``),
+        ``next_seq`` and the clocks."""
         with self._writing() as db:
             pos = self._next_pos()
             db.execute(
-                "INSERT INTO ops (pos, kind, body, time) VALUES (?, ?, ?, ?)", (pos, BATCH, events, max_end)
+                "INSERT INTO ops (pos, kind, body, time, late) VALUES (?, ?, ?, ?, ?)",
+                (pos, BATCH, events, max_end, late),
             )
             db.execute(
                 "INSERT INTO batches (producer, batch_id, pos, accepted) VALUES (?, ?, ?, ?)",
                 (producer, batch_id, pos, accepted),
             )
-            self._write_matches(matches, counts, next_seq, clock)
+            self._write_matches(matches, counts, next_seq, clocks)
 
     def commit_time(
         self,
@@ -291,14 +361,17 @@ class Store:
         matches: Sequence[MatchRow],
         counts: dict[str, tuple[int, float]],
         next_seq: int,
-        clock: float,
+        clocks: Clocks,
+        kind: str = TIME,
     ) -> None:
+        """A time advance (or, ``kind=LATENESS``, a change of the allowed lateness to
+        ``time`` seconds) and the matches it released."""
         with self._writing() as db:
-            db.execute("INSERT INTO ops (pos, kind, time) VALUES (?, ?, ?)", (self._next_pos(), TIME, time))
-            self._write_matches(matches, counts, next_seq, clock)
+            db.execute("INSERT INTO ops (pos, kind, time) VALUES (?, ?, ?)", (self._next_pos(), kind, time))
+            self._write_matches(matches, counts, next_seq, clocks)
 
     def _write_matches(
-        self, matches: Sequence[MatchRow], counts: dict[str, tuple[int, float]], next_seq: int, clock: float
+        self, matches: Sequence[MatchRow], counts: dict[str, tuple[int, float]], next_seq: int, clocks: Clocks
     ) -> None:
         db = self._db
         if matches:
@@ -309,8 +382,27 @@ class Store:
             )
         db.executemany(
             "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-            [("next_seq", str(next_seq)), ("clock", repr(clock))],
+            [
+                ("next_seq", str(next_seq)),
+                ("clock", repr(clocks.released)),
+                ("observed", repr(clocks.observed)),
+            ],
         )
+
+    def rewrite_ops(
+        self, batches: Sequence[tuple[bytes, float, int]], drop: Sequence[int], clocks: Clocks
+    ) -> None:
+        """Replace the events of logged batches (``(events, largest end, pos)``), drop ops
+        by position and set the clocks, in one transaction (``scemon admin repair-clock``)."""
+        with self._writing() as db:
+            db.executemany(
+                "UPDATE ops SET body = ?, time = ? WHERE pos = ? AND kind = ?", [(*b, BATCH) for b in batches]
+            )
+            db.executemany("DELETE FROM ops WHERE pos = ?", [(pos,) for pos in drop])
+            db.executemany(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                [("clock", repr(clocks.released)), ("observed", repr(clocks.observed))],
+            )
 
     def trim(self, horizon: float, keep: set[str], match_log_max: int, next_seq: int) -> int:
         """Drop what replay no longer needs; returns the number of ops dropped.
@@ -319,7 +411,8 @@ class Store:
         time advances among them. A registration goes only with its unregistration, when
         both lie in the dropped stretch and no live query reads the name (``keep``);
         registrations of live queries stay, so replay registers them first. The match
-        log keeps the latest ``match_log_max`` matches.
+        log keeps the latest ``match_log_max`` matches. Of the lateness changes in the
+        dropped stretch only the last stays: it is the lateness in force at the cut.
         """
         with self._faults():
             return self._trim(horizon, keep, match_log_max, next_seq)
@@ -330,6 +423,10 @@ class Store:
         cut = row[0] if row[0] is not None else self._next_pos()
         drop: list[int] = []
         open_reg: dict[str, int] = {}
+        lateness = [
+            pos for (pos,) in db.execute("SELECT pos FROM ops WHERE pos < ? AND kind = ?", (cut, LATENESS))
+        ]
+        drop += sorted(lateness)[:-1]
         for pos, kind, name in db.execute(
             "SELECT pos, kind, name FROM ops WHERE pos < ? AND kind IN (?, ?) ORDER BY pos",
             (cut, REGISTER, UNREGISTER),

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import time
 import zlib
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
+from api.client import Client
 from api.spark_sink import (
     RetryPolicy,
     ServiceSink,
@@ -18,7 +20,7 @@ from api.spark_sink import (
     split_by_shard,
     wait_until_ready,
 )
-from service.server.process import free_port
+from service.server.process import ServerProcess, free_port
 from tests.api.fake_service import fake_service
 
 FAST = RetryPolicy(budget=3.0, first=0.05, longest=0.2, timeout=5.0)
@@ -90,6 +92,7 @@ def test_split_puts_every_row_on_its_sources_shard_once() -> None:
     table = events(200, [f"card-{i % 37}" for i in range(200)])
     parts = split_by_shard(table, 3)
     assert sum(p.num_rows for p in parts) == 200
+    assert all(p.num_rows for p in parts)  # 37 sources reach all three shards
     for k, part in enumerate(parts):
         assert {shard_of(s, 3) for s in part.column("src").to_pylist()} <= {k}
 
@@ -139,3 +142,27 @@ def test_an_event_the_service_rejects_is_reported_and_the_rest_posted() -> None:
     assert [r["row"] for r in report.rejected] == [3]
     assert "rejected by the service: field 'attrs': too expensive" in report.rejected[0]["reason"]
     assert sorted(e["id"] for e in service.events()) == ["e0", "e1", "e2", "e4"]
+
+
+@pytest.mark.server
+def test_refused_and_late_events_come_back_with_their_rows_also_for_a_resent_batch(tmp_path: Path) -> None:
+    with ServerProcess(tmp_path / "data", inherit_settings=False) as server:
+        with Client(server.url) as client:
+            client.post_events("seed", 1, [{"src": 1, "type": "A", "start": 100.0}])
+        sink = ServiceSink([server.url], producer="p", policy=FAST)
+        table = pa.table(
+            {
+                "src": ["1", "1", "1", "1"],
+                "type": ["A"] * 4,
+                "start": [1.7e12, 50.0, 120.0, 1.7e12 + 1],
+                "id": ["ms", "late", "ok", "ms2"],
+            }
+        )
+        try:
+            first = sink.post_table(table, 0)
+            again = sink.post_table(table, 0)
+        finally:
+            sink.close()
+    assert [r["row"] for r in first.rejected] == [0, 3] and "ahead of the" in first.rejected[0]["reason"]
+    assert first.late == [{"row": 1, "reason": "late by 50 s"}] and first.posts == 1
+    assert again.duplicates == 1 and again.late == first.late

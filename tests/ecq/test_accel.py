@@ -102,6 +102,7 @@ def test_compiled_and_pure_engines_agree_on_the_paper_workload(n_queries: int) -
     assert a.kernel.name == "compiled" and b.kernel.name == "pure"
     assert _summaries(a) == _summaries(b)
     assert a.stored() == b.stored() and a.pmb_entries() == b.pmb_entries()
+    assert a.ecqs and a.stored(), "nothing stored: the comparison below would be empty"
     for cls, ecq in a.ecqs.items():
         assert [(x.id, x.pmb.init, x.pmb.entries) for x in ecq.siq] == [
             (x.id, x.pmb.init, x.pmb.entries) for x in b.ecqs[cls].siq

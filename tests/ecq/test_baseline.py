@@ -22,6 +22,7 @@ from ecq.language.ast import from_json
 from ecq.match import Match
 from ecq.workload import Workload, conjunction_queries, disjunction_queries, events, sequence_queries
 from tests.ecq.test_properties import CLASSES, scenarios
+from tests.match_share import min_share, record
 from tests.strategies import query_sets, query_sets_full, streams
 
 # Property tests: `make test` runs them a second time on the pure kernel (SCEMON_PURE=1).
@@ -56,14 +57,18 @@ def run_ops(engine: AnyEngine, ops: list[tuple[Any, ...]]) -> list[Any]:
 
 
 def both(ops: list[tuple[Any, ...]], clean_every: int = 2) -> tuple[list[Any], list[Any]]:
-    return run_ops(Engine(clean_every=clean_every), ops), run_ops(
-        SeparateEngine(clean_every=clean_every), ops
-    )
+    """What the shared engine and the baseline output for ``ops``; the example counts for
+    the test's share of examples with matches (a rejected registration is no match)."""
+    shared = run_ops(Engine(clean_every=clean_every), ops)
+    separate = run_ops(SeparateEngine(clean_every=clean_every), ops)
+    record([m for m in shared if m[0] != "rejected"])
+    return shared, separate
 
 
 # ---------------------------------------------------------------- properties
 
 
+@min_share(0.25)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(), st.integers(1, 4))
 def test_separate_equals_shared(ops: list[tuple[Any, ...]], clean_every: int) -> None:
@@ -71,6 +76,7 @@ def test_separate_equals_shared(ops: list[tuple[Any, ...]], clean_every: int) ->
     assert separate == shared
 
 
+@min_share(0.25)
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(query_sets_full(CLASSES)))
 def test_separate_equals_shared_with_negation_kleene_and_nesting(ops: list[tuple[Any, ...]]) -> None:
@@ -78,6 +84,7 @@ def test_separate_equals_shared_with_negation_kleene_and_nesting(ops: list[tuple
     assert separate == shared
 
 
+@min_share(0.25)
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.one_of(query_sets(CLASSES), query_sets_full(CLASSES)),

@@ -16,6 +16,7 @@ from ecq.errors import (
     UnknownQueryError,
 )
 from ecq.event import Event
+from ecq.language.ast import from_json
 
 
 def rejected(text: str, engine: Engine | None = None) -> QueryError:
@@ -141,3 +142,18 @@ def test_deep_nesting_is_a_located_error_not_a_crash() -> None:
     assert (err.line, err.column, err.token) == (1, 73, "(")
     long_sum = "PATTERN A WHERE A.x > " + " + ".join(["1"] * 1500)
     assert "nested too deeply" in str(rejected(long_sum))
+
+
+def test_a_window_above_the_maximum_is_refused_where_it_is_written() -> None:
+    err = rejected("SEQ(A, B)\nWITHIN 1e308 seconds")
+    assert located(err) == (2, 1, "WITHIN")
+    assert "longer than the longest window taken, 366 days" in str(err)
+    assert "longest window" in str(rejected("AND(A, B) WITHIN 367 days"))
+    as_json = {
+        "kind": "query",
+        "pattern": {"kind": "seq", "items": [{"kind": "component", "classes": [c]} for c in "AB"]},
+        "within": 1e308,
+    }
+    with pytest.raises(SemanticError, match="366 days"):
+        Engine().register("bad", from_json(as_json))
+    Engine().register("year", "SEQ(A, B) WITHIN 366 days")

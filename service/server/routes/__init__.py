@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from api.models import ErrorBody
 
-__all__ = ["errors"]
+__all__ = ["errors", "finite"]
 
 _REASONS = {
     400: "Malformed body (JSON or Arrow).",
@@ -25,3 +26,9 @@ _REASONS = {
 def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` for the error statuses a route can answer."""
     return {code: {"model": ErrorBody, "description": _REASONS[code]} for code in codes}
+
+
+def finite(value: float) -> float | None:
+    """A clock for the wire: null before any event (the clock is -inf then) or for no
+    bound (inf)."""
+    return value if math.isfinite(value) else None

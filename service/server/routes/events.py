@@ -1,4 +1,5 @@
-"""``POST /v1/events`` (JSON or Arrow IPC) and ``POST /v1/time``. Producer role.
+"""``POST /v1/events`` (JSON or Arrow IPC), producer role, and ``POST /v1/time``, admin
+role (moving the one clock is everyone's business).
 
 The body is read and parsed here rather than by FastAPI because one route takes two
 media types; the JSON form's schema is still ``api.models.EventBatch`` in openapi.yaml.
@@ -10,22 +11,25 @@ import math
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Header, Query, Request
 
 from api.models import (
     ARROW_MEDIA_TYPE,
     BATCH_EXAMPLE,
     BATCH_HEADER,
+    LATE_EVENTS_SHOWN,
     PRODUCER_HEADER,
     BatchResult,
+    ErrorBody,
+    LateEvent,
     TimeAdvance,
     TimeResult,
 )
 from service.server import ingest
-from service.server.deps import HostDep, MetricsDep, Producer, RuntimeDep, SettingsDep
+from service.server.deps import Admin, HostDep, MetricsDep, Producer, RuntimeDep, SettingsDep
 from service.server.errors import InvalidInputError, UnsupportedMediaError
 from service.server.guard import is_json, media_type
-from service.server.routes import errors
+from service.server.routes import errors, finite
 
 __all__ = ["router"]
 
@@ -60,11 +64,21 @@ _BATCH_BODY: dict[str, Any] = {
 }
 
 
+_FULL: dict[str, Any] = {
+    "model": ErrorBody,
+    "description": "The engine is rebuilding or failed, or the reorder buffer is at its cap "
+    "(with Retry-After: send the batch again).",
+    "headers": {
+        "Retry-After": {"description": "Seconds to wait (a full buffer).", "schema": {"type": "integer"}}
+    },
+}
+
+
 @router.post(
     "/events",
     response_model=BatchResult,
     dependencies=[Producer],
-    responses=errors(400, 401, 403, 413, 415, 422, 503),
+    responses={**errors(400, 401, 403, 413, 415, 422), 503: _FULL},
     openapi_extra=_BATCH_BODY,
     summary="Post a micro-batch of events",
 )
@@ -80,12 +94,20 @@ async def post_events(
     batch_id: Annotated[
         str | None, Header(alias=BATCH_HEADER, description="Arrow bodies only: the batch id.")
     ] = None,
+    late_events: Annotated[
+        int, Query(ge=0, description="How many late events to list (the count is always there).")
+    ] = LATE_EVENTS_SHOWN,
 ) -> BatchResult:
     """Apply a batch once: a ``(producer, batch_id)`` applied before answers
     ``duplicate: true`` and changes nothing. The batch is sorted stably by ``(end,
-    start)``; applying it, logging its events and recording its id commit together.
-    An event without an id is named ``"<batch_id>:<index>"`` in matches. 422 names the
-    event's index and field; 413 over the size limit."""
+    start)`` and goes through the reorder buffer (``--lateness``); applying it, logging
+    its events and recording its id commit together. An event without an id is named
+    ``"<batch_id>:<index>"`` in matches. Events that reach the engine with ``end`` below
+    the released clock are applied and reported: ``late`` counts them, ``late_events``
+    lists the first ones with how late each was. 422 names the event's index and field
+    (an event too far ahead of the clock, ``--max-ahead``: every such index in
+    ``indexes``); 413 over the size limit; 503 with ``Retry-After`` when the buffer is
+    at its cap."""
     started = time.perf_counter()
     media = media_type(request.headers.get("content-type"))
     body = await request.body()
@@ -103,20 +125,28 @@ async def post_events(
     del body
     outcome = await host.ingest(batch.producer, batch.batch_id, batch.events)
     metrics.ingest_seconds.observe(time.perf_counter() - started)
-    return BatchResult(accepted=outcome.accepted, duplicate=outcome.duplicate, matches=outcome.matches)
+    return BatchResult(
+        accepted=outcome.accepted,
+        duplicate=outcome.duplicate,
+        matches=outcome.matches,
+        late=len(outcome.late),
+        late_events=[LateEvent(index=i, id=eid, by=by) for i, eid, by in outcome.late[:late_events]],
+    )
 
 
 @router.post(
     "/time",
     response_model=TimeResult,
-    dependencies=[Producer],
+    dependencies=[Admin],
     responses=errors(400, 401, 403, 413, 415, 422, 503),
     summary="Advance the clock",
 )
 async def post_time(advance: TimeAdvance, host: HostDep) -> TimeResult:
-    """Move the engine's clock to ``time`` if that is later: matches waiting for their
-    window to close (trailing negation) are released. For idle streams."""
+    """Move the clock to ``time`` if that is later: matches waiting for their window to
+    close (trailing negation) are released. For idle streams. With an allowed lateness
+    ``L`` the buffer releases what ``time`` passes and the released clock moves to
+    ``time - L``. Refused (422) beyond ``--max-ahead`` of the clock (or the wall clock)."""
     if not math.isfinite(advance.time):
         raise InvalidInputError("'time' must be a finite number of seconds", field="time")
-    clock, released = await host.advance(advance.time)
-    return TimeResult(clock=clock if math.isfinite(clock) else None, matches=released)
+    clocks, released = await host.advance(advance.time)
+    return TimeResult(clock=finite(clocks.observed), released_clock=finite(clocks.released), matches=released)

@@ -4,12 +4,14 @@ second, and neither tells more than the query list does."""
 
 from __future__ import annotations
 
+import math
+
 from fastapi import APIRouter
 
 from api.models import Identity, IngestStats, Stats
 from service.server.auth import may
 from service.server.deps import AnyRole, CallerRole, RuntimeDep, SettingsDep
-from service.server.routes import errors
+from service.server.routes import errors, finite
 
 __all__ = ["router"]
 
@@ -26,13 +28,17 @@ router = APIRouter(prefix="/v1", tags=["service"])
 async def stats(runtime: RuntimeDep) -> Stats:
     """Counters since start (events, batches, matches, ingest answer times as a
     histogram), subscribers and their queued matches, the store's size, uptime, the
-    kernel the engine runs and its own figures. A client derives rates from two readings. Answers during the
-    rebuild too (``state``), with the engine's figures of the last snapshot."""
+    kernel the engine runs and its own figures; event time: the clock and the released
+    clock, the allowed lateness, the far-future bound, the events held and the buffer's
+    cap, late events, refused far-future events and full-buffer refusals since start. A
+    client derives rates from two readings. Answers during the rebuild too (``state``),
+    with the engine's figures of the last snapshot."""
     host, hub, metrics = runtime.host, runtime.hub, runtime.metrics
     engine = await host.stats(wait=0.25)
     totals = metrics.totals()
     count, seconds, buckets = metrics.ingest()
     backlog, longest = hub.backlog()
+    event_time = engine.get("time") or {}
     return Stats(
         state=host.state,  # type: ignore[arg-type]
         uptime=runtime.uptime,
@@ -50,6 +56,13 @@ async def stats(runtime: RuntimeDep) -> Stats:
         overflows=int(totals.get("subscriber_overflows", 0)),
         store_bytes=runtime.store.size_bytes(),
         engine={k: v for k, v in engine.items() if v is None or isinstance(v, (int, float, str, bool))},
+        clock=finite(event_time.get("clock", -math.inf)),
+        released_clock=finite(event_time.get("released_clock", -math.inf)),
+        lateness=event_time.get("lateness", host.lateness),
+        max_ahead=finite(event_time.get("max_ahead", host.max_ahead)),
+        held=event_time.get("held", 0),
+        held_max=host.buffer_max,
+        **host.counts,
     )
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import gc
 import io
 import json
+import random
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -18,9 +20,11 @@ from service.files.events import read_events
 from service.files.queries import build_engine, read_queries
 from tests import reference
 from tests.ecq.test_properties import CLASSES, normalise
+from tests.match_share import min_share, record
 from tests.strategies import query_sets, streams
 
 
+@min_share(0.25)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(query_sets(CLASSES), streams(CLASSES, n_sources=3, max_len=16))
 def test_replay_output_equals_reference(
@@ -46,6 +50,7 @@ def test_replay_output_equals_reference(
     assert [m.pop("seq") for m in written] == list(range(len(written)))
     for m in expected:
         m.pop("trigger")
+    record(expected)
     assert normalise(written) == normalise(expected)
 
 
@@ -63,3 +68,58 @@ def test_batch_collector_restores_the_collector() -> None:
     with pytest.raises(RuntimeError), batch_collector():
         raise RuntimeError("a failed replay")
     assert gc.get_threshold() == before
+
+
+def _write(path: Path, events: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    return path
+
+
+def _replay(*args: str | Path) -> tuple[list[dict[str, Any]], str]:
+    from tests.service.conftest import scemon
+
+    result = scemon("replay", *args)
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()], result.stderr
+
+
+def test_replay_with_lateness_gives_the_sorted_files_matches_and_counts_late_events(tmp_path: Path) -> None:
+    queries = tmp_path / "q.txt"
+    queries.write_text("QUERY seq\nSEQ(A, B, !C) WITHIN 6 s\nQUERY conj\nAND(A, C) WITHIN 3 s MODE ALL\n")
+    rng = random.Random(4)
+    events: list[dict[str, Any]] = [
+        {"id": f"e{i}", "src": rng.randrange(2), "type": rng.choice("ABC"), "start": i * 0.5}
+        for i in range(400)
+    ]
+    # Each event at most 4 s late: arrival by start + a delay in [0, 4].
+    shuffled = sorted(events, key=lambda e: (e["start"] + rng.randrange(9) / 2, rng.random()))
+    in_order, _ = _replay("-q", queries, "-e", _write(tmp_path / "sorted.jsonl", events))
+    held, stderr = _replay(
+        "-q", queries, "-e", _write(tmp_path / "shuffled.jsonl", shuffled), "--lateness", "4"
+    )
+    assert held == in_order and len(in_order) > 50
+    assert stderr.rstrip().endswith(", 0 late")
+    plain, stderr = _replay("-q", queries, "-e", tmp_path / "shuffled.jsonl")
+    found = re.search(r", (\d+) late \(first: 'e\d+' by [0-9.]+ s", stderr)
+    assert found is not None, stderr
+    late = int(found.group(1))
+    assert late > 0
+    assert plain != in_order
+
+
+def test_replay_refuses_a_far_future_event_naming_it(tmp_path: Path) -> None:
+    from tests.service.conftest import scemon
+
+    queries = tmp_path / "q.txt"
+    queries.write_text("QUERY ab\nSEQ(A, B) WITHIN 10 s\n")
+    events = [{"src": 1, "type": "A", "start": 1.0}, {"src": 1, "type": "B", "start": 2.0}]
+    clean, _ = _replay("-q", queries, "-e", _write(tmp_path / "clean.jsonl", events))
+    poisoned = _write(
+        tmp_path / "poisoned.jsonl", [{"id": "ms", "src": 1, "type": "A", "start": 1.7e12}, *events]
+    )
+    result = scemon("replay", "-q", queries, "-e", poisoned, "-o", tmp_path / "out.jsonl")
+    assert result.returncode == 1 and result.stdout == "" and not (tmp_path / "out.jsonl").exists()
+    assert "event 0 (id 'ms'), field 'end'" in result.stderr and "ahead of the wall clock" in result.stderr
+    # Taken as before (--max-ahead inf), the one event moves the clock past every other.
+    taken, stderr = _replay("-q", queries, "-e", poisoned, "--max-ahead", "inf")
+    assert len(clean) == 1 and taken == [] and ", 2 late" in stderr

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from service.server.process import free_port
-from service.server.store import Store
+from service.server.store import Clocks, Store
 from tests.service.conftest import StartServer
 
 pytestmark = pytest.mark.faults
@@ -93,7 +93,9 @@ def write_store(data: Path, batches: int, size: int) -> None:
             {"src": i % 100, "type": "AB"[i % 2], "start": t0 + i, "end": t0 + i, "id": f"{b}:{i}"}
             for i in range(size)
         ]
-        store.commit_batch("old", str(b), orjson.dumps(events), size, t0 + size, [], {}, 0, t0 + size)
+        store.commit_batch(
+            "old", str(b), orjson.dumps(events), size, t0 + size, [], {}, 0, Clocks(t0 + size, t0 + size)
+        )
     store.close()
 
 

@@ -33,7 +33,7 @@ QUERIES: list[tuple[str, str]] = [
     ("reads", "SEQ(@seq3, D) WITHIN 30 s"),
 ]
 
-FLUSH = 1e15  # later than every deadline: the reference flushes to +inf
+FLUSH = 1e9  # later than every deadline (the reference flushes to +inf), not ahead of the wall clock
 
 
 def query_json(text: str) -> dict[str, Any]:

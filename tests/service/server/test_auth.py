@@ -45,6 +45,7 @@ def test_roles_decide_what_a_token_may_do(start_server: StartServer) -> None:
     assert response.status_code == 403 and "admin" in response.json()["detail"]["message"]
     assert call("POST", "/v1/events", "read-secret", json=EVENTS).status_code == 403
     assert call("POST", "/v1/time", "read-secret", json={"time": 5}).status_code == 403
+    assert call("POST", "/v1/time", "prod-secret", json={"time": 5}).status_code == 403
     assert call("GET", "/v1/matches", "prod-secret").status_code == 403
     assert call("DELETE", "/v1/queries/a", "read-secret").status_code == 403
     # Nothing happened so far.

@@ -91,6 +91,7 @@ def test_http_stays_responsive_while_a_large_batch_is_applied(start_server: Star
         done.set()
 
     thread = threading.Thread(target=post)
+    began = time.monotonic()
     thread.start()
     time.sleep(0.5)
     slowest = 0.0
@@ -103,5 +104,8 @@ def test_http_stays_responsive_while_a_large_batch_is_applied(start_server: Star
         answered_during += 1
         time.sleep(0.05)
     thread.join()
+    took = time.monotonic() - began
     assert answered_during >= 3, "the batch finished too fast to tell"
-    assert slowest < 1.0
+    # Relative to the batch: a server that blocked HTTP while applying it would answer
+    # once, after most of it; a busy machine slows the batch and the answers alike.
+    assert slowest < took / 4, (slowest, took)

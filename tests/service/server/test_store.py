@@ -1,0 +1,138 @@
+"""The SQLite store on its own: the op log, applied batch ids, the match log by ``seq``,
+one transaction per operation (all or nothing), trimming, and what a reopened store
+holds."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from service.server.store import BATCH, REGISTER, TIME, UNREGISTER, Clocks, MatchRow, Meta, Store
+
+Q1 = {"text": "SEQ(A, B) WITHIN 10 s"}
+Q2 = {"text": "SEQ(B, C) WITHIN 5 s"}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    opened = Store(tmp_path / "data")
+    yield opened
+    opened.close()
+
+
+def rows(first_seq: int, *queries: str) -> list[MatchRow]:
+    return [
+        (first_seq + n, q, orjson.dumps({"query": q, "seq": first_seq + n})) for n, q in enumerate(queries)
+    ]
+
+
+def batch(store: Store, batch_id: str, max_end: float, matches: list[MatchRow], next_seq: int) -> None:
+    counts: dict[str, tuple[int, float]] = {}
+    for _, q, _ in matches:
+        n, _ = counts.get(q, (0, max_end))
+        counts[q] = (n + 1, max_end)
+    store.commit_batch("p", batch_id, b"[]", 2, max_end, matches, counts, next_seq, Clocks(max_end, max_end))
+
+
+def test_a_new_store_is_empty(store: Store) -> None:
+    assert store.meta() == Meta(0, float("-inf"), float("-inf"))
+    assert list(store.ops()) == [] and store.queries() == [] and store.op_count() == 0
+    assert store.read_matches(0, 10) == ([], 0, 0)
+
+
+def test_registrations_are_logged_in_order_and_listed_until_unregistered(store: Store) -> None:
+    store.commit_register([("q1", Q1), ("q2", Q2)])
+    store.commit_unregister("q1")
+    assert [(op.pos, op.kind, op.name) for op in store.ops()] == [
+        (0, REGISTER, "q1"),
+        (1, REGISTER, "q2"),
+        (2, UNREGISTER, "q1"),
+    ]
+    [only] = store.queries()
+    assert (only.name, only.spec, only.matches, only.last_match) == ("q2", Q2, 0, None)
+
+
+def test_a_batch_commits_its_op_id_matches_counts_and_meta_together(store: Store) -> None:
+    store.commit_register([("q1", Q1), ("q2", Q2)])
+    batch(store, "b1", 7.0, rows(0, "q1", "q2", "q1"), next_seq=3)
+    assert store.is_applied("p", "b1") and not store.is_applied("p", "b2") and not store.is_applied("x", "b1")
+    assert [(op.kind, op.time) for op in store.ops()][-1] == (BATCH, 7.0)
+    assert store.meta() == Meta(3, 7.0, 7.0)
+    assert {q.name: (q.matches, q.last_match) for q in store.queries()} == {"q1": (2, 7.0), "q2": (1, 7.0)}
+    got, next_seq, first_seq = store.read_matches(0, 10)
+    assert [seq for seq, _ in got] == [0, 1, 2] and (next_seq, first_seq) == (3, 0)
+    assert orjson.loads(got[1][1]) == {"query": "q2", "seq": 1}
+
+
+def test_matches_are_read_by_seq_query_and_limit(store: Store) -> None:
+    store.commit_register([("q1", Q1), ("q2", Q2)])
+    batch(store, "b1", 5.0, rows(0, "q1", "q2", "q1", "q2"), next_seq=4)
+    assert [seq for seq, _ in store.read_matches(1, 2)[0]] == [1, 2]
+    assert [seq for seq, _ in store.read_matches(0, 10, frozenset({"q2"}))[0]] == [1, 3]
+    assert store.read_matches(4, 10)[0] == []
+    assert store.has_matches_of("q2") and not store.has_matches_of("q3")
+
+
+def test_a_failed_batch_leaves_nothing_behind(store: Store) -> None:
+    store.commit_register([("q1", Q1)])
+    batch(store, "b1", 5.0, rows(0, "q1"), next_seq=1)
+    before = (store.op_count(), store.meta(), store.read_matches(0, 10))
+    with pytest.raises(sqlite3.IntegrityError):
+        batch(store, "b1", 9.0, rows(1, "q1"), next_seq=2)  # the same batch id again
+    assert (store.op_count(), store.meta(), store.read_matches(0, 10)) == before
+
+
+def test_time_advances_are_logged_with_their_matches(store: Store) -> None:
+    store.commit_register([("q1", Q1)])
+    store.commit_time(20.0, rows(0, "q1"), {"q1": (1, 20.0)}, next_seq=1, clocks=Clocks(20.0, 25.0))
+    assert [(op.kind, op.time) for op in store.ops()][-1] == (TIME, 20.0)
+    assert store.meta() == Meta(1, 20.0, 25.0)
+
+
+def test_trim_drops_what_replay_no_longer_needs(store: Store) -> None:
+    store.commit_register([("q1", Q1), ("gone", Q2)])
+    batch(store, "b1", 5.0, rows(0, "q1", "q1"), next_seq=2)
+    store.commit_unregister("gone")
+    store.commit_time(8.0, [], {}, next_seq=2, clocks=Clocks(8.0, 8.0))
+    batch(store, "b2", 30.0, rows(2, "q1", "q1", "q1"), next_seq=5)
+    # Batches before the first one reaching the horizon go, with the time advances
+    # among them and a registration that was undone there; live q1's stays.
+    dropped = store.trim(horizon=20.0, keep={"q1"}, match_log_max=2, next_seq=5)
+    assert dropped == 4
+    assert [(op.kind, op.name) for op in store.ops()] == [(REGISTER, "q1"), (BATCH, None)]
+    assert [seq for seq, _ in store.read_matches(0, 10)[0]] == [3, 4]
+    assert store.read_matches(0, 10)[2] == 3  # the oldest seq still kept
+
+
+def test_a_reopened_store_holds_everything_committed(tmp_path: Path) -> None:
+    first = Store(tmp_path / "data")
+    first.commit_register([("q1", Q1)])
+    batch(first, "b1", 5.0, rows(0, "q1"), next_seq=1)
+    first.close()
+    again = Store(tmp_path / "data")
+    try:
+        assert again.meta() == Meta(1, 5.0, 5.0)
+        assert [q.name for q in again.queries()] == ["q1"] and again.is_applied("p", "b1")
+        assert [seq for seq, _ in again.read_matches(0, 10)[0]] == [0]
+    finally:
+        again.close()
+
+
+def test_trim_keeps_a_registration_that_a_live_query_reads(store: Store) -> None:
+    # "gone" was unregistered, but a live query reads @gone: replay must register it
+    # again before that query.
+    store.commit_register([("gone", Q1)])
+    store.commit_register([("reader", {"text": "SEQ(@gone, A) WITHIN 5 s"})])
+    store.commit_unregister("gone")
+    batch(store, "b1", 30.0, [], next_seq=0)
+    assert store.trim(horizon=20.0, keep={"reader", "gone"}, match_log_max=10, next_seq=0) == 0
+    assert [(op.kind, op.name) for op in store.ops()] == [
+        (REGISTER, "gone"),
+        (REGISTER, "reader"),
+        (UNREGISTER, "gone"),
+        (BATCH, None),
+    ]
