@@ -241,6 +241,17 @@ class _QueryCompiled(_Model):
     mode: Literal["recent", "all"]
 
 
+# What compiling the query "ab" gives: the examples of a checked and a registered query.
+_AB_COMPILED: dict[str, Any] = {
+    "name": "ab",
+    "text": "PATTERN SEQ(A a, B b)\nWITHIN 10 s",
+    "kind": "seq",
+    "classes": ["A", "B"],
+    "window": 10.0,
+    "mode": "recent",
+}
+
+
 class _CheckedName(_Model):
     name: str | None = Field(description="The name it was checked under, if one was given.")
 
@@ -248,21 +259,7 @@ class _CheckedName(_Model):
 class QueryValid(_QueryCompiled, _CheckedName):
     """A query that would be registered as it stands: its canonical text and summary."""
 
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [
-                {
-                    "name": "ab",
-                    "text": "PATTERN SEQ(A a, B b)\nWITHIN 10 s",
-                    "kind": "seq",
-                    "classes": ["A", "B"],
-                    "window": 10.0,
-                    "mode": "recent",
-                }
-            ]
-        },
-    )
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [_AB_COMPILED]})
 
 
 class QueryPublic(_QueryCompiled, QueryBase):
@@ -276,21 +273,7 @@ class QueryPublic(_QueryCompiled, QueryBase):
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={
-            "examples": [
-                {
-                    "name": "ab",
-                    "text": "PATTERN SEQ(A a, B b)\nWITHIN 10 s",
-                    "kind": "seq",
-                    "classes": ["A", "B"],
-                    "window": 10.0,
-                    "mode": "recent",
-                    "matches": 2,
-                    "last_match": 9.0,
-                    "rate": 0.03,
-                }
-            ]
-        },
+        json_schema_extra={"examples": [{**_AB_COMPILED, "matches": 2, "last_match": 9.0, "rate": 0.03}]},
     )
 
 

@@ -136,9 +136,11 @@ class Engine(OpClock):
         return dropped
 
     def stats(self) -> dict[str, Any]:
-        """ECQs, stored instances, PMB entries, pending matches, matches per query."""
+        """ECQs, stored instances, PMB entries, pending matches, matches per query, and
+        the kernel the network runs (``"compiled"`` or ``"pure"``)."""
         net = self.network
         return {
+            "kernel": net.kernel.name,
             "ecqs": len(net.ecqs),
             "queries": len(net.queries),
             "derived_classes": len(net.subs),

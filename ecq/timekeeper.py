@@ -24,8 +24,8 @@ no threads, no I/O.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from typing import Generic, NamedTuple, Protocol, TypeVar
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Generic, Protocol, TypeVar
 
 from ecq.errors import AheadError
 from ecq.event import Event
@@ -55,12 +55,29 @@ class Clocked(Protocol):
 E = TypeVar("E", bound=Clocked)
 
 
-class Late(NamedTuple):
-    """An event that reached the engine with ``end`` below the released clock, ``by``
-    seconds."""
+class Late:
+    """The events of one call that reached the engine with ``end`` below the released
+    clock, and by how many seconds each: ``for event, by in late``.
 
-    event: Event
-    by: float
+    Two parallel lists rather than an object per event: a stream out of order by a
+    little makes most events late by a little, and a record each (with the garbage
+    collector walking them) cost a third of the engine's time (docs/benchmarks.md).
+    """
+
+    __slots__ = ("events", "by")
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.by: list[float] = []
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def __iter__(self) -> Iterator[tuple[Event, float]]:
+        return zip(self.events, self.by, strict=True)
+
+    def __repr__(self) -> str:
+        return f"Late({[(e.id, by) for e, by in self]})"
 
 
 def check_max_ahead(max_ahead: float) -> float:
@@ -160,7 +177,7 @@ class TimeKeeper(Generic[E]):
 
     # ------------------------------------------------------------------ changing
 
-    def process(self, events: Sequence[Event]) -> tuple[list[Match], list[Late]]:
+    def process(self, events: Sequence[Event]) -> tuple[list[Match], Late]:
         """Take events in arrival order: the matches released now, and the events that
         reached the engine late (with ``L = 0`` every event goes straight through)."""
         return self._apply(self.reorder.push(events))
@@ -187,15 +204,18 @@ class TimeKeeper(Generic[E]):
             matches += self.engine.advance_time(released)
         return matches
 
-    def _apply(self, released: list[Event]) -> tuple[list[Match], list[Late]]:
+    def _apply(self, released: list[Event]) -> tuple[list[Match], Late]:
+        late = Late()
         if not released:
-            return [], []
-        late: list[Late] = []
+            return [], late
+        # Local names: this loop runs once per event.
+        events, by = late.events, late.by
         clock = self.engine.clock
         for e in released:
             end = e.end
             if end < clock:
-                late.append(Late(e, clock - end))
+                events.append(e)
+                by.append(clock - end)
             elif end > clock:
                 clock = end
         return self.engine.process(released), late

@@ -88,7 +88,9 @@ def lateness(
     events: Annotated[
         int | None, typer.Option(min=100, help="Events per run [100,000; quick 5,000].")
     ] = None,
-    queries: Annotated[int, typer.Option(min=1, help="Sequence queries registered.")] = 1000,
+    queries: Annotated[
+        int | None, typer.Option(min=1, help="Sequence queries registered [1,000; quick 100].")
+    ] = None,
     disorder: Annotated[
         float, typer.Option(min=0.0, help="Seconds of event time by which the late stream is out of order.")
     ] = 60.0,
@@ -98,9 +100,12 @@ def lateness(
     from service.bench.lateness import lateness_table
 
     n = events if events is not None else (5000 if quick else 100_000)
+    n_queries = queries if queries is not None else (100 if quick else 1000)
     with LazyProgress(min_items=0, min_seconds=1.0) as bar:
         bar.phase("bench lateness", total=1000)
-        table = lateness_table(n, queries, disorder, progress=lambda f: bar.update(int(f * 1000)))
+        table = lateness_table(
+            n, n_queries, disorder, rounds=1 if quick else 5, progress=lambda f: bar.update(int(f * 1000))
+        )
     publish([table], quick, out)
 
 
@@ -251,3 +256,53 @@ def all_figures(quick: QuickOption = False, out: OutOption = None) -> None:
     for command in (cleaning, queries, sources, breakdown, storage, classes, conjunction, disjunction, rate):
         command(quick=quick, out=out)
     ratio(quick=quick, out=out)
+
+
+@bench_app.command("builds")
+def builds(
+    build: Annotated[
+        list[str],
+        typer.Option(
+            "--build",
+            help="NAME=PYTHON or NAME=PYTHON@CHECKOUT (default: this checkout), its compiled kernel built "
+            "for PYTHON; twice or more. The first is the one the others are compared with.",
+            show_default=False,
+        ),
+    ],
+    quick: QuickOption = False,
+    out: OutOption = None,
+    events: EventsOption = None,
+    clean_every: CleanOption = None,
+    seed: Annotated[int, typer.Option(help="Seed of the order in which builds take each chunk.")] = 0,
+) -> None:
+    """Builds side by side: the targets' shared engines (100, 1K and 5K queries) of each
+    build in a process of its own, over the same workload, every chunk of events to every
+    build in a shuffled order. For this build against an older checkout, or against
+    itself on other interpreters."""
+    from service.bench.builds import compare, parse_build
+
+    try:
+        parsed = [parse_build(text, Path.cwd()) for text in build]
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--build") from None
+    if len(parsed) < 2:
+        raise typer.BadParameter("give two builds or more", param_hint="--build")
+    scale = figures.sized(quick, events, clean_every)
+    workload = replace(scale.base, n_queries=max(scale.target_queries))
+    warmup = scale.warmup if scale.warmup is not None else workload.window_events
+
+    def figure(_scale: figures.Scale, progress: Progress | None) -> list[Table]:
+        return [
+            compare(
+                parsed,
+                workload,
+                scale.target_queries,
+                scale.target_events,
+                warmup,
+                scale.clean_every,
+                seed=seed,
+                progress=progress,
+            )
+        ]
+
+    publish(_measured("builds", figure, scale), quick, out)

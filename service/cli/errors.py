@@ -1,4 +1,5 @@
-"""How the ``scemon`` commands report a user's mistake: one line on stderr, exit 1."""
+"""How the ``scemon`` commands report a user's mistake (one line on stderr, exit 1), and
+warn of what a user would want to know before waiting (the slow kernel)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from typing import NoReturn
 import typer
 
 from ecq.errors import ScemonError
+from ecq.kernel.select import status
 
-__all__ = ["SPARK_MISSING", "fail", "user_errors"]
+__all__ = ["SPARK_MISSING", "fail", "user_errors", "warn_if_pure"]
 
 # The hint when the Spark job's extra is not installed.
 SPARK_MISSING = "pip install 'scemon[spark]' (and a Java 17 runtime)"
@@ -21,6 +23,14 @@ def fail(message: str, code: int = 1) -> NoReturn:
     """``error: <first line of message>`` on stderr, then exit ``code`` (1)."""
     typer.echo(f"error: {message.splitlines()[0] if message else 'failed'}", err=True)
     raise typer.Exit(code)
+
+
+def warn_if_pure() -> None:
+    """One line on stderr when the engine runs its pure-Python kernel (several times
+    slower than the compiled one), saying why; nothing otherwise."""
+    warning = status().warning()
+    if warning is not None:
+        typer.echo(warning, err=True)
 
 
 @contextmanager

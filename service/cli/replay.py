@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, BinaryIO
 
@@ -23,8 +24,8 @@ import typer
 
 from ecq.errors import AheadError, EventError
 from ecq.event import Event
-from ecq.timekeeper import MAX_AHEAD, Late, TimeKeeper
-from service.cli.errors import user_errors
+from ecq.timekeeper import MAX_AHEAD, TimeKeeper
+from service.cli.errors import user_errors, warn_if_pure
 from service.cli.options import QueriesOption
 from service.cli.progress import LazyProgress
 from service.files.events import Progress, read_events
@@ -49,7 +50,7 @@ class Replayed:
 
     counts: Counter[str] = field(default_factory=Counter)
     late: int = 0
-    first_late: list[Late] = field(default_factory=list)
+    first_late: list[tuple[Event, float]] = field(default_factory=list)
 
 
 class EventFormat(StrEnum):
@@ -138,6 +139,9 @@ def replay(
             raise EventError(
                 f"{err.message}; --max-ahead inf takes it", f"{events} {err.where}", err.field
             ) from None
+        # Once the input is known good (a mistake is the one line on stderr).
+        if engine_kind is EngineKind.shared:
+            warn_if_pure()
         freeze_so_far()
         progress.phase("matching", total=len(batch))
         with open_output(out) as stream:
@@ -153,7 +157,7 @@ def replay(
         per_query = ", ".join(f"{name} {n}" for name, n in shown)
     total = sum(counts.values())
     noun = "match" if total == 1 else "matches"
-    named = ", ".join(f"{x.event.id!r} by {x.by:g} s" for x in done.first_late)
+    named = ", ".join(f"{event.id!r} by {by:g} s" for event, by in done.first_late)
     late = f"{done.late} late" + (f" (first: {named})" if done.late else "")
     typer.echo(f"{len(batch)} events, {total} {noun} ({per_query}), {late}", err=True)
 
@@ -177,7 +181,7 @@ def run(
         write_matches(out, matches, counts)
         if late:
             done.late += len(late)
-            done.first_late += late[: LATE_SHOWN - len(done.first_late)]
+            done.first_late += list(islice(late, LATE_SHOWN - len(done.first_late)))
         if progress is not None:
             progress(min(begin + chunk_size, len(events)))
     write_matches(out, keeper.advance_time(math.inf), counts)

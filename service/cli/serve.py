@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from service.cli.errors import fail
+from service.cli.errors import fail, warn_if_pure
 
 __all__ = ["STORE_UNUSABLE", "serve"]
 
@@ -113,4 +113,5 @@ def serve(
         fail(f"{settings.data}: {err.strerror or err}", STORE_UNUSABLE)
     from service.server.main import run
 
+    warn_if_pure()
     run(settings)

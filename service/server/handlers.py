@@ -114,7 +114,7 @@ async def _http_error(request: Request, err: Exception) -> FastJSON:
     elif err.status_code == 405:
         message = f"method {request.method} is not allowed on {request.url.path}"
     elif err.status_code == 400 and "parsing the body" in str(err.detail):
-        message = "malformed body: it could not be parsed as JSON (nested too deeply?)"
+        message = "malformed body: it could not be parsed as JSON"
     else:
         message = str(err.detail)
     return _answer(err.status_code, {"message": message}, dict(err.headers) if err.headers else None)

@@ -687,7 +687,7 @@ class EngineHost:
         self._after_op()
         return BatchOutcome(len(events), False, len(rows), late_rows)
 
-    def _process(self, events: list[Event]) -> tuple[list[Match], list[Late]]:
+    def _process(self, events: list[Event]) -> tuple[list[Match], Late]:
         """``keeper.process`` in slices of SLICE events: the compiled loop holds the
         interpreter lock while it runs, so a large batch in one call would stop the event
         loop (every HTTP and WebSocket client) for as long. The same events reach the
@@ -697,11 +697,12 @@ class EngineHost:
         if len(events) <= SLICE:
             return self.keeper.process(events)
         matches: list[Match] = []
-        late: list[Late] = []
+        late = Late()
         for at in range(0, len(events), SLICE):
             found, behind = self.keeper.process(events[at : at + SLICE])
             matches += found
-            late += behind
+            late.events += behind.events
+            late.by += behind.by
         return matches, late
 
     def _advance(self, t: float) -> tuple[Clocks, int]:
@@ -832,7 +833,7 @@ class EngineHost:
             self.store.trim(horizon, keep, self.match_log_max, self.next_seq)
 
 
-def _late_rows(late: list[Late], posted: list[Event]) -> list[LateRow]:
+def _late_rows(late: Late, posted: list[Event]) -> list[LateRow]:
     """The late events as ``(index in the batch as posted, id, seconds)``, in batch order.
     Late events are always of the batch at hand: an event held in the buffer is never
     late when it is released (its end is at or above the watermark)."""
@@ -840,9 +841,9 @@ def _late_rows(late: list[Late], posted: list[Event]) -> list[LateRow]:
         return []
     where = {id(e): i for i, e in enumerate(posted)}
     rows: list[LateRow] = []
-    for x in late:
-        assert x.event.id is not None  # ingest names every event
-        rows.append((where[id(x.event)], x.event.id, x.by))
+    for event, by in late:
+        assert event.id is not None  # ingest names every event
+        rows.append((where[id(event)], event.id, by))
     rows.sort()
     return rows
 

@@ -1,21 +1,33 @@
-"""Size limits: a cap on request bodies, enforced before any route reads one, and the
-size of a query's AST JSON.
+"""Limits on request bodies and on a query's AST JSON.
 
-Why a middleware for bodies: a route that parses JSON would otherwise read an unbounded
-body into memory first. A declared ``Content-Length`` over the cap is refused at once; a
-body sent without one (chunked) is read up to the cap and refused as soon as it passes
-it. Either way the client gets 413 in the usual error shape and the route never runs.
-
-Why a limit on the AST JSON form of a query: the text form is bounded by its length,
-but a pattern given as JSON was bounded only by the body cap, and reading it back
-(``from_json``) recurses once per level.
+- **Size** (``BodyLimit``, a middleware): a route that parses JSON would otherwise read
+  an unbounded body into memory first. A declared ``Content-Length`` over the cap is
+  refused at once; a body sent without one (chunked) is read up to the cap and refused
+  as soon as it passes it. Either way the client gets 413 in the usual error shape and
+  the route never runs.
+- **Nesting** (:func:`json_too_deep`; ``JSONDepthRoute``, the route class of the routers
+  whose JSON body FastAPI parses; the query routes call it themselves before parsing): a
+  body nesting arrays and objects deeper than :data:`MAX_JSON_DEPTH` gets 400 before it
+  is parsed. The service decides the limit, not the interpreter: Python's JSON parser
+  recurses, and where it gives up depends on the version (3.11 ran out of stack at
+  ~1,000 levels, 3.13 parses far deeper), so the same body got 400 on one version and a
+  validation error on another. No query needs anything near the limit (the text form
+  allows 64 nested brackets, about 130 levels of JSON). Event batches are parsed by
+  orjson, whose own limit (1,024) answers 400 the same way on every version.
+- **A query's AST JSON** (:func:`check_pattern_size`): the text form is bounded by its
+  length, but a pattern given as JSON was bounded only by the body cap, and reading it
+  back (``from_json``) recurses once per level.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import orjson
+from fastapi import HTTPException, Request, Response
+from fastapi.routing import APIRoute
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -24,11 +36,14 @@ from service.server.guard import is_json, media_type
 
 __all__ = [
     "BodyLimit",
+    "JSONDepthRoute",
+    "MAX_JSON_DEPTH",
     "MAX_PATTERN_DEPTH",
     "MAX_PATTERN_VALUES",
     "QUERY_BODY_MAX",
     "SMALL_BODY_MAX",
     "check_pattern_size",
+    "json_too_deep",
 ]
 
 # Bodies of routes that take one query, and of every other route (a time advance): a
@@ -68,6 +83,50 @@ def check_pattern_size(pattern: Any) -> None:
             stack.extend((item, depth + 1, f"{path}.{key}") for key, item in value.items())
         elif isinstance(value, list):
             stack.extend((item, depth + 1, f"{path}[{i}]") for i, item in enumerate(value))
+
+
+MAX_JSON_DEPTH = 200
+
+# A JSON string (skipped whole: brackets inside it do not nest), or one bracket.
+_STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def json_too_deep(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether the JSON text ``body`` nests arrays and objects deeper than ``limit``.
+    O(len(body)), in the regex engine; a body with no more brackets than the limit is
+    not scanned at all."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False
+    depth = 0
+    for found in _STRUCTURE.finditer(body):
+        c = body[found.start()]
+        if c == 0x5B or c == 0x7B:  # [ {
+            depth += 1
+            if depth > limit:
+                return True
+        elif c == 0x5D or c == 0x7D:  # ] }
+            depth -= 1
+    return False
+
+
+class JSONDepthRoute(APIRoute):
+    """A route whose JSON body is refused with 400 when nested deeper than
+    :data:`MAX_JSON_DEPTH`, before FastAPI parses it (see the module's docstring)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        if self.body_field is None:
+            return handler
+
+        async def checked(request: Request) -> Response:
+            # Read once: the handler gets the same request, body included.
+            if json_too_deep(await request.body()):
+                raise HTTPException(
+                    400, f"malformed body: JSON nested deeper than {MAX_JSON_DEPTH} arrays and objects"
+                )
+            return await handler(request)
+
+        return checked
 
 
 class BodyLimit:

@@ -1,6 +1,8 @@
 // Line charts on a canvas: a fixed number of samples per series, redrawn whole (a few
 // hundred points; cheaper than keeping DOM nodes for an SVG).
 
+import { perFrame } from "./dom.js";
+
 const CAPACITY = 300; // five minutes at one sample a second
 const SHORTEST = 60; // the x axis spans at least a minute, then grows with the samples up to CAPACITY
 
@@ -29,7 +31,7 @@ export class Chart {
     this.now = figure.querySelector("[data-now]");
     this.series = series.map((s) => ({ ...s, values: [] }));
     this.format = format;
-    this.pending = false;
+    this.schedule = perFrame(() => this.draw());
     new ResizeObserver(() => this.schedule()).observe(this.canvas);
   }
 
@@ -47,15 +49,6 @@ export class Chart {
       .join(" · ");
     this.now.textContent = shown;
     this.schedule();
-  }
-
-  schedule() {
-    if (this.pending) return;
-    this.pending = true;
-    requestAnimationFrame(() => {
-      this.pending = false;
-      this.draw();
-    });
   }
 
   draw() {

@@ -3,6 +3,7 @@
 // line and column in the text; Register stays off until the query is valid.
 
 import { api } from "./api.js";
+import { el } from "./dom.js";
 import * as fmt from "./format.js";
 
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*(-[A-Za-z0-9_]+)*$/; // api.models.NAME_PATTERN
@@ -145,7 +146,7 @@ export class Editor {
     const lines = Math.max(1, text.split("\n").length);
     const numbers = [];
     for (let i = 1; i <= lines; i += 1) {
-      const span = fmt.el("span", detail && detail.line === i ? "bad" : "", `${i}\n`);
+      const span = el("span", detail && detail.line === i ? "bad" : "", `${i}\n`);
       numbers.push(span);
     }
     this.gutter.replaceChildren(...numbers);
@@ -156,7 +157,7 @@ export class Editor {
       const at = offsetOf(text, detail.line, detail.column || 1);
       // Mark one character; at a line's end or the text's end, a space stands for it.
       const char = text.charAt(at);
-      const mark = fmt.el("mark", null, char && char !== "\n" ? char : " ");
+      const mark = el("mark", null, char && char !== "\n" ? char : " ");
       mark.title = detail.message;
       const rest = char && char !== "\n" ? text.slice(at + 1) : text.slice(at);
       this.backdrop.replaceChildren(document.createTextNode(text.slice(0, at)), mark, document.createTextNode(rest + "\n"));

@@ -4,6 +4,7 @@
 // drop, so no match is missed or shown twice.
 
 import { api, socketProtocols, socketUrl } from "./api.js";
+import { el, perFrame } from "./dom.js";
 import * as fmt from "./format.js";
 
 const SHOWN = 200; // matches kept on the page, newest first
@@ -19,7 +20,7 @@ export class Feed {
     this.lastSeq = -1;
     this.received = 0;
     this.incoming = [];
-    this.flushing = false;
+    this.scheduleFlush = perFrame(() => this.flush());
     this.retry = 1000;
     this.known = new Set();
 
@@ -141,15 +142,6 @@ export class Feed {
     setTimeout(() => !this.paused && !this.socket && this.connect(), wait);
   }
 
-  scheduleFlush() {
-    if (this.flushing) return;
-    this.flushing = true;
-    requestAnimationFrame(() => {
-      this.flushing = false;
-      this.flush();
-    });
-  }
-
   /** Put what arrived since the last frame on the page at once: a backlog of a
    * million matches costs a million JSON parses, not a million DOM updates. */
   flush() {
@@ -161,24 +153,24 @@ export class Feed {
   }
 
   item(m) {
-    const li = fmt.el("li");
+    const li = el("li");
     li.dataset.seq = m.seq;
     li.dataset.query = m.query;
-    const head = fmt.el("div", "head");
+    const head = el("div", "head");
     head.append(
-      fmt.el("span", "seq", `#${m.seq}`),
-      fmt.el("span", "query", m.query),
-      fmt.el("span", "src", String(m.src)),
-      fmt.el("span", "span", `${fmt.number(m.start)} → ${fmt.number(m.end)}`),
+      el("span", "seq", `#${m.seq}`),
+      el("span", "query", m.query),
+      el("span", "src", String(m.src)),
+      el("span", "span", `${fmt.number(m.start)} → ${fmt.number(m.end)}`),
     );
-    if (m.prob !== 1) head.append(fmt.el("span", "span", `p ${fmt.number(m.prob)}`));
-    const events = fmt.el("div", "events");
+    if (m.prob !== 1) head.append(el("span", "span", `p ${fmt.number(m.prob)}`));
+    const events = el("div", "events");
     for (const e of m.events) {
-      events.append(fmt.el("span", "event", Array.isArray(e) ? `[${e.join(", ")}]` : String(e)));
+      events.append(el("span", "event", Array.isArray(e) ? `[${e.join(", ")}]` : String(e)));
     }
     li.append(head, events);
     const attrs = Object.entries(m.attrs || {});
-    if (attrs.length) li.append(fmt.el("div", "attrs", attrs.map(([k, v]) => `${k}=${v}`).join("  ")));
+    if (attrs.length) li.append(el("div", "attrs", attrs.map(([k, v]) => `${k}=${v}`).join("  ")));
     return li;
   }
 

@@ -52,11 +52,3 @@ export function bytes(n) {
   while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
   return `${i ? n.toFixed(1) : n} ${units[i]}`;
 }
-
-/** An element with text (never HTML: names and event ids are user data). */
-export function el(tag, className, text) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (text !== undefined && text !== null) node.textContent = text;
-  return node;
-}

@@ -2,6 +2,7 @@
 // are in the DOM, positioned over a spacer as tall as the whole list, so ten thousand
 // queries scroll as smoothly as ten.
 
+import { el, perFrame } from "./dom.js";
 import * as fmt from "./format.js";
 
 const OVERSCAN = 6;
@@ -34,7 +35,7 @@ export class QueryTable {
     this.sortDir = 1;
     this.rows = []; // the pool of row elements, reused as the view scrolls
     this.rowHeight = 28;
-    this.pending = false;
+    this.schedule = perFrame(() => this.render());
 
     viewport.addEventListener("scroll", () => this.schedule(), { passive: true });
     new ResizeObserver(() => this.schedule()).observe(viewport);
@@ -88,15 +89,6 @@ export class QueryTable {
     this.schedule();
   }
 
-  schedule() {
-    if (this.pending) return;
-    this.pending = true;
-    requestAnimationFrame(() => {
-      this.pending = false;
-      this.render();
-    });
-  }
-
   render() {
     const height = this.viewport.clientHeight;
     const first = Math.max(0, Math.floor(this.viewport.scrollTop / this.rowHeight) - OVERSCAN);
@@ -120,16 +112,16 @@ export class QueryTable {
   }
 
   makeRow() {
-    const node = fmt.el("div", "qrow");
+    const node = el("div", "qrow");
     node.setAttribute("role", "row");
     const cells = {
-      name: fmt.el("button", "name"),
-      text: fmt.el("code", "text"),
-      mode: fmt.el("span", "mode"),
-      window: fmt.el("span", "num window"),
-      matches: fmt.el("span", "num matches"),
-      rate: fmt.el("span", "num rate"),
-      actions: fmt.el("span", "actions"),
+      name: el("button", "name"),
+      text: el("code", "text"),
+      mode: el("span", "mode"),
+      window: el("span", "num window"),
+      matches: el("span", "num matches"),
+      rate: el("span", "num rate"),
+      actions: el("span", "actions"),
     };
     cells.name.type = "button";
     cells.name.title = "Show this query's matches in the feed";
@@ -140,7 +132,7 @@ export class QueryTable {
     const row = { node, cells, name: null };
     cells.name.addEventListener("click", () => row.name && this.onWatch(row.name));
     if (this.onDelete) {
-      const del = fmt.el("button", "del", "Delete");
+      const del = el("button", "del", "Delete");
       del.type = "button";
       del.addEventListener("click", () => row.name && this.onDelete(row.name));
       cells.actions.append(del);

@@ -3,6 +3,7 @@
 // (a newer service's) are shown as they come, so nothing the service reports is hidden.
 
 import { Chart } from "./charts.js";
+import { el } from "./dom.js";
 import * as fmt from "./format.js";
 
 // Facts shown first, in this order, when the service reports them; `warn` marks a
@@ -167,9 +168,9 @@ export class StatsPanel {
       rows.push([label(path), plain(value), /late/.test(path) && value > 0, path]);
     }
     const nodes = rows.map(([name, text, warn, path]) => {
-      const div = fmt.el("div", warn ? "warn" : "");
+      const div = el("div", warn ? "warn" : "");
       div.dataset.key = path;
-      div.append(fmt.el("dt", null, name), fmt.el("dd", null, text));
+      div.append(el("dt", null, name), el("dd", null, text));
       return div;
     });
     this.facts.replaceChildren(...nodes);

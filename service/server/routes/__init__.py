@@ -1,4 +1,4 @@
-"""One router per resource: queries, events (and time), matches, health."""
+"""One router per resource: queries, events (and time), matches, stats, health."""
 
 from __future__ import annotations
 

@@ -29,11 +29,12 @@ from service.server import ingest
 from service.server.deps import Admin, HostDep, MetricsDep, Producer, RuntimeDep, SettingsDep
 from service.server.errors import InvalidInputError, UnsupportedMediaError
 from service.server.guard import is_json, media_type
+from service.server.limits import JSONDepthRoute
 from service.server.routes import errors, finite
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1", tags=["events"])
+router = APIRouter(prefix="/v1", tags=["events"], route_class=JSONDepthRoute)
 
 _BATCH_BODY: dict[str, Any] = {
     "requestBody": {

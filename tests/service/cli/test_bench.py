@@ -40,3 +40,21 @@ def test_ratio_command_reports_the_targets_and_a_real_replay(tmp_path: Path) -> 
     alone = [row for row in rows if row[0].endswith("measured alone")]
     assert len(alone) == 2 and all(float(row[1]) > 0 for row in alone)
     assert all(row[3] in ("yes", "NO") for row in rows)
+
+
+def test_the_lateness_bench_compares_the_paths_and_holding_gives_the_in_order_matches(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["bench", "lateness", "--quick", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    header, rows = read_csv(tmp_path / "lateness.csv")
+    assert header[:3] == ["variant", "stream", "lateness_s"] and len(rows) == 7
+    table = {(r[0], r[1]): r for r in rows}
+    matches = {key: int(row[header.index("matches")]) for key, row in table.items()}
+    late = {key: int(row[header.index("late")]) for key, row in table.items()}
+    in_order = matches[("engine alone (before)", "in order")]
+    late_stream = "late by <= 60 s"
+    assert in_order > 0 and all(n == in_order for (_, stream), n in matches.items() if stream == "in order")
+    # The late stream: taken as it comes, events are late (and counted); held for the
+    # disorder it gives the in-order matches, none late.
+    assert matches[("time keeper, L = 60 s", late_stream)] == in_order
+    assert late[("time keeper, L = 60 s", late_stream)] == 0 < late[("time keeper, L = 0", late_stream)]
+    assert matches[("engine alone (before)", late_stream)] == matches[("time keeper, L = 0", late_stream)]

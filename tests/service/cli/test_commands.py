@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -9,6 +10,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+
+from ecq.kernel.select import status
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples"
@@ -30,13 +33,16 @@ EXPECTED = [
 ]
 
 
-def scemon(*args: str | Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+def scemon(
+    *args: str | Path, cwd: Path = ROOT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "service.cli", *map(str, args)],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=120,
+        env=env,
     )
 
 
@@ -124,6 +130,29 @@ def test_replay_writes_matches_as_json_lines_to_stdout(tmp_path: Path) -> None:
     seqs = [m["seq"] for m in matches]
     assert all(isinstance(s, int) for s in seqs) and seqs == sorted(set(seqs))  # type: ignore[type-var]
     assert "5 events, 2 matches (ab 2)" in result.stderr
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_replay_warns_on_one_line_when_it_runs_the_pure_kernel(tmp_path: Path, pure: bool) -> None:
+    """Never the slow kernel silently: a line on stderr saying why, the same matches."""
+    if not pure and not status().compiled:
+        pytest.skip(f"{status().reason}")
+    env = {k: v for k, v in os.environ.items() if k != "SCEMON_PURE"}
+    if pure:
+        env["SCEMON_PURE"] = "1"
+    queries, events = write(tmp_path, "q.txt", AB), write(tmp_path, "e.jsonl", EVENTS)
+    result = scemon("replay", "-q", queries, "-e", events, env=env)
+    assert result.returncode == 0, result.stderr
+    assert without_seq(records(result.stdout)) == EXPECTED
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == (
+        ["warning: running the pure-Python kernel of the engine, several times slower (SCEMON_PURE is set)"]
+        if pure
+        else []
+    )
+    # The baseline is pure Python by design: no warning for it.
+    separate = scemon("replay", "-q", queries, "-e", events, "--engine", "separate", env=env)
+    assert separate.returncode == 0 and "warning" not in separate.stderr, separate.stderr
 
 
 def test_replay_to_a_file_writes_the_same_lines(tmp_path: Path) -> None:

@@ -67,7 +67,7 @@ def expected(parts: list[list[dict[str, Any]]]) -> tuple[list[dict[str, Any]], l
         events = sorted((e for e in part if e["id"] != "ms"), key=lambda e: (e["start"], e["id"]))
         matches, stragglers = keeper.process([Event.from_dict(e) for e in events])
         found += matches
-        late += [(str(x.event.id), x.by) for x in stragglers]
+        late += [(str(e.id), by) for e, by in stragglers]
     found += keeper.advance_time(math.inf)
     write = match_writer()
     return [

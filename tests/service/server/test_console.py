@@ -35,7 +35,16 @@ def test_the_page_and_its_modules_are_served(shared_server: Server) -> None:
         assert response.status_code == 200, name
         assert response.headers["content-type"].startswith("text/javascript"), name
         todo += re.findall(r'from "\./([\w.-]+\.js)"', response.text)
-    assert {"api.js", "charts.js", "editor.js", "feed.js", "queries.js", "stats.js"} <= seen
+    assert {
+        "api.js",
+        "charts.js",
+        "dom.js",
+        "editor.js",
+        "feed.js",
+        "format.js",
+        "queries.js",
+        "stats.js",
+    } <= seen
     assert httpx.get(f"{shared_server.url}/console/assets/console.css").status_code == 200
     assert httpx.get(f"{shared_server.url}/console/assets/nothing.js").status_code == 404
 

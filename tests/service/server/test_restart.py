@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from contextlib import closing
 
 import httpx
 import pytest
@@ -17,7 +18,8 @@ from tests.service.server.test_matches import collect, wait_for
 
 
 def batch_ops(server_data: object) -> int:
-    with sqlite3.connect(f"{server_data}/scemon.sqlite3") as db:
+    # closing(): a connection's own `with` ends a transaction, it does not close it.
+    with closing(sqlite3.connect(f"{server_data}/scemon.sqlite3")) as db:
         return int(db.execute("SELECT COUNT(*) FROM ops WHERE kind = 'batch'").fetchone()[0])
 
 

@@ -100,3 +100,16 @@ def test_whoami_with_auth_off_may_do_everything(start_server: StartServer) -> No
 
 def test_stats_name_the_kernel_the_engine_runs(start_server: StartServer) -> None:
     assert start_server(SCEMON_PURE="1").client().stats().kernel == "pure"
+
+
+def test_a_server_on_the_pure_kernel_says_so(start_server: StartServer) -> None:
+    """Never the slow kernel silently: the stats name it, and the server's log has the
+    one warning line ``scemon serve`` prints with the reason."""
+    warning = "warning: running the pure-Python kernel of the engine, several times slower"
+    pure = start_server(SCEMON_PURE="1")
+    assert pure.client().stats().kernel == "pure"
+    assert f"{warning} (SCEMON_PURE is set)" in pure.log.read_text()
+    if status().compiled:
+        compiled = start_server()
+        assert compiled.client().stats().kernel == "compiled"
+        assert warning not in compiled.log.read_text()

@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from service.server.store import BATCH, REGISTER, TIME, UNREGISTER, Clocks, MatchRow, Meta, Store
+from service.server.store import BATCH, LATENESS, REGISTER, TIME, UNREGISTER, Clocks, MatchRow, Meta, Store
 
 Q1 = {"text": "SEQ(A, B) WITHIN 10 s"}
 Q2 = {"text": "SEQ(B, C) WITHIN 5 s"}
@@ -136,3 +136,48 @@ def test_trim_keeps_a_registration_that_a_live_query_reads(store: Store) -> None
         (UNREGISTER, "gone"),
         (BATCH, None),
     ]
+
+
+def test_trimming_keeps_only_the_last_lateness_change_before_the_cut(store: Store) -> None:
+    none: dict[str, tuple[int, float]] = {}
+    store.commit_time(10.0, [], none, 0, Clocks(0.0, 0.0), kind=LATENESS)
+    batch(store, "b1", 1.0, [], 0)
+    store.commit_time(5.0, [], none, 0, Clocks(1.0, 1.0), kind=LATENESS)
+    batch(store, "b2", 2.0, [], 0)
+    batch(store, "b3", 50.0, [], 0)
+    store.commit_time(0.0, [], none, 0, Clocks(50.0, 50.0), kind=LATENESS)
+    store.trim(horizon=10.0, keep=set(), match_log_max=10, next_seq=0)
+    assert [(op.kind, op.time) for op in store.ops()] == [(LATENESS, 5.0), (BATCH, 50.0), (LATENESS, 0.0)]
+
+
+def test_a_batch_keeps_its_late_events_and_the_clocks_both_survive_a_reopen(tmp_path: Path) -> None:
+    first = Store(tmp_path / "data")
+    late = orjson.dumps([[1, "a1", 9.0]])
+    first.commit_batch("p", "b1", b"[]", 2, 20.0, [], {}, 0, Clocks(10.0, 20.0), late)
+    first.commit_batch("p", "b2", b"[]", 1, 21.0, [], {}, 0, Clocks(10.5, 21.0))
+    first.close()
+    again = Store(tmp_path / "data")
+    try:
+        assert again.late_of("p", "b1") == late and again.late_of("p", "b2") is None
+        assert again.late_of("p", "unknown") is None
+        assert again.meta() == Meta(0, 10.5, 21.0)
+    finally:
+        again.close()
+
+
+def test_a_store_from_before_late_events_is_upgraded_and_reads_its_clock_as_both(tmp_path: Path) -> None:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    with sqlite3.connect(folder / "scemon.sqlite3") as db:
+        db.executescript(
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+            "CREATE TABLE ops (pos INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT, body BLOB, time REAL);"
+            "INSERT INTO meta VALUES ('next_seq', '3'), ('clock', '42.0');"
+        )
+    old = Store(folder)
+    try:
+        assert old.meta() == Meta(3, 42.0, 42.0)
+        old.commit_batch("p", "b", b"[]", 0, 43.0, [], {}, 3, Clocks(43.0, 43.0), b"[]")
+        assert [op.kind for op in old.ops()] == [BATCH]
+    finally:
+        old.close()
