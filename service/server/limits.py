@@ -5,15 +5,15 @@
   refused at once; a body sent without one (chunked) is read up to the cap and refused
   as soon as it passes it. Either way the client gets 413 in the usual error shape and
   the route never runs.
-- **Nesting** (:func:`json_too_deep`; ``JSONDepthRoute``, the route class of the routers
-  whose JSON body FastAPI parses; the query routes call it themselves before parsing): a
-  body nesting arrays and objects deeper than :data:`MAX_JSON_DEPTH` gets 400 before it
-  is parsed. The service decides the limit, not the interpreter: Python's JSON parser
-  recurses, and where it gives up depends on the version (3.11 ran out of stack at
-  ~1,000 levels, 3.13 parses far deeper), so the same body got 400 on one version and a
-  validation error on another. No query needs anything near the limit (the text form
-  allows 64 nested brackets, about 130 levels of JSON). Event batches are parsed by
-  orjson, whose own limit (1,024) answers 400 the same way on every version.
+- **Nesting** (``JSONDepthRoute``, the route class of the routers whose JSON body
+  FastAPI parses): a body nesting arrays and objects deeper than :data:`MAX_JSON_DEPTH`
+  gets 400 before it is parsed. The service decides the limit, not the interpreter:
+  Python's JSON parser recurses, and where it gives up depends on the version (3.11 ran
+  out of stack at ~1,000 levels, 3.13 parses far deeper), so the same body got 400 on
+  one version and a validation error on another. Event batches and the query routes'
+  bodies are parsed by orjson (service.server.bodies), whose own limit (1,024 levels)
+  answers 400 the same way on every version; a query's pattern is then held to
+  :data:`MAX_PATTERN_DEPTH`.
 - **A query's AST JSON** (:func:`check_pattern_size`): the text form is bounded by its
   length, but a pattern given as JSON was bounded only by the body cap, and reading it
   back (``from_json``) recurses once per level.
