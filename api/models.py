@@ -295,7 +295,7 @@ AttrValueIn = bool | int | float | Annotated[str, StringConstraints(max_length=A
 
 
 class EventIn(_Model):
-    """One event (SEMANTICS.md §1). ``end`` defaults to ``start``; ``end < start`` is
+    """One event (docs/semantics.md §1). ``end`` defaults to ``start``; ``end < start`` is
     rejected; ``prob`` defaults to 1. Longer fields than their limits are 422 naming the
     event's index and the field."""
 
@@ -400,7 +400,7 @@ class TimeResult(_Model):
 
 
 class MatchPublic(_Model):
-    """One match (SEMANTICS.md §9). ``events`` holds event ids in component order (a
+    """One match (docs/semantics.md §9). ``events`` holds event ids in component order (a
     Kleene component or a sub-pattern gives a list); ``seq`` numbers matches across the
     service's life, without gaps, so a consumer resumes with ``from_seq = seq + 1``."""
 
