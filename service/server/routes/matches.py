@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import time
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, WebSocket
@@ -20,7 +21,8 @@ from api.models import NAME_MAX, NAME_PATTERN, MatchPage
 from ecq.errors import ScemonError, UnknownQueryError
 from service.server.auth import READER, authorize, websocket_credentials
 from service.server.deps import Reader, RuntimeDep, StoreDep, runtime_of
-from service.server.errors import GoneError, InvalidInputError
+from service.server.errors import ForbiddenError, GoneError, InvalidInputError
+from service.server.guard import foreign_origin
 from service.server.handlers import error_body, status_of
 from service.server.host import EngineHost
 from service.server.hub import Subscriber
@@ -137,6 +139,10 @@ async def subscribe(ws: WebSocket) -> None:
         ws.headers.get("authorization"), ws.headers.get("sec-websocket-protocol")
     )
     try:
+        if not runtime.settings.auth_enabled:
+            why = foreign_origin(ws.headers)
+            if why is not None:  # another site's page would read the matches
+                raise ForbiddenError(f"cross-site subscription refused: {why} (the server has no tokens)")
         authorize(runtime.settings, authorization, READER, "subscribing to matches")
         from_seq = _parse_from_seq(ws.query_params.get("from_seq"))
         queries = _parse_queries(ws.query_params.get("queries"))
@@ -153,7 +159,6 @@ async def subscribe(ws: WebSocket) -> None:
     try:
         last = await _stream(ws, runtime.store, sub, receiver, queries, last)
         if sub.overflowed:
-            runtime.metrics.overflows.inc()
             reason = (
                 f"subscriber queue overflow ({sub.limit} matches behind): resume with from_seq={last + 1}"
             )
@@ -182,7 +187,7 @@ async def _stream(
     while not sub.overflowed and not receiver.done():
         rows, _, _ = await run_in_threadpool(store.read_matches, last + 1, BACKLOG_PAGE, queries)
         for seq, body in rows:
-            await ws.send_text(body.decode())
+            await _send(ws, sub, body.decode())
             last = seq
         if len(rows) < BACKLOG_PAGE:
             break
@@ -190,7 +195,7 @@ async def _stream(
     while not sub.overflowed and not receiver.done() and not hub_closing:
         for seq, text in sub.take():
             if seq > last:
-                await ws.send_text(text)
+                await _send(ws, sub, text)
                 last = seq
         if sub.overflowed or receiver.done():
             break
@@ -199,6 +204,13 @@ async def _stream(
         waiter.cancel()
         hub_closing = runtime_of(ws).hub.closing
     return last
+
+
+async def _send(ws: WebSocket, sub: Subscriber, text: str) -> None:
+    """Send one match, noting how long the send waits (``Hub.blocked``)."""
+    sub.sending_since = time.monotonic()
+    await ws.send_text(text)
+    sub.sending_since = None
 
 
 async def _until_closed(ws: WebSocket) -> None:
@@ -211,8 +223,12 @@ async def _until_closed(ws: WebSocket) -> None:
 
 async def _deny(ws: WebSocket, err: ScemonError) -> None:
     """Refuse the handshake with an HTTP answer in the usual error shape when the server
-    supports it, else with a close frame carrying the message."""
+    supports it, else with a close frame carrying the message. Logged with its reason:
+    WARNING for a refused credential or origin, INFO for a bad parameter."""
     status = status_of(err)
+    client = f"{ws.client.host}:{ws.client.port}" if ws.client else "?"
+    level = logging.WARNING if status in (401, 403) else logging.INFO
+    log.log(level, "refused a subscription from %s: %d %s", client, status, str(err).split("\n", 1)[0])
     if "websocket.http.response" in ws.scope.get("extensions", {}):
         await ws.send_denial_response(FastJSON({"detail": error_body(err)}, status_code=status))
     else:

@@ -75,3 +75,30 @@ def test_the_lateness_bench_compares_the_paths_and_holding_gives_the_in_order_ma
     assert matches[("time keeper, L = 60 s", late_stream)] == in_order
     assert late[("time keeper, L = 60 s", late_stream)] == 0 < late[("time keeper, L = 0", late_stream)]
     assert matches[("engine alone (before)", late_stream)] == matches[("time keeper, L = 0", late_stream)]
+
+
+def test_builds_command_compares_the_engines_and_scemon_replay(tmp_path: Path) -> None:
+    import sys
+
+    build = f"{sys.executable}@{Path(__file__).resolve().parents[3]}"
+    result = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            "builds",
+            "--quick",
+            "--out",
+            str(tmp_path),
+            "--build",
+            f"a={build}",
+            "--build",
+            f"b={build}",
+        ]
+        + ["--replay-events", "500", "--replay-rounds", "1"],
+    )
+    assert result.exit_code == 0, result.output
+    header, rows = read_csv(tmp_path / "builds.csv")
+    assert header[:3] == ["build", "python", "kernel"] and "cpu_vs_first" in header and len(rows) == 6
+    header, rows = read_csv(tmp_path / "builds_replay.csv")
+    assert header == ["build", "events_per_s", "vs_first", "cpu_s", "cpu_vs_first", "matches"]
+    assert [row[0] for row in rows] == ["a", "b"] and rows[0][5] == rows[1][5]
