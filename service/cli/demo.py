@@ -31,7 +31,6 @@ from rich.table import Table
 
 from ecq.workload import PAPER_CARD_QUERIES, credit_card_workload
 from service.cli.errors import SPARK_MISSING, user_errors
-from service.server.process import ServerProcess
 
 __all__ = ["Demo", "MatchListener", "demo"]
 
@@ -110,9 +109,10 @@ class Demo:
 
     def run(self) -> int:
         # Imported here, not with the module: every `scemon` command imports this module
-        # (service/cli/app.py), and the client's imports (httpx, pydantic models) took
-        # 0.15 s of each command's start-up.
+        # (service/cli/app.py), and the client's and the server process's imports (httpx,
+        # pydantic models) took 0.15-0.25 s of each command's start-up.
         from api.client import Client
+        from service.server.process import ServerProcess
 
         started = time.monotonic()
         say = self.console.print
