@@ -120,6 +120,17 @@ class CompiledQuery:
         return tuple(c.index for c in self.comps if not c.negated)
 
     @cached_property
+    def positive_tests(self) -> tuple[tuple[frozenset[str], PredFn | None], ...]:
+        """``(classes, filter)`` of each positive component, in order: what an event
+        must pass to fill it (a conjunction's assembly asks this of every event)."""
+        return tuple((self.comps[i].classes, self.comps[i].filter) for i in self.positives)
+
+    @cached_property
+    def positive_classes(self) -> tuple[str, ...]:
+        """The classes of the positive components, sorted."""
+        return tuple(sorted(frozenset().union(*(c for c, _ in self.positive_tests))))
+
+    @cached_property
     def is_filter(self) -> bool:
         """One positive, non-Kleene component: every passing event is a match."""
         c = self.comps[0]
