@@ -381,7 +381,8 @@ def _conj_candidates(qs: QState, x: Event, ctx: Context) -> list[Cand]:
             if mask:
                 pool.append(p)
                 fills[id(p)] = mask
-    latest_first(pool)
+    if len(cq.positive_classes) > 1:
+        latest_first(pool)  # one chain is in its own order already, as ctx.instances keeps it
     out: list[Cand] = []
     need = len(positives) - 1
     if len(pool) < need:
