@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING
 
 from ecq.conditions import PredFn
 from ecq.event import Event
+from ecq.filters import FilterIndex, residual_predicate, split_filter
 from ecq.horizon import NEG_INF, Horizon
 from ecq.siq import SIQ
 
 if TYPE_CHECKING:
+    from ecq.language.ast import Expr
     from ecq.qstate import QState
 
 __all__ = ["CLT", "ECQ", "RCLT", "CLink", "RCLink", "SlotFilter"]
@@ -87,24 +89,40 @@ class RCLT(dict[str, RCLink]):
 
 class SlotFilter:
     """Which queries at one position accept an instance: ``always`` (no filter) plus one
-    group per distinct filter, so a filter shared by many queries runs once per event."""
+    group per distinct filter (``groups``: filter key -> ``[id, bits]``), so a filter
+    shared by many queries is one filter, held in a :class:`~ecq.filters.FilterIndex`:
+    the filters an event passes are found in O(attributes · log F + result), not one
+    predicate call per filter."""
 
-    __slots__ = ("always", "groups")
+    __slots__ = ("always", "groups", "index", "_next")
 
     def __init__(self) -> None:
         self.always = 0
-        # filter key -> [predicate, bits]
-        self.groups: dict[tuple[object, ...], list[object]] = {}
+        self.groups: dict[tuple[object, ...], list[int]] = {}
+        self.index = FilterIndex()
+        self._next = 0
 
-    def add(self, bit: int, pred: PredFn | None, key: tuple[object, ...]) -> None:
+    def add(
+        self, bit: int, pred: PredFn | None, key: tuple[object, ...], conjuncts: tuple[Expr, ...] = ()
+    ) -> None:
+        """Query ``bit`` accepts what ``pred`` accepts: the conjunction of
+        ``conjuncts`` (``Comp.filter_conjuncts``), which the index splits into atoms;
+        ``key`` (``Comp.filter_key``) says which filters are the same."""
         if pred is None:
             self.always |= bit
             return
         group = self.groups.get(key)
-        if group is None:
-            self.groups[key] = [pred, bit]
-        else:
-            group[1] = int(group[1]) | bit  # type: ignore[call-overload]
+        if group is not None:
+            group[1] |= bit
+            self.index.set_bits(group[0], group[1])
+            return
+        fid = self._next
+        self._next += 1
+        self.groups[key] = [fid, bit]
+        atoms, rest = split_filter(conjuncts)
+        # Nothing indexable: the filter's own predicate is the residual.
+        residual = residual_predicate(rest) if atoms else pred
+        self.index.add(fid, bit, atoms, residual)
 
     def remove(self, bit: int, key: tuple[object, ...]) -> None:
         if self.always & bit:
@@ -112,19 +130,21 @@ class SlotFilter:
             return
         group = self.groups.get(key)
         if group is not None:
-            left = int(group[1]) & ~bit  # type: ignore[call-overload]
+            left = group[1] & ~bit
             if left:
                 group[1] = left
+                self.index.set_bits(group[0], left)
             else:
                 del self.groups[key]
+                self.index.remove(group[0])
 
     def passing(self, event: Event) -> int:
-        """Bits of the queries whose filter ``event`` passes. O(distinct filters)."""
-        bits = self.always
-        for pred, group_bits in self.groups.values():
-            if pred(event):  # type: ignore[operator]
-                bits |= group_bits  # type: ignore[operator]
-        return bits
+        """Bits of the queries whose filter ``event`` passes. O(attributes · log F)
+        big-integer operations, plus the residual predicates of the filters that
+        still pass (ecq.filters)."""
+        if not self.groups:
+            return self.always
+        return self.always | self.index.passing(event)
 
     def empty(self) -> bool:
         return not self.always and not self.groups
@@ -199,3 +219,6 @@ class ECQ:
                 e.pmb._check()
         for rl in self.rclt.values():
             assert all(bits for bits in rl.masks.values())
+        for slot in self.seq_filters.values():
+            slot.index._check()
+            assert {fid for fid, _ in slot.groups.values()} == set(slot.index.bits)

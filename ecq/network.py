@@ -208,7 +208,9 @@ class Network:
                 ecq = self.ecqs[cls]
                 ecq.clt.append(CLink(qs, k))
                 if qs.fast:
-                    ecq.seq_filters.setdefault(k, SlotFilter()).add(bit, comp.filter, comp.filter_key)
+                    ecq.seq_filters.setdefault(k, SlotFilter()).add(
+                        bit, comp.filter, comp.filter_key, comp.filter_conjuncts
+                    )
                     target = ecq.seq_final if k == n - 1 else ecq.seq_more
                     target[k] = target.get(k, 0) | bit
                     if k >= 1:

@@ -26,6 +26,7 @@ from typing import Any
 
 from ecq.conditions import PredFn, ValueFn, compile_predicate, compile_value
 from ecq.errors import SemanticError
+from ecq.filters import filter_key
 from ecq.language.ast import (
     Agg,
     AttrRef,
@@ -62,7 +63,8 @@ class Comp:
     ``classes`` are the event classes it accepts (for a sub-pattern, the sub-pattern's
     derived class). ``filter`` is the conjunction of the conditions that read only this
     component; ``filter_key`` identifies it independently of how the query names the
-    component, so identical filters of different queries run once per event.
+    component (ecq.filters.filter_key), so identical filters of different queries are
+    one filter of the filter index.
     """
 
     index: int
@@ -73,6 +75,9 @@ class Comp:
     negated: bool = False
     kleene: tuple[int, bool] | None = None  # (min, exact)
     sub: CompiledQuery | None = None
+    # The filter's conjuncts, the component written ``$self`` (what the filter index
+    # splits into atoms: ecq.filters).
+    filter_conjuncts: tuple[Expr, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -356,7 +361,7 @@ class _Compiler:
         out = []
         for i, comp in enumerate(raw):
             own = filters[i]
-            key = tuple(_anonymise(e) for e in own)
+            conjuncts = tuple(_anonymise(e) for e in own)
             pred = None
             if own:
                 expr = own[0] if len(own) == 1 else BoolOp("and", tuple(own))
@@ -367,10 +372,11 @@ class _Compiler:
                     classes[i],
                     comp.alias,
                     pred,
-                    key,
+                    filter_key(conjuncts),
                     negated=comp.negated,
                     kleene=(comp.kleene.min, comp.kleene.exact) if comp.kleene is not None else None,
                     sub=self.sub_nodes.get(i),
+                    filter_conjuncts=conjuncts,
                 )
             )
         return out

@@ -8,7 +8,12 @@
   with the classes drawn from ``n_classes`` (``Npc``) and ``n_steps`` components
   (``Nstep``), and the conjunction / disjunction templates (CNJ3, DSJ3, DSJ5). Query
   ``i`` is the same whatever ``n_queries`` is, so a smaller query set is a prefix of a
-  larger one.
+  larger one;
+- the operator families (:data:`FAMILIES`, not the paper's): the sequence template's
+  classes with conditions on each component (``cond<n>``, over the events' attributes
+  ``a0 ..``, ``n_attrs`` of them), a negated component (leading, middle, trailing), a
+  Kleene component or a nested conjunction, so that each operator is measured on the
+  same classes and windows as the bare sequences.
 
 Defaults are the paper's: 1K queries, 1K sources, 50 classes, windows of 200-240 min.
 The paper does not give its event rate. ``source_gap`` = 20 min (one event per source
@@ -43,6 +48,9 @@ __all__ = [
     "template_queries",
     "PAPER_CARD_QUERIES",
     "credit_card_workload",
+    "FAMILIES",
+    "family_queries",
+    "condition_queries",
 ]
 
 
@@ -60,6 +68,9 @@ class Workload:
     # Events last ``uniform(0, max_duration)`` seconds (0: point events, the paper's).
     max_duration: float = 0.0
     seed: int = 42
+    # Numeric attributes ``a0 ..`` of every event, uniform in [0, 100) (0: none, the
+    # paper's); what the ``cond<n>`` templates' conditions read.
+    n_attrs: int = 0
 
     @property
     def window_events(self) -> int:
@@ -79,16 +90,84 @@ def _window_text(rng: random.Random, w: Workload) -> str:
     return f"WITHIN {rng.randint(lo, hi)} mins"
 
 
-def sequence_queries(w: Workload) -> list[tuple[str, str]]:
-    """``(name, text)`` of ``n_queries`` sequence queries of ``n_steps`` distinct classes."""
+def _sequence_picks(w: Workload) -> list[tuple[list[str], str]]:
+    """The classes and the WITHIN clause of each sequence query: what every template
+    built on the sequence template shares."""
     rng = random.Random(w.seed)
     classes = class_names(w.n_classes)
     out = []
-    for i in range(w.n_queries):
+    for _ in range(w.n_queries):
         picks = rng.sample(classes, min(w.n_steps, len(classes)))
-        text = f"PATTERN Sequence WITH {', '.join(picks)} WHERE [symbol] {_window_text(rng, w)}"
-        out.append((f"seq{i:05d}", text))
+        out.append((picks, _window_text(rng, w)))
     return out
+
+
+def sequence_queries(w: Workload) -> list[tuple[str, str]]:
+    """``(name, text)`` of ``n_queries`` sequence queries of ``n_steps`` distinct classes."""
+    return [
+        (f"seq{i:05d}", f"PATTERN Sequence WITH {', '.join(picks)} WHERE [symbol] {within}")
+        for i, (picks, within) in enumerate(_sequence_picks(w))
+    ]
+
+
+def condition_queries(w: Workload, per_component: int) -> list[tuple[str, str]]:
+    """The sequence template with ``per_component`` conditions on each component, each
+    a one-sided bound on attribute ``a<j>`` of that component (``A.a0 > 31``, ``A.a1 <
+    72``: thresholds drawn so that a condition holds for 40-100% of the events); with 0
+    the bare sequence template itself. Every query has its own bounds, so the number of
+    distinct filters grows with the number of queries."""
+    if per_component == 0:
+        return sequence_queries(w)
+    rng = random.Random(w.seed + 5)
+    out = []
+    for i, (picks, within) in enumerate(_sequence_picks(w)):
+        conds = []
+        for cls in picks:
+            for j in range(per_component):
+                if rng.random() < 0.5:
+                    conds.append(f"{cls}.a{j} > {rng.uniform(0.0, 60.0):.1f}")
+                else:
+                    conds.append(f"{cls}.a{j} < {rng.uniform(40.0, 100.0):.1f}")
+        text = f"PATTERN Sequence WITH {', '.join(picks)} WHERE [symbol] {' AND '.join(conds)} {within}"
+        out.append((f"cond{i:05d}", text))
+    return out
+
+
+# The operator families of ``scemon bench operators``: the template of each (see
+# :func:`family_queries`).
+FAMILIES: dict[str, str] = {
+    "bare": "seq",
+    "conditions": "cond1",
+    "cnj3": "cnj3",
+    "neg-middle": "neg-middle",
+    "neg-leading": "neg-leading",
+    "neg-trailing": "neg-trailing",
+    "kleene": "kleene",
+    "nested": "nested",
+}
+
+
+def family_queries(w: Workload, template: str) -> list[tuple[str, str]]:
+    """The sequence template's classes and windows with one operator changed:
+    ``neg-middle`` ``SEQ(A, !B, C)``, ``neg-leading`` ``SEQ(!A, B, C)``, ``neg-trailing``
+    ``SEQ(A, B, !C)``, ``kleene`` ``SEQ(A, B+, C)``, ``nested`` ``SEQ(A, AND(B, C))`` (three
+    steps; other step counts negate or close the middle, first or last one)."""
+    shapes = {
+        "neg-middle": lambda p: [p[0], *(f"!{c}" if i == 1 else c for i, c in enumerate(p[1:], 1))],
+        "neg-leading": lambda p: [f"!{p[0]}", *p[1:]],
+        "neg-trailing": lambda p: [*p[:-1], f"!{p[-1]}"],
+        "kleene": lambda p: [p[0], *(f"{c}+" if i == 1 else c for i, c in enumerate(p[1:], 1))],
+        "nested": lambda p: [p[0], f"AND({', '.join(p[1:])})"],
+    }
+    shape = shapes.get(template)
+    if shape is None:
+        raise ValueError(f"unknown operator template {template!r}")
+    if w.n_steps < 3:
+        raise ValueError(f"the {template} template needs at least 3 steps")
+    return [
+        (f"{template.replace('-', '')}{i:05d}", f"SEQ({', '.join(shape(picks))}) {within}")
+        for i, (picks, within) in enumerate(_sequence_picks(w))
+    ]
 
 
 def conjunction_queries(w: Workload, size: int = 3) -> list[tuple[str, str]]:
@@ -114,18 +193,37 @@ def disjunction_queries(w: Workload, size: int = 3) -> list[tuple[str, str]]:
     ]
 
 
-TEMPLATES = ("seq", "cnj3", "dsj3", "dsj5")
+TEMPLATES = (
+    "seq",
+    "cnj3",
+    "dsj3",
+    "dsj5",
+    "cond1",
+    "cond3",
+    "neg-middle",
+    "neg-leading",
+    "neg-trailing",
+    "kleene",
+    "nested",
+)
 
 
 def template_queries(w: Workload, template: str) -> list[tuple[str, str]]:
-    """The queries of one of the paper's templates: ``seq`` (``n_steps`` steps), ``cnj3``,
-    ``dsj3``, ``dsj5``."""
+    """The queries of a template: the paper's ``seq`` (``n_steps`` steps), ``cnj<n>``,
+    ``dsj<n>``; ``cond<n>`` (:func:`condition_queries`) and the operator templates of
+    :func:`family_queries`."""
     if template == "seq":
         return sequence_queries(w)
-    if template.startswith("cnj"):
-        return conjunction_queries(w, int(template[3:]))
-    if template.startswith("dsj"):
-        return disjunction_queries(w, int(template[3:]))
+    head = template.rstrip("0123456789")
+    size = template[len(head) :]
+    if size and head == "cnj":
+        return conjunction_queries(w, int(size))
+    if size and head == "dsj":
+        return disjunction_queries(w, int(size))
+    if size and head == "cond":
+        return condition_queries(w, int(size))
+    if template in TEMPLATES:
+        return family_queries(w, template)
     raise ValueError(f"unknown template {template!r} (expected one of {', '.join(TEMPLATES)})")
 
 
@@ -133,13 +231,27 @@ def events(w: Workload, count: int, start: float = 0.0) -> Iterator[Event]:
     """``count`` random instances in time order, ids ``0 ..``: point events, or with
     ``max_duration`` intervals, given in order of ``end`` (as the service sorts them)."""
     rng = random.Random(w.seed + 3)
+    # Attributes from their own generator: the stream's sources, classes and times are
+    # the same with or without them.
+    values = random.Random(w.seed + 4)
+    names = [f"a{j}" for j in range(w.n_attrs)]
+
+    def attrs() -> dict[str, AttrValue] | None:
+        return {name: round(values.uniform(0.0, 100.0), 2) for name in names} if names else None
+
     classes = class_names(w.n_classes)
     gap = w.source_gap / w.n_sources
     t = start
     if w.max_duration <= 0:
         for i in range(count):
             t += rng.expovariate(1.0 / gap)
-            yield Event(rng.randrange(w.n_sources), classes[rng.randrange(w.n_classes)], round(t, 3), id=i)
+            yield Event(
+                rng.randrange(w.n_sources),
+                classes[rng.randrange(w.n_classes)],
+                round(t, 3),
+                attrs=attrs(),
+                id=i,
+            )
         return
     # Intervals end at most max_duration after they start: hold each until no later
     # interval can end before it. O(log held) per event.
@@ -148,7 +260,7 @@ def events(w: Workload, count: int, start: float = 0.0) -> Iterator[Event]:
         t += rng.expovariate(1.0 / gap)
         begin = round(t, 3)
         end = round(begin + rng.uniform(0.0, w.max_duration), 3)
-        ev = Event(rng.randrange(w.n_sources), classes[rng.randrange(w.n_classes)], begin, end, id=i)
+        ev = Event(rng.randrange(w.n_sources), classes[rng.randrange(w.n_classes)], begin, end, attrs(), id=i)
         heapq.heappush(held, (end, i, ev))
         while held[0][0] <= begin:
             yield heapq.heappop(held)[2]

@@ -10,6 +10,9 @@ code with the engine.
   from 0 to large, WHERE (one-component filters, cross-component conditions,
   equivalence tests, arithmetic, NOT / IN / abs / unary minus / OR), RETURN and
   PROBABILITY.
+- :func:`conditioned_sets` -- many plain sequences with conditions on single components
+  of every kind the filter index takes (bounds, bound pairs, ``=``/``!=``, ``IN``, a bare
+  attribute; numbers, strings and booleans), and now and then one it does not.
 - :func:`query_sets_full` -- adds Part 2: negation (leading, middle, trailing, in
   conjunctions, with conditions), Kleene closure (``+``, ``^n``, ``{m,}``, aggregates),
   sub-patterns and ``@name`` references to earlier queries of the set.
@@ -24,7 +27,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-__all__ = ["streams", "query_sets", "query_sets_full", "CLASSES"]
+__all__ = ["streams", "query_sets", "query_sets_full", "conditioned_sets", "CLASSES"]
 
 J = dict[str, Any]
 CLASSES = ("A", "B", "C")
@@ -44,11 +47,14 @@ def streams(
     max_len: int = 12,
     in_order: bool = False,
     min_len: int = 0,
+    mixed: bool = False,
 ) -> list[J]:
     """A list of event dicts. Times move forward in steps of 0, 0.5, 1 or 2 (so many
     timestamps are equal); about one event in ten is late (its start lies before the
     current time) unless ``in_order``, which sorts the stream by ``(end, start)`` as the
-    service does."""
+    service does. With ``mixed``, also an attribute ``z`` of every kind (numbers,
+    strings, booleans: ``1``, ``1.0`` and ``true`` among them), sometimes missing, and
+    ``x`` now and then a float between the integers."""
     n = draw(st.integers(min_len, max_len))
     now = 0.0
     out: list[J] = []
@@ -70,6 +76,12 @@ def streams(
             value = draw(st.sampled_from((None, *range(top + 1))))
             if value is not None:
                 attrs[name] = value
+        if mixed:
+            z = draw(st.sampled_from((None, 0, 1, 1.0, 1.5, 2, "a", "b", True, False)))
+            if z is not None:
+                attrs["z"] = z
+            if "x" in attrs and draw(st.integers(0, 3)) == 0:
+                attrs["x"] = attrs["x"] + 0.5
         if attrs:
             event["attrs"] = attrs
         if draw(st.integers(0, 7)) == 0:
@@ -398,5 +410,66 @@ def query_sets_full(
     out: list[tuple[str, J]] = []
     for i in range(draw(st.integers(1, max_queries))):
         q = draw(_part2_query(pool, classes, [name for name, _ in out]).filter(_valid_for_reference))
+        out.append((f"q{i}", q))
+    return out
+
+
+# ============================================================ conditioned sequences
+
+# Values that collide on purpose (1, 1.0 and true; 0 and false) and equal thresholds.
+BOUNDS = (-1, 0, 1, 1.0, 1.5, 2, 3, 4)
+MIXED = (0, 1, 1.0, 2, "a", "b", True, False)
+
+
+@st.composite
+def _indexable_condition(draw: st.DrawFn, ref: str) -> list[J]:
+    """Conjuncts on one component of the kinds the filter index takes: a bound on
+    either side, a bound pair, ``=`` / ``!=`` on numbers, strings or booleans, ``IN``, a
+    bare attribute; now and then one it cannot take (a residual)."""
+    a = _attr(ref, draw(st.sampled_from(("x", "y", "z"))))
+    choice = draw(st.integers(0, 9))
+    if choice <= 2:
+        op = draw(st.sampled_from(("<", "<=", ">", ">=")))
+        value = _lit(draw(st.sampled_from(BOUNDS)))
+        return [_cmp(op, a, value) if draw(st.booleans()) else _cmp(op, value, a)]
+    if choice <= 4:
+        lo, hi = sorted(draw(st.lists(st.sampled_from(BOUNDS), min_size=2, max_size=2)))
+        first, second = draw(st.sampled_from((("<", "<"), ("<=", "<"), ("<", "<="), ("<=", "<="))))
+        return [_cmp(first, _lit(lo), a), _cmp(second, a, _lit(hi))]
+    if choice <= 6:
+        return [_cmp(draw(st.sampled_from(("=", "!="))), a, _lit(draw(st.sampled_from(MIXED))))]
+    if choice == 7:
+        values = draw(st.lists(st.sampled_from(MIXED), min_size=1, max_size=3))
+        return [{"kind": "in", "operand": a, "values": [_lit(v) for v in values]}]
+    if choice == 8:
+        return [_attr(ref, "z")]
+    other = _cmp("<", _attr(ref, "y"), _lit(draw(st.sampled_from(BOUNDS))))
+    return [{"kind": "bool", "op": "or", "operands": [_cmp(">", a, _lit(1)), other]}]
+
+
+@st.composite
+def conditioned_sets(
+    draw: st.DrawFn, classes: tuple[str, ...] = CLASSES, max_queries: int = 10
+) -> list[tuple[str, J]]:
+    """Many plain sequences (1-3 components over few classes, so their filters share
+    the classes' positions) with conditions on single components, of the kinds
+    :func:`_indexable_condition` draws; RECENT and ALL."""
+    out: list[tuple[str, J]] = []
+    for i in range(draw(st.integers(1, max_queries))):
+        n = draw(st.sampled_from((1, 2, 2, 3)))
+        items = _with_aliases(draw, [draw(_class_component(classes)) for _ in range(n)])
+        conjuncts: list[J] = []
+        for k in range(n):
+            for _ in range(draw(st.sampled_from((0, 1, 1, 2)))):
+                conjuncts += draw(_indexable_condition(draw(_ref(items, k))))
+        q: J = {
+            "kind": "query",
+            "pattern": {"kind": "seq", "items": items},
+            "mode": draw(st.sampled_from(("recent", "all"))),
+            "within": draw(st.sampled_from((3, 5, 8, 20, 100))),
+        }
+        where = _and(conjuncts)
+        if where is not None:
+            q["where"] = where
         out.append((f"q{i}", q))
     return out

@@ -59,10 +59,10 @@ cdef class Ecq:
     cdef dict final, more  # {position: Bits}
     cdef dict static  # the filter-free positions' sets {position: Bits}, or None
     cdef dict either  # {position: final | more}
-    cdef list filters  # [(position, always, [(predicate, Bits), ...]), ...]
+    cdef list filters  # [(position, _filters.SlotIndex), ...]
     cdef Bits init  # static[0] & more[0]: the initial entries of an unfiltered instance
     cdef Bits more0  # more[0], or the empty set
-    cdef bint plain  # every use of the class is a plain sequence without filters
+    cdef bint plain  # every use of the class is a plain sequence (or a one-event filter)
     cdef bint general_uses
     cdef dict last
     cdef object queue

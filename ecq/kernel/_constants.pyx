@@ -20,6 +20,7 @@ from ecq.kernel._bitset cimport (
     bits_or,
     grow,
 )
+from ecq.kernel._filters cimport SlotIndex, slot_index, slot_passing
 from ecq.kernel._summary cimport NO_BUCKET
 
 __all__ = ["ClassIds", "Plan"]
@@ -163,11 +164,8 @@ cdef Ecq _ecq_of(ecq):
             q.init = bits_and(<Bits>q.static[0], q.more0)
     else:
         q.static = None
-        for k, slot in ecq.seq_filters.items():
-            q.filters.append(
-                (k, bits_from_int(slot.always), [(pred, bits_from_int(bits)) for pred, bits in slot.groups.values()])
-            )
-    q.plain = static is not None and not ecq.general_final and not ecq.disj
+        q.filters = [(k, slot_index(slot)) for k, slot in ecq.seq_filters.items()]
+    q.plain = not ecq.general_final and not ecq.disj
     q.general_uses = bool(ecq.general_uses)
     siq = ecq.siq
     q.last = siq.last
@@ -179,18 +177,14 @@ cdef Ecq _ecq_of(ecq):
 
 
 cdef dict passing(Ecq q, object e):
-    # The queries at each position whose filter ``e`` passes (SlotFilter.passing), as
-    # Bits; the static sets when no position has a filter.
+    # The queries at each position whose filter ``e`` passes (SlotFilter.passing, from
+    # the slot's filter index in the kernel's form), as Bits; the static sets when no
+    # position has a filter.
     if q.static is not None:
         return q.static
     cdef dict out = {}
-    cdef Bits acc
-    for k, always, groups in q.filters:
-        acc = <Bits>always
-        for pred, bits in groups:
-            if pred(e):
-                acc = bits_or(acc, <Bits>bits)
-        out[k] = acc
+    for k, x in q.filters:
+        out[k] = slot_passing(<SlotIndex>x, e)
     return out
 
 

@@ -178,7 +178,8 @@ cdef class CompiledKernel:
     def run_events(self, engine, events):
         """``OpClock.step_events`` for the shared engine: the same stamping, clock,
         cleaning and emission order. An event of a class only plain sequences use (no
-        filters, no pending trailing negation due) goes through the compiled phases,
+        pending trailing negation due) goes through the compiled phases, its filters
+        through the filter index,
         and the matches of plain queries that need nothing more are built here; anything
         else takes ``Network.on_event`` and ``LoopHost.emit``. The engine's counters
         live in C during the batch (``_Counters``) and are written back before any
@@ -231,7 +232,7 @@ cdef class CompiledKernel:
                 else:
                     c.seen += 1
                     src = ev_get(f.src, "src")
-                    static = q.static
+                    static = q.static if q.static is not None else passing(q, e)
                     summary = s.summaries.get(src)
                     extended = test(s, n, q, e, src, summary, end, static, c.clock, &direct)
                     insert(s, n, q, e, src, summary, cls, ev_float(f.start, "start"), static, extended, c.clock)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 
 from ecq.network import LEVELS
-from ecq.workload import Workload
+from ecq.workload import FAMILIES, Workload
 from service.bench.runner import PHASES, SEPARATE, SHARED, Measurement, Progress, Setting, Variant, measure
 from service.bench.table import Plot, Table
 
@@ -35,6 +35,11 @@ __all__ = [
     "FULL",
     "QUICK",
     "Scale",
+    "Steps",
+    "notes_of",
+    "pair_columns",
+    "pair_row",
+    "time_table",
     "breakdown",
     "classes",
     "cleaning",
@@ -80,6 +85,28 @@ class Scale:
     target_events: int = 100_000
     gaps: tuple[float, ...] = (300.0, 600.0, 1200.0, 2400.0, 3600.0)
     gap_events: int = 10_000
+    # The credit-card workload (``make demo``'s, service/bench/card.py): 1,000 holders
+    # paying every 30 minutes at 50 merchant classes, windows up to 5 hours; generated
+    # queries per point (the paper's two come first).
+    card: Workload = field(
+        default_factory=lambda: Workload(
+            n_queries=1000,
+            n_sources=1000,
+            n_classes=50,
+            window_min=3600.0,
+            window_max=5 * 3600.0,
+            source_gap=1800.0,
+        )
+    )
+    card_queries: tuple[int, ...] = (100, 500, 1000)
+    card_events: int = 20_000
+    # The conditions sweep and the operator families (service/bench/operators.py).
+    cond_queries: tuple[int, ...] = (100, 1000, 2000, 5000, 10_000)
+    cond_predicates: tuple[int, ...] = (0, 1, 3)
+    cond_events: int = 20_000
+    op_queries: tuple[int, int, int] = (100, 1000, 5000)
+    op_events: int = 5000
+    families: tuple[str, ...] = tuple(FAMILIES)
 
     def setting(self, template: str = "seq", **changes: int) -> Setting:
         """The default setting with workload fields changed (``n_queries=...``)."""
@@ -110,6 +137,15 @@ QUICK = Scale(
     target_events=1200,
     gaps=(600.0, 1200.0, 2400.0),
     gap_events=600,
+    card=Workload(
+        n_queries=100, n_sources=50, n_classes=50, window_min=3600.0, window_max=5 * 3600.0, source_gap=1800.0
+    ),
+    card_queries=(20, 50, 100),
+    card_events=600,
+    cond_queries=(20, 50, 100),
+    cond_events=600,
+    op_queries=(20, 50, 100),
+    op_events=400,
 )
 
 
@@ -121,7 +157,16 @@ def sized(
     when given."""
     scale = QUICK if quick else FULL
     if events is not None:
-        scale = replace(scale, events=events, cnj_events=events, dsj_events=events, target_events=events)
+        scale = replace(
+            scale,
+            events=events,
+            cnj_events=events,
+            dsj_events=events,
+            target_events=events,
+            card_events=events,
+            cond_events=events,
+            op_events=events,
+        )
     if clean_every is not None:
         scale = replace(scale, clean_every=clean_every)
     if source_gap is not None:
@@ -129,7 +174,7 @@ def sized(
     return scale
 
 
-class _Steps:
+class Steps:
     """Maps the progress of one measurement among ``total`` onto the whole figure."""
 
     def __init__(self, progress: Progress | None, total: int) -> None:
@@ -147,7 +192,7 @@ class _Steps:
         return out
 
 
-def _notes(scale: Scale, setting: Setting, paper: str, period: str | None = None) -> list[str]:
+def notes_of(scale: Scale, setting: Setting, paper: str, period: str | None = None) -> list[str]:
     w = setting.workload
     return [
         paper,
@@ -159,7 +204,7 @@ def _notes(scale: Scale, setting: Setting, paper: str, period: str | None = None
     ]
 
 
-def _pair_columns(param: str) -> list[str]:
+def pair_columns(param: str) -> list[str]:
     return [
         param,
         "shared_us",
@@ -172,7 +217,7 @@ def _pair_columns(param: str) -> list[str]:
     ]
 
 
-def _pair_row(table: Table, param: str, value: int, shared: Measurement, separate: Measurement) -> None:
+def pair_row(table: Table, param: str, value: int, shared: Measurement, separate: Measurement) -> None:
     table.add(
         **{
             param: value,
@@ -187,11 +232,11 @@ def _pair_row(table: Table, param: str, value: int, shared: Measurement, separat
     )
 
 
-def _time_table(name: str, title: str, param: str, label: str, log: bool = False) -> Table:
+def time_table(name: str, title: str, param: str, label: str, log: bool = False) -> Table:
     return Table(
         name,
         title,
-        _pair_columns(param),
+        pair_columns(param),
         plot=Plot(param, ("shared_us", "separate_us"), "unit processing time (µs/event)", label, x_log=log),
     )
 
@@ -221,7 +266,7 @@ def _storage_row(table: Table, param: str, value: int, shared: Measurement, sepa
 
 
 def _by_queries(
-    steps: _Steps, setting: Setting, sizes: Sequence[int]
+    steps: Steps, setting: Setting, sizes: Sequence[int]
 ) -> list[tuple[int, Measurement, Measurement]]:
     """One interleaved measurement of every query count (prefixes of one query set)."""
     setting = replace(setting, workload=replace(setting.workload, n_queries=max(sizes)))
@@ -231,7 +276,7 @@ def _by_queries(
 
 
 def _each(
-    steps: _Steps, sizes: Sequence[int], make: Callable[[int], Setting]
+    steps: Steps, sizes: Sequence[int], make: Callable[[int], Setting]
 ) -> list[tuple[int, Measurement, Measurement]]:
     """One measurement per size (the stream changes with it)."""
     out = []
@@ -250,7 +295,7 @@ def _with_sources(scale: Scale, template: str, n: int) -> Setting:
 
 def cleaning(scale: Scale = FULL, progress: Progress | None = None) -> list[Table]:
     """Fig. 7: cleaning every ``Nc`` events: cleaning time per event and storage."""
-    steps = _Steps(progress, len(scale.periods))
+    steps = Steps(progress, len(scale.periods))
     base = scale.setting()
     time_t = Table(
         "fig07a_cleaning_time",
@@ -290,7 +335,7 @@ def cleaning(scale: Scale = FULL, progress: Progress | None = None) -> list[Tabl
         store_t.add(
             period=period, shared_stored=round(shared.stored_avg), separate_stored=round(separate.stored_avg)
         )
-    notes = _notes(
+    notes = notes_of(
         scale, base, "paper Fig. 7", f"every Nc events; at least 4 Nc measured (and {base.events} at least)"
     )
     time_t.notes = store_t.notes = notes
@@ -300,21 +345,21 @@ def cleaning(scale: Scale = FULL, progress: Progress | None = None) -> list[Tabl
 def queries(scale: Scale = FULL, progress: Progress | None = None) -> list[Table]:
     """Fig. 8a: unit time vs number of queries (all sizes interleaved, one stream)."""
     setting = scale.setting()
-    table = _time_table("fig08a_queries", "Fig. 8a: unit time vs queries", "queries", "queries Nq")
-    for n, shared, separate in _by_queries(_Steps(progress, 1), setting, scale.queries):
-        _pair_row(table, "queries", n, shared, separate)
-    table.notes = _notes(scale, setting, "paper Fig. 8a")
+    table = time_table("fig08a_queries", "Fig. 8a: unit time vs queries", "queries", "queries Nq")
+    for n, shared, separate in _by_queries(Steps(progress, 1), setting, scale.queries):
+        pair_row(table, "queries", n, shared, separate)
+    table.notes = notes_of(scale, setting, "paper Fig. 8a")
     return [table]
 
 
 def sources(scale: Scale = FULL, progress: Progress | None = None) -> list[Table]:
     """Fig. 8b: unit time vs number of sources (log scale, as the paper)."""
     setting = scale.setting()
-    table = _time_table("fig08b_sources", "Fig. 8b: unit time vs sources", "sources", "sources Ns", log=True)
-    steps = _Steps(progress, len(scale.sources))
+    table = time_table("fig08b_sources", "Fig. 8b: unit time vs sources", "sources", "sources Ns", log=True)
+    steps = Steps(progress, len(scale.sources))
     for n, shared, separate in _each(steps, scale.sources, lambda n: scale.setting(n_sources=n)):
-        _pair_row(table, "sources", n, shared, separate)
-    table.notes = _notes(scale, setting, "paper Fig. 8b")
+        pair_row(table, "sources", n, shared, separate)
+    table.notes = notes_of(scale, setting, "paper Fig. 8b")
     return [table]
 
 
@@ -324,7 +369,7 @@ def breakdown(scale: Scale = FULL, progress: Progress | None = None) -> list[Tab
     stamping, emission, building matches)."""
     setting = scale.setting()
     variants = [replace(SEPARATE, profile=True)] + [Variant("shared", level, True) for level in LEVELS]
-    results = _Steps(progress, 1).run(setting, variants)
+    results = Steps(progress, 1).run(setting, variants)
     columns = ["engine", *PHASES, "other", "total"]
     table = Table(
         "fig09_breakdown",
@@ -340,14 +385,14 @@ def breakdown(scale: Scale = FULL, progress: Progress | None = None) -> list[Tab
             other=round(max(0.0, res.unit_us - sum(res.phase_us(p) for p in PHASES)), 2),
             total=round(res.unit_us, 2),
         )
-    table.notes = _notes(scale, setting, f"paper Fig. 9; shared levels: {', '.join(LEVELS)}")
+    table.notes = notes_of(scale, setting, f"paper Fig. 9; shared levels: {', '.join(LEVELS)}")
     return [table]
 
 
 def storage(scale: Scale = FULL, progress: Progress | None = None) -> list[Table]:
     """Fig. 10: stored instances vs queries (a) and sources (b)."""
     setting = scale.setting()
-    steps = _Steps(progress, 1 + len(scale.sources))
+    steps = Steps(progress, 1 + len(scale.sources))
     by_q = _storage_table(
         "fig10a_storage_queries", "Fig. 10a: stored instances vs queries", "queries", "queries Nq"
     )
@@ -358,23 +403,23 @@ def storage(scale: Scale = FULL, progress: Progress | None = None) -> list[Table
     )
     for n, shared, separate in _each(steps, scale.sources, lambda n: scale.setting(n_sources=n)):
         _storage_row(by_s, "sources", n, shared, separate)
-    by_q.notes = by_s.notes = _notes(scale, setting, "paper Fig. 10")
+    by_q.notes = by_s.notes = notes_of(scale, setting, "paper Fig. 10")
     return [by_q, by_s]
 
 
 def classes(scale: Scale = FULL, progress: Progress | None = None) -> list[Table]:
     """Fig. 11: unit time vs number of classes ``Npc`` (a) and sequence steps (b)."""
     setting = scale.setting()
-    steps = _Steps(progress, len(scale.classes) + len(scale.steps))
-    by_c = _time_table("fig11a_classes", "Fig. 11a: unit time vs classes", "classes", "classes Npc", log=True)
+    steps = Steps(progress, len(scale.classes) + len(scale.steps))
+    by_c = time_table("fig11a_classes", "Fig. 11a: unit time vs classes", "classes", "classes Npc", log=True)
     for n, shared, separate in _each(steps, scale.classes, lambda n: scale.setting(n_classes=n)):
-        _pair_row(by_c, "classes", n, shared, separate)
-    by_s = _time_table(
+        pair_row(by_c, "classes", n, shared, separate)
+    by_s = time_table(
         "fig11b_steps", "Fig. 11b: unit time vs sequence steps", "steps", "sequence steps Nstep"
     )
     for n, shared, separate in _each(steps, scale.steps, lambda n: scale.setting(n_steps=n)):
-        _pair_row(by_s, "steps", n, shared, separate)
-    by_c.notes = by_s.notes = _notes(scale, setting, "paper Fig. 11")
+        pair_row(by_s, "steps", n, shared, separate)
+    by_c.notes = by_s.notes = notes_of(scale, setting, "paper Fig. 11")
     return [by_c, by_s]
 
 
@@ -382,32 +427,32 @@ def conjunction(scale: Scale = FULL, progress: Progress | None = None) -> list[T
     """Figs. 12 and 13: CNJ3 queries, unit time and stored instances vs queries and
     sources."""
     setting = scale.setting("cnj3")
-    steps = _Steps(progress, 1 + len(scale.cnj_sources))
-    t_q = _time_table("fig12a_cnj_queries", "Fig. 12a: CNJ3 unit time vs queries", "queries", "queries Nq")
+    steps = Steps(progress, 1 + len(scale.cnj_sources))
+    t_q = time_table("fig12a_cnj_queries", "Fig. 12a: CNJ3 unit time vs queries", "queries", "queries Nq")
     s_q = _storage_table(
         "fig13a_cnj_storage_queries", "Fig. 13a: CNJ3 stored vs queries", "queries", "queries Nq"
     )
     for n, shared, separate in _by_queries(steps, setting, scale.cnj_queries):
-        _pair_row(t_q, "queries", n, shared, separate)
+        pair_row(t_q, "queries", n, shared, separate)
         _storage_row(s_q, "queries", n, shared, separate)
-    t_s = _time_table(
+    t_s = time_table(
         "fig12b_cnj_sources", "Fig. 12b: CNJ3 unit time vs sources", "sources", "sources Ns", True
     )
     s_s = _storage_table(
         "fig13b_cnj_storage_sources", "Fig. 13b: CNJ3 stored vs sources", "sources", "sources Ns", True
     )
     for n, shared, separate in _each(steps, scale.cnj_sources, lambda n: scale.setting("cnj3", n_sources=n)):
-        _pair_row(t_s, "sources", n, shared, separate)
+        pair_row(t_s, "sources", n, shared, separate)
         _storage_row(s_s, "sources", n, shared, separate)
     for t in (t_q, s_q, t_s, s_s):
-        t.notes = _notes(scale, setting, "paper Figs. 12 and 13")
+        t.notes = notes_of(scale, setting, "paper Figs. 12 and 13")
     return [t_q, t_s, s_q, s_s]
 
 
 def disjunction(scale: Scale = FULL, progress: Progress | None = None) -> list[Table]:
     """Fig. 14: DSJ3 and DSJ5 queries, unit time vs queries (a) and sources (b)."""
     templates = ("dsj3", "dsj5")
-    steps = _Steps(progress, len(templates) * (1 + len(scale.dsj_sources)))
+    steps = Steps(progress, len(templates) * (1 + len(scale.dsj_sources)))
     series = tuple(f"{t}_{e}_us" for t in templates for e in ("shared", "separate"))
     tables = []
     for param, sizes, log in (("queries", scale.dsj_queries, False), ("sources", scale.dsj_sources, True)):
@@ -434,7 +479,7 @@ def disjunction(scale: Scale = FULL, progress: Progress | None = None) -> list[T
                 **{s: cells[n][s] for s in series},
                 dsj5_matches_per_event=cells[n]["dsj5_matches_per_event"],
             )
-        table.notes = _notes(scale, scale.setting("dsj3"), "paper Fig. 14")
+        table.notes = notes_of(scale, scale.setting("dsj3"), "paper Fig. 14")
         tables.append(table)
     return tables
 
@@ -456,7 +501,7 @@ def targets(scale: Scale = FULL, progress: Progress | None = None) -> list[Table
         replace(SHARED, queries=middle, compiled=False),
         replace(SHARED, queries=large, compiled=False),
     ]
-    steps = _Steps(progress, 3)
+    steps = Steps(progress, 3)
     s_small, s_mid, p_mid, s_large, p_large, py_mid, py_large = steps.run(setting, variants)
     # The same engines alone in the measurement (nothing else's data in the caches
     # between chunks): the throughput a user running only this engine sees.
@@ -493,7 +538,7 @@ def targets(scale: Scale = FULL, progress: Progress | None = None) -> list[Table
         row(f"shared events/s, pure Python, {res.variant.queries} queries", res.events_per_s, "-", True)
     # The notes give the default workload (Nq the middle count), not the 5K one.
     notes_setting = replace(setting, workload=scale.base)
-    table.notes = _notes(scale, notes_setting, f"Targets; Nq = {small}, {middle}, {large}")
+    table.notes = notes_of(scale, notes_setting, f"Targets; Nq = {small}, {middle}, {large}")
     return [table]
 
 
@@ -501,7 +546,7 @@ def rate(scale: Scale = FULL, progress: Progress | None = None) -> list[Table]:
     """How the event rate shapes the workload (not a figure of the paper, which does not
     give its rate): matches per event, unit times and storage as the mean gap between
     two events of one source varies (docs/benchmarks.md, "The event rate")."""
-    steps = _Steps(progress, len(scale.gaps))
+    steps = Steps(progress, len(scale.gaps))
     table = Table(
         "workload_rate",
         "Event rate: one event per source every gap seconds",
@@ -523,7 +568,7 @@ def rate(scale: Scale = FULL, progress: Progress | None = None) -> list[Table]:
             shared_stored=round(shared.stored_avg),
             separate_stored=round(separate.stored_avg),
         )
-    table.notes = _notes(scale, replace(base, events=scale.gap_events), "workload event rate")[:2] + [
+    table.notes = notes_of(scale, replace(base, events=scale.gap_events), "workload event rate")[:2] + [
         f"{scale.gap_events} events measured after one window of warm-up (at each gap); cleaning every "
         f"{base.clean_every} events"
     ]

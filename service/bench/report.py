@@ -11,11 +11,12 @@ import csv
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table as RichTable
 
-from service.bench.table import Table
+from service.bench.table import Cell, Plot, Table
 
 __all__ = [
     "DOCS",
@@ -80,7 +81,8 @@ def write_plot(table: Table, folder: Path) -> Path | None:
 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{table.name}.png"
-    fig, ax = plt.subplots(figsize=(7.6 if plot.kind == "stacked" else 6.4, 4.2))
+    wide = plot.kind == "stacked" or plot.group is not None
+    fig, ax = plt.subplots(figsize=(7.6 if wide else 6.4, 4.2 if plot.group is None else 5.2))
     xs = table.column(plot.x)
     if plot.kind == "stacked":
         labels = [str(x) for x in xs]
@@ -90,9 +92,12 @@ def write_plot(table: Table, folder: Path) -> Path | None:
             ax.bar(labels, ys, bottom=bottom, label=name)
             bottom = [b + y for b, y in zip(bottom, ys, strict=True)]
         ax.tick_params(axis="x", labelrotation=20)
+    elif plot.group is not None:
+        xs = _draw_groups(ax, table, plot)
     else:
         for name in plot.series:
             ax.plot(xs, table.column(name), marker="o", label=name)
+    if plot.kind != "stacked":
         if plot.x_log:
             from matplotlib.ticker import NullFormatter, ScalarFormatter
 
@@ -106,7 +111,7 @@ def write_plot(table: Table, folder: Path) -> Path | None:
     ax.set_title(table.title)
     ax.set_xlabel(plot.x_label or plot.x)
     ax.set_ylabel(plot.y_label)
-    if plot.kind == "stacked":
+    if plot.kind == "stacked" or plot.group is not None:
         ax.legend(fontsize="small", bbox_to_anchor=(1.02, 1), loc="upper left")
     else:
         ax.legend(fontsize="small")
@@ -114,6 +119,32 @@ def write_plot(table: Table, folder: Path) -> Path | None:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+_STYLES = ("-", "--", ":", "-.")
+
+
+def _draw_groups(ax: Any, table: Table, plot: Plot) -> list[Cell]:
+    """One line per value of ``plot.group`` and series (colour by value, style by
+    series); the x values drawn, ascending."""
+    assert plot.group is not None
+    rows = table.records()
+    groups = list(dict.fromkeys(row[plot.group] for row in rows))
+    import matplotlib.pyplot as plt
+
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for g, value in enumerate(groups):
+        mine = [row for row in rows if row[plot.group] == value]
+        for s, name in enumerate(plot.series):
+            ax.plot(
+                [row[plot.x] for row in mine],
+                [row[name] for row in mine],
+                marker="o",
+                linestyle=_STYLES[s % len(_STYLES)],
+                color=cycle[g % len(cycle)],
+                label=f"{value} {name}",
+            )
+    return sorted(set(row[plot.x] for row in rows), key=float)
 
 
 def report(tables: Sequence[Table], folder: Path, console: Console | None = None) -> list[Path]:

@@ -32,11 +32,12 @@ from dataclasses import dataclass, field
 
 from ecq.baseline import PHASES, SeparateEngine
 from ecq.engine import Engine
-from ecq.event import Event
+from ecq.event import AttrValue, Event
 from ecq.network import LEVELS
-from ecq.workload import Workload, events, template_queries
+from ecq.workload import Workload, credit_card_workload, events, template_queries
 
 __all__ = [
+    "CARD_TEMPLATES",
     "ENGINES",
     "LEVELS",
     "PHASES",
@@ -48,9 +49,13 @@ __all__ = [
     "measure",
     "phase_timers",
     "stored",
+    "workload_of",
 ]
 
 ENGINES = ("shared", "separate")
+# The credit-card workload of ``make demo`` (``ecq.workload.credit_card_workload``): all
+# its queries, its sequences only, its conjunctions only.
+CARD_TEMPLATES = {"card": "", "card-seq": "PATTERN Sequence", "card-cnj": "PATTERN Conjunction"}
 # An engine's own cleaning never runs during a measurement: the runner cleans.
 _NEVER = 1 << 62
 
@@ -92,9 +97,13 @@ SEPARATE = Variant("separate")
 
 @dataclass(frozen=True)
 class Setting:
-    """What one measurement runs: a workload and a query template, the cleaning period,
-    and how many events warm the engines up (default: one longest window of the
-    stream, after which storage is steady) and are then measured."""
+    """What one measurement runs: a workload and a query template (one of
+    ``ecq.workload.TEMPLATES``, or of :data:`CARD_TEMPLATES`: the credit-card workload
+    with ``n_sources`` card holders, ``n_classes`` merchant classes, ``n_queries``
+    generated queries after the paper's two and a payment every ``source_gap`` seconds
+    per holder), the cleaning period, and how many events warm the engines up (default:
+    one longest window of the stream, after which storage is steady) and are then
+    measured."""
 
     workload: Workload = field(default_factory=Workload)
     template: str = "seq"
@@ -138,6 +147,10 @@ class Measurement:
     @property
     def events_per_s(self) -> float:
         return self.events / self.seconds if self.seconds else 0.0
+
+    @property
+    def matches_per_s(self) -> float:
+        return self.matches / self.seconds if self.seconds else 0.0
 
     @property
     def matches_per_event(self) -> float:
@@ -194,17 +207,39 @@ def _boundaries(total: int, chunk: int, marks: Sequence[int]) -> list[int]:
     return sorted(ends)
 
 
+# An event as every engine gets its own copy of it: (src, type, start, end, attrs).
+Row = tuple[int | str, str, float, float, dict[str, AttrValue] | None]
+
+
+def workload_of(setting: Setting, total: int) -> tuple[list[tuple[str, str]], list[Row]]:
+    """``setting``'s queries (name, text) and its first ``total`` events."""
+    w = setting.workload
+    prefix = CARD_TEMPLATES.get(setting.template)
+    if prefix is None:
+        queries = template_queries(w, setting.template)
+        made = events(w, total)
+    else:
+        queries, made = credit_card_workload(
+            n_cards=w.n_sources,
+            n_classes=w.n_classes,
+            n_queries=w.n_queries,
+            n_events=total,
+            purchase_gap=w.source_gap,
+            seed=w.seed,
+        )
+        queries = [(name, text) for name, text in queries if text.startswith(prefix)]
+    return queries, [(e.src, e.type, e.start, e.end, e.attrs or None) for e in made]
+
+
 def measure(
     setting: Setting, variants: Sequence[Variant], progress: Progress | None = None
 ) -> list[Measurement]:
     """Run every variant over ``setting``'s workload, interleaved chunk by chunk;
     one :class:`Measurement` per variant, in order. Time: the sum of the engines'
     processing time, plus building each engine's own copy of the events."""
-    w = setting.workload
-    queries = template_queries(w, setting.template)
     warm = setting.warmup_events
     total = warm + setting.events
-    stream = [(e.src, e.type, e.start, e.end) for e in events(w, total)]
+    queries, stream = workload_of(setting, total)
     engines = [make_engine(v) for v in variants]
     results = [Measurement(v) for v in variants]
     for engine, variant in zip(engines, variants, strict=True):
@@ -225,7 +260,8 @@ def measure(
                 i = (step + turn) % n
                 engine = engines[i]
                 batch = [
-                    Event(s, c, t0, t1, id=k) for k, (s, c, t0, t1) in enumerate(stream[begin:end], begin)
+                    Event(s, c, t0, t1, attrs, id=k)
+                    for k, (s, c, t0, t1, attrs) in enumerate(stream[begin:end], begin)
                 ]
                 began = now()
                 out = engine.process(batch)

@@ -18,7 +18,9 @@ Cell = int | float | str
 @dataclass(frozen=True)
 class Plot:
     """How to draw a table: ``series`` columns against column ``x``; ``kind`` ``line``
-    (one line per series) or ``stacked`` (bars per row, series stacked: a breakdown)."""
+    (one line per series) or ``stacked`` (bars per row, series stacked: a breakdown).
+    With ``group`` (a column), a line plot draws one line per series and value of that
+    column, a colour per value and a line style per series."""
 
     x: str
     series: tuple[str, ...]
@@ -27,6 +29,7 @@ class Plot:
     x_log: bool = False
     y_log: bool = False
     kind: str = "line"
+    group: str | None = None
 
 
 @dataclass

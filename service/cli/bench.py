@@ -15,10 +15,12 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from ecq.workload import FAMILIES
 from service.bench import figures
 from service.bench.report import publish
 from service.bench.runner import Progress
 from service.bench.table import Table
+from service.cli.errors import fail
 from service.cli.progress import LazyProgress
 
 __all__ = ["bench_app"]
@@ -197,6 +199,59 @@ def rate(
     _run(figures.rate, quick, out, events, clean_every)
 
 
+@bench_app.command("card")
+def card(
+    quick: QuickOption = False,
+    out: OutOption = None,
+    events: EventsOption = None,
+    clean_every: CleanOption = None,
+) -> None:
+    """The credit-card workload of `make demo` (sequences with payment bounds and
+    conjunctions): unit time vs queries and by kind of query, shared vs SP."""
+    from service.bench.card import card as figure
+
+    _run(figure, quick, out, events, clean_every)
+
+
+@bench_app.command("conditions")
+def conditions(
+    quick: QuickOption = False,
+    out: OutOption = None,
+    events: EventsOption = None,
+    clean_every: CleanOption = None,
+) -> None:
+    """Conditioned sequences: 0, 1 and 3 conditions per component from 100 to 10,000
+    queries, on both kernels, with the filters' evaluation timed on its own."""
+    from service.bench.operators import conditions as figure
+
+    _run(figure, quick, out, events, clean_every)
+
+
+@bench_app.command("operators")
+def operators(
+    quick: QuickOption = False,
+    out: OutOption = None,
+    events: EventsOption = None,
+    clean_every: CleanOption = None,
+    family: Annotated[
+        list[str] | None,
+        typer.Option(help=f"Only these families (repeat the option): {', '.join(FAMILIES)} [all]."),
+    ] = None,
+) -> None:
+    """Each operator family (bare, conditions, CNJ3, negation in the middle, leading and
+    trailing, Kleene closure, nested) at 100, 1,000 and 5,000 queries, shared vs SP:
+    events/s and matches/s, one table and one plot, and the families' targets."""
+    from service.bench.operators import operators as figure
+
+    scale = figures.sized(quick, events, clean_every)
+    if family:
+        unknown = [f for f in family if f not in FAMILIES]
+        if unknown:
+            fail(f"unknown family {unknown[0]!r} (expected one of {', '.join(FAMILIES)})")
+        scale = replace(scale, families=tuple(dict.fromkeys(family)))
+    publish(_measured("operators", figure, scale), quick, out)
+
+
 @bench_app.command("ratio")
 def ratio(
     quick: QuickOption = False,
@@ -224,14 +279,40 @@ def ratio(
     Console(stderr=True).print(
         f"timing scemon replay: {n_queries} queries, {n_events} events ...", style="dim"
     )
+    tables += _measured("ratio: the credit-card workload", _card_targets(tables[0]), scale)
     add_replay_row(tables[0], replace(scale.base, n_queries=n_queries), n_events)
     publish(tables, quick, out)
+
+
+def _card_targets(table: Table) -> Figure:
+    """The credit-card workload's rows of the targets' ``table``, as a figure that adds
+    them (and returns no table of its own)."""
+    from service.bench.card import card_rows
+
+    def figure(scale: figures.Scale, progress: Progress | None) -> list[Table]:
+        card_rows(table, scale, figures.Steps(progress, 2))
+        return []
+
+    return figure
 
 
 @bench_app.command("all")
 def all_figures(quick: QuickOption = False, out: OutOption = None) -> None:
     """Every figure, then the targets (long without --quick)."""
-    for command in (cleaning, queries, sources, breakdown, storage, classes, conjunction, disjunction, rate):
+    for command in (
+        cleaning,
+        queries,
+        sources,
+        breakdown,
+        storage,
+        classes,
+        conjunction,
+        disjunction,
+        rate,
+        card,
+        conditions,
+        operators,
+    ):
         command(quick=quick, out=out)
     ratio(quick=quick, out=out)
 

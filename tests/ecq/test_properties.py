@@ -21,7 +21,7 @@ from ecq.match import Match
 from ecq.network import LEVELS
 from tests import reference
 from tests.match_share import min_share, record
-from tests.strategies import query_sets, query_sets_full, streams
+from tests.strategies import conditioned_sets, query_sets, query_sets_full, streams
 
 # Property tests: `make test` runs them a second time on the pure kernel (SCEMON_PURE=1).
 pytestmark = pytest.mark.property
@@ -87,11 +87,12 @@ def normalise(matches: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @st.composite
-def scenarios(draw: st.DrawFn, query_strategy: Any = None) -> list[tuple[Any, ...]]:
+def scenarios(draw: st.DrawFn, query_strategy: Any = None, mixed: bool = False) -> list[tuple[Any, ...]]:
     """Register a query set, play a stream with registrations, unregistrations and
-    clock advances sprinkled in, then flush the clock."""
+    clock advances sprinkled in, then flush the clock (``mixed``: events with an
+    attribute of every kind, tests.strategies.streams)."""
     queries = draw(query_strategy if query_strategy is not None else query_sets(CLASSES))
-    events = draw(streams(CLASSES, n_sources=2, max_len=14))
+    events = draw(streams(CLASSES, n_sources=2, max_len=14, mixed=mixed))
     split = draw(st.integers(0, len(queries)))
     ops: list[tuple[Any, ...]] = [("register", name, q) for name, q in queries[:split]]
     late = list(queries[split:])
@@ -166,3 +167,13 @@ def test_compiled_and_pure_python_engines_give_the_reference_matches(
     if compiled and not status().compiled:
         pytest.skip(f"no compiled kernel: {status().reason}")
     same_as_reference(engine_run(ops, compiled=compiled), ops)
+
+
+@min_share(0.25)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(conditioned_sets(CLASSES[:3]), mixed=True), st.booleans())
+def test_engine_equals_reference_on_conditioned_sequences(ops: list[tuple[Any, ...]], pure: bool) -> None:
+    """Many queries, each with its own conditions on single components (the filter
+    index: bounds, bound pairs, equality on numbers, strings and booleans, IN lists,
+    residuals), registered and unregistered mid-stream, on both kernels."""
+    same_as_reference(engine_run(ops, compiled=False if pure else None), ops)

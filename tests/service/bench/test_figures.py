@@ -32,6 +32,13 @@ TINY_SCALE = replace(
     target_events=400,
     gaps=(1200.0, 2400.0),
     gap_events=200,
+    card=Workload(n_queries=20, n_sources=20, window_min=3600.0, window_max=5 * 3600.0, source_gap=1800.0),
+    card_queries=(5, 20),
+    card_events=200,
+    cond_queries=(10, 30),
+    cond_events=200,
+    op_queries=(5, 10, 20),
+    op_events=200,
 )
 
 PAIR = [

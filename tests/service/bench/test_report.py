@@ -53,3 +53,12 @@ def test_refresh_doc_replaces_only_the_marked_tables(tmp_path: Path) -> None:
         "<!-- /bench:fig -->\n<!-- bench:missing -->\nkept\n<!-- /bench:missing -->\n"
     )
     assert refresh_doc(tmp_path / "absent.md", tmp_path) == []
+
+
+def test_grouped_plots_draw_a_line_per_group_and_series(tmp_path: Path) -> None:
+    table = Table("g", "g", ["k", "x", "a", "b"], plot=Plot("x", ("a", "b"), "y", x_log=True, group="k"))
+    for k in ("one", "two"):
+        for x in (10, 100):
+            table.add(k=k, x=x, a=1.0, b=2.0)
+    png = write_plot(table, tmp_path)
+    assert png is not None and png.read_bytes().startswith(PNG)

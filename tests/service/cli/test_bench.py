@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from service.cli.app import app
 from tests.service.bench.test_figures import EXPECTED
-from tests.service.bench.test_report import read_csv
+from tests.service.bench.test_report import PNG, read_csv
 
 
 @pytest.mark.parametrize("command", ["cleaning", "queries", "breakdown", "disjunction"])
@@ -27,6 +27,19 @@ def test_quick_commands_write_csv_and_png(command: str, tmp_path: Path) -> None:
         assert name.split("_")[0] in result.output or "Fig." in result.output
 
 
+def test_operators_command_takes_families_and_rejects_unknown_ones(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["bench", "operators", "--quick", "--family", "kleene", "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    header, rows = read_csv(tmp_path / "operators.csv")
+    assert header[:2] == ["family", "queries"] and {row[0] for row in rows} == {"kleene"}
+    assert (tmp_path / "operators.png").read_bytes().startswith(PNG)
+    result = CliRunner().invoke(app, ["bench", "operators", "--quick", "--family", "nonsense"])
+    assert result.exit_code == 1
+    assert "unknown family 'nonsense'" in result.output
+
+
 def test_ratio_command_reports_the_targets_and_a_real_replay(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         app, ["bench", "ratio", "--quick", "--out", str(tmp_path), "--replay-events", "500"]
@@ -37,7 +50,11 @@ def test_ratio_command_reports_the_targets_and_a_real_replay(tmp_path: Path) -> 
     metrics = [row[0] for row in rows]
     assert any("SP/shared" in m for m in metrics)
     assert any("scemon replay" in m for m in metrics)
-    alone = [row for row in rows if row[0].endswith("measured alone")]
+    card_rows = [row for row in rows if row[0].startswith("credit-card workload events/s")]
+    assert len(card_rows) == 2 and all(float(row[1]) > 0 for row in card_rows)
+    alone = [
+        row for row in rows if row[0].startswith("shared events/s") and row[0].endswith("measured alone")
+    ]
     assert len(alone) == 2 and all(float(row[1]) > 0 for row in alone)
     assert all(row[3] in ("yes", "NO") for row in rows)
 

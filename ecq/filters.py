@@ -1,0 +1,465 @@
+"""The filter index: which of many one-event filters an event passes, in O(log F + result).
+
+Every query with its own bounds (``$20 < A.payment < $50``) is its own filter, so
+evaluating the filters of a class one predicate at a time costs as many calls as there
+are queries. The index does what Esper's and Siddhi's filter indexes do, with query
+bitsets: a filter is split into **atoms** on one attribute compared with a constant
+(:func:`split_filter`), and per attribute the index keeps
+
+- **thresholds**, sorted, for ``<``, ``<=``, ``>``, ``>=`` on numbers and on strings,
+  with a **cumulative bitset** per position: the filters whose lower bounds a value
+  passes are a prefix of the lower bounds sorted ascending, those whose upper bounds it
+  passes a suffix, so each is one bisect and one lookup (a bound pair is two
+  half-lines, both of which must hold);
+- **hash tables** for ``=`` (and ``IN`` lists) and ``!=`` on numbers, strings and
+  booleans (``true`` is not ``1``: docs/semantics.md §7).
+
+An event fails a filter on an attribute when one of the filter's atoms on it fails;
+the index gathers those failures as one bitset per attribute (``has ^ passed`` per
+family of atoms: only the failing filters' bits), and the filters passed are the
+others. The conjuncts the index cannot take (conditions on several attributes,
+arithmetic on the attribute, ``OR``, ``NOT``, equivalence tests) stay a **residual**
+predicate, evaluated only for the filters whose atoms all passed.
+
+Semantics are those of :mod:`ecq.conditions`, exactly (the property tests hold the
+index to the filters' own predicates): a comparison reading a missing attribute is
+false; numbers (``int``, ``float``) compare with numbers and strings with strings, any
+other pair is unequal (``!=`` true, everything else false); booleans are equal or
+unequal only to booleans; NaN equals nothing and compares false.
+
+Bits here are *filter* bits: the caller (:class:`ecq.ecq.SlotFilter`) gives each filter
+a bitset (its queries' bits) and reads the union of the passing filters' bitsets.
+Registering is O(atoms); the sorted arrays and cumulative bitsets of an attribute are
+rebuilt, once, the first time an event reads them after a change (O(F log F + F·w)
+for F filters on the attribute, w words per bitset), so a burst of registrations costs
+one rebuild, not one per query.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ecq.conditions import FALLBACK_FIELDS, MISSING, PredFn, compile_predicate, compile_value
+from ecq.language.ast import Agg, AttrRef, BoolOp, Compare, Equiv, Expr, InList, Lit
+
+__all__ = [
+    "Atom",
+    "AttrIndex",
+    "Bounds",
+    "Constraint",
+    "FilterIndex",
+    "filter_key",
+    "residual_predicate",
+    "split_filter",
+    "value_key",
+]
+
+# The comparison read from the other side: ``5 < x`` is ``x > 5``.
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
+_BOOL = "bool"  # the tag that keeps ``true`` apart from ``1`` in the hash tables
+
+
+def value_key(value: Any) -> Any:
+    """The hash-table key of a literal or an event's value: numbers and strings as
+    themselves (``1 == 1.0``), booleans tagged (``true`` is not ``1``)."""
+    return (_BOOL, value) if type(value) is bool else value
+
+
+def _kind(value: Any) -> str:
+    """``num`` (int, float: not bool, not NaN), ``str``, ``bool``, ``nan`` or ``other``,
+    as :func:`ecq.conditions.compare_values` tells them apart (exact types)."""
+    t = type(value)
+    if t is int:
+        return "num"
+    if t is float:
+        return "nan" if value != value else "num"
+    if t is str:
+        return "str"
+    if t is bool:
+        return "bool"
+    return "other"
+
+
+@dataclass(frozen=True)
+class Atom:
+    """``attr op value`` with ``op`` one of ``< <= > >= = !=``, or ``in`` with ``value``
+    a tuple of literals (``attr IN (...)``)."""
+
+    attr: str
+    op: str
+    value: Any
+
+
+# ----------------------------------------------------------------- splitting
+
+
+def filter_key(conjuncts: tuple[Expr, ...]) -> tuple[Any, ...]:
+    """The key under which identical filters are one: the conjuncts (written with one
+    placeholder for the component) and which of their literals are booleans, since
+    ``Lit(True) == Lit(1)`` as Python values while ``x = true`` and ``x = 1`` are
+    different filters (docs/semantics.md §7)."""
+    return (conjuncts, tuple(type(v) is bool for v in _literals(conjuncts)))
+
+
+def _literals(node: Any) -> Iterable[Any]:
+    if isinstance(node, Lit):
+        yield node.value
+    elif isinstance(node, tuple):
+        for x in node:
+            yield from _literals(x)
+    else:
+        fields = getattr(node, "__dataclass_fields__", None)
+        for f in fields or ():
+            yield from _literals(getattr(node, f))
+
+
+def split_filter(conjuncts: Iterable[Expr]) -> tuple[list[Atom], list[Expr]]:
+    """A one-event filter (the conjunction of ``conjuncts``, each reading one component
+    through ``AttrRef``) as the atoms the index takes and the residual conjuncts it
+    does not. The conjunction of both is the filter, exactly."""
+    atoms: list[Atom] = []
+    rest: list[Expr] = []
+    todo = list(conjuncts)
+    while todo:
+        expr = todo.pop(0)
+        if isinstance(expr, BoolOp) and expr.op == "and":
+            todo[:0] = expr.operands
+            continue
+        atom = _atom(expr)
+        if atom is None:
+            rest.append(expr)
+        else:
+            atoms.append(atom)
+    return atoms, rest
+
+
+def _atom(expr: Expr) -> Atom | None:
+    if isinstance(expr, AttrRef):
+        # A bare attribute as a condition is true when it is the boolean true: ``= true``.
+        return Atom(expr.attr, "=", True)
+    if isinstance(expr, Compare):
+        left, right, op = expr.left, expr.right, expr.op
+        if not isinstance(left, AttrRef):
+            left, right, op = right, left, _FLIP[op]
+        if not isinstance(left, AttrRef):
+            return None
+        ok, value = _constant(right)
+        if not ok or _kind(value) in ("nan", "other"):
+            return None
+        if op in ("<", "<=", ">", ">=") and _kind(value) == "bool":
+            return None  # never true: left as a residual, it costs nothing to keep
+        return Atom(left.attr, op, value)
+    if isinstance(expr, InList) and isinstance(expr.operand, AttrRef):
+        values = []
+        for option in expr.values:
+            ok, value = _constant(option)
+            if not ok:
+                return None
+            if _kind(value) in ("num", "str", "bool"):
+                values.append(value)  # NaN (or a missing value) equals nothing: dropped
+        return Atom(expr.operand.attr, "in", tuple(values))
+    return None
+
+
+def _constant(expr: Expr) -> tuple[bool, Any]:
+    """Whether ``expr`` reads no event, and then its value (literals, arithmetic on them)."""
+    if isinstance(expr, Lit):
+        return True, expr.value
+    if _reads_events(expr):
+        return False, None
+    value = compile_value(expr, lambda ref: 0, single=True)(None)
+    return value is not MISSING, value
+
+
+def _reads_events(expr: Any) -> bool:
+    if isinstance(expr, (AttrRef, Agg, Equiv)):
+        return True
+    if isinstance(expr, tuple):
+        return any(_reads_events(x) for x in expr)
+    fields = getattr(expr, "__dataclass_fields__", None)
+    return fields is not None and any(_reads_events(getattr(expr, f)) for f in fields)
+
+
+# --------------------------------------------------------------- constraints
+
+
+@dataclass
+class Constraint:
+    """What one filter asks of one attribute, its atoms merged: the tightest lower and
+    upper bound per kind (``(threshold, inclusive)``), the values it must equal (the
+    intersection of its ``=`` and ``IN`` atoms; None: no such atom) and those it must
+    not (the union of its ``!=`` atoms). Exactly the conjunction of the atoms."""
+
+    lower: dict[str, tuple[Any, bool]] = field(default_factory=dict)  # kind -> bound
+    upper: dict[str, tuple[Any, bool]] = field(default_factory=dict)
+    equal: frozenset[Any] | None = None
+    unequal: set[Any] = field(default_factory=set)
+
+    def add(self, atom: Atom) -> None:
+        op, value = atom.op, atom.value
+        if op in ("=", "in"):
+            keys = frozenset(value_key(v) for v in (value if op == "in" else (value,)))
+            self.equal = keys if self.equal is None else self.equal & keys
+        elif op == "!=":
+            self.unequal.add(value_key(value))
+        else:
+            kind = _kind(value)
+            inclusive = op in ("<=", ">=")
+            if op in (">", ">="):
+                old = self.lower.get(kind)
+                # The tighter lower bound: the larger one; at a tie, the exclusive one.
+                if old is None or value > old[0] or (value == old[0] and not inclusive):
+                    self.lower[kind] = (value, inclusive)
+            else:
+                old = self.upper.get(kind)
+                if old is None or value < old[0] or (value == old[0] and not inclusive):
+                    self.upper[kind] = (value, inclusive)
+
+
+# ------------------------------------------------------------------- the index
+
+
+class Bounds:
+    """One family of half-lines (the lower or the upper bounds of one kind): sorted
+    thresholds and, per position, the bitset of the filters a value there *fails*
+    (cumulative: lower bounds a value fails are a suffix of the ascending thresholds,
+    upper bounds a prefix), so a family is one bisect and one lookup per event."""
+
+    __slots__ = ("lower", "t", "inclusive", "fail", "has")
+
+    def __init__(self, entries: dict[tuple[Any, bool], int], lower: bool) -> None:
+        # Lower bounds: ascending, inclusive first at a tie (``x >= 5`` passes at 5,
+        # ``x > 5`` does not). Upper bounds: ascending, exclusive first at a tie.
+        order = sorted(entries, key=lambda b: (b[0], not b[1] if lower else b[1]))
+        self.lower = lower
+        self.t = [b[0] for b in order]
+        self.inclusive = [b[1] for b in order]
+        bits = [entries[b] for b in order]
+        fail = [0] * (len(bits) + 1)
+        if lower:
+            for i in range(len(bits) - 1, -1, -1):  # fail[i]: thresholds i .. (none passed)
+                fail[i] = fail[i + 1] | bits[i]
+            self.has = fail[0]
+        else:
+            for i, b in enumerate(bits):  # fail[j]: thresholds .. j - 1
+                fail[i + 1] = fail[i] | b
+            self.has = fail[-1]
+        self.fail = fail
+
+    def at(self, v: Any) -> int:
+        """Where ``v`` cuts the thresholds: the index of ``fail`` for ``v``. Lower
+        bounds pass when ``t < v`` or ``t == v`` inclusive; upper bounds when ``t > v``
+        or ``t == v`` inclusive."""
+        t = self.t
+        if self.lower:
+            i = bisect_left(t, v)
+            if i < len(t) and t[i] == v and self.inclusive[i]:
+                i += 1
+            return i
+        j = bisect_right(t, v)
+        if j > 0 and t[j - 1] == v and self.inclusive[j - 1]:
+            j -= 1
+        return j
+
+    def failed(self, v: Any) -> int:
+        """The filters of this family that ``v`` fails. O(log F)."""
+        return self.fail[self.at(v)]
+
+
+class AttrIndex:
+    """The atoms of every filter on one attribute (see the module's docstring)."""
+
+    __slots__ = (
+        "name",
+        "members",
+        "dirty",
+        "fallback",
+        "bounds",
+        "equal",
+        "has_equal",
+        "unequal",
+        "has",
+        "cmp_all",
+        "not_num",
+        "not_str",
+    )
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        # An event field read when the attribute is absent (ecq.conditions.lookup).
+        self.fallback = name in FALLBACK_FIELDS
+        # filter id -> (its bits, its constraint on this attribute)
+        self.members: dict[int, tuple[int, Constraint]] = {}
+        self.dirty = True
+        # Built from ``members`` by ``build``:
+        self.bounds: list[Bounds | None] = [None] * 4  # num lower, num upper, str lower, str upper
+        self.equal: dict[Any, int] = {}  # value key -> filters that must equal it
+        self.has_equal = 0
+        self.unequal: dict[Any, int] = {}  # value key -> filters that must not equal it
+        self.has = 0  # filters with any atom here
+        self.cmp_all = 0  # filters with a bound (a boolean, NaN or other value fails them)
+        self.not_num = 0  # filters with a bound a number fails by kind (a string bound)
+        self.not_str = 0
+
+    def build(self) -> None:
+        """Sort the thresholds and make the cumulative bitsets. O(F log F + F·w)."""
+        entries: list[dict[tuple[Any, bool], int]] = [{}, {}, {}, {}]
+        self.equal, self.unequal = {}, {}
+        self.has = self.has_equal = 0
+        for bits, c in self.members.values():
+            self.has |= bits
+            for lower, bounds in ((True, c.lower), (False, c.upper)):
+                for kind, bound in bounds.items():
+                    family = entries[_FAMILY[kind, lower]]
+                    family[bound] = family.get(bound, 0) | bits
+            if c.equal is not None:
+                self.has_equal |= bits
+                for key in c.equal:
+                    self.equal[key] = self.equal.get(key, 0) | bits
+            for key in c.unequal:
+                self.unequal[key] = self.unequal.get(key, 0) | bits
+        self.bounds = [Bounds(e, f % 2 == 0) if e else None for f, e in enumerate(entries)]
+        has = [b.has if b is not None else 0 for b in self.bounds]
+        self.not_num = has[2] | has[3]
+        self.not_str = has[0] | has[1]
+        self.cmp_all = self.not_num | self.not_str
+        self.dirty = False
+
+    def failed(self, event: Any) -> int:
+        """The filters (bits) that ``event`` fails on this attribute. O(log F)."""
+        if self.dirty:
+            self.build()
+        v = event.attrs.get(self.name, MISSING)
+        if v is MISSING:
+            if not self.fallback:
+                return self.has
+            v = getattr(event, self.name)
+        t = type(v)
+        if t is int or t is float:
+            if v != v:  # NaN: every comparison false, unequal to everything
+                return self.cmp_all | self.has_equal
+            out = self.not_num
+            lo, up = self.bounds[0], self.bounds[1]
+        elif t is str:
+            out = self.not_str
+            lo, up = self.bounds[2], self.bounds[3]
+        elif t is bool:
+            out = self.cmp_all
+            lo = up = None
+            v = (_BOOL, v)
+        else:
+            return self.cmp_all | self.has_equal  # another kind: only != holds
+        if lo is not None:
+            out |= lo.fail[lo.at(v)]
+        if up is not None:
+            out |= up.fail[up.at(v)]
+        if self.has_equal:
+            out |= self.has_equal ^ self.equal.get(v, 0)
+        if self.unequal:
+            out |= self.unequal.get(v, 0)
+        return out
+
+
+# The place of each kind of bound in AttrIndex.bounds.
+_FAMILY = {("num", True): 0, ("num", False): 1, ("str", True): 2, ("str", False): 3}
+
+
+class FilterIndex:
+    """The filters of one place (a class's position in the sequences, for
+    :class:`ecq.ecq.SlotFilter`): each has an id, bits, atoms and perhaps a residual
+    predicate. ``passing(event)`` is the union of the bits of the filters ``event``
+    passes."""
+
+    __slots__ = ("attrs", "bits", "residual", "all", "_attrs_of")
+
+    def __init__(self) -> None:
+        self.attrs: dict[str, AttrIndex] = {}
+        self.bits: dict[int, int] = {}
+        # filter id -> its residual predicate and bits (evaluated after the atoms).
+        self.residual: dict[int, tuple[PredFn, int]] = {}
+        self.all = 0
+        self._attrs_of: dict[int, dict[str, Constraint]] = {}
+
+    def add(self, fid: int, bits: int, atoms: list[Atom], residual: PredFn | None) -> None:
+        """Add filter ``fid`` (new) with ``bits``. O(atoms)."""
+        constraints: dict[str, Constraint] = {}
+        for atom in atoms:
+            constraints.setdefault(atom.attr, Constraint()).add(atom)
+        self._attrs_of[fid] = constraints
+        self.bits[fid] = bits
+        for name, c in constraints.items():
+            a = self.attrs.get(name)
+            if a is None:
+                a = self.attrs[name] = AttrIndex(name)
+            a.members[fid] = (bits, c)
+            a.dirty = True
+        if residual is not None:
+            self.residual[fid] = (residual, bits)
+        self.all |= bits
+
+    def set_bits(self, fid: int, bits: int) -> None:
+        """Filter ``fid``'s bits changed (a query joined or left it). O(its atoms)."""
+        self.bits[fid] = bits
+        for name, c in self._attrs_of[fid].items():
+            a = self.attrs[name]
+            a.members[fid] = (bits, c)
+            a.dirty = True
+        if fid in self.residual:
+            self.residual[fid] = (self.residual[fid][0], bits)
+        self._reunion()
+
+    def remove(self, fid: int) -> None:
+        """Remove filter ``fid``. O(its atoms)."""
+        for name in self._attrs_of.pop(fid):
+            a = self.attrs[name]
+            del a.members[fid]
+            if a.members:
+                a.dirty = True
+            else:
+                del self.attrs[name]
+        del self.bits[fid]
+        self.residual.pop(fid, None)
+        self._reunion()
+
+    def _reunion(self) -> None:
+        # O(filters): a union cannot take one member out.
+        total = 0
+        for bits in self.bits.values():
+            total |= bits
+        self.all = total
+
+    def passing(self, event: Any) -> int:
+        """The bits of the filters ``event`` passes. O(attributes · log F) big-integer
+        operations, plus one residual predicate per filter with one whose atoms passed."""
+        failed = 0
+        for a in self.attrs.values():
+            failed |= a.failed(event)
+        out = self.all & ~failed
+        for pred, bits in self.residual.values():
+            if out & bits and not pred(event):
+                out &= ~bits
+        return out
+
+    def __len__(self) -> int:
+        return len(self.bits)
+
+    def _check(self) -> None:
+        for a in self.attrs.values():
+            assert a.members, "an attribute without filters goes"
+            for fid, (bits, _c) in a.members.items():
+                assert self.bits[fid] == bits
+        total = 0
+        for bits in self.bits.values():
+            total |= bits
+        assert total == self.all
+
+
+def residual_predicate(rest: list[Expr]) -> PredFn | None:
+    """The residual conjuncts of a filter as one predicate on an event (None: none)."""
+    if not rest:
+        return None
+    expr = rest[0] if len(rest) == 1 else BoolOp("and", tuple(rest))
+    return compile_predicate(expr, lambda ref: 0, single=True)

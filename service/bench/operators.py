@@ -1,0 +1,203 @@
+"""Beyond the bare template: the paper's sequence workload with conditions, and each
+operator family of the language, shared vs the separate-processing (SP) baseline.
+
+- :func:`conditions` (``scemon bench conditions``): 0, 1 and 3 conditions per component
+  (``ecq.workload.condition_queries``: every query has its own bounds) from 100 to
+  10,000 queries, so the cost of conditions vs the number of queries is visible: unit
+  time on both kernels, and the search phase (evaluating the filters) timed on its own;
+- :func:`operators` (``scemon bench operators``): every family of
+  ``ecq.workload.FAMILIES`` (bare, conditions, CNJ3, negation in the middle, leading and
+  trailing, Kleene closure, a nested conjunction) at 100, 1,000 and 5,000 queries,
+  shared vs SP, events/s and matches/s in one table and one plot.
+
+Each prints its targets (met or missed) as a table of its own; nothing here is a test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ecq.workload import FAMILIES
+from service.bench.figures import FULL, Scale, Steps, notes_of
+from service.bench.runner import SEPARATE, SHARED, Measurement, Progress, Setting, Variant
+from service.bench.table import Plot, Table
+
+__all__ = ["OPERATOR_TARGETS", "conditions", "operators"]
+
+# The targets of the operator families at 1,000 queries (events/s, processing time):
+# family -> (events/s, times the SP baseline's events/s or 0 for none).
+OPERATOR_TARGETS: dict[str, tuple[float, float]] = {
+    "cnj3": (20_000, 10.0),
+    "neg-middle": (30_000, 0.0),
+    "kleene": (30_000, 0.0),
+    "neg-trailing": (15_000, 0.0),
+}
+# Conditions are flat in the number of queries when evaluating them (the search phase)
+# costs at most this many times more per event at the largest count than at the
+# smallest.
+SEARCH_GROWTH = 2.0
+
+
+def _setting(scale: Scale, template: str, n_queries: int, events: int, n_attrs: int = 0) -> Setting:
+    return Setting(
+        replace(scale.base, n_queries=n_queries, n_attrs=n_attrs),
+        template,
+        scale.clean_every,
+        events,
+        scale.warmup,
+    )
+
+
+# ---------------------------------------------------------------- conditions
+
+
+def conditions(scale: Scale = FULL, progress: Progress | None = None) -> list[Table]:
+    """Conditioned sequences: unit time (compiled and pure-Python kernels) and the
+    search phase vs queries, for 0, 1 and 3 conditions per component."""
+    sizes = scale.cond_queries
+    counts = scale.cond_predicates
+    steps = Steps(progress, len(counts))
+    columns = ["queries"]
+    columns += [f"p{p}_us" for p in counts]
+    columns += [f"p{p}_python_us" for p in counts]
+    columns += [f"p{p}_search_us" for p in counts if p]
+    columns += [f"p{p}_matches_per_event" for p in counts]
+    table = Table(
+        "conditions_queries",
+        "Conditions: unit time vs queries, p conditions per component",
+        columns,
+        plot=Plot(
+            "queries",
+            tuple(f"p{p}_us" for p in counts) + tuple(f"p{p}_python_us" for p in counts),
+            "unit processing time (µs/event)",
+            "queries",
+            x_log=True,
+            y_log=True,
+        ),
+    )
+    cells: dict[int, dict[str, float]] = {n: {} for n in sizes}
+    setting = _setting(scale, "seq", max(sizes), scale.cond_events, max(counts))
+    for p in counts:
+        variants: list[Variant] = []
+        for n in sizes:
+            variants += [replace(SHARED, queries=n), replace(SHARED, queries=n, compiled=False)]
+            if p:
+                variants.append(replace(SHARED, queries=n, profile=True))
+        out = iter(steps.run(replace(setting, template=f"cond{p}"), variants))
+        for n in sizes:
+            compiled, python = next(out), next(out)
+            cells[n][f"p{p}_us"] = round(compiled.unit_us, 2)
+            cells[n][f"p{p}_python_us"] = round(python.unit_us, 2)
+            cells[n][f"p{p}_matches_per_event"] = round(compiled.matches_per_event, 3)
+            if p:
+                cells[n][f"p{p}_search_us"] = round(next(out).phase_us("search"), 3)
+    for n in sizes:
+        table.add(queries=n, **cells[n])
+    table.notes = notes_of(scale, setting, "conditioned sequences (cond<p> templates; attributes a0-a2)")
+    table.notes.append("search: the filters' evaluation, timed alone in a profiled engine (compiled kernel)")
+    targets = Table("conditions_targets", "Conditions: targets", ["metric", "value", "target", "met"])
+    small, large = sizes[0], sizes[-1]
+    for p in counts:
+        if p:
+            growth = cells[large][f"p{p}_search_us"] / max(cells[small][f"p{p}_search_us"], 1e-9)
+            targets.add(
+                metric=f"search µs/event, {large} / {small} queries, {p} per component",
+                value=round(growth, 2),
+                target=f"<= {SEARCH_GROWTH:g}",
+                met="yes" if growth <= SEARCH_GROWTH else "NO",
+            )
+    for p in counts:
+        growth = cells[large][f"p{p}_us"] / max(cells[small][f"p{p}_us"], 1e-9)
+        targets.add(
+            metric=f"unit time {large} / {small} queries, {p} per component (matches included)",
+            value=round(growth, 2),
+            target="-",
+            met="yes",
+        )
+    targets.notes = table.notes
+    return [table, targets]
+
+
+# ----------------------------------------------------------------- operators
+
+
+def operators(scale: Scale = FULL, progress: Progress | None = None) -> list[Table]:
+    """Every operator family at ``scale.op_queries`` queries, shared vs SP."""
+    sizes = scale.op_queries
+    steps = Steps(progress, len(scale.families))
+    table = Table(
+        "operators",
+        "Operator families: events/s vs queries, shared vs SP",
+        [
+            "family",
+            "queries",
+            "shared_events_per_s",
+            "separate_events_per_s",
+            "ratio",
+            "shared_matches_per_s",
+            "separate_matches_per_s",
+            "matches_per_event",
+        ],
+        plot=Plot(
+            "queries",
+            ("shared_events_per_s", "separate_events_per_s"),
+            "events/s (processing time)",
+            "queries",
+            x_log=True,
+            y_log=True,
+            group="family",
+        ),
+    )
+    by: dict[tuple[str, int], tuple[Measurement, Measurement]] = {}
+    setting = _setting(scale, "seq", max(sizes), scale.op_events)
+    for family in scale.families:
+        template = FAMILIES[family]
+        fam = replace(setting, template=template)
+        if template.startswith("cond"):
+            fam = replace(fam, workload=replace(fam.workload, n_attrs=int(template[4:])))
+        variants = [replace(v, queries=n) for n in sizes for v in (SHARED, SEPARATE)]
+        out = steps.run(fam, variants)
+        for i, n in enumerate(sizes):
+            shared, separate = out[2 * i], out[2 * i + 1]
+            by[family, n] = (shared, separate)
+            table.add(
+                family=family,
+                queries=n,
+                shared_events_per_s=round(shared.events_per_s),
+                separate_events_per_s=round(separate.events_per_s),
+                ratio=round(shared.events_per_s / separate.events_per_s, 2) if separate.events_per_s else 0.0,
+                shared_matches_per_s=round(shared.matches_per_s),
+                separate_matches_per_s=round(separate.matches_per_s),
+                matches_per_event=round(shared.matches_per_event, 3),
+            )
+    table.notes = notes_of(
+        scale, setting, "operator families (ecq.workload.FAMILIES); ratio = shared/SP events/s"
+    )
+    return [table, _operator_targets(by, sizes[1], table.notes)]
+
+
+def _operator_targets(
+    by: dict[tuple[str, int], tuple[Measurement, Measurement]], n: int, notes: list[str]
+) -> Table:
+    """The families' targets at ``n`` queries (the middle count: 1,000 at full scale)."""
+    table = Table("operators_targets", "Operator families: targets", ["metric", "value", "target", "met"])
+    for family, (rate, times) in OPERATOR_TARGETS.items():
+        if (family, n) not in by:
+            continue
+        shared, separate = by[family, n]
+        table.add(
+            metric=f"{family} events/s, {n} queries",
+            value=round(shared.events_per_s, 2),
+            target=f">= {rate:g}",
+            met="yes" if shared.events_per_s >= rate else "NO",
+        )
+        if times:
+            ratio = shared.events_per_s / separate.events_per_s if separate.events_per_s else 0.0
+            table.add(
+                metric=f"{family} shared/SP events/s, {n} queries",
+                value=round(ratio, 2),
+                target=f">= {times:g}",
+                met="yes" if ratio >= times else "NO",
+            )
+    table.notes = notes
+    return table

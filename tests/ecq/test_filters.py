@@ -1,0 +1,298 @@
+"""The filter index (ecq/filters.py) against the filters' own predicates: every event
+passes exactly the filters whose predicate (ecq/conditions.py) holds for it, on random
+filters and events (missing attributes, mixed kinds, equal thresholds, inclusive and
+exclusive bounds, NaN and infinities) and through random register/unregister
+sequences."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, cast
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ecq.conditions import compile_predicate
+from ecq.ecq import SlotFilter
+from ecq.event import Event
+from ecq.filters import Atom, FilterIndex, filter_key, split_filter
+from ecq.language import parse_query
+from ecq.language.ast import Arith, AttrRef, BoolOp, Compare, Expr, Func, InList, Lit, Not
+from ecq.query import compile_query
+from tests.match_share import min_share, record
+
+ATTRS = ("x", "y", "z")
+OPS = ("<", "<=", ">", ">=", "=", "!=")
+# Values that collide on purpose: 1, 1.0 and true; 0, -0.0 and false; equal thresholds.
+NUMBERS: tuple[int | float, ...] = (-1, 0, -0.0, 1, 1.0, 1.5, 2, 3, math.inf, -math.inf)
+VALUES: tuple[int | float | str | bool, ...] = (*NUMBERS, "a", "b", "", True, False)
+WITH_NAN: tuple[int | float | str | bool, ...] = (*VALUES, math.nan)
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def ref(name: str) -> AttrRef:
+    return AttrRef("$self", name)
+
+
+@st.composite
+def atoms(draw: st.DrawFn) -> Expr:
+    """One conjunct the index takes (or, now and then, a residual one)."""
+    a = ref(draw(st.sampled_from(ATTRS)))
+    choice = draw(st.integers(0, 9))
+    if choice <= 4:
+        op = draw(st.sampled_from(OPS))
+        value = Lit(draw(st.sampled_from(WITH_NAN if choice == 0 else VALUES)))
+        return Compare(op, a, value) if draw(st.booleans()) else Compare(op, value, a)
+    if choice == 5:
+        lo, hi = sorted(draw(st.lists(st.sampled_from(NUMBERS), min_size=2, max_size=2)))
+        ops = draw(st.sampled_from((("<", "<"), ("<=", "<"), ("<", "<="), ("<=", "<="))))
+        return BoolOp("and", (Compare(ops[0], Lit(lo), a), Compare(ops[1], a, Lit(hi))))
+    if choice == 6:
+        return InList(a, tuple(Lit(v) for v in draw(st.lists(st.sampled_from(WITH_NAN), max_size=3))))
+    if choice == 7:
+        return a  # a bare attribute: true when it is the boolean true
+    if choice == 8:
+        # A constant written as arithmetic: folded.
+        return Compare(
+            draw(st.sampled_from(OPS)), a, Arith("+", Lit(1), Lit(draw(st.sampled_from((0, 0.5, 2)))))
+        )
+    # Residuals: several attributes, arithmetic on the attribute, OR, NOT, a function.
+    other = ref(draw(st.sampled_from(ATTRS)))
+    residuals: list[Expr] = [
+        Compare("<", a, other),
+        Compare(">", Arith("+", a, Lit(1)), Lit(2)),
+        BoolOp("or", (Compare("=", a, Lit(1)), Compare("=", other, Lit("a")))),
+        Not(Compare("<", a, Lit(1))),
+        Compare("<=", Func("abs", (a,)), Lit(1)),
+    ]
+    return residuals[draw(st.integers(0, len(residuals) - 1))]
+
+
+filters = st.lists(atoms(), min_size=1, max_size=4).map(tuple)
+
+
+@st.composite
+def events(draw: st.DrawFn) -> Event:
+    attrs = {}
+    for name in ATTRS:
+        value = draw(st.sampled_from((None, *VALUES, math.nan, 0.5, 2.5, "c")))
+        if value is not None:
+            attrs[name] = value
+    return Event(draw(st.integers(0, 3)), "A", 1.0, attrs=attrs)
+
+
+def expected(slot_filters: dict[int, tuple[Expr, ...]], e: Event) -> int:
+    """The queries (bits) whose filter holds for ``e``, one predicate at a time."""
+    bits = 0
+    for bit, conjuncts in slot_filters.items():
+        expr = conjuncts[0] if len(conjuncts) == 1 else BoolOp("and", conjuncts)
+        if compile_predicate(expr, lambda r: 0, single=True)(e):
+            bits |= 1 << bit
+    return bits
+
+
+def add(slot: SlotFilter, bit: int, conjuncts: tuple[Expr, ...]) -> None:
+    expr = conjuncts[0] if len(conjuncts) == 1 else BoolOp("and", conjuncts)
+    slot.add(1 << bit, compile_predicate(expr, lambda r: 0, single=True), filter_key(conjuncts), conjuncts)
+
+
+@min_share(0.25)
+@SETTINGS
+@given(st.lists(filters, min_size=1, max_size=12), st.lists(events(), min_size=1, max_size=8))
+def test_the_index_passes_exactly_the_filters_that_hold(fs: list[tuple[Expr, ...]], evs: list[Event]) -> None:
+    slot = SlotFilter()
+    for bit, f in enumerate(fs):
+        add(slot, bit, f)
+    slot.index._check()
+    by_bit = dict(enumerate(fs))
+    passed = []
+    for e in evs:
+        got = slot.passing(e)
+        assert got == expected(by_bit, e), (fs, e.attrs)
+        if got:
+            passed.append(got)
+    record(passed)  # examples where some filter holds: not all false
+
+
+@min_share(0.25)
+@SETTINGS
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(("add", "add", "remove", "event")), filters, events(), st.integers(0, 20)),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_register_and_unregister_keep_the_index_exact(
+    steps: list[tuple[str, tuple[Expr, ...], Event, int]],
+) -> None:
+    """Filters come and go (several queries may share one filter: the same conjuncts);
+    after each step the index still gives exactly the filters that hold."""
+    slot = SlotFilter()
+    live: dict[int, tuple[Expr, ...]] = {}
+    pool: list[tuple[Expr, ...]] = []
+    passed = []
+    for action, f, e, pick in steps:
+        if action == "add":
+            bit = min(set(range(len(live) + 1)) - set(live))
+            # Now and then a filter another query already has: they share it.
+            conjuncts = pool[pick % len(pool)] if pool and pick % 3 == 0 else f
+            pool.append(conjuncts)
+            add(slot, bit, conjuncts)
+            live[bit] = conjuncts
+        elif action == "remove" and live:
+            bit = sorted(live)[pick % len(live)]
+            slot.remove(1 << bit, filter_key(live.pop(bit)))
+        slot.index._check()
+        got = slot.passing(e)
+        assert got == expected(live, e)
+        if got:
+            passed.append(got)
+    record(passed)
+    for bit, conjuncts in list(live.items()):
+        slot.remove(1 << bit, filter_key(conjuncts))
+    assert slot.empty() and not slot.index.attrs
+
+
+def _rename(expr: Any, cls: str) -> Any:
+    """``expr`` with the component placeholder ``$self`` named ``cls``."""
+    import dataclasses
+
+    if isinstance(expr, AttrRef):
+        return AttrRef(cls, expr.attr)
+    if dataclasses.is_dataclass(expr) and not isinstance(expr, Lit):
+        changes: dict[str, Any] = {}
+        for f in dataclasses.fields(expr):
+            value = getattr(expr, f.name)
+            if isinstance(value, tuple):
+                changes[f.name] = tuple(_rename(x, cls) for x in value)
+            elif dataclasses.is_dataclass(value):
+                changes[f.name] = _rename(value, cls)
+        return dataclasses.replace(cast(Any, expr), **changes)
+    return expr
+
+
+@min_share(0.25)
+@SETTINGS
+@given(
+    st.lists(filters, min_size=1, max_size=10),
+    st.lists(events(), min_size=1, max_size=6),
+    st.sampled_from((0, 2**53, 2**60, -(2**70))),
+)
+def test_the_compiled_kernel_passes_what_the_index_passes(
+    fs: list[tuple[Expr, ...]], evs: list[Event], big: int
+) -> None:
+    """The compiled kernel's form of the index (thresholds as doubles, Bits) gives the
+    Python index's sets, integers beyond what a double holds exactly included."""
+    from ecq.engine import Engine
+    from ecq.kernel.select import status
+    from ecq.language.ast import Component, Query, Seq
+
+    if not status().compiled:
+        pytest.skip(f"no compiled kernel: {status().reason}")
+    engine = Engine(compiled=True)
+    passed = []
+    pattern = Seq((Component(classes=("A",)), Component(classes=("B",))))
+    extra = (Compare("<", ref("x"), Lit(big)),) if big else ()
+    for i, f in enumerate(fs):
+        conjuncts = f + extra if i % 3 == 0 else f
+        where = BoolOp("and", tuple(_rename(c, "A") for c in conjuncts))
+        engine.register(f"q{i}", Query(pattern, where, within=10.0))
+    ecq = engine.network.ecqs["A"]
+    kernel = engine.network.kernel
+    odd = [big + 1, big, 2**60, -(2**70)]
+    for e in [*evs, *(Event(1, "A", 1.0, attrs={"x": v, "y": v}) for v in odd)]:
+        want = {k: slot.passing(e) for k, slot in ecq.seq_filters.items()}
+        got = {k: bits.to_int() for k, bits in cast(dict[int, Any], kernel.passing(ecq, e)).items()}
+        assert got == want, e.attrs
+        passed += [bits for bits in want.values() if bits]
+    record(passed)
+
+
+def test_a_bound_pair_is_two_half_lines() -> None:
+    q = compile_query("q", parse_query("SEQ(A, B) WHERE $20 < A.payment <= $50 WITHIN 1h"))
+    atoms_, rest = split_filter(q.comps[0].filter_conjuncts)
+    assert atoms_ == [Atom("payment", ">", 20), Atom("payment", "<=", 50)] and rest == []
+    slot = SlotFilter()
+    slot.add(1, q.comps[0].filter, q.comps[0].filter_key, q.comps[0].filter_conjuncts)
+    passing = [
+        v for v in (19, 20, 20.5, 50, 50.0, 51) if slot.passing(Event(1, "A", 0, attrs={"payment": v}))
+    ]
+    assert passing == [20.5, 50, 50.0]
+
+
+def test_booleans_are_not_numbers() -> None:
+    slot = SlotFilter()
+    for bit, value in enumerate((True, 1, 1.0, False, 0)):
+        add(slot, bit, (Compare("=", ref("x"), Lit(value)),))
+    assert slot.passing(Event(1, "A", 0, attrs={"x": True})) == 0b00001
+    assert slot.passing(Event(1, "A", 0, attrs={"x": 1})) == 0b00110
+    assert slot.passing(Event(1, "A", 0, attrs={"x": 0.0})) == 0b10000
+    assert slot.passing(Event(1, "A", 0, attrs={"x": False})) == 0b01000
+    assert slot.passing(Event(1, "A", 0)) == 0
+
+
+def test_nan_compares_false_and_is_unequal_to_everything() -> None:
+    slot = SlotFilter()
+    exprs = [Compare(op, ref("x"), Lit(1)) for op in OPS]
+    for bit, expr in enumerate(exprs):
+        add(slot, bit, (expr,))
+    assert slot.passing(Event(1, "A", 0, attrs={"x": math.nan})) == 1 << OPS.index("!=")
+    assert slot.passing(Event(1, "A", 0, attrs={"x": math.inf})) == sum(
+        1 << OPS.index(o) for o in (">", ">=", "!=")
+    )
+
+
+def test_event_fields_are_read_when_the_attribute_is_absent() -> None:
+    q = compile_query("q", parse_query("SEQ(A, B) WHERE A.start >= 10 AND A.src = 'k' WITHIN 1h"))
+    slot = SlotFilter()
+    slot.add(1, q.comps[0].filter, q.comps[0].filter_key, q.comps[0].filter_conjuncts)
+    assert slot.passing(Event("k", "A", 10)) == 1
+    assert slot.passing(Event("k", "A", 9)) == 0
+    assert slot.passing(Event("j", "A", 11)) == 0
+    # An attribute of that name comes first.
+    assert slot.passing(Event("j", "A", 11, attrs={"src": "k"})) == 1
+
+
+def test_what_the_index_cannot_take_stays_a_residual() -> None:
+    q = compile_query(
+        "q", parse_query("SEQ(A, B) WHERE A.x > 1 AND (A.y = 1 OR A.z = 2) AND A.x + A.y < 9 WITHIN 1h")
+    )
+    atoms_, rest = split_filter(q.comps[0].filter_conjuncts)
+    assert atoms_ == [Atom("x", ">", 1)]
+    assert len(rest) == 2
+
+
+@pytest.mark.parametrize("value", [math.nan, True])
+def test_comparisons_that_never_hold_are_residual(value: Any) -> None:
+    """``x < NaN`` and ``x < true`` are always false: the residual says so."""
+    expr = Compare("<", ref("x"), Lit(value))
+    assert split_filter((expr,)) == ([], [expr])
+
+
+def test_a_burst_of_registrations_builds_each_attribute_once() -> None:
+    index = FilterIndex()
+    for i in range(1000):
+        index.add(i, 1 << i, [Atom("x", "<", i), Atom("y", "=", i % 7)], None)
+    assert all(a.dirty for a in index.attrs.values())
+    got = index.passing(Event(1, "A", 0, attrs={"x": 500, "y": 3}))
+    assert all(not a.dirty for a in index.attrs.values())
+    assert got == sum(1 << i for i in range(501, 1000) if i % 7 == 3)
+
+
+@pytest.mark.parametrize("compiled", [False, None])
+def test_queries_comparing_with_true_and_with_1_are_different_filters(compiled: bool | None) -> None:
+    """``Lit(True) == Lit(1)`` in Python: the filter key must still tell them apart, or
+    the second query would take the first one's filter."""
+    from ecq.engine import Engine
+
+    engine = Engine(compiled=compiled)
+    engine.register("q1", "SEQ(A, B) WHERE A.x = true WITHIN 10")
+    engine.register("q2", "SEQ(A, B) WHERE A.x = 1 WITHIN 10")
+    engine.register("q3", "SEQ(A, B) WHERE A.x = 1.0 WITHIN 10")
+    got = engine.process(
+        [Event(1, "A", 1, attrs={"x": 1}), Event(1, "B", 2), Event(2, "A", 3, attrs={"x": True})]
+    )
+    got += engine.process([Event(2, "B", 4)])
+    assert sorted((m.query, m.src) for m in got) == [("q1", 2), ("q2", 1), ("q3", 1)]
