@@ -35,6 +35,7 @@ import tempfile
 import threading
 import time
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,7 @@ from ecq import workload as wl
 from ecq.engine import Engine
 from ecq.event import Event
 from ecq.timekeeper import TimeKeeper
+from service.bench.profile import LAYERS, Sampler, py_spy
 from service.bench.table import Plot, Table
 from service.server.process import ServerProcess
 
@@ -91,6 +93,8 @@ class PipelineScale:
     workloads: tuple[str, ...] = WORKLOADS
     spark: bool = True
     warmup: int | None = None
+    # Sample each server with py-spy over its measured part (service.bench.profile).
+    profile: bool = False
 
 
 FULL = PipelineScale()
@@ -143,6 +147,10 @@ class Row:
     cpu_seconds: float
     rss_mb: float | None = None
     latencies: list[float] = field(default_factory=list)
+    # py-spy samples of the server per layer (profiled runs only).
+    layers: Counter[str] | None = None
+    # Spark's mean milliseconds per timed micro-batch, by phase of its progress report.
+    spark_ms: dict[str, float] = field(default_factory=dict)
 
     @property
     def rate(self) -> float:
@@ -298,8 +306,25 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def _sampler(profile: bool, pid: int, out: Path) -> Sampler | None:
+    if not profile:
+        return None
+    exe = py_spy()
+    if exe is None:
+        raise RuntimeError("--profile needs py-spy on PATH (pip install py-spy)")
+    sampler = Sampler(exe, pid, out)
+    time.sleep(0.5)  # attached before the timed part starts
+    return sampler
+
+
 def service_row(
-    load: Load, bodies: list[bytes], sizes: list[int], n_subs: int, warm: int, folder: Path
+    load: Load,
+    bodies: list[bytes],
+    sizes: list[int],
+    n_subs: int,
+    warm: int,
+    folder: Path,
+    profile: bool = False,
 ) -> Row:
     """A fresh server: queries, the ``warm`` warm-up posts, then the measured posts
     with ``n_subs`` subscribers reading every match."""
@@ -320,6 +345,7 @@ def service_row(
             starts: list[float] = []
             firsts: list[int] = []
             seq = from_seq
+            sampler = _sampler(profile, pid, folder / f"profile-{load.name}-{n_subs}.txt")
             cpu0 = _cpu_seconds(pid)
             began = now()
             for k in range(warm, len(bodies)):
@@ -330,6 +356,7 @@ def service_row(
             record = subs.finish(seq - from_seq)
             ended = max([posted, *record["last"]])
             cpu = _cpu_seconds(pid) - cpu0
+            layers = sampler.stop() if sampler is not None else None
             rss = _proc_status(pid, "VmHWM")
     finally:
         if subs is not None:
@@ -339,7 +366,7 @@ def service_row(
         t - starts[bisect_right(firsts, s) - 1] for s, t in zip(record["seqs"], record["times"], strict=True)
     ]
     label = "service, 0 subs" if n_subs == 0 else f"service, {n_subs} sub{'s' if n_subs > 1 else ''}"
-    return Row(label, n_subs, sum(sizes[warm:]), seq - from_seq, ended - began, cpu, rss, latencies)
+    return Row(label, n_subs, sum(sizes[warm:]), seq - from_seq, ended - began, cpu, rss, latencies, layers)
 
 
 # -------------------------------------------------------------------------- Spark
@@ -348,22 +375,24 @@ _BATCH_LINE = re.compile(r"^batch \d+: (\d+) events in \d+ posts.*?, (\d+) match
 
 
 class _Lines:
-    """A child's stderr read line by line in a thread, each line with its arrival time."""
+    """A child's stderr read line by line in a thread, each line with its arrival time
+    and the server's CPU seconds then (``pid``)."""
 
-    def __init__(self, stream: IO[str]) -> None:
-        self.lines: list[tuple[float, str]] = []
+    def __init__(self, stream: IO[str], pid: int) -> None:
+        self.lines: list[tuple[float, str, float]] = []
+        self._pid = pid
         self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
         self._thread.start()
 
     def _read(self, stream: IO[str]) -> None:
         for line in stream:
-            self.lines.append((time.monotonic(), line.rstrip("\n")))
+            self.lines.append((time.monotonic(), line.rstrip("\n"), _cpu_seconds(self._pid)))
 
     def join(self) -> None:
         self._thread.join(timeout=10)
 
 
-def spark_row(load: Load, batch: int, warm: int, folder: Path) -> Row:
+def spark_row(load: Load, batch: int, warm: int, folder: Path, profile: bool = False) -> Row:
     """``scemon stream --once`` over the stream as files of ``batch`` events, one file
     per micro-batch, into a fresh server with one subscriber; the ``warm`` warm-up
     batches (and Spark's start) are not timed."""
@@ -390,6 +419,10 @@ def spark_row(load: Load, batch: int, warm: int, folder: Path) -> Row:
             command += ["--service", server.url, "--checkpoint", str(folder / f"checkpoint-{load.name}")]
             command += ["--dead-letter", str(folder / f"dead-{load.name}"), "--once"]
             command += ["--max-files-per-trigger", "1", "--max-batch-events", str(batch)]
+            progress_log = folder / f"spark-progress-{load.name}.jsonl"
+            command += ["--progress-log", str(progress_log)]
+            # The whole job, warm-up included: the server's layers, not its rate.
+            sampler = _sampler(profile, pid, folder / f"profile-{load.name}-spark.txt")
             job = subprocess.Popen(
                 command,
                 cwd=ROOT,
@@ -399,19 +432,20 @@ def spark_row(load: Load, batch: int, warm: int, folder: Path) -> Row:
                 text=True,
             )
             assert job.stderr is not None
-            output = _Lines(job.stderr)
+            output = _Lines(job.stderr, pid)
             code = job.wait(timeout=_JOB_TIMEOUT)
             output.join()
             if code != 0:
-                tail = " | ".join(text for _, text in output.lines[-5:])
+                tail = " | ".join(text for _, text, _ in output.lines[-5:])
                 raise RuntimeError(f"scemon stream exited with status {code}: {tail}")
             done = [
-                (t, int(m.group(1)), int(m.group(2)))
-                for t, text in output.lines
+                (t, int(m.group(1)), int(m.group(2)), cpu)
+                for t, text, cpu in output.lines
                 if (m := _BATCH_LINE.match(text))
             ]
             total = client.stats().matches
             record = subs.finish(total)
+            layers = sampler.stop() if sampler is not None else None
             rss = _proc_status(pid, "VmHWM")
     finally:
         if job is not None:
@@ -429,9 +463,27 @@ def spark_row(load: Load, batch: int, warm: int, folder: Path) -> Row:
     began = done[max(warm, 1) - 1][0]
     timed = done[max(warm, 1) :]
     ended = max(done[-1][0], *record["last"])
-    events = sum(n for _, n, _ in timed)
-    matches = sum(m for _, _, m in timed)
-    return Row("Spark job, 1 sub", 1, events, matches, ended - began, math.nan, rss)
+    events = sum(n for _, n, _, _ in timed)
+    matches = sum(m for _, _, m, _ in timed)
+    cpu = done[-1][3] - done[max(warm, 1) - 1][3]
+    row = Row("Spark job, 1 sub", 1, events, matches, ended - began, cpu, rss, layers=layers)
+    row.spark_ms = _spark_phases(progress_log, warm)
+    return row
+
+
+def _spark_phases(progress_log: Path, warm: int) -> dict[str, float]:
+    """Mean milliseconds per timed micro-batch (batch id ``>= warm``) of each phase in
+    Spark's progress reports: ``triggerExecution`` is the whole batch, ``addBatch`` the
+    foreachBatch delivery, the rest Spark's own bookkeeping."""
+    totals: Counter[str] = Counter()
+    batches = 0
+    if progress_log.exists():
+        for line in progress_log.read_bytes().splitlines():
+            report = orjson.loads(line)
+            if report.get("batchId", -1) >= max(warm, 1) and report.get("numInputRows", 0) > 0:
+                batches += 1
+                totals.update({k: float(v) for k, v in report.get("durationMs", {}).items()})
+    return {k: v / batches for k, v in totals.items()} if batches else {}
 
 
 # --------------------------------------------------------------------------- table
@@ -465,6 +517,12 @@ def _table(load: Load, scale: PipelineScale, rows: list[Row]) -> Table:
         ],
     )
     for row in rows:
+        if row.spark_ms:
+            phases = sorted(row.spark_ms.items(), key=lambda kv: -kv[1])
+            table.notes.append(
+                "Spark, ms per timed micro-batch (its progress reports): "
+                + ", ".join(f"{name} {ms:,.0f}" for name, ms in phases)
+            )
         target = TARGETS.get(row.path)
         ratio = row.rate / replay if replay else 0.0
         table.add(
@@ -476,7 +534,7 @@ def _table(load: Load, scale: PipelineScale, rows: list[Row]) -> Table:
             ratio=round(ratio, 3),
             target=f">= {target}" if target is not None else "-",
             met="-" if target is None else ("yes" if ratio >= target else "NO"),
-            cpu_s="-" if math.isnan(row.cpu_seconds) else round(row.cpu_seconds, 2),
+            cpu_s=round(row.cpu_seconds, 2),
             peak_rss_mb="-" if row.rss_mb is None else round(row.rss_mb, 1),
             p50_ms=round(1000 * _percentile(row.latencies, 0.5), 1) if row.latencies else "-",
             p99_ms=round(1000 * _percentile(row.latencies, 0.99), 1) if row.latencies else "-",
@@ -509,11 +567,39 @@ def pipeline_tables(scale: PipelineScale, progress: Progress | None = None) -> l
             warm = load.warmup // scale.batch
             for n in scale.subscribers:
                 tick(f"{name}: service, {n} subscribers")
-                rows.append(service_row(load, bodies, sizes, n, warm, folder))
+                rows.append(service_row(load, bodies, sizes, n, warm, folder, scale.profile))
             if scale.spark:
                 tick(f"{name}: Spark job")
-                rows.append(spark_row(load, scale.batch, warm, folder))
+                rows.append(spark_row(load, scale.batch, warm, folder, scale.profile))
             tables.append(_table(load, scale, rows))
+            if scale.profile:
+                tables.append(_profile_table(load, rows))
     if progress is not None:
         progress(1.0, "done")
     return tables
+
+
+def _profile_table(load: Load, rows: list[Row]) -> Table:
+    """Each server row's CPU time per event, split by layer in proportion to the py-spy
+    samples of each (µs per event)."""
+    table = Table(
+        name=f"pipeline_profile_{load.name}",
+        title=f"Where the server's time goes: {load.name} workload (µs of CPU per event)",
+        columns=["path", "cpu_us_per_event", *LAYERS],
+        plot=Plot(x="path", series=LAYERS, y_label="server CPU µs per event", kind="stacked"),
+        notes=[
+            f"py-spy samples of the server process (100/s, idle threads left out) over each row's "
+            f"measured part, by the deepest frame naming a layer (service/bench/profile.py); the "
+            f"server's CPU time per event split in proportion; replay: "
+            f"{1e6 * rows[0].cpu_seconds / rows[0].events:,.1f} µs per event of CPU. The Spark row's "
+            "samples cover the whole job, its CPU the server's over the timed batches.",
+        ],
+    )
+    for row in rows[1:]:
+        if row.layers is None:
+            continue
+        total = sum(row.layers.values()) or 1
+        per_event = 1e6 * row.cpu_seconds / row.events if row.events else 0.0
+        shares = {layer: round(per_event * row.layers.get(layer, 0) / total, 2) for layer in LAYERS}
+        table.add(path=row.path, cpu_us_per_event=round(per_event, 2), **shares)
+    return table

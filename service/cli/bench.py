@@ -389,6 +389,14 @@ def pipeline(
         str, typer.Option(help="Comma-separated subscriber counts of the service rows.")
     ] = "0,1,10",
     spark: Annotated[bool, typer.Option(help="Run the Spark job's row (scemon stream on local[2]).")] = True,
+    profile: Annotated[
+        bool,
+        typer.Option(
+            "--profile",
+            help="Sample each server with py-spy (pip install py-spy) and add a table of its CPU per "
+            "event by layer: decoding, engine, match rows, store, WebSocket, HTTP.",
+        ),
+    ] = False,
 ) -> None:
     """The whole path at the engine's speed: replay (the engine alone), the service over
     Arrow with 0, 1 and 10 WebSocket subscribers reading every match, and the Spark job
@@ -412,8 +420,14 @@ def pipeline(
         ) from None
     if any(n < 0 for n in counts):
         raise typer.BadParameter("subscriber counts cannot be negative", param_hint="--subscribers")
+    if profile:
+        from service.bench.profile import py_spy
+
+        if py_spy() is None:
+            raise typer.BadParameter("py-spy is not on PATH: pip install py-spy", param_hint="--profile")
     scale = replace(
         base,
+        profile=profile,
         events=events if events is not None else base.events,
         queries=queries if queries is not None else base.queries,
         batch=batch if batch is not None else base.batch,
