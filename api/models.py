@@ -20,12 +20,18 @@ being the 0-based position of the event in the batch as posted.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 __all__ = [
     "ARROW_MEDIA_TYPE",
+    "ATTRS_MAX",
+    "ATTR_NAME_MAX",
+    "ATTR_VALUE_MAX",
+    "ID_MAX",
+    "SRC_MAX",
+    "TYPE_MAX",
     "BATCH_EXAMPLE",
     "BATCH_HEADER",
     "NAME_PATTERN",
@@ -65,6 +71,12 @@ BATCH_HEADER = "X-Scemon-Batch-Id"
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(-[A-Za-z0-9_]+)*$"
 NAME_MAX = 128
 ID_MAX = 256
+# Per-field limits of a posted event (422 naming the event's index and the field).
+SRC_MAX = 256
+TYPE_MAX = 128
+ATTR_NAME_MAX = 128
+ATTR_VALUE_MAX = 4096
+ATTRS_MAX = 256
 # Late events a batch answer lists by default (``?late_events=`` asks for more).
 LATE_EVENTS_SHOWN = 10
 
@@ -278,17 +290,26 @@ class QueryList(_Model):
 # ------------------------------------------------------------------------------ events
 
 
-class EventIn(_Model):
-    """One event (SEMANTICS.md §1). ``end`` defaults to ``start``; ``end < start`` is
-    rejected; ``prob`` defaults to 1."""
+AttrName = Annotated[str, StringConstraints(max_length=ATTR_NAME_MAX)]
+AttrValueIn = bool | int | float | Annotated[str, StringConstraints(max_length=ATTR_VALUE_MAX)]
 
-    src: str | int = Field(description="Event source; every match is within one source.")
-    type: str = Field(min_length=1, description="Primitive event class.")
+
+class EventIn(_Model):
+    """One event (docs/semantics.md §1). ``end`` defaults to ``start``; ``end < start`` is
+    rejected; ``prob`` defaults to 1. Longer fields than their limits are 422 naming the
+    event's index and the field."""
+
+    src: Annotated[str, StringConstraints(max_length=SRC_MAX)] | int = Field(
+        description="Event source; every match is within one source."
+    )
+    type: str = Field(min_length=1, max_length=TYPE_MAX, description="Primitive event class.")
     start: float = Field(description="Seconds.")
     end: float | None = Field(default=None, description="Seconds, at least start; default start.")
-    attrs: dict[str, AttrValue] | None = Field(default=None, description="Flat attributes.")
+    attrs: dict[AttrName, AttrValueIn] | None = Field(
+        default=None, max_length=ATTRS_MAX, description="Flat attributes."
+    )
     prob: float | None = Field(default=None, gt=0.0, le=1.0, description="Probability in (0, 1].")
-    id: str | int | None = Field(
+    id: Annotated[str, StringConstraints(max_length=ID_MAX)] | int | None = Field(
         default=None, description="Echoed in matches; default '<batch_id>:<index in the batch>'."
     )
 
@@ -379,7 +400,7 @@ class TimeResult(_Model):
 
 
 class MatchPublic(_Model):
-    """One match (SEMANTICS.md §9). ``events`` holds event ids in component order (a
+    """One match (docs/semantics.md §9). ``events`` holds event ids in component order (a
     Kleene component or a sub-pattern gives a list); ``seq`` numbers matches across the
     service's life, without gaps, so a consumer resumes with ``from_seq = seq + 1``."""
 
@@ -423,7 +444,11 @@ class MatchPage(_Model):
 
 
 class Health(_Model):
-    status: Literal["ok", "starting", "failed"]
+    """``starting``: rebuilding from the store (detail: progress); ``unwritable``: the
+    store refuses writes (detail: disk full, read-only or I/O error, and the fix);
+    ``failed``: the store cannot be replayed (detail: why)."""
+
+    status: Literal["ok", "starting", "unwritable", "failed"]
     detail: str | None = None
 
 
@@ -465,7 +490,7 @@ class Stats(_Model):
     or time advanced to) and ``released_clock`` (what the reorder buffer has let through
     to the engine) are null before any event; ``max_ahead`` null is no bound."""
 
-    state: Literal["ok", "starting", "failed"]
+    state: Literal["ok", "starting", "unwritable", "failed"] = Field(description="As /readyz says.")
     uptime: float = Field(ge=0.0, description="Seconds since the process started.")
     started: float = Field(description="When it started, in seconds since the epoch.")
     kernel: str = Field(description="The engine's kernel: 'compiled', or 'pure' (several times slower).")
@@ -484,16 +509,22 @@ class Stats(_Model):
         description="The engine's figures: queries, ECQs, stored instances, PMB entries, pending matches, clock."
     )
     clock: float | None = Field(description="The largest event time taken, or time advanced to.")
-    released_clock: float | None = Field(description="The engine's clock: what the reorder buffer has released.")
+    released_clock: float | None = Field(
+        description="The engine's clock: what the reorder buffer has released."
+    )
     lateness: float = Field(ge=0, description="Allowed lateness, seconds (scemon serve --lateness).")
     max_ahead: float | None = Field(description="How far ahead of the clock an event may be; null: no bound.")
     held: int = Field(ge=0, description="Events held in the reorder buffer.")
     held_max: int = Field(ge=1, description="The buffer's cap: a batch that would exceed it gets 503.")
-    late_events: int = Field(ge=0, description="Events applied late (end below the released clock), since start.")
+    late_events: int = Field(
+        ge=0, description="Events applied late (end below the released clock), since start."
+    )
     refused_ahead: int = Field(
         ge=0, description="Events and time advances refused as too far ahead of the clock, since start."
     )
-    buffer_full: int = Field(ge=0, description="Batches answered 503 because the buffer was at its cap, since start.")
+    buffer_full: int = Field(
+        ge=0, description="Batches answered 503 because the buffer was at its cap, since start."
+    )
 
     model_config = ConfigDict(
         extra="forbid",

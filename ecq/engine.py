@@ -20,7 +20,7 @@ from ecq.match import Match
 from ecq.network import Network
 from ecq.ops import OpClock
 from ecq.qstate import QState
-from ecq.query import CompiledQuery, compile_query
+from ecq.query import CompiledQuery, compile_query, retag
 
 __all__ = ["Engine"]
 
@@ -51,14 +51,20 @@ class Engine(OpClock):
     def register(self, name: str, query: str | Query | CompiledQuery) -> CompiledQuery:
         """Compile and add a query, which sees the events processed from now on.
 
-        ``query`` is query text, a parsed :class:`Query`, or a compiled query. Raises
-        :class:`~ecq.errors.QueryError` subclasses and leaves the engine unchanged.
+        ``query`` is query text, a parsed :class:`Query`, or a compiled query (one
+        compiled under ``name`` is only re-tagged for this point of the stream, not
+        compiled again). Raises :class:`~ecq.errors.QueryError` subclasses and leaves
+        the engine unchanged.
         """
         if not isinstance(name, str) or not name:
             raise SemanticError("a query needs a non-empty name")
         if name in self.network.queries:
             raise DuplicateQueryError(f"a query named {name!r} is already registered")
-        cq = self.compile(name, query, tag=f"#{self.network.seen}")
+        tag = f"#{self.network.seen}"
+        if isinstance(query, CompiledQuery) and query.name == name and query.top:
+            cq = retag(query, tag)
+        else:
+            cq = self.compile(name, query, tag=tag)
         self.ops += 1
         self.network.register(cq, 2 * self.ops + 1, self.clock)
         return cq

@@ -61,6 +61,28 @@ def service(
     run(events=events, batch=batch, n_queries=queries, subscriber_counts=counts)
 
 
+@bench_app.command("compile")
+def compile_time(
+    quick: QuickOption = False,
+    out: OutOption = None,
+    against: Annotated[
+        Path | None,
+        typer.Option(
+            "--against",
+            exists=True,
+            file_okay=False,
+            help="Another checkout (git worktree add DIR <commit>) to measure beside this one.",
+        ),
+    ] = None,
+) -> None:
+    """Registering one query: seconds to parse, compile, install and print it, against
+    its size (an OR of up to 10,000 classes, a sequence of up to 2,000 components)."""
+    from service.bench import compile_time as bench
+
+    Console(stderr=True).print("timing query registration ...", style="dim")
+    publish(bench.run(quick, against), quick, out)
+
+
 @bench_app.command("lateness")
 def lateness(
     quick: QuickOption = False,

@@ -19,10 +19,10 @@ __all__ = ["SPARK_MISSING", "fail", "user_errors", "warn_if_pure"]
 SPARK_MISSING = "pip install 'scemon[spark]' (and a Java 17 runtime)"
 
 
-def fail(message: str) -> NoReturn:
-    """``error: <first line of message>`` on stderr, then exit 1."""
+def fail(message: str, code: int = 1) -> NoReturn:
+    """``error: <first line of message>`` on stderr, then exit ``code`` (1)."""
     typer.echo(f"error: {message.splitlines()[0] if message else 'failed'}", err=True)
-    raise typer.Exit(1)
+    raise typer.Exit(code)
 
 
 def warn_if_pure() -> None:

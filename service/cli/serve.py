@@ -12,7 +12,11 @@ import typer
 
 from service.cli.errors import fail, warn_if_pure
 
-__all__ = ["serve"]
+__all__ = ["STORE_UNUSABLE", "serve"]
+
+# The exit status when the store cannot be served (corrupt, truncated, empty): a
+# supervisor should not restart the server until someone repairs it.
+STORE_UNUSABLE = 4
 
 
 def serve(
@@ -46,6 +50,12 @@ def serve(
         ),
     ] = None,
     log_level: Annotated[str | None, typer.Option(help="uvicorn log level [env SCEMON_LOG_LEVEL].")] = None,
+    init: Annotated[
+        bool,
+        typer.Option(
+            "--init", help="Start an empty store in place of an empty (0-byte) store file [env SCEMON_INIT]."
+        ),
+    ] = False,
 ) -> None:
     """Run the REST/WebSocket service on the store under --data.
 
@@ -54,6 +64,10 @@ def serve(
     nothing. Tokens come from
     SCEMON_TOKENS ("tok1:admin,tok2:producer,tok3:reader"); without tokens the server
     binds loopback only.
+
+    The store is checked first (PRAGMA quick_check): a corrupt, truncated or empty
+    store stops the command with exit status 4 and says how to repair it; an empty
+    (0-byte) store file is started afresh only with --init.
     """
     # Imported here: pydantic-settings is a tenth of a second that every other command
     # (a replay, a stream) would pay at start.
@@ -74,6 +88,8 @@ def serve(
         }.items()
         if value is not None
     }
+    if init:
+        overrides["init"] = True
     try:
         settings = Settings(**overrides)
     except ValidationError as err:
@@ -85,6 +101,16 @@ def serve(
             f"refusing to bind {settings.host} without tokens: set SCEMON_TOKENS "
             "(e.g. 'secret1:admin,secret2:producer') or bind 127.0.0.1"
         )
+    from service.server.faults import UnusableStore
+    from service.server.store import STORE_FILE, check
+
+    try:
+        settings.data.mkdir(parents=True, exist_ok=True)
+        check(settings.data / STORE_FILE, settings.init)
+    except UnusableStore as err:
+        fail(str(err), STORE_UNUSABLE)
+    except OSError as err:
+        fail(f"{settings.data}: {err.strerror or err}", STORE_UNUSABLE)
     from service.server.main import run
 
     warn_if_pure()

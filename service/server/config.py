@@ -39,6 +39,12 @@ class Settings(BaseSettings):
     tokens: str = Field(default="", description="Comma-separated token:role pairs.")
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1024, description="Larger requests get 413.")
     max_batch_events: int = Field(default=200_000, ge=1, description="Larger batches get 413.")
+    max_json_values: int = Field(
+        default=4_000_000,
+        ge=1000,
+        description="JSON values a request body may hold (counted from its commas and brackets, "
+        "before it is parsed); more get 413.",
+    )
     subscriber_queue: int = Field(
         default=50_000,
         ge=1,
@@ -46,6 +52,14 @@ class Settings(BaseSettings):
     )
     trim_every: int = Field(default=64, ge=1, description="Trim the event log every that many batches.")
     match_log_max: int = Field(default=5_000_000, ge=1, description="Matches kept for polling and resuming.")
+    store_max_bytes: int = Field(
+        default=0,
+        ge=0,
+        description="A cap on the store file's size (0: none); past it writes fail as 'full'.",
+    )
+    init: bool = Field(
+        default=False, description="Start an empty store in place of an empty (0-byte) store file."
+    )
     lateness: float = Field(
         default=0.0,
         ge=0,

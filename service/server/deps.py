@@ -28,6 +28,7 @@ __all__ = [
     "HostDep",
     "HubDep",
     "MetricsDep",
+    "Operator",
     "Producer",
     "Reader",
     "RuntimeDep",
@@ -92,6 +93,8 @@ Admin = Depends(_role(ADMIN, "managing queries"))
 Producer = Depends(_role(PRODUCER, "posting events"))
 Reader = Depends(_role(READER, "reading matches"))
 AnyRole = Depends(_role(ANY, "reading queries"))
+# /metrics (it names the queries) and the API description: any token, when there are tokens.
+Operator = Depends(_role(ANY, "reading the metrics or the API description"))
 
 # The caller's role as a value (None with auth off), for routes that answer by it.
 CallerRole = Annotated[Role | None, Depends(_role(ANY, "using the service"))]

@@ -95,7 +95,15 @@ class InvalidInputError(ServiceError):
 
 
 class UnavailableError(ServiceError):
+    """503; ``retry_after`` (seconds) becomes the ``Retry-After`` header: when asking
+    again is worth it (the engine rebuilding, the store probed for space)."""
+
     status = 503
+
+    def __init__(self, message: str, retry_after: int | None = None, **where: Any) -> None:
+        if retry_after is not None:
+            self.retry_after = retry_after
+        super().__init__(message, **where)
 
 
 class BufferFullError(UnavailableError):

@@ -25,6 +25,7 @@ from ecq.errors import (
     UnknownQueryError,
 )
 from service.server.errors import InBulkError, ServiceError, UnauthorizedError
+from service.server.faults import StoreFault
 from service.server.responses import FastJSON
 
 __all__ = ["error_body", "install", "status_of"]
@@ -119,6 +120,13 @@ async def _http_error(request: Request, err: Exception) -> FastJSON:
     return _answer(err.status_code, {"message": message}, dict(err.headers) if err.headers else None)
 
 
+async def _store_fault(request: Request, err: Exception) -> FastJSON:
+    """A read the store refused (a write's fault is the host's UnavailableError)."""
+    assert isinstance(err, StoreFault)
+    log.error("%s %s: %s", request.method, request.url.path, err)
+    return _answer(503, {"message": str(err)}, {"Retry-After": "1"} if err.passes else None)
+
+
 async def _unexpected(request: Request, err: Exception) -> FastJSON:
     log.exception("unexpected error on %s %s", request.method, request.url.path)
     return _answer(500, {"message": f"internal error ({type(err).__name__}); this is a bug"})
@@ -127,6 +135,7 @@ async def _unexpected(request: Request, err: Exception) -> FastJSON:
 def install(app: FastAPI) -> None:
     """Attach the handlers to ``app``."""
     app.add_exception_handler(ScemonError, _scemon_error)
+    app.add_exception_handler(StoreFault, _store_fault)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

@@ -11,12 +11,29 @@ reorder buffer (allowed lateness), late events are counted and reported, and eve
 far ahead of the clock are refused before anything changes. The buffer is part of the
 logged state: batches are logged as posted (sorted), so replaying the log refills it.
 
-For each operation the thread applies it to the engine, then commits its effects to the
-store in one transaction, then hands the committed matches to the hub. If the commit
-fails the engine is ahead of the store, so it is rebuilt from the store before anything
-else runs. On start the engine is rebuilt by replaying the store's op log into a fresh
-engine (matches discarded: they are in the match log already); requests queue behind
-the rebuild and ``/readyz`` says when it is done.
+Registration compiles first, on a thread of its own, and only then queues the install
+(a re-tag and the network's bookkeeping, linear in the query) to the writer, so a query
+of ten thousand classes does not hold up other producers' batches while it compiles.
+
+For each operation the writer applies it to the engine, then commits its effects to the
+store in one transaction, then hands the committed matches to the hub.
+
+States (``/readyz``):
+
+- ``starting``: the engine is rebuilt by replaying the store's op log into a fresh
+  engine (each stored query compiled once; matches discarded: they are in the match log
+  already). Writes are answered 503 with ``Retry-After`` at once, never queued behind
+  the rebuild.
+- ``ok``: serving.
+- ``unwritable``: the store refused a write (disk full, read-only, I/O error: a
+  :class:`~service.server.faults.StoreFault`). Writes are answered 503 saying so; reads
+  go on. The store is probed every few seconds; when it writes again the engine — which
+  may hold an operation the store lost — is rebuilt once, and serving resumes. So a
+  full disk costs one rebuild however many batches are refused meanwhile.
+- ``failed``: the store cannot be replayed or is corrupt; a restart checks it.
+
+If an operation fails for any other reason after touching the engine (a bug), the
+engine is rebuilt from the store at once.
 
 Readers never touch the engine: query summaries and stats are snapshots the thread
 publishes, and matches are read from the store.
@@ -25,6 +42,7 @@ publishes, and matches are read from the store.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
@@ -53,7 +71,9 @@ from ecq.network import check_depends
 from ecq.query import CompiledQuery
 from ecq.timekeeper import MAX_AHEAD, Late, TimeKeeper
 from service.server.errors import BufferFullError, InBulkError, InvalidInputError, UnavailableError
+from service.server.faults import StoreFault
 from service.server.hub import Published
+from service.server.limits import check_pattern_size
 from service.server.metrics import Metrics
 from service.server.rates import MatchRates
 from service.server.store import (
@@ -69,7 +89,7 @@ from service.server.store import (
     events_of,
 )
 
-__all__ = ["BatchOutcome", "EngineHost", "LateRow", "QueryInfo", "QuerySpec", "spec_query"]
+__all__ = ["BatchOutcome", "EngineHost", "LateRow", "Prepared", "QueryInfo", "QuerySpec", "spec_query"]
 
 log = logging.getLogger("scemon.host")
 
@@ -84,6 +104,19 @@ LateRow = tuple[int, str | int, float]
 # Stats are recomputed at most this often (seconds): walking the network costs ~25 ms
 # with a thousand queries.
 _STATS_EVERY = 1.0
+
+STARTING, OK, UNWRITABLE, FAILED = "starting", "ok", "unwritable", "failed"
+
+# Events per call of the engine (see EngineHost._process): a few milliseconds of work.
+SLICE = 2048
+
+# Seconds a client is told to wait (Retry-After) while the engine rebuilds.
+REBUILD_RETRY = 1
+# Seconds between probes of a store that cannot write: the first, and the most after
+# backing off (a store that fails again right after resuming is probed less often, so a
+# disk that frees a little space now and then cannot cause a rebuild every second).
+PROBE_FIRST = 1.0
+PROBE_MAX = 30.0
 
 
 @dataclass
@@ -103,17 +136,31 @@ class QueryInfo:
     depends: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, name: str, cq: CompiledQuery) -> QueryInfo:
-        ast = replace(cq.ast, name=None)
+    def of(cls, name: str, cq: CompiledQuery, text: str | None = None) -> QueryInfo:
+        """``text``: the canonical text when already printed (else printed here)."""
         return cls(
             name=name,
-            text=format_query(ast).strip(),
+            text=text if text is not None else canonical_text(cq),
             kind=cq.kind,
             classes=sorted(cq.classes()),
             window=cq.window,
             mode="all" if cq.mode_all else "recent",
             depends=frozenset(cq.depends),
         )
+
+
+def canonical_text(cq: CompiledQuery) -> str:
+    return format_query(replace(cq.ast, name=None)).strip()
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A query compiled off the writer thread, ready to install."""
+
+    name: str
+    spec: QuerySpec
+    cq: CompiledQuery
+    text: str
 
 
 @dataclass(frozen=True)
@@ -137,11 +184,28 @@ _UNNAMED = "-"
 
 
 def _compile(name: str, spec: QuerySpec) -> CompiledQuery:
-    """Parse and compile a stored spec, without an engine. Raises QueryError subclasses."""
+    """Check a spec's size, parse and compile it, without an engine. Raises
+    QueryError subclasses, and 413/422 for a pattern over its size limits."""
+    if "pattern" in spec:
+        check_pattern_size(spec["pattern"])
     try:
         return Engine.compile(name, spec_query(spec))
     except RecursionError:  # nested so deep the parser ran out of stack
         raise SemanticError("the query is nested too deeply") from None
+
+
+def prepare(entries: Sequence[tuple[str, QuerySpec]]) -> list[Prepared]:
+    """Compile queries and print their canonical text, without an engine (any thread).
+    Raises the first refusal; in a bulk call wrapped with its index and name."""
+    out = []
+    bulk = len(entries) > 1
+    for index, (name, spec) in enumerate(entries):
+        try:
+            cq = _compile(name, spec)
+        except ScemonError as err:
+            raise InBulkError(err, index, name) if bulk else err from None
+        out.append(Prepared(name, spec, cq, canonical_text(cq)))
+    return out
 
 
 def _arrival_key(e: Event) -> tuple[float, float]:
@@ -175,6 +239,9 @@ class EngineHost:
         self.buffer_max = buffer_max
         self._wall = wall
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scemon-engine")
+        # One thread: a big compile competes with the writer for the interpreter, so
+        # two of them would only slow ingestion down more.
+        self._compiler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scemon-compile")
         self._loop: asyncio.AbstractEventLoop | None = None
         self.keeper = TimeKeeper(Engine(), 0.0, max_ahead)
         # Since this process started: late events applied, events and time advances
@@ -183,14 +250,22 @@ class EngineHost:
         # Replaced wholesale (never mutated in place) so readers can iterate a snapshot.
         self._infos: dict[str, QueryInfo] = {}
         self.next_seq = 0
-        self.state = "starting"
+        self.state = STARTING
         self.failure: str | None = None
+        # The store fault while unwritable, and whether the engine ran ahead of the store.
+        self.fault: StoreFault | None = None
+        self._stale = False
+        self._probe_every = PROBE_FIRST
+        self._resumed_at = -math.inf
+        # Replay progress while starting: (ops replayed, ops in the log).
+        self.progress = (0, 0)
         self._batches_since_trim = 0
         self._stats: dict[str, Any] = {}
         self._stats_at = -math.inf
         self._stats_ops = -1
         self._ops = 0
         self._startup: asyncio.Future[None] | None = None
+        self._watch: asyncio.Task[None] | None = None
         self.rates = MatchRates()
 
     # ----------------------------------------------------------------- lifecycle
@@ -199,43 +274,74 @@ class EngineHost:
         """Begin rebuilding on the writer thread; returns at once."""
         self._loop = asyncio.get_running_loop()
         self._startup = self._loop.run_in_executor(self._executor, self._startup_job)
+        self._watch = self._loop.create_task(self._watch_store())
 
     async def wait_ready(self) -> None:
         if self._startup is not None:
             await asyncio.shield(self._startup)
 
     def stop(self) -> None:
-        """Let queued operations finish, then end the thread."""
+        """Let queued operations finish, then end the threads."""
+        if self._watch is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._watch.cancel)
+        self._compiler.shutdown(wait=True, cancel_futures=True)
         self._executor.shutdown(wait=True, cancel_futures=False)
 
     @property
     def ready(self) -> bool:
-        return self.state == "ok"
+        return self.state == OK
 
     @property
     def engine(self) -> Engine:
         return self.keeper.engine
 
+    def status(self) -> str:
+        """What ``/readyz`` says besides the state: the rebuild's progress, the store's
+        fault, or why the engine failed."""
+        if self.state == STARTING:
+            done, total = self.progress
+            return f"rebuilding the engine from the store: {done} of {total} logged operations replayed"
+        if self.state == UNWRITABLE and self.fault is not None:
+            return str(self.fault)
+        return self.failure or ""
+
     # ----------------------------------------------------------- async interface
 
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        if self.state == "failed":
+    def _admit(self) -> None:
+        """Refuse a write at once unless serving: never leave it queued behind a
+        rebuild or a store that cannot write."""
+        if self.state == STARTING:
+            raise UnavailableError(f"the engine is not ready ({self.status()})", retry_after=REBUILD_RETRY)
+        if self.state == UNWRITABLE:
+            raise UnavailableError(f"not applied: {self.status()}", retry_after=math.ceil(self._probe_every))
+        if self.state == FAILED:
             raise UnavailableError(f"the engine failed: {self.failure}")
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        self._admit()
         assert self._loop is not None, "EngineHost.start() was not called"
         return await self._loop.run_in_executor(self._executor, fn, *args)
 
     async def register(self, entries: Sequence[tuple[str, QuerySpec]]) -> list[QueryInfo]:
-        """Register queries in order, all or none (raises the first refusal)."""
-        return await self._run(self._register, list(entries))
+        """Register queries in order, all or none (raises the first refusal). They are
+        compiled off the writer thread, then installed together by it."""
+        self._admit()
+        entries = list(entries)
+        self._check_names(entries)  # before compiling: a taken name fails fast
+        assert self._loop is not None, "EngineHost.start() was not called"
+        prepared = await self._loop.run_in_executor(self._compiler, prepare, entries)
+        return await self._run(self._install, prepared)
 
     async def check(self, name: str | None, spec: QuerySpec) -> QueryInfo:
         """What :meth:`register` would answer for one query, without registering it
-        (its ``matches`` are 0). Compiled in a worker thread, not the writer: checking
-        never delays ingestion; the registered names it is held against are a snapshot."""
-        self._require_ok()
+        (its ``matches`` are 0). Compiled on the compiling thread, not the writer:
+        checking never delays ingestion; the registered names it is held against are a
+        snapshot."""
+        self._require_readable()
         if name is not None and name in self._infos:
             raise DuplicateQueryError(f"a query named {name!r} is already registered")
-        cq = await asyncio.to_thread(_compile, name or _UNNAMED, spec)
+        assert self._loop is not None, "EngineHost.start() was not called"
+        cq = await self._loop.run_in_executor(self._compiler, _compile, name or _UNNAMED, spec)
         infos = self._infos
         check_depends(cq, lambda n: infos[n].depends if n in infos else None)
         return QueryInfo.of(cq.name, cq)
@@ -253,7 +359,7 @@ class EngineHost:
 
     async def stats(self, wait: float = 1.0) -> dict[str, Any]:
         """Engine stats, fresh if the writer can compute them within ``wait`` seconds."""
-        if self.state == "ok" and self._stats_ops != self._ops and self._loop is not None:
+        if self.state == OK and self._stats_ops != self._ops and self._loop is not None:
             job = self._loop.run_in_executor(self._executor, self._refresh_stats, True)
             try:
                 await asyncio.wait_for(asyncio.shield(job), wait)
@@ -271,27 +377,52 @@ class EngineHost:
 
     def queries(self) -> list[QueryInfo]:
         """Registered queries in registration order (a snapshot; any thread)."""
-        self._require_ok()
+        self._require_readable()
         return list(self._infos.values())
 
     def query(self, name: str) -> QueryInfo:
-        self._require_ok()
+        self._require_readable()
         info = self._infos.get(name)
         if info is None:
             raise UnknownQueryError(f"no query named {name!r} is registered")
         return info
 
+    async def _watch_store(self) -> None:
+        """While the store cannot write, probe it now and then (on the writer thread)."""
+        assert self._loop is not None
+        while True:
+            await asyncio.sleep(self._probe_every if self.state == UNWRITABLE else PROBE_FIRST)
+            if self.state == UNWRITABLE:
+                with contextlib.suppress(RuntimeError):  # the executor shut down
+                    await self._loop.run_in_executor(self._executor, self._probe)
+
     # --------------------------------------------------------- the writer thread
 
     def _require_ok(self) -> None:
-        if self.state != "ok":
-            raise UnavailableError(f"the engine is not ready ({self.state}: {self.failure or 'rebuilding'})")
+        if self.state != OK:
+            self._admit()
+
+    def _require_readable(self) -> None:
+        # Unwritable: the snapshots still say what the store holds.
+        if self.state not in (OK, UNWRITABLE):
+            raise UnavailableError(f"the engine is not ready ({self.state}: {self.status()})")
+
+    def _check_names(self, entries: Sequence[tuple[str, Any]]) -> None:
+        seen: set[str] = set()
+        for index, (name, _) in enumerate(entries):
+            if name in self._infos or name in seen:
+                err = DuplicateQueryError(f"a query named {name!r} is already registered")
+                raise err if len(entries) == 1 else InBulkError(err, index, name)
+            seen.add(name)
 
     def _startup_job(self) -> None:
         try:
             started = time.perf_counter()
-            self._rebuild()
-            self._apply_lateness()
+            self._rebuild("start")
+            try:
+                self._apply_lateness()
+            except StoreFault as fault:
+                self._store_failed(fault, stale=True)
             log.info(
                 "engine rebuilt from the store in %.2f s: %d queries, next seq %d",
                 time.perf_counter() - started,
@@ -299,20 +430,40 @@ class EngineHost:
                 self.next_seq,
             )
         except Exception as err:  # a store we cannot replay: say so on /readyz
-            log.exception("cannot rebuild the engine from the store")
-            self.state = "failed"
-            self.failure = f"{type(err).__name__}: {err}"
+            self._fail(err)
 
-    def _rebuild(self) -> None:
-        """A fresh engine fed the op log in its original order; matches are discarded."""
-        self.state = "starting"
+    def _fail(self, err: BaseException) -> None:
+        log.critical(
+            "cannot rebuild the engine from the store %s (%s: %s); restart the server, which "
+            "checks the store and says how to repair it",
+            self.store.path,
+            type(err).__name__,
+            err,
+            exc_info=not isinstance(err, StoreFault),
+        )
+        self.state = FAILED
+        self.failure = f"{type(err).__name__}: {err}"
         self.metrics.up.set(0)
+
+    def _rebuild(self, reason: str) -> None:
+        """A fresh engine fed the op log in its original order; matches are discarded.
+        A query registered again under the same text is compiled once."""
+        self.state = STARTING
+        self.metrics.up.set(0)
+        self.metrics.rebuilds.labels(reason).inc()
+        total = self.store.op_count()
+        self.progress = (0, total)
         keeper = TimeKeeper(Engine(), 0.0, self.max_ahead)
         engine = keeper.engine
-        for op in self.store.ops():
+        compiled: dict[tuple[str, bytes], CompiledQuery] = {}
+        for done, op in enumerate(self.store.ops(), 1):
             if op.kind == REGISTER:
                 assert op.name is not None and op.body is not None
-                engine.register(op.name, spec_query(orjson.loads(op.body)))
+                key = (op.name, op.body)
+                cq = compiled.get(key)
+                if cq is None:
+                    cq = compiled[key] = Engine.compile(op.name, spec_query(orjson.loads(op.body)))
+                engine.register(op.name, cq)
             elif op.kind == UNREGISTER:
                 assert op.name is not None
                 engine.unregister(op.name)
@@ -325,14 +476,16 @@ class EngineHost:
             elif op.kind == LATENESS:
                 assert op.time is not None
                 keeper.set_lateness(op.time)
+            if done % 64 == 0:
+                self.progress = (done, total)
         meta = self.store.meta()
         next_seq = meta.next_seq
         # The advance that set a clock may have been trimmed with old batches.
         keeper.catch_up(meta.observed, meta.clock)
         infos: dict[str, QueryInfo] = {}
-        compiled = {cq.name: cq for cq in engine.queries()}
+        registered = {cq.name: cq for cq in engine.queries()}
         for stored in self.store.queries():
-            cq = compiled.get(stored.name)
+            cq = registered.get(stored.name)
             if cq is None:
                 raise RuntimeError(
                     f"query {stored.name!r} is in the store but its registration is not in the log"
@@ -343,64 +496,115 @@ class EngineHost:
         self.keeper = keeper
         self._infos = infos
         self.next_seq = next_seq
+        self._stale = False
         self._ops += 1
         self._refresh_stats(True)
-        self.state = "ok"
+        self.state = OK
         self.failure = None
+        self.fault = None
         self.metrics.up.set(1)
 
     def _recover(self, err: BaseException) -> UnavailableError:
-        """The engine may be ahead of the store: rebuild it from the store."""
+        """The engine may be ahead of the store after a bug: rebuild it from the store."""
         log.error("operation failed after touching the engine (%s); rebuilding from the store", err)
         try:
-            self._rebuild()
+            self._rebuild("error")
+        except StoreFault as fault:
+            self._store_failed(fault, stale=True)
         except Exception as again:
-            self.state = "failed"
-            self.failure = f"{type(again).__name__}: {again}"
+            self._fail(again)
         return UnavailableError(f"the operation failed and was not applied: {type(err).__name__}: {err}")
 
-    def _register(self, entries: list[tuple[str, QuerySpec]]) -> list[QueryInfo]:
+    def _store_failed(self, fault: StoreFault, stale: bool) -> UnavailableError:
+        """The store refused a write: stop writing until it writes again (see the
+        module docstring). ``stale``: the engine holds what the store lost."""
+        self.metrics.store_faults.labels(fault.kind).inc()
+        self._stale = self._stale or stale
+        if not fault.passes:
+            self._fail(fault)
+            return UnavailableError(f"not applied: {fault}")
+        if self.state != UNWRITABLE:
+            log.error("%s; refusing writes until it writes again (probing every %.0f s)", fault, PROBE_FIRST)
+            # Failing again soon after resuming: back off, so such a disk cannot make
+            # the engine rebuild every second.
+            recent = time.monotonic() - self._resumed_at < 2 * PROBE_MAX
+            self._probe_every = min(PROBE_MAX, self._probe_every * 2) if recent else PROBE_FIRST
+        self.state = UNWRITABLE
+        self.fault = fault
+        self.metrics.up.set(0)
+        return UnavailableError(f"not applied: {fault}", retry_after=math.ceil(self._probe_every))
+
+    def _probe(self) -> None:
+        """Resume if the store writes again: rebuild once if the engine ran ahead."""
+        if self.state != UNWRITABLE:
+            return
+        try:
+            self.store.probe()
+        except StoreFault as fault:
+            if fault.kind != getattr(self.fault, "kind", None):
+                log.error("%s", fault)
+            self.fault = fault
+            if not fault.passes:
+                self._fail(fault)
+            return
+        started = time.perf_counter()
+        try:
+            if self._stale:
+                self._rebuild("store")
+            else:
+                self.state, self.fault = OK, None
+                self.metrics.up.set(1)
+        except StoreFault as fault:
+            self._store_failed(fault, stale=True)
+            return
+        except Exception as err:
+            self._fail(err)
+            return
+        self._resumed_at = time.monotonic()
+        log.warning(
+            "the store %s writes again: serving resumed (engine rebuilt in %.2f s)",
+            self.store.path,
+            time.perf_counter() - started,
+        )
+
+    def _install(self, prepared: list[Prepared]) -> list[QueryInfo]:
         self._require_ok()
         engine = self.engine
-        seen: set[str] = set()
-        for index, (name, _) in enumerate(entries):
-            if name in self._infos or name in seen:
-                err = DuplicateQueryError(f"a query named {name!r} is already registered")
-                raise err if len(entries) == 1 else InBulkError(err, index, name)
-            seen.add(name)
-        # Compile first, off the engine: a query that cannot compile (or that nests so
-        # deep the parser runs out of stack) is refused without touching the engine.
-        compiled: list[CompiledQuery] = []
-        for index, (name, spec) in enumerate(entries):
-            try:
-                compiled.append(_compile(name, spec))
-            except QueryError as err:
-                raise err if len(entries) == 1 else InBulkError(err, index, name) from None
-        done: list[tuple[str, CompiledQuery]] = []
+        self._check_names([(p.name, p) for p in prepared])  # taken while compiling?
+        bulk = len(prepared) > 1
+        done: list[tuple[Prepared, CompiledQuery]] = []
         try:
-            for index, (name, _) in enumerate(entries):
+            for index, p in enumerate(prepared):
                 try:
-                    done.append((name, engine.register(name, compiled[index])))
+                    done.append((p, engine.register(p.name, p.cq)))
                 except QueryError as err:
-                    raise err if len(entries) == 1 else InBulkError(err, index, name) from None
+                    raise InBulkError(err, index, p.name) if bulk else err from None
         except ScemonError:
-            for name, _ in reversed(done):  # all or nothing
-                engine.unregister(name)
+            self._undo(done)  # all or nothing
             raise
         except Exception as err:  # a bug in the engine: do not trust its state
             raise self._recover(err) from err
         try:
-            self.store.commit_register(entries)
+            self.store.commit_register([(p.name, p.spec) for p in prepared])
+        except StoreFault as fault:
+            # Registration can be undone exactly, so the engine stays in step with the
+            # store and needs no rebuild when it writes again.
+            self._undo(done)
+            raise self._store_failed(fault, stale=False) from None
         except Exception as err:
             raise self._recover(err) from err
         infos = dict(self._infos)
         out = []
-        for name, cq in done:
-            infos[name] = QueryInfo.of(name, cq)
-            out.append(infos[name])
+        for p, cq in done:
+            infos[p.name] = QueryInfo.of(p.name, cq, p.text)
+            out.append(infos[p.name])
         self._infos = infos
         self._after_op()
         return out
+
+    def _undo(self, done: list[tuple[Prepared, CompiledQuery]]) -> None:
+        for p, _ in reversed(done):
+            self.engine.unregister(p.name)
 
     def _unregister(self, name: str) -> None:
         self._require_ok()
@@ -409,6 +613,8 @@ class EngineHost:
         try:
             self.engine.unregister(name)
             self.store.commit_unregister(name)
+        except StoreFault as fault:
+            raise self._store_failed(fault, stale=True) from None
         except Exception as err:
             raise self._recover(err) from err
         infos = dict(self._infos)
@@ -418,9 +624,12 @@ class EngineHost:
 
     def _ingest(self, producer: str, batch_id: str, events: list[Event]) -> BatchOutcome:
         self._require_ok()
-        if self.store.is_applied(producer, batch_id):
-            self.metrics.duplicates.inc()
-            return BatchOutcome(0, True, 0, _late_from_log(self.store.late_of(producer, batch_id)))
+        try:
+            if self.store.is_applied(producer, batch_id):
+                self.metrics.duplicates.inc()
+                return BatchOutcome(0, True, 0, _late_from_log(self.store.late_of(producer, batch_id)))
+        except StoreFault as fault:
+            raise self._store_failed(fault, stale=False) from None
         keeper = self.keeper
         try:
             keeper.check_ahead(events, self._wall())
@@ -441,7 +650,7 @@ class EngineHost:
                 f"{self.buffer_max} (--buffer-max); nothing was applied: send it again once time has moved on"
             )
         try:
-            matches, late = keeper.process(events)
+            matches, late = self._process(events)
             rows, counts, published = self._number(matches)
             late_rows = _late_rows(late, posted)
             log_body = events_body(events)
@@ -459,6 +668,8 @@ class EngineHost:
                 self._clocks(),
                 orjson.dumps(late_rows) if late_rows else None,
             )
+        except StoreFault as fault:
+            raise self._store_failed(fault, stale=True) from None
         except Exception as err:
             raise self._recover(err) from err
         self._committed(next_seq, counts, published)
@@ -469,9 +680,30 @@ class EngineHost:
             self.metrics.late.inc(len(late_rows))
         self._batches_since_trim += 1
         if self._batches_since_trim >= self.trim_every:
-            self._trim()
+            try:
+                self._trim()
+            except StoreFault as fault:  # the batch is committed: answer it
+                self._store_failed(fault, stale=False)
         self._after_op()
         return BatchOutcome(len(events), False, len(rows), late_rows)
+
+    def _process(self, events: list[Event]) -> tuple[list[Match], Late]:
+        """``keeper.process`` in slices of SLICE events: the compiled loop holds the
+        interpreter lock while it runs, so a large batch in one call would stop the event
+        loop (every HTTP and WebSocket client) for as long. The same events reach the
+        engine in the same order however a sorted batch is cut (the reorder buffer
+        releases in ``(end, start)`` order, and later slices hold no smaller keys), so the
+        matches and the late events are the same."""
+        if len(events) <= SLICE:
+            return self.keeper.process(events)
+        matches: list[Match] = []
+        late = Late()
+        for at in range(0, len(events), SLICE):
+            found, behind = self.keeper.process(events[at : at + SLICE])
+            matches += found
+            late.events += behind.events
+            late.by += behind.by
+        return matches, late
 
     def _advance(self, t: float) -> tuple[Clocks, int]:
         self._require_ok()
@@ -486,6 +718,8 @@ class EngineHost:
             rows, counts, published = self._number(matches)
             next_seq = self.next_seq + len(rows)
             self.store.commit_time(t, rows, counts, next_seq, self._clocks())
+        except StoreFault as fault:
+            raise self._store_failed(fault, stale=True) from None
         except Exception as err:
             raise self._recover(err) from err
         self._committed(next_seq, counts, published)

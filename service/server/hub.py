@@ -1,10 +1,14 @@
 """The subscription hub: live matches fanned out to WebSocket subscribers.
 
 Each subscriber has a bounded buffer. The hub never waits for a subscriber: when one
-falls further behind than its bound it is marked *overflowed*, its buffer is dropped,
-and its connection is closed with a frame saying so; the client resumes by ``seq`` from
-the match log. So one slow consumer costs memory bounded by its limit and never slows
-ingestion or the other subscribers.
+falls further behind than its bound it is marked *overflowed* (and counted at once),
+its buffer is dropped, and its connection is closed with a frame saying so; the client
+resumes by ``seq`` from the match log. So one slow consumer costs memory bounded by its
+limit and never slows ingestion or the other subscribers.
+
+A client that stops reading altogether leaves its connection's send waiting on a full
+socket: it is *blocked* (:meth:`Hub.blocked`) from then until the connection goes
+(uvicorn's keep-alive pings close it within about a minute).
 
 The hub lives on the event loop. The EngineHost's thread hands it each batch's matches
 through ``loop.call_soon_threadsafe`` *after* they are committed to the store, in
@@ -15,13 +19,17 @@ store, so every match reaches it by one path or both (it skips ``seq`` it has se
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Sequence
 
-__all__ = ["Hub", "Published", "Subscriber"]
+__all__ = ["BLOCKED_AFTER", "Hub", "Published", "Subscriber"]
 
 # (seq, query, the match's JSON text)
 Published = tuple[int, str, str]
+
+# A send pending longer than this (seconds) means the client is not reading.
+BLOCKED_AFTER = 1.0
 
 
 class Subscriber:
@@ -33,6 +41,8 @@ class Subscriber:
         self.buffer: deque[tuple[int, str]] = deque()
         self.overflowed = False
         self.wake = asyncio.Event()
+        # When the send in progress began (monotonic seconds), or None between sends.
+        self.sending_since: float | None = None
 
     def offer(self, items: Sequence[Published]) -> bool:
         """Queue the matches this subscriber wants; False if that overflowed it. O(len(items))."""
@@ -66,17 +76,32 @@ class Hub:
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
+        # Those that get matches; ``connected`` also holds the overflowed ones until
+        # their connection is gone.
         self.subscribers: set[Subscriber] = set()
+        self.connected: set[Subscriber] = set()
         self.overflows = 0
         self.closing = False
 
     def subscribe(self, queries: frozenset[str] | None) -> Subscriber:
         sub = Subscriber(queries, self.limit)
         self.subscribers.add(sub)
+        self.connected.add(sub)
         return sub
 
     def unsubscribe(self, sub: Subscriber) -> None:
         self.subscribers.discard(sub)
+        self.connected.discard(sub)
+
+    def blocked(self) -> int:
+        """Connected subscribers that are cut off (overflowed) or whose send has waited
+        more than BLOCKED_AFTER seconds: clients not reading. O(subscribers)."""
+        now = time.monotonic()
+        return sum(
+            1
+            for sub in tuple(self.connected)
+            if sub.overflowed or (sub.sending_since is not None and now - sub.sending_since > BLOCKED_AFTER)
+        )
 
     def publish(self, items: Sequence[Published]) -> None:
         """Hand committed matches (in ``seq`` order) to every subscriber."""
@@ -98,4 +123,4 @@ class Hub:
         return sum(lengths), max(lengths, default=0)
 
     def __len__(self) -> int:
-        return len(self.subscribers)
+        return len(self.connected)

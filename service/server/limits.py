@@ -1,18 +1,22 @@
-"""Limits on request bodies, enforced before any route reads one.
+"""Limits on request bodies and on a query's AST JSON.
 
 - **Size** (``BodyLimit``, a middleware): a route that parses JSON would otherwise read
   an unbounded body into memory first. A declared ``Content-Length`` over the cap is
   refused at once; a body sent without one (chunked) is read up to the cap and refused
   as soon as it passes it. Either way the client gets 413 in the usual error shape and
   the route never runs.
-- **Nesting** (``JSONDepthRoute``, the route class of the routers whose JSON body FastAPI
-  parses): a body nesting arrays and objects deeper than :data:`MAX_JSON_DEPTH` gets 400
-  before it is parsed. The service decides the limit, not the interpreter: Python's JSON
-  parser recurses, and where it gives up depends on the version (3.11 ran out of stack
-  at ~1,000 levels, 3.13 parses far deeper), so the same body got 400 on one version and
-  a validation error on another. No query needs anything near the limit (the text form
-  allows 64 nested brackets, about 130 levels of JSON). Event batches are parsed by
-  orjson, whose own limit (1,024) answers 400 the same way on every version.
+- **Nesting** (``JSONDepthRoute``, the route class of the routers whose JSON body
+  FastAPI parses): a body nesting arrays and objects deeper than :data:`MAX_JSON_DEPTH`
+  gets 400 before it is parsed. The service decides the limit, not the interpreter:
+  Python's JSON parser recurses, and where it gives up depends on the version (3.11 ran
+  out of stack at ~1,000 levels, 3.13 parses far deeper), so the same body got 400 on
+  one version and a validation error on another. Event batches and the query routes'
+  bodies are parsed by orjson (service.server.bodies), whose own limit (1,024 levels)
+  answers 400 the same way on every version; a query's pattern is then held to
+  :data:`MAX_PATTERN_DEPTH`.
+- **A query's AST JSON** (:func:`check_pattern_size`): the text form is bounded by its
+  length, but a pattern given as JSON was bounded only by the body cap, and reading it
+  back (``from_json``) recurses once per level.
 """
 
 from __future__ import annotations
@@ -24,9 +28,62 @@ from typing import Any
 import orjson
 from fastapi import HTTPException, Request, Response
 from fastapi.routing import APIRoute
+from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["BodyLimit", "JSONDepthRoute", "MAX_JSON_DEPTH", "json_too_deep"]
+from service.server.errors import InvalidInputError, PayloadTooLargeError
+from service.server.guard import is_json, media_type
+
+__all__ = [
+    "BodyLimit",
+    "JSONDepthRoute",
+    "MAX_JSON_DEPTH",
+    "MAX_PATTERN_DEPTH",
+    "MAX_PATTERN_VALUES",
+    "QUERY_BODY_MAX",
+    "SMALL_BODY_MAX",
+    "check_pattern_size",
+    "json_too_deep",
+]
+
+# Bodies of routes that take one query, and of every other route (a time advance): a
+# large body there can only be a mistake or an attack, and FastAPI parses those on the
+# event loop. Batches of events and bulk registrations may use the whole cap.
+QUERY_BODY_MAX = 8 * 1024 * 1024
+SMALL_BODY_MAX = 64 * 1024
+_LARGE_ROUTES = frozenset({"/v1/events", "/v1/queries/bulk"})
+_QUERY_ROUTES = frozenset({"/v1/queries", "/v1/queries/validate"})
+
+# An OR of 10,000 classes is ~50,000 values; the longest text query (100,000
+# characters) reads as fewer than 100,000 (a component needs at least two characters).
+MAX_PATTERN_VALUES = 200_000
+# JSON levels: a sub-pattern is three (its component, its pattern, the items list), and
+# the text form allows 64 nested brackets; so what is accepted prints as text that parses.
+MAX_PATTERN_DEPTH = 200
+
+
+def check_pattern_size(pattern: Any) -> None:
+    """Raise 413 when a query's AST JSON holds more than MAX_PATTERN_VALUES values, 422
+    (naming where) when it nests deeper than MAX_PATTERN_DEPTH. Iterative, O(values)."""
+    count = 0
+    stack: list[tuple[Any, int, str]] = [(pattern, 1, "$")]
+    while stack:
+        value, depth, path = stack.pop()
+        count += 1
+        if count > MAX_PATTERN_VALUES:
+            raise PayloadTooLargeError(
+                f"field 'pattern': more than {MAX_PATTERN_VALUES:,} JSON values", field="pattern"
+            )
+        if depth > MAX_PATTERN_DEPTH:
+            raise InvalidInputError(
+                f"field 'pattern': nested more than {MAX_PATTERN_DEPTH} levels deep at {path}",
+                field="pattern",
+            )
+        if isinstance(value, dict):
+            stack.extend((item, depth + 1, f"{path}.{key}") for key, item in value.items())
+        elif isinstance(value, list):
+            stack.extend((item, depth + 1, f"{path}[{i}]") for i, item in enumerate(value))
+
 
 MAX_JSON_DEPTH = 200
 
@@ -73,44 +130,68 @@ class JSONDepthRoute(APIRoute):
 
 
 class BodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    """``max_bytes`` for batches of events and bulk registrations; less elsewhere
+    (QUERY_BODY_MAX for one query, SMALL_BODY_MAX for the rest). A JSON body is also held
+    to ``max_values`` JSON values, counted as it streams in
+    (:func:`service.server.bodies.count_items`: its commas and opening brackets), so a
+    body of millions of tiny values is refused after the first megabytes, before it is
+    read whole or parsed."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int, max_values: int) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.max_values = max_values
+
+    def cap(self, path: str) -> int:
+        if path in _LARGE_ROUTES:
+            return self.max_bytes
+        return min(self.max_bytes, QUERY_BODY_MAX if path in _QUERY_ROUTES else SMALL_BODY_MAX)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "DELETE", "OPTIONS"):
             await self.app(scope, receive, send)
             return
-        length = None
-        for key, value in scope["headers"]:
-            if key == b"content-length":
-                try:
-                    length = int(value)
-                except ValueError:
-                    await self._refuse(send, 400, "Content-Length is not a number")
-                    return
-        if length is not None:
-            if length > self.max_bytes:
-                await self._refuse(send, 413, f"the body has {length} bytes; the limit is {self.max_bytes}")
+        cap = self.cap(scope["path"])
+        headers = Headers(scope=scope)
+        declared = headers.get("content-length")
+        if declared is not None:
+            try:
+                length = int(declared)
+            except ValueError:
+                await self._refuse(send, 400, "Content-Length is not a number")
                 return
-            await self.app(scope, receive, send)
-            return
-        # No length declared: buffer up to the cap, then hand the body on in one piece.
+            if length > cap:
+                await self._refuse(send, 413, f"the body has {length:,} bytes; the limit here is {cap:,}")
+                return
+        counting = is_json(media_type(headers.get("content-type")))
+        # Buffer up to the limits, then hand the body on in one piece.
         chunks: list[bytes] = []
         size = 0
+        items = 1
         while True:
             message = await receive()
             if message["type"] != "http.request":
                 return  # the client went away
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_bytes:
-                await self._refuse(send, 413, f"the body is over the limit of {self.max_bytes} bytes")
+            if size > cap:
+                await self._refuse(send, 413, f"the body is over the limit here of {cap:,} bytes")
                 return
+            if counting:
+                items += chunk.count(b",") + chunk.count(b"[") + chunk.count(b"{")
+                if items > self.max_values:
+                    await self._refuse(
+                        send,
+                        413,
+                        f"the body holds more than {self.max_values:,} JSON values (counting its commas and "
+                        "brackets); send smaller batches",
+                    )
+                    return
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
-        body = b"".join(chunks)
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        del chunks
         sent = False
 
         async def replay() -> Message:

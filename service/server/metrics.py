@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from service.server.hub import Hub
@@ -27,13 +27,13 @@ _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5
 
 
 class _EngineCollector(Collector):
-    """Gauges read from callables at scrape time."""
+    """Gauges (and the hub's overflow count) read at scrape time."""
 
     def __init__(self, stats: Callable[[], dict[str, Any]], hub: Hub) -> None:
         self._stats = stats
         self._hub = hub
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         stats = self._stats()
         gauges = (
             ("scemon_queries", "Registered queries.", "queries"),
@@ -75,6 +75,18 @@ class _EngineCollector(Collector):
         yield GaugeMetricFamily(
             "scemon_subscriber_backlog_max", "The longest one subscriber's queue of matches.", value=longest
         )
+        yield GaugeMetricFamily(
+            "scemon_subscribers_blocked",
+            "Connected subscribers not reading: cut off for falling behind, or a send waiting over 1 s.",
+            value=self._hub.blocked(),
+        )
+        # Counted when the hub cuts a subscriber off, not when its connection closes: a
+        # client that stopped reading may hold its connection for a minute more.
+        yield CounterMetricFamily(
+            "scemon_subscriber_overflows",
+            "Subscribers cut off for falling behind.",
+            value=self._hub.overflows,
+        )
 
 
 class Metrics:
@@ -92,10 +104,20 @@ class Metrics:
         self.ingest_seconds = Histogram(
             "scemon_ingest_seconds", "Time to answer POST /v1/events.", buckets=_BUCKETS, registry=r
         )
-        self.overflows = Counter(
-            "scemon_subscriber_overflows", "Subscribers cut off for falling behind.", registry=r
-        )
         self.up = Gauge("scemon_ready", "1 once the engine is rebuilt and serving.", registry=r)
+        self.rebuilds = Counter(
+            "scemon_rebuilds",
+            "Engine rebuilds from the store, by reason (start, store: it writes again, error).",
+            ["reason"],
+            registry=r,
+        )
+        self.store_faults = Counter(
+            "scemon_store_faults",
+            "Operations the store refused, by kind (full, read-only, I/O error, corrupt, busy, error).",
+            ["kind"],
+            registry=r,
+        )
+        self._hub: Hub | None = None
         self.late = Counter(
             "scemon_late_events", "Events applied with an end below the released clock.", registry=r
         )
@@ -113,6 +135,7 @@ class Metrics:
     def watch(self, stats: Callable[[], dict[str, Any]], hub: Hub) -> None:
         """Expose the engine's and the hub's gauges, read at scrape time (the hub's on
         the event loop, where ``/metrics`` runs)."""
+        self._hub = hub
         self.registry.register(_EngineCollector(stats, hub))
 
     def exposition(self) -> bytes:
@@ -123,11 +146,12 @@ class Metrics:
         (``events``, ``batches``, ``duplicate_batches``, ``subscriber_overflows``); read from the
         counters themselves, not the whole registry, which holds a series per query."""
         out: dict[str, float] = {}
-        for counter in (self.events, self.batches, self.duplicates, self.overflows):
+        for counter in (self.events, self.batches, self.duplicates):
             for family in counter.collect():
                 for sample in family.samples:
                     if sample.name.endswith("_total"):
                         out[sample.name.removeprefix("scemon_").removesuffix("_total")] = sample.value
+        out["subscriber_overflows"] = float(self._hub.overflows if self._hub is not None else 0)
         return out
 
     def ingest(self) -> tuple[int, float, list[tuple[float, int]]]:

@@ -1,7 +1,8 @@
 """The OpenAPI document of the app, and its YAML form (``openapi.yaml``).
 
-FastAPI documents the models its routes parse; ``POST /v1/events`` parses its own body
-(JSON or Arrow), so the JSON form's models are added here. The YAML is what
+FastAPI documents the models its routes parse; ``POST /v1/events`` and the query
+registrations parse their own bodies (in a worker thread; events as JSON or Arrow), so
+those models are added here. The YAML is what
 ``scemon openapi`` writes and what a test compares with the file at the top of the
 repository, so the contract changes only on purpose.
 """
@@ -15,7 +16,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic.json_schema import models_json_schema
 
-from api.models import EventBatch
+from api.models import EventBatch, QueryBulkCreate, QueryCreate, QueryValidate
 
 __all__ = ["install_openapi", "openapi_yaml"]
 
@@ -27,7 +28,11 @@ def install_openapi(app: FastAPI) -> None:
                 title=app.title, version=app.version, description=app.description, routes=app.routes
             )
             _, extra = models_json_schema(
-                [(EventBatch, "validation")], ref_template="#/components/schemas/{model}"
+                [
+                    (model, "validation")
+                    for model in (EventBatch, QueryCreate, QueryBulkCreate, QueryValidate)
+                ],
+                ref_template="#/components/schemas/{model}",
             )
             schemas = schema.setdefault("components", {}).setdefault("schemas", {})
             for name, definition in extra.get("$defs", {}).items():

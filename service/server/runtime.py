@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from service.server.config import Settings
 from service.server.host import EngineHost
@@ -18,6 +20,12 @@ from service.server.store import Store
 
 __all__ = ["Runtime"]
 
+T = TypeVar("T")
+
+# Request bodies parsed at the same time (each in a worker thread): what parsing holds in
+# memory is bounded by this many bodies' worth, whatever the number of clients.
+PARSE_SLOTS = 2
+
 
 @dataclass
 class Runtime:
@@ -26,6 +34,7 @@ class Runtime:
     hub: Hub
     metrics: Metrics
     host: EngineHost
+    parse_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(PARSE_SLOTS))
     # When the process started serving: wall time for people, monotonic for uptime.
     started: float = field(default_factory=time.time)
     started_monotonic: float = field(default_factory=time.monotonic)
@@ -36,7 +45,7 @@ class Runtime:
 
     @classmethod
     def open(cls, settings: Settings) -> Runtime:
-        store = Store(settings.data)
+        store = Store(settings.data, init=settings.init, max_bytes=settings.store_max_bytes)
         hub = Hub(settings.subscriber_queue)
         metrics = Metrics()
         host = EngineHost(
@@ -51,6 +60,12 @@ class Runtime:
         )
         metrics.watch(host.stats_snapshot, hub)
         return cls(settings, store, hub, metrics, host)
+
+    async def parse(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` (reading a request body) in a worker thread, at most
+        PARSE_SLOTS at a time, so no body is parsed on the event loop."""
+        async with self.parse_slots:
+            return await asyncio.to_thread(fn, *args)
 
     def start(self) -> None:
         """Start the writer thread; the engine rebuilds in the background (``/readyz``)."""

@@ -22,10 +22,17 @@ kill the store holds either all of a batch's effects or none of them.
 
 The writer connection belongs to the EngineHost's thread; readers (polling, WebSocket
 backlogs) use one connection per thread, which WAL lets run beside the writer.
+
+Faults: every SQLite error is raised as a :class:`~service.server.faults.StoreFault`
+that says what it is (disk full, read-only, I/O error, corrupt). A store that cannot be
+served is refused when it is opened (:meth:`Store.open`: an empty file without
+``init``, a file that is not a scemon store, or one ``PRAGMA quick_check`` finds
+corrupt) with :class:`~service.server.faults.UnusableStore`.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -37,8 +44,20 @@ from typing import Any
 import orjson
 
 from ecq.event import Event
+from service.server.faults import StoreFault, UnusableStore
 
-__all__ = ["Clocks", "MatchRow", "Meta", "Op", "Store", "StoredQuery", "events_body", "events_of"]
+__all__ = [
+    "STORE_FILE",
+    "Clocks",
+    "MatchRow",
+    "Meta",
+    "Op",
+    "Store",
+    "StoredQuery",
+    "check",
+    "events_body",
+    "events_of",
+]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -66,7 +85,15 @@ CREATE TABLE IF NOT EXISTS batches (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS matches (seq INTEGER PRIMARY KEY, query TEXT NOT NULL, body BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS matches_by_query ON matches (query, seq);
+CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY, body BLOB NOT NULL);
 """
+TABLES = ("meta", "ops", "queries", "batches", "matches")
+STORE_FILE = "scemon.sqlite3"
+
+log = logging.getLogger("scemon.store")
+
+# What a probe writes to learn whether the store writes again: about one large batch.
+PROBE_BYTES = 256 * 1024
 
 REGISTER, UNREGISTER, BATCH, TIME, LATENESS = "register", "unregister", "batch", "time", "lateness"
 
@@ -126,14 +153,24 @@ def events_of(body: bytes) -> list[Event]:
 
 
 class Store:
-    """The SQLite store under ``data/``. Methods that write are for the writer thread."""
+    """The SQLite store under ``data/``. Methods that write are for the writer thread.
 
-    def __init__(self, directory: Path) -> None:
+    ``init``: an empty store file (zero bytes) may be started afresh; without it, it is
+    refused (a store is never empty once created: an empty one was lost or truncated).
+    ``max_bytes``: a cap on the store file's size (0: none); past it writes fail as a
+    full disk would."""
+
+    def __init__(self, directory: Path, init: bool = False, max_bytes: int = 0) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / "scemon.sqlite3"
-        self._db = self._connect()
-        self._db.executescript(SCHEMA)
-        self._upgrade()
+        self.path = directory / STORE_FILE
+        self.max_bytes = max_bytes
+        check(self.path, init)
+        try:
+            self._db = self._connect()
+            self._db.executescript(SCHEMA)
+            self._upgrade()
+        except sqlite3.Error as err:
+            raise StoreFault.of(err, self.path) from None
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
@@ -146,7 +183,18 @@ class Store:
         # NORMAL under WAL: a commit survives the process being killed (the OS has the
         # WAL pages); only a power cut can lose the latest commits.
         db.execute("PRAGMA synchronous=NORMAL")
+        if self.max_bytes:
+            page = int(db.execute("PRAGMA page_size").fetchone()[0])
+            db.execute(f"PRAGMA max_page_count={max(1, self.max_bytes // page)}")
         return db
+
+    @contextmanager
+    def _faults(self) -> Iterator[None]:
+        """SQLite errors raised as what they are (:class:`StoreFault`)."""
+        try:
+            yield
+        except sqlite3.Error as err:
+            raise StoreFault.of(err, self.path) from None
 
     def _upgrade(self) -> None:
         """Bring a store written by an older build to this schema (columns added since)."""
@@ -176,38 +224,46 @@ class Store:
     def meta(self) -> Meta:
         """``next_seq`` and the clocks as last committed (a store from before the observed
         clock was kept reads it as the clock)."""
-        rows = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+        with self._faults():
+            rows = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
         clock = float(rows.get("clock", "-inf"))
         return Meta(int(rows.get("next_seq", 0)), clock, float(rows.get("observed", clock)))
 
     def ops(self) -> Iterator[Op]:
         """The op log in its original order."""
-        cursor = self._db.execute("SELECT pos, kind, name, body, time FROM ops ORDER BY pos")
-        for pos, kind, name, body, time in cursor:
-            yield Op(pos, kind, name, body, time)
+        with self._faults():
+            cursor = self._db.execute("SELECT pos, kind, name, body, time FROM ops ORDER BY pos")
+            for pos, kind, name, body, time in cursor:
+                yield Op(pos, kind, name, body, time)
 
     def queries(self) -> list[StoredQuery]:
         """Registered queries in registration order."""
-        rows = self._db.execute("SELECT name, spec, matches, last_match FROM queries ORDER BY pos")
+        with self._faults():
+            rows = self._db.execute(
+                "SELECT name, spec, matches, last_match FROM queries ORDER BY pos"
+            ).fetchall()
         return [StoredQuery(name, orjson.loads(spec), matches, last) for name, spec, matches, last in rows]
 
     def is_applied(self, producer: str, batch_id: str) -> bool:
-        row = self._db.execute(
-            "SELECT 1 FROM batches WHERE producer = ? AND batch_id = ?", (producer, batch_id)
-        ).fetchone()
+        with self._faults():
+            row = self._db.execute(
+                "SELECT 1 FROM batches WHERE producer = ? AND batch_id = ?", (producer, batch_id)
+            ).fetchone()
         return row is not None
 
     def late_of(self, producer: str, batch_id: str) -> bytes | None:
         """The late events recorded with an applied batch (None when it had none, or its
         op has been trimmed)."""
-        row = self._db.execute(
-            "SELECT o.late FROM batches b JOIN ops o ON o.pos = b.pos WHERE b.producer = ? AND b.batch_id = ?",
-            (producer, batch_id),
-        ).fetchone()
+        with self._faults():
+            row = self._db.execute(
+                "SELECT o.late FROM batches b JOIN ops o ON o.pos = b.pos WHERE b.producer = ? AND b.batch_id = ?",
+                (producer, batch_id),
+            ).fetchone()
         return None if row is None else row[0]
 
     def op_count(self) -> int:
-        return int(self._db.execute("SELECT COUNT(*) FROM ops").fetchone()[0])
+        with self._faults():
+            return int(self._db.execute("SELECT COUNT(*) FROM ops").fetchone()[0])
 
     # --------------------------------------------------------------------- writing
 
@@ -218,15 +274,37 @@ class Store:
     @contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
         """One write transaction of the writer connection: committed when the block
-        ends, rolled back (and the error raised again) when it fails."""
+        ends, rolled back when it fails; an SQLite error comes out as a
+        :class:`StoreFault` saying what it was.
+
+        Why the rollback is guarded: when a commit fails for a full disk or an I/O
+        error, SQLite may have rolled the transaction back itself, and a ROLLBACK then
+        raises "cannot rollback - no transaction is active", which hid the real error.
+        """
         db = self._db
-        db.execute("BEGIN IMMEDIATE")
         try:
-            yield db
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    try:
+                        db.execute("ROLLBACK")
+                    except sqlite3.Error as err:  # the first error is the one to report
+                        log.warning("rollback after a failed write also failed: %s", err)
+                raise
+        except sqlite3.Error as err:
+            raise StoreFault.of(err, self.path) from None
+
+    def probe(self, nbytes: int = PROBE_BYTES) -> None:
+        """Write ``nbytes`` and take them back, in two commits: raises :class:`StoreFault`
+        while the store cannot write that much (the disk is full, read-only, failing)."""
+        with self._writing() as db:
+            db.execute("DELETE FROM probe")
+            db.execute("INSERT INTO probe (body) VALUES (zeroblob(?))", (nbytes,))
+        with self._writing() as db:
+            db.execute("DELETE FROM probe")
 
     def commit_register(self, entries: Sequence[tuple[str, dict[str, Any]]]) -> None:
         """Log queries registered together (a bulk call) in one transaction."""
@@ -336,6 +414,10 @@ class Store:
         log keeps the latest ``match_log_max`` matches. Of the lateness changes in the
         dropped stretch only the last stays: it is the lateness in force at the cut.
         """
+        with self._faults():
+            return self._trim(horizon, keep, match_log_max, next_seq)
+
+    def _trim(self, horizon: float, keep: set[str], match_log_max: int, next_seq: int) -> int:
         db = self._db
         row = db.execute("SELECT MIN(pos) FROM ops WHERE kind = ? AND time >= ?", (BATCH, horizon)).fetchone()
         cut = row[0] if row[0] is not None else self._next_pos()
@@ -368,7 +450,8 @@ class Store:
     def _reader(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
-            db = self._connect()
+            with self._faults():
+                db = self._connect()
             self._local.db = db
             with self._readers_lock:
                 self._readers.append(db)
@@ -381,6 +464,13 @@ class Store:
         at most ``limit``; with the committed ``next_seq`` and the oldest retained seq,
         all read in one snapshot. Any thread."""
         db = self._reader()
+        with self._faults():
+            return self._read_matches(db, from_seq, limit, queries)
+
+    @staticmethod
+    def _read_matches(
+        db: sqlite3.Connection, from_seq: int, limit: int, queries: frozenset[str] | None
+    ) -> tuple[list[tuple[int, bytes]], int, int]:
         db.execute("BEGIN")
         try:
             row = db.execute("SELECT value FROM meta WHERE key = 'next_seq'").fetchone()
@@ -401,10 +491,73 @@ class Store:
                     (*names, from_seq, next_seq, limit),
                 ).fetchall()
         finally:
-            db.execute("COMMIT")
+            if db.in_transaction:
+                db.execute("COMMIT")
         return rows, next_seq, first_seq
 
     def has_matches_of(self, query: str) -> bool:
         """Whether the match log holds a match of ``query`` (which may be gone now). Any thread."""
-        row = self._reader().execute("SELECT 1 FROM matches WHERE query = ? LIMIT 1", (query,)).fetchone()
+        db = self._reader()
+        with self._faults():
+            row = db.execute("SELECT 1 FROM matches WHERE query = ? LIMIT 1", (query,)).fetchone()
         return row is not None
+
+
+def check(path: Path, init: bool) -> None:
+    """Refuse a store that cannot be served (:class:`UnusableStore`, naming the file and
+    the fix): an empty file unless ``init`` (then it is started afresh), a file that is
+    not an SQLite database or not a scemon store, or one that ``PRAGMA quick_check``
+    finds damaged. A missing file is a new store. O(size of the file): quick_check reads
+    every page and checks the structure of every b-tree (not the index-to-table
+    consistency ``integrity_check`` adds, nor the JSON inside rows, which is checked
+    when it is read)."""
+    if not path.exists():
+        log.info("no store at %s: starting a new one", path)
+        return
+    stat = path.stat()
+    seen = (stat.st_size, stat.st_mtime_ns)
+    if _checked.get(path) == seen:  # `scemon serve` checked it before the app opened it
+        return
+    aside = (
+        f"restore it from a backup, or move it aside (mv {path} {path}.bad) and start again for an "
+        "empty store (queries, matches and batch ids start over)"
+    )
+    if path.stat().st_size == 0:
+        if init:
+            log.warning("the store %s is empty: --init given, starting a new one", path)
+            path.unlink()
+            for suffix in ("-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+            return
+        raise UnusableStore(
+            f"the store {path} is empty (0 bytes): a store is never empty once created, so it was "
+            "lost or truncated; restore it from a backup, or run `scemon serve --init` to start "
+            "an empty store in its place (queries, matches and batch ids start over)"
+        )
+    try:
+        # Read-write, not mode=ro: opening a WAL store after a crash may need to rebuild
+        # its shared-memory index. Nothing is written by the check itself.
+        db = sqlite3.connect(path, isolation_level=None)
+    except sqlite3.Error as err:
+        raise UnusableStore(f"the store {path} cannot be opened ({err}): {aside}") from None
+    try:
+        problems = [" ".join(str(row[0]).split()) for row in db.execute("PRAGMA quick_check(3)")]
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error as err:
+        raise UnusableStore(f"the store {path} is damaged ({' '.join(str(err).split())}): {aside}") from None
+    finally:
+        db.close()
+    if problems != ["ok"]:
+        raise UnusableStore(
+            f"the store {path} is damaged (PRAGMA quick_check: {'; '.join(problems)}): {aside}"
+        )
+    if not set(TABLES) <= tables:
+        raise UnusableStore(
+            f"{path} is an SQLite database but not a scemon store (no tables {', '.join(TABLES)}): "
+            "point --data at a scemon store or an empty folder"
+        )
+    _checked[path] = seen
+
+
+# Stores that passed the check in this process, with their size and mtime then.
+_checked: dict[Path, tuple[int, int]] = {}

@@ -27,7 +27,12 @@ def test_an_event_is_held_until_the_clock_passes_its_end_plus_the_lateness() -> 
 
 def test_releases_come_out_by_end_then_start_then_arrival() -> None:
     buffer = Reorder(1.0)
-    events = [ev(5.0, 5.0, "late-start"), ev(5.0, 1.0, "early-start"), ev(3.0, 3.0, "x"), ev(5.0, 1.0, "twin")]
+    events = [
+        ev(5.0, 5.0, "late-start"),
+        ev(5.0, 1.0, "early-start"),
+        ev(3.0, 3.0, "x"),
+        ev(5.0, 1.0, "twin"),
+    ]
     out = buffer.push(events)  # x: 3 < 5 - 1
     out += buffer.observe(10.0)
     assert [e.id for e in out] == ["x", "early-start", "twin", "late-start"]

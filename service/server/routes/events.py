@@ -26,8 +26,9 @@ from api.models import (
     TimeResult,
 )
 from service.server import ingest
-from service.server.deps import Admin, HostDep, MetricsDep, Producer, SettingsDep
+from service.server.deps import Admin, HostDep, MetricsDep, Producer, RuntimeDep, SettingsDep
 from service.server.errors import InvalidInputError, UnsupportedMediaError
+from service.server.guard import is_json, media_type
 from service.server.limits import JSONDepthRoute
 from service.server.routes import errors, finite
 
@@ -84,6 +85,7 @@ _FULL: dict[str, Any] = {
 )
 async def post_events(
     request: Request,
+    runtime: RuntimeDep,
     host: HostDep,
     settings: SettingsDep,
     metrics: MetricsDep,
@@ -108,16 +110,20 @@ async def post_events(
     ``indexes``); 413 over the size limit; 503 with ``Retry-After`` when the buffer is
     at its cap."""
     started = time.perf_counter()
-    media = request.headers.get("content-type", "application/json").split(";", 1)[0].strip().lower()
+    media = media_type(request.headers.get("content-type"))
     body = await request.body()
+    # Parsed in a worker thread (runtime.parse): the event loop keeps answering others.
     if media == ARROW_MEDIA_TYPE:
-        batch = ingest.from_arrow(body, producer, batch_id, settings.max_batch_events)
-    elif media in ("application/json", "") or media.endswith("+json"):
-        batch = ingest.from_json(body, settings.max_batch_events)
+        batch = await runtime.parse(ingest.from_arrow, body, producer, batch_id, settings.max_batch_events)
+    elif is_json(media):
+        batch = await runtime.parse(
+            ingest.from_json, body, settings.max_batch_events, settings.max_json_values
+        )
     else:
         raise UnsupportedMediaError(
             f"cannot read a body of type {media!r}: send application/json or {ARROW_MEDIA_TYPE}"
         )
+    del body
     outcome = await host.ingest(batch.producer, batch.batch_id, batch.events)
     metrics.ingest_seconds.observe(time.perf_counter() - started)
     return BatchResult(
@@ -133,7 +139,7 @@ async def post_events(
     "/time",
     response_model=TimeResult,
     dependencies=[Admin],
-    responses=errors(400, 401, 403, 413, 422, 503),
+    responses=errors(400, 401, 403, 413, 415, 422, 503),
     summary="Advance the clock",
 )
 async def post_time(advance: TimeAdvance, host: HostDep) -> TimeResult:

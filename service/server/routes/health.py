@@ -1,14 +1,17 @@
 """``/healthz`` (the process answers), ``/readyz`` (the engine is rebuilt and serving)
-and ``/metrics`` (Prometheus text). No token needed: probes and scrapers have none."""
+— no token needed: probes have none — and ``/metrics`` (Prometheus text), which names
+the queries and so needs a token of any role when the server has tokens (a scraper
+sends one: Prometheus's ``authorization`` setting)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
 from api.models import Health
-from service.server.deps import HostDep, MetricsDep
+from service.server.deps import HostDep, MetricsDep, Operator
 from service.server.metrics import CONTENT_TYPE
 from service.server.responses import FastJSON
+from service.server.routes import errors
 
 __all__ = ["router"]
 
@@ -24,21 +27,26 @@ async def healthz() -> Health:
 @router.get(
     "/readyz",
     response_model=Health,
-    responses={503: {"model": Health, "description": "Rebuilding from the store, or failed."}},
+    responses={
+        503: {"model": Health, "description": "Rebuilding from the store, the store cannot write, or failed."}
+    },
     summary="Readiness",
 )
 async def readyz(host: HostDep) -> Response:
-    """200 once the engine has been rebuilt from the store; 503 before, or if that failed."""
+    """200 once the engine has been rebuilt from the store; 503 before, while the store
+    cannot write (``unwritable``: disk full, read-only, I/O error; detail says which and
+    what to do), or if the engine failed."""
     if host.ready:
         return FastJSON(Health(status="ok").model_dump())
-    health = Health(status="failed" if host.state == "failed" else "starting", detail=host.failure)
+    health = Health(status=host.state, detail=host.status())  # type: ignore[arg-type]
     return FastJSON(health.model_dump(), status_code=503)
 
 
 @router.get(
     "/metrics",
     response_class=Response,
-    responses={200: {"content": {"text/plain": {"example": "scemon_events_total 1200.0\n"}}}},
+    dependencies=[Operator],
+    responses={200: {"content": {"text/plain": {"example": "scemon_events_total 1200.0\n"}}}, **errors(401)},
     summary="Prometheus metrics",
 )
 async def metrics(host: HostDep, registry: MetricsDep) -> Response:

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import time
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, WebSocket
@@ -20,7 +21,8 @@ from api.models import NAME_MAX, NAME_PATTERN, MatchPage
 from ecq.errors import ScemonError, UnknownQueryError
 from service.server.auth import READER, authorize, websocket_credentials
 from service.server.deps import Reader, RuntimeDep, StoreDep, runtime_of
-from service.server.errors import GoneError, InvalidInputError
+from service.server.errors import ForbiddenError, GoneError, InvalidInputError
+from service.server.guard import foreign_origin
 from service.server.handlers import error_body, status_of
 from service.server.host import EngineHost
 from service.server.hub import Subscriber
@@ -156,6 +158,10 @@ async def subscribe(ws: WebSocket) -> None:
         ws.headers.get("authorization"), ws.headers.get("sec-websocket-protocol")
     )
     try:
+        if not runtime.settings.auth_enabled:
+            why = foreign_origin(ws.headers)
+            if why is not None:  # another site's page would read the matches
+                raise ForbiddenError(f"cross-site subscription refused: {why} (the server has no tokens)")
         authorize(runtime.settings, authorization, READER, "subscribing to matches")
         from_seq = _parse_from_seq(ws.query_params.get("from_seq"))
         queries = _parse_queries(ws.query_params.get("queries"))
@@ -173,7 +179,6 @@ async def subscribe(ws: WebSocket) -> None:
     try:
         last = await _stream(ws, runtime.store, sub, receiver, queries, last, batch)
         if sub.overflowed:
-            runtime.metrics.overflows.inc()
             reason = (
                 f"subscriber queue overflow ({sub.limit} matches behind): resume with from_seq={last + 1}"
             )
@@ -202,12 +207,12 @@ async def _stream(
     leaves; returns the last ``seq`` sent."""
     while not sub.overflowed and not receiver.done():
         rows, _, _ = await run_in_threadpool(store.read_matches, last + 1, BACKLOG_PAGE, queries)
-        last = await _send(ws, [(seq, body.decode()) for seq, body in rows], last, batch)
+        last = await _send(ws, sub, [(seq, body.decode()) for seq, body in rows], last, batch)
         if len(rows) < BACKLOG_PAGE:
             break
     hub_closing = False
     while not sub.overflowed and not receiver.done() and not hub_closing:
-        last = await _send(ws, sub.take(), last, batch)
+        last = await _send(ws, sub, sub.take(), last, batch)
         if sub.overflowed or receiver.done():
             break
         waiter = asyncio.ensure_future(sub.wake.wait())
@@ -217,22 +222,26 @@ async def _stream(
     return last
 
 
-async def _send(ws: WebSocket, items: list[tuple[int, str]], last: int, batch: int) -> int:
+async def _send(ws: WebSocket, sub: Subscriber, items: list[tuple[int, str]], last: int, batch: int) -> int:
     """Send the matches after ``last`` (the backlog and the hub may both hold one), one
-    per message or ``batch`` to an array; returns the last ``seq`` sent. A message is
-    whole or not at all on the client's side, so it resumes after the last one it got."""
+    per message or ``batch`` to an array, noting how long each send waits
+    (``Hub.blocked``); returns the last ``seq`` sent. A message is whole or not at all
+    on the client's side, so it resumes after the last one it got."""
     fresh = [(seq, text) for seq, text in items if seq > last]
-    if not fresh:
-        return last
-    if batch == 1:
-        for seq, text in fresh:
-            await ws.send_text(text)
-            last = seq
-        return last
-    for begin in range(0, len(fresh), batch):
-        chunk = fresh[begin : begin + batch]
-        await ws.send_text("[" + ",".join(text for _, text in chunk) + "]")
-        last = chunk[-1][0]
+    frames = fresh
+    if batch > 1:
+        frames = [
+            (
+                fresh[min(begin + batch, len(fresh)) - 1][0],
+                "[" + ",".join(t for _, t in fresh[begin : begin + batch]) + "]",
+            )
+            for begin in range(0, len(fresh), batch)
+        ]
+    for seq, text in frames:
+        sub.sending_since = time.monotonic()
+        await ws.send_text(text)
+        sub.sending_since = None
+        last = seq
     return last
 
 
@@ -246,8 +255,12 @@ async def _until_closed(ws: WebSocket) -> None:
 
 async def _deny(ws: WebSocket, err: ScemonError) -> None:
     """Refuse the handshake with an HTTP answer in the usual error shape when the server
-    supports it, else with a close frame carrying the message."""
+    supports it, else with a close frame carrying the message. Logged with its reason:
+    WARNING for a refused credential or origin, INFO for a bad parameter."""
     status = status_of(err)
+    client = f"{ws.client.host}:{ws.client.port}" if ws.client else "?"
+    level = logging.WARNING if status in (401, 403) else logging.INFO
+    log.log(level, "refused a subscription from %s: %d %s", client, status, str(err).split("\n", 1)[0])
     if "websocket.http.response" in ws.scope.get("extensions", {}):
         await ws.send_denial_response(FastJSON({"detail": error_body(err)}, status_code=status))
     else:

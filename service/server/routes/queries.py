@@ -1,10 +1,17 @@
-"""``/v1/queries``: register (one or in bulk), list, show, delete. Admin role to change."""
+"""``/v1/queries``: register (one or in bulk), list, show, delete. Admin role to change.
+
+A registration's body is read here rather than by FastAPI, so that it is parsed and
+validated in a worker thread (a bulk call's list piece by piece) instead of on the event
+loop; its schema is still ``QueryCreate`` / ``QueryBulkCreate`` in openapi.yaml.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Path, Response
+from fastapi import APIRouter, Path, Request, Response
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ValidationError
 
 from api.models import (
     NAME_MAX,
@@ -17,20 +24,44 @@ from api.models import (
     QueryValid,
     QueryValidate,
 )
-from service.server.deps import Admin, AnyRole, HostDep
+from service.server.bodies import loads, loads_in_pieces
+from service.server.deps import Admin, AnyRole, HostDep, RuntimeDep
 from service.server.host import QueryInfo, QuerySpec
-from service.server.limits import JSONDepthRoute
 from service.server.responses import FastJSON
 from service.server.routes import errors
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1/queries", tags=["queries"], route_class=JSONDepthRoute)
+router = APIRouter(prefix="/v1/queries", tags=["queries"])
 
 NamePath = Annotated[
     str, Path(min_length=1, max_length=NAME_MAX, pattern=NAME_PATTERN, description="Query name.")
 ]
 _AUTH = (401, 403)
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _body_of(model: str) -> dict[str, Any]:
+    return {
+        "requestBody": {
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{model}"}}},
+            "required": True,
+        }
+    }
+
+
+def read_body(body: bytes, model: type[M], max_values: int, key: str | None = None) -> M:
+    """Parse and validate a JSON body (in a worker thread): 413 over ``max_values``, 400
+    malformed (orjson's nesting limit, 1,024 levels, holds on every Python version), 422
+    invalid in FastAPI's shape. ``key``: the list parsed piece by piece."""
+    data = loads_in_pieces(body, key, max_values, "body") if key else loads(body, max_values, "body")
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        raise RequestValidationError(
+            [{**e, "loc": ("body", *e["loc"])} for e in err.errors(include_url=False)]
+        ) from None
 
 
 def _spec(query: QueryCreate | QueryValidate) -> QuerySpec:
@@ -61,13 +92,16 @@ def _public(info: QueryInfo, rate: float = 0.0) -> QueryPublic:
     status_code=201,
     response_model=QueryPublic,
     dependencies=[Admin],
-    responses=errors(400, *_AUTH, 409, 413, 422, 503),
+    responses=errors(400, *_AUTH, 409, 413, 415, 422, 503),
+    openapi_extra=_body_of("QueryCreate"),
     summary="Register a query",
 )
-async def create_query(query: QueryCreate, host: HostDep) -> QueryPublic:
+async def create_query(request: Request, runtime: RuntimeDep, host: HostDep) -> QueryPublic:
     """Register a query given as text or as AST JSON. It sees the events posted from now
     on. 409 if the name is taken; 422 with line and column for text that does not parse
-    or make sense."""
+    or make sense; 413 over a size limit (docs/service.md)."""
+    body = await request.body()
+    query = await runtime.parse(read_body, body, QueryCreate, runtime.settings.max_json_values)
     [info] = await host.register([(query.name, _spec(query))])
     return _public(info)
 
@@ -77,12 +111,15 @@ async def create_query(query: QueryCreate, host: HostDep) -> QueryPublic:
     status_code=201,
     response_model=QueryBulkPublic,
     dependencies=[Admin],
-    responses=errors(400, *_AUTH, 409, 413, 422, 503),
+    responses=errors(400, *_AUTH, 409, 413, 415, 422, 503),
+    openapi_extra=_body_of("QueryBulkCreate"),
     summary="Register many queries, all or none",
 )
-async def create_queries(bulk: QueryBulkCreate, host: HostDep) -> QueryBulkPublic:
+async def create_queries(request: Request, runtime: RuntimeDep, host: HostDep) -> QueryBulkPublic:
     """Register the queries in order at one point of the stream. If any is refused none
     is registered, and the error names its index and name."""
+    body = await request.body()
+    bulk = await runtime.parse(read_body, body, QueryBulkCreate, runtime.settings.max_json_values, "queries")
     infos = await host.register([(q.name, _spec(q)) for q in bulk.queries])
     return QueryBulkPublic(queries=[_public(i) for i in infos])
 
@@ -91,14 +128,17 @@ async def create_queries(bulk: QueryBulkCreate, host: HostDep) -> QueryBulkPubli
     "/validate",
     response_model=QueryValid,
     dependencies=[Admin],
-    responses=errors(400, *_AUTH, 409, 413, 422, 503),
+    responses=errors(400, *_AUTH, 409, 413, 415, 422, 503),
+    openapi_extra=_body_of("QueryValidate"),
     summary="Check a query without registering it",
 )
-async def validate_query(query: QueryValidate, host: HostDep) -> QueryValid:
+async def validate_query(request: Request, runtime: RuntimeDep, host: HostDep) -> QueryValid:
     """A dry run of ``POST /v1/queries``: the same checks and the same errors (422 with
     line and column, 409 for a taken name), but nothing is registered. 200 with the
     canonical text and summary when the query would be accepted. Without ``name`` the
     name is not checked. Admin role, as registering."""
+    body = await request.body()
+    query = await runtime.parse(read_body, body, QueryValidate, runtime.settings.max_json_values)
     info = await host.check(query.name, _spec(query))
     return QueryValid(
         name=query.name,

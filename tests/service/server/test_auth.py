@@ -17,7 +17,7 @@ from websockets.typing import Subprotocol
 
 from api.client import ApiError, SyncSubscription
 from service.server.process import free_port
-from tests.service.conftest import StartServer
+from tests.service.conftest import Server, StartServer
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -56,8 +56,8 @@ def test_roles_decide_what_a_token_may_do(start_server: StartServer) -> None:
     assert call("POST", "/v1/time", "adm-secret", json={"time": 5}).status_code == 200
     assert len(call("GET", "/v1/matches", "read-secret").json()["matches"]) == 1
     assert call("GET", "/v1/queries/a", "prod-secret").status_code == 200
-    # Probes and metrics need no token.
-    for path in ("/healthz", "/readyz", "/metrics"):
+    # Probes need no token.
+    for path in ("/healthz", "/readyz"):
         assert httpx.get(f"{url}{path}").status_code == 200
     # WebSocket: reader yes, producer no, none no.
     assert len(list(SyncSubscription(url, token="read-secret", idle_timeout=0.5))) == 1
@@ -93,6 +93,81 @@ def test_without_tokens_the_server_refuses_a_non_loopback_address(tmp_path: obje
     )
     assert result.returncode == 1
     assert "refusing to bind 0.0.0.0 without tokens" in result.stderr
+
+
+def test_with_tokens_the_metrics_and_the_api_description_need_one(start_server: StartServer) -> None:
+    server = start_server(tokens=TOKENS)
+    for path in ("/metrics", "/docs", "/openapi.json"):
+        assert httpx.get(f"{server.url}{path}").status_code == 401, path
+        for token in ("adm-secret", "prod-secret", "read-secret"):
+            answer = httpx.get(f"{server.url}{path}", headers={"Authorization": f"Bearer {token}"})
+            assert answer.status_code == 200, (path, token)
+    assert (
+        "scemon"
+        in httpx.get(f"{server.url}/openapi.json", headers={"Authorization": "Bearer read-secret"}).text
+    )
+    for path in ("/healthz", "/readyz"):  # probes have no token
+        assert httpx.get(f"{server.url}{path}").status_code == 200
+
+
+def test_with_auth_off_another_sites_requests_are_refused(start_server: StartServer) -> None:
+    server = start_server()
+    url = server.url
+    same = url  # what a page served by this server would send
+    for headers in ({"Origin": "https://evil.example"}, {"Origin": "null"}, {"Sec-Fetch-Site": "cross-site"}):
+        answer = httpx.post(f"{url}/v1/events", json=EVENTS, headers=headers)
+        assert answer.status_code == 403 and "cross-site" in answer.json()["detail"]["message"], headers
+        assert httpx.delete(f"{url}/v1/queries/a", headers=headers).status_code == 403
+    # What a browser sends cross-site without a preflight: no type, text/plain, a form.
+    body = orjson.dumps(EVENTS)
+    for kind in (None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
+        answer = httpx.post(f"{url}/v1/events", content=body, headers={"Content-Type": kind} if kind else {})
+        assert answer.status_code == 415, kind
+    assert httpx.get(f"{url}/v1/matches").json()["next_seq"] == 0  # nothing was applied
+    assert httpx.post(f"{url}/v1/events", json=EVENTS, headers={"Origin": same}).status_code == 200
+    reading = httpx.get(f"{url}/v1/queries", headers={"Origin": "https://evil.example"})
+    assert reading.status_code == 200  # reads are not state-changing
+    # A subscription from another site's page would read the matches.
+    with pytest.raises(Exception) as refused:
+        ws_url = url.replace("http", "ws") + "/v1/matches/ws"
+        with connect(ws_url, additional_headers={"Origin": "https://evil.example"}, proxy=None):
+            pass
+    assert refused.value.response.status_code == 403  # type: ignore[attr-defined]
+    with connect(url.replace("http", "ws") + "/v1/matches/ws", proxy=None):
+        pass
+    server.stop()
+    assert "WARNING" in server.log.read_text() and "auth is off" in server.log.read_text()
+
+
+def test_no_credential_reaches_the_log_and_refused_handshakes_are_not_errors(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    server = Server(tmp_path_factory.mktemp("log") / "data", {"SCEMON_TOKENS": TOKENS})
+    server.log_level = "debug"
+    server.start()
+    try:
+        ws = server.url.replace("http", "ws") + "/v1/matches/ws"
+        for token in ("read-secret", "prod-secret", "wrong-secret", None):
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            try:
+                with connect(ws, additional_headers=headers, proxy=None):
+                    pass
+            except Exception:
+                pass
+            httpx.get(f"{server.url}/v1/queries", headers=headers)
+        with connect(ws, subprotocols=_offer("read-secret"), proxy=None):  # as a browser does
+            pass
+    finally:
+        server.stop()
+    log = server.log.read_text()
+    assert "authorization: <redacted>" in log  # the handshake's headers are logged at debug
+    assert "scemon.bearer.<redacted>" in log
+    for secret in ("adm-secret", "prod-secret", "read-secret", "wrong-secret"):
+        assert secret not in log, secret
+        assert _offer(secret)[1].removeprefix("scemon.bearer.") not in log, secret
+    assert not [line for line in log.splitlines() if line.startswith("ERROR")], log
+    refusals = [line for line in log.splitlines() if "refused a subscription" in line]
+    assert len(refusals) == 3 and all(line.startswith("WARNING") and "40" in line for line in refusals)
 
 
 def _offer(token: str) -> list[Subprotocol]:

@@ -21,7 +21,11 @@ GOOD_EVENT = {"src": 1, "type": "A", "start": 1.0}
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    env = {"SCEMON_MAX_BATCH_EVENTS": "100", "SCEMON_MAX_BODY_BYTES": "200000"}
+    env = {
+        "SCEMON_MAX_BATCH_EVENTS": "100",
+        "SCEMON_MAX_BODY_BYTES": "200000",
+        "SCEMON_MAX_JSON_VALUES": "50000",
+    }
     server = Server(tmp_path_factory.mktemp("bad") / "data", env).start()
     client = server.client()
     client.register("ab", "SEQ(A, B) WITHIN 10 s")
@@ -53,6 +57,16 @@ def arrow_with(**columns: pa.Array) -> bytes:
 def big_batch(n: int) -> dict[str, Any]:
     return {"producer": "p", "batch_id": "big", "events": [GOOD_EVENT] * n}
 
+
+# (what, field, how the event is changed): each over its limit (api.models)
+LONG_FIELDS: list[tuple[str, str, dict[str, Any]]] = [
+    ("src", "src", {"src": "s" * 257}),
+    ("type", "type", {"type": "T" * 129}),
+    ("id", "id", {"id": "i" * 257}),
+    ("attr name", "attrs", {"attrs": {"n" * 129: 1}}),
+    ("attr value", "attrs", {"attrs": {"x": "v" * 4097}}),
+    ("many attrs", "attrs", {"attrs": {f"a{i}": i for i in range(257)}}),
+]
 
 # (method, path, request kwargs, status, words the message must contain, location fields)
 CASES: list[tuple[str, str, dict[str, Any], int, list[str], dict[str, Any]]] = [
@@ -233,21 +247,21 @@ CASES: list[tuple[str, str, dict[str, Any], int, list[str], dict[str, Any]]] = [
             "headers": {"content-type": "application/json"},
         },
         400,
-        ["nested deeper than 200"],
+        ["malformed JSON", "depth limit exceeded"],
         {},
     ),
-    # Just over the service's limit: refused on every Python version alike (the parser
-    # itself would take it).
+    # Just over the pattern's limit, which orjson (1,024 levels) would parse: refused on
+    # every Python version alike, naming where.
     (
         "POST",
         "/v1/queries",
         {
-            "content": '{"name": "deep", "pattern": ' + "[" * 200 + "]" * 200 + "}",
+            "content": '{"name": "deep", "pattern": ' + '{"a": ' * 201 + "1" + "}" * 201 + "}",
             "headers": {"content-type": "application/json"},
         },
-        400,
-        ["nested deeper than 200"],
-        {},
+        422,
+        ["nested more than 200 levels"],
+        {"field": "pattern"},
     ),
     (
         "POST",
@@ -277,6 +291,75 @@ CASES: list[tuple[str, str, dict[str, Any], int, list[str], dict[str, Any]]] = [
     ("GET", "/v1/matches?from_seq=1000000", {}, 422, ["from_seq", "beyond"], {"field": "from_seq"}),
     ("GET", "/v1/matches?limit=0", {}, 422, ["limit"], {"field": "limit"}),
     ("GET", "/v1/matches?from_seq=99999999999999999999999", {}, 422, ["from_seq"], {"field": "from_seq"}),
+    # per-field size limits, JSON and Arrow: the event's index and the field
+    *[
+        (
+            "POST",
+            "/v1/events",
+            {"json": {"producer": "p", "batch_id": "long", "events": [GOOD_EVENT, GOOD_EVENT | bad]}},
+            422,
+            ["event 1", f"'{field}'", "longer than" if field != "attrs" or "many" not in label else "limit"],
+            {"index": 1, "field": field},
+        )
+        for label, field, bad in LONG_FIELDS
+    ],
+    (
+        "POST",
+        "/v1/events",
+        {
+            "content": arrow_with(
+                src=pa.array(["1", "s" * 257]), type=pa.array(["A", "A"]), start=pa.array([1.0, 2.0])
+            ),
+            "headers": {"content-type": ARROW, "X-Scemon-Producer": "p", "X-Scemon-Batch-Id": "1"},
+        },
+        422,
+        ["event 1", "'src'", "256"],
+        {"index": 1, "field": "src"},
+    ),
+    (
+        "POST",
+        "/v1/events",
+        {
+            "content": arrow_with(
+                src=pa.array(["1"]),
+                type=pa.array(["A"]),
+                start=pa.array([1.0]),
+                attrs=pa.array(['{"x": "' + "v" * 4097 + '"}']),
+            ),
+            "headers": {"content-type": ARROW, "X-Scemon-Producer": "p", "X-Scemon-Batch-Id": "1"},
+        },
+        422,
+        ["event 0", "attribute 'x'", "4096"],
+        {"index": 0, "field": "attrs"},
+    ),
+    # a body over the limit of its route; a body of more JSON values than the limit
+    ("POST", "/v1/time", {"json": {"time": 1.0, "pad": "x" * 70_000}}, 413, ["limit here", "65,536"], {}),
+    (
+        "POST",
+        "/v1/events",
+        {"content": b"[" + b"0," * 90_000 + b"0]", "headers": {"content-type": "application/json"}},
+        413,
+        ["JSON values", "smaller batches"],
+        {},
+    ),
+    # a state-changing request must say it is JSON (or Arrow): what a browser sends
+    # cross-site without asking first is not
+    (
+        "POST",
+        "/v1/queries",
+        {"content": b'{"name": "q", "text": "A"}', "headers": {"content-type": "text/plain"}},
+        415,
+        ["text/plain", "application/json"],
+        {},
+    ),
+    (
+        "POST",
+        "/v1/events",
+        {"content": b'{"producer": "p", "batch_id": 9, "events": []}'},
+        415,
+        ["without Content-Type"],
+        {},
+    ),
     # unknown route, wrong method, unknown media type
     ("GET", "/v1/nothing", {}, 404, ["no route", "/v1/nothing"], {}),
     ("PUT", "/v1/queries", {}, 405, ["PUT"], {}),

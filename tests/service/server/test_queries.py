@@ -106,6 +106,44 @@ def test_bad_query_text_is_422_with_line_and_column(shared_server: Server) -> No
     assert "bad" not in [q["name"] for q in httpx.get(f"{shared_server.url}/v1/queries").json()["queries"]]
 
 
+def wide_or(n: int) -> dict[str, object]:
+    items = [{"kind": "component", "classes": [f"C{i}"]} for i in range(n)]
+    return {"kind": "query", "pattern": {"kind": "or", "items": items}}
+
+
+def nested(levels: int) -> dict[str, object]:
+    pattern: dict[str, object] = {"kind": "seq", "items": [{"kind": "component", "classes": ["A"]}]}
+    for _ in range(levels):
+        inner = {"kind": "component", "sub": pattern}
+        pattern = {"kind": "seq", "items": [inner, {"kind": "component", "classes": ["B"]}]}
+    return {"kind": "query", "pattern": pattern, "within": 10.0}
+
+
+def test_the_ast_json_form_has_size_limits_that_say_where(shared_server: Server) -> None:
+    url = f"{shared_server.url}/v1/queries"
+    assert (
+        httpx.post(url, json={"name": "wide_ok", "pattern": wide_or(10_000)}, timeout=60).status_code == 201
+    )
+    too_wide = httpx.post(url, json={"name": "too_wide", "pattern": wide_or(60_000)}, timeout=60)
+    assert too_wide.status_code == 413
+    assert too_wide.json()["detail"]["field"] == "pattern" and "200,000 JSON values" in too_wide.text
+    too_deep = httpx.post(url, json={"name": "too_deep", "pattern": nested(70)}, timeout=60)
+    assert too_deep.status_code == 422, too_deep.text
+    assert too_deep.json()["detail"]["field"] == "pattern" and "$.pattern.items[0].sub" in too_deep.text
+    bulk = httpx.post(
+        f"{url}/bulk",
+        json={"queries": [{"name": "fine", "text": "A"}, {"name": "big", "pattern": wide_or(60_000)}]},
+        timeout=60,
+    )
+    assert (
+        bulk.status_code == 413
+        and bulk.json()["detail"]["index"] == 1
+        and bulk.json()["detail"]["query"] == "big"
+    )
+    names = [q["name"] for q in httpx.get(url).json()["queries"]]
+    assert "fine" not in names and "too_deep" not in names and "wide_ok" in names
+
+
 def test_validate_answers_as_register_would_and_registers_nothing(shared_server: Server) -> None:
     client = shared_server.client()
     client.register("known", "OR(A, B)")

@@ -11,6 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from service.server.faults import StoreFault
 from service.server.store import BATCH, LATENESS, REGISTER, TIME, UNREGISTER, Clocks, MatchRow, Meta, Store
 
 Q1 = {"text": "SEQ(A, B) WITHIN 10 s"}
@@ -81,7 +82,7 @@ def test_a_failed_batch_leaves_nothing_behind(store: Store) -> None:
     store.commit_register([("q1", Q1)])
     batch(store, "b1", 5.0, rows(0, "q1"), next_seq=1)
     before = (store.op_count(), store.meta(), store.read_matches(0, 10))
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(StoreFault, match="UNIQUE constraint"):
         batch(store, "b1", 9.0, rows(1, "q1"), next_seq=2)  # the same batch id again
     assert (store.op_count(), store.meta(), store.read_matches(0, 10)) == before
 
@@ -170,8 +171,14 @@ def test_a_store_from_before_late_events_is_upgraded_and_reads_its_clock_as_both
     folder.mkdir()
     with sqlite3.connect(folder / "scemon.sqlite3") as db:
         db.executescript(
+            # The schema of a0dfc60, the last build before late events.
             "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
             "CREATE TABLE ops (pos INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT, body BLOB, time REAL);"
+            "CREATE TABLE queries (name TEXT PRIMARY KEY, spec BLOB NOT NULL, pos INTEGER NOT NULL,"
+            " matches INTEGER NOT NULL DEFAULT 0, last_match REAL);"
+            "CREATE TABLE batches (producer TEXT NOT NULL, batch_id TEXT NOT NULL, pos INTEGER NOT NULL,"
+            " accepted INTEGER NOT NULL, PRIMARY KEY (producer, batch_id)) WITHOUT ROWID;"
+            "CREATE TABLE matches (seq INTEGER PRIMARY KEY, query TEXT NOT NULL, body BLOB NOT NULL);"
             "INSERT INTO meta VALUES ('next_seq', '3'), ('clock', '42.0');"
         )
     old = Store(folder)

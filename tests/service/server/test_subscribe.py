@@ -13,12 +13,19 @@ from websockets.sync.client import connect
 from api.client import SyncSubscription
 from tests.service.conftest import StartServer
 
-PAD = "x" * 2000  # big matches fill the socket buffers quickly
+PAD = "x" * 2000  # big matches (QUERY returns it) fill the socket buffers quickly
+QUERY = "OR(A a) RETURN a.pad AS pad"
 
 
 def events(batch: int, size: int) -> list[dict[str, object]]:
     return [
-        {"id": f"{PAD}-{batch}-{i}", "src": i % 5, "type": "A", "start": float(batch * size + i)}
+        {
+            "id": f"{batch}-{i}",
+            "src": i % 5,
+            "type": "A",
+            "start": float(batch * size + i),
+            "attrs": {"pad": PAD},
+        }
         for i in range(size)
     ]
 
@@ -26,7 +33,7 @@ def events(batch: int, size: int) -> list[dict[str, object]]:
 def test_a_slow_subscriber_is_told_it_overflowed_and_resumes_by_seq(start_server: StartServer) -> None:
     server = start_server(SCEMON_SUBSCRIBER_QUEUE="20")
     client = server.client()
-    client.register("all", "OR(A)")
+    client.register("all", QUERY)
     ws_url = server.url.replace("http", "ws") + "/v1/matches/ws?from_seq=0"
     # A subscriber that reads nothing while 4,000 matches (~8 MB) are produced.
     with connect(ws_url, max_queue=1, max_size=None, proxy=None, compression=None) as slow:
@@ -53,7 +60,7 @@ def test_a_slow_subscriber_is_told_it_overflowed_and_resumes_by_seq(start_server
 def test_the_subscription_iterator_reconnects_across_an_overflow(start_server: StartServer) -> None:
     server = start_server(SCEMON_SUBSCRIBER_QUEUE="20")
     client = server.client()
-    client.register("all", "OR(A)")
+    client.register("all", QUERY)
     client.post_events("p", "first", events(99, 1))
     sub = SyncSubscription(server.url, idle_timeout=3, max_queue=1, compression=None)
     stream = iter(sub)
