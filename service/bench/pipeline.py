@@ -95,6 +95,9 @@ class PipelineScale:
     warmup: int | None = None
     # Sample each server with py-spy over its measured part (service.bench.profile).
     profile: bool = False
+    # Another checkout whose server runs every server row again, beside this build's
+    # (its kernel built in place): before and after in one run.
+    baseline: Path | None = None
 
 
 FULL = PipelineScale()
@@ -289,10 +292,13 @@ def _wait_subscribed(client: Client, n: int) -> None:
         time.sleep(0.05)
 
 
-def _server(folder: Path, name: str) -> ServerProcess:
+def _server(folder: Path, name: str, checkout: Path | None) -> ServerProcess:
     # A queue no subscriber can overflow: the bench measures throughput, not cut-offs.
     env = {"SCEMON_SUBSCRIBER_QUEUE": "100000000", "SCEMON_TOKENS": ""}
-    return ServerProcess(folder / name, env=env, inherit_settings=False)
+    return ServerProcess(folder / name, env=env, inherit_settings=False, checkout=checkout)
+
+
+_BASELINE = " (baseline)"
 
 
 def _register(client: Client, load: Load) -> None:
@@ -325,10 +331,12 @@ def service_row(
     warm: int,
     folder: Path,
     profile: bool = False,
+    checkout: Path | None = None,
 ) -> Row:
     """A fresh server: queries, the ``warm`` warm-up posts, then the measured posts
     with ``n_subs`` subscribers reading every match."""
-    server = _server(folder, f"service-{load.name}-{n_subs}")
+    tag = "-baseline" if checkout is not None else ""
+    server = _server(folder, f"service-{load.name}-{n_subs}{tag}", checkout)
     server.start()
     assert server.process is not None
     pid = server.process.pid
@@ -345,7 +353,7 @@ def service_row(
             starts: list[float] = []
             firsts: list[int] = []
             seq = from_seq
-            sampler = _sampler(profile, pid, folder / f"profile-{load.name}-{n_subs}.txt")
+            sampler = _sampler(profile, pid, folder / f"profile-{load.name}-{n_subs}{tag}.txt")
             cpu0 = _cpu_seconds(pid)
             began = now()
             for k in range(warm, len(bodies)):
@@ -366,6 +374,7 @@ def service_row(
         t - starts[bisect_right(firsts, s) - 1] for s, t in zip(record["seqs"], record["times"], strict=True)
     ]
     label = "service, 0 subs" if n_subs == 0 else f"service, {n_subs} sub{'s' if n_subs > 1 else ''}"
+    label += _BASELINE if checkout is not None else ""
     return Row(label, n_subs, sum(sizes[warm:]), seq - from_seq, ended - began, cpu, rss, latencies, layers)
 
 
@@ -392,11 +401,14 @@ class _Lines:
         self._thread.join(timeout=10)
 
 
-def spark_row(load: Load, batch: int, warm: int, folder: Path, profile: bool = False) -> Row:
+def spark_row(
+    load: Load, batch: int, warm: int, folder: Path, profile: bool = False, checkout: Path | None = None
+) -> Row:
     """``scemon stream --once`` over the stream as files of ``batch`` events, one file
     per micro-batch, into a fresh server with one subscriber; the ``warm`` warm-up
     batches (and Spark's start) are not timed."""
-    source = folder / f"in-{load.name}"
+    tag = "-baseline" if checkout is not None else ""
+    source = folder / f"in-{load.name}{tag}"
     source.mkdir()
     for k, begin in enumerate(range(0, len(load.events), batch)):
         lines = [orjson.dumps(e.to_dict()) for e in load.events[begin : begin + batch]]
@@ -404,7 +416,7 @@ def spark_row(load: Load, batch: int, warm: int, folder: Path, profile: bool = F
         part.write_bytes(b"\n".join(lines) + b"\n")
         part.rename(source / f"events-{k:05d}.jsonl")
         time.sleep(0.01)  # distinct modification times: Spark takes the oldest file first
-    server = _server(folder, f"spark-{load.name}")
+    server = _server(folder, f"spark-{load.name}{tag}", checkout)
     server.start()
     assert server.process is not None
     pid = server.process.pid
@@ -416,13 +428,13 @@ def spark_row(load: Load, batch: int, warm: int, folder: Path, profile: bool = F
             subs = _Subscribers(server.url, 1, 0, folder)
             _wait_subscribed(client, 1)
             command = [sys.executable, "-m", "service.cli", "stream", "--source", str(source)]
-            command += ["--service", server.url, "--checkpoint", str(folder / f"checkpoint-{load.name}")]
-            command += ["--dead-letter", str(folder / f"dead-{load.name}"), "--once"]
+            command += ["--service", server.url, "--checkpoint", str(folder / f"checkpoint-{load.name}{tag}")]
+            command += ["--dead-letter", str(folder / f"dead-{load.name}{tag}"), "--once"]
             command += ["--max-files-per-trigger", "1", "--max-batch-events", str(batch)]
-            progress_log = folder / f"spark-progress-{load.name}.jsonl"
+            progress_log = folder / f"spark-progress-{load.name}{tag}.jsonl"
             command += ["--progress-log", str(progress_log)]
             # The whole job, warm-up included: the server's layers, not its rate.
-            sampler = _sampler(profile, pid, folder / f"profile-{load.name}-spark.txt")
+            sampler = _sampler(profile, pid, folder / f"profile-{load.name}-spark{tag}.txt")
             job = subprocess.Popen(
                 command,
                 cwd=ROOT,
@@ -466,7 +478,8 @@ def spark_row(load: Load, batch: int, warm: int, folder: Path, profile: bool = F
     events = sum(n for _, n, _, _ in timed)
     matches = sum(m for _, _, m, _ in timed)
     cpu = done[-1][3] - done[max(warm, 1) - 1][3]
-    row = Row("Spark job, 1 sub", 1, events, matches, ended - began, cpu, rss, layers=layers)
+    label = "Spark job, 1 sub" + (_BASELINE if checkout is not None else "")
+    row = Row(label, 1, events, matches, ended - began, cpu, rss, layers=layers)
     row.spark_ms = _spark_phases(progress_log, warm)
     return row
 
@@ -544,7 +557,8 @@ def _table(load: Load, scale: PipelineScale, rows: list[Row]) -> Table:
 
 def pipeline_tables(scale: PipelineScale, progress: Progress | None = None) -> list[Table]:
     """One table per workload of ``scale``; see the module docstring."""
-    per_load = 1 + len(scale.subscribers) + int(scale.spark)
+    builds: list[Path | None] = [None] if scale.baseline is None else [scale.baseline, None]
+    per_load = 1 + (len(scale.subscribers) + int(scale.spark)) * len(builds)
     steps = per_load * len(scale.workloads)
     step = 0
 
@@ -565,12 +579,15 @@ def pipeline_tables(scale: PipelineScale, progress: Progress | None = None) -> l
             bodies = [arrow_body(load.events[k : k + scale.batch]) for k in cuts]
             sizes = [len(load.events[k : k + scale.batch]) for k in cuts]
             warm = load.warmup // scale.batch
+            # The baseline's row right before this build's: the same machine moment, near enough.
             for n in scale.subscribers:
-                tick(f"{name}: service, {n} subscribers")
-                rows.append(service_row(load, bodies, sizes, n, warm, folder, scale.profile))
+                for checkout in builds:
+                    tick(f"{name}: service, {n} subscribers")
+                    rows.append(service_row(load, bodies, sizes, n, warm, folder, scale.profile, checkout))
             if scale.spark:
-                tick(f"{name}: Spark job")
-                rows.append(spark_row(load, scale.batch, warm, folder, scale.profile))
+                for checkout in builds:
+                    tick(f"{name}: Spark job")
+                    rows.append(spark_row(load, scale.batch, warm, folder, scale.profile, checkout))
             tables.append(_table(load, scale, rows))
             if scale.profile:
                 tables.append(_profile_table(load, rows))

@@ -419,6 +419,14 @@ def pipeline(
             "event by layer: decoding, engine, match rows, store, WebSocket, HTTP.",
         ),
     ] = False,
+    baseline: Annotated[
+        Path | None,
+        typer.Option(
+            help="Another checkout (its kernel built in place) whose server runs every server row "
+            "again, right before this build's: before and after in one run.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """The whole path at the engine's speed: replay (the engine alone), the service over
     Arrow with 0, 1 and 10 WebSocket subscribers reading every match, and the Spark job
@@ -447,9 +455,12 @@ def pipeline(
 
         if py_spy() is None:
             raise typer.BadParameter("py-spy is not on PATH: pip install py-spy", param_hint="--profile")
+    if baseline is not None and not (baseline / "service" / "cli" / "__main__.py").exists():
+        raise typer.BadParameter(f"{baseline} is not a scemon checkout", param_hint="--baseline")
     scale = replace(
         base,
         profile=profile,
+        baseline=baseline.resolve() if baseline is not None else None,
         events=events if events is not None else base.events,
         queries=queries if queries is not None else base.queries,
         batch=batch if batch is not None else base.batch,
