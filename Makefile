@@ -57,12 +57,15 @@ typecheck: install
 pytest: install
 	$(BIN)/pytest
 
-# The whole system: generated card payments → Spark job → service → WebSocket, ~2 min;
-# then the service stays up with its web console (the address is printed) until Ctrl-C.
-# `make demo DEMO_FLAGS=` ends after the run instead.
-DEMO_FLAGS ?= --keep
+# The whole system: generated card payments → Spark job → service → WebSocket, ~2 min.
+# Run from a terminal, the service then stays up with its web console (the address is
+# printed) until Ctrl-C; from a script, CI or a pipe (stdin not a TTY) nobody would press
+# Ctrl-C, so the demo ends after the run. KEEP=1 or KEEP=0 decides either way;
+# DEMO_FLAGS passes other `scemon demo` options (e.g. DEMO_FLAGS='--events 20000').
+KEEP       ?= $(shell [ -t 0 ] && echo 1 || echo 0)
+DEMO_FLAGS ?=
 demo: install
-	$(BIN)/scemon demo $(DEMO_FLAGS)
+	$(BIN)/scemon demo $(if $(filter 1,$(KEEP)),--keep) $(DEMO_FLAGS)
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -5,7 +5,8 @@ The kernel uses only public CPython API, so it is built on every CPython from 3.
 When it cannot be built (no C compiler, no Python headers, another interpreter), the
 install does not fail: the engine runs its pure-Python kernel (same results, a fraction
 of the speed). The build then says so loudly, and writes the reason to
-build/compiled-kernel.txt, which `make install` prints (pip hides a build's output)."""
+build/compiled-kernel-<interpreter>.txt (e.g. cpython-313: one checkout may hold a
+virtualenv per interpreter), which `make install` prints (pip hides a build's output)."""
 
 import sys
 import traceback
@@ -15,7 +16,7 @@ from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).resolve().parent
-REPORT = HERE / "build" / "compiled-kernel.txt"
+REPORT = HERE / "build" / f"compiled-kernel-{sys.implementation.cache_tag}.txt"
 # One module per concern (docs/architecture.md, "The compiled kernel").
 MODULES = ["_bitset", "_pmb", "_summary", "_events", "_filters", "_constants", "_assembly", "_phases", "_kernel"]
 

@@ -18,6 +18,7 @@ runs; the pure kernel works on them as on the pure classes.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from functools import cache
 from importlib import import_module
@@ -29,8 +30,10 @@ __all__ = ["KernelStatus", "status", "event_base", "compiled_match", "compiled_m
 PURE_ENV = "SCEMON_PURE"
 # The only ablation level the compiled kernel implements (ecq.network.LEVELS).
 SUMMARY = "summary"
-# What setup.py writes when it could not build the compiled kernel.
-_BUILD_REPORT = Path(__file__).resolve().parents[2] / "build" / "compiled-kernel.txt"
+# What setup.py writes when it could not build the compiled kernel for this interpreter.
+_BUILD_REPORT = (
+    Path(__file__).resolve().parents[2] / "build" / f"compiled-kernel-{sys.implementation.cache_tag}.txt"
+)
 
 
 @dataclass(frozen=True)

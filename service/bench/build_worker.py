@@ -62,26 +62,29 @@ def main() -> None:
             begin, end = command["begin"], command["end"]
             n = len(engines)
             seconds = [0.0] * n
+            cpu = [0.0] * n
             matches = [0] * n
             for turn in range(n):
                 i = (step + turn) % n
                 batch = [
                     Event(s, c, t0, t1, id=k) for k, (s, c, t0, t1) in enumerate(stream[begin:end], begin)
                 ]
-                began = time.perf_counter()
+                began, began_cpu = time.perf_counter(), time.process_time()
                 out = engines[i].process(batch)
                 seconds[i] += time.perf_counter() - began
+                cpu[i] += time.process_time() - began_cpu
                 matches[i] = len(out)
                 del out, batch
             if command["clean"]:
                 for turn in range(n):
                     i = (step + turn) % n
-                    began = time.perf_counter()
+                    began, began_cpu = time.perf_counter(), time.process_time()
                     engines[i].clean()
                     seconds[i] += time.perf_counter() - began
+                    cpu[i] += time.process_time() - began_cpu
                 gc.collect(0)
             step += 1
-            answer = {"seconds": seconds, "matches": matches}
+            answer = {"seconds": seconds, "cpu": cpu, "matches": matches}
         elif op == "quit":
             return
         else:

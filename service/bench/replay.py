@@ -20,7 +20,7 @@ import orjson
 from ecq import workload as wl
 from service.bench.table import Table
 
-__all__ = ["ReplayTiming", "add_replay_row", "time_replay"]
+__all__ = ["ReplayTiming", "add_replay_row", "time_replay", "write_replay_files"]
 
 ROOT = Path(__file__).resolve().parents[2]
 # The end-to-end rate the targets ask of ``scemon replay``, in events/s.
@@ -38,6 +38,17 @@ class ReplayTiming:
         return self.events / self.seconds if self.seconds else 0.0
 
 
+def write_replay_files(w: wl.Workload, n_events: int, folder: Path) -> tuple[Path, Path]:
+    """``w``'s sequence queries and ``n_events`` of its events as ``scemon replay`` reads
+    them (``queries.txt``, ``events.jsonl`` in ``folder``)."""
+    queries = folder / "queries.txt"
+    events = folder / "events.jsonl"
+    queries.write_text("".join(f"QUERY {name}\n{text}\n\n" for name, text in wl.sequence_queries(w)))
+    with events.open("wb") as fh:
+        fh.writelines(orjson.dumps(e.to_dict()) + b"\n" for e in wl.events(w, n_events))
+    return queries, events
+
+
 def time_replay(
     w: wl.Workload, n_events: int, engine: str = "shared", timeout: float = 3600.0
 ) -> ReplayTiming:
@@ -45,12 +56,8 @@ def time_replay(
     process and time it. Raises ``RuntimeError`` if the replay fails."""
     with tempfile.TemporaryDirectory(prefix="scemon-bench-") as tmp:
         folder = Path(tmp)
-        queries = folder / "queries.txt"
-        events = folder / "events.jsonl"
+        queries, events = write_replay_files(w, n_events, folder)
         out = folder / "matches.jsonl"
-        queries.write_text("".join(f"QUERY {name}\n{text}\n\n" for name, text in wl.sequence_queries(w)))
-        with events.open("wb") as fh:
-            fh.writelines(orjson.dumps(e.to_dict()) + b"\n" for e in wl.events(w, n_events))
         command = [sys.executable, "-m", "service.cli", "replay", "-q", queries, "-e", events, "-o", out]
         command += ["--engine", engine]
         began = time.perf_counter()

@@ -355,12 +355,19 @@ def builds(
     events: EventsOption = None,
     clean_every: CleanOption = None,
     seed: Annotated[int, typer.Option(help="Seed of the order in which builds take each chunk.")] = 0,
+    replay_events: Annotated[
+        int | None, typer.Option(min=100, help="Events for the timed `scemon replay` [200,000; quick 5,000].")
+    ] = None,
+    replay_rounds: Annotated[
+        int, typer.Option(min=0, help="Times each build runs `scemon replay` (0: not timed).")
+    ] = 3,
 ) -> None:
     """Builds side by side: the targets' shared engines (100, 1K and 5K queries) of each
     build in a process of its own, over the same workload, every chunk of events to every
-    build in a shuffled order. For this build against an older checkout, or against
-    itself on other interpreters."""
-    from service.bench.builds import compare, parse_build
+    build in a shuffled order; then `scemon replay` of one generated file (1K queries)
+    end to end in each build, the builds in a shuffled order each round. For this build
+    against an older checkout, or against itself on other interpreters."""
+    from service.bench.builds import compare, parse_build, replay_compare
 
     try:
         parsed = [parse_build(text, Path.cwd()) for text in build]
@@ -372,8 +379,17 @@ def builds(
     workload = replace(scale.base, n_queries=max(scale.target_queries))
     warmup = scale.warmup if scale.warmup is not None else workload.window_events
 
+    n_replay = replay_events if replay_events is not None else (5000 if quick else 200_000)
+    # The engines' part is most of the run's time; the replays the rest.
+    share = 0.7 if replay_rounds else 1.0
+
     def figure(_scale: figures.Scale, progress: Progress | None) -> list[Table]:
-        return [
+        def part(begin: float, width: float) -> Progress | None:
+            if progress is None:
+                return None
+            return lambda done, label: progress(begin + width * done, label)
+
+        tables = [
             compare(
                 parsed,
                 workload,
@@ -382,9 +398,17 @@ def builds(
                 warmup,
                 scale.clean_every,
                 seed=seed,
-                progress=progress,
+                progress=part(0.0, share),
             )
         ]
+        if replay_rounds:
+            replayed = replace(scale.base, n_queries=scale.target_queries[1])
+            tables.append(
+                replay_compare(
+                    parsed, replayed, n_replay, replay_rounds, seed=seed, progress=part(share, 1 - share)
+                )
+            )
+        return tables
 
     publish(_measured("builds", figure, scale), quick, out)
 

@@ -29,10 +29,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from api.client import Client, SyncSubscription
 from ecq.workload import PAPER_CARD_QUERIES, credit_card_workload
 from service.cli.errors import SPARK_MISSING, user_errors
-from service.server.process import ServerProcess
 
 __all__ = ["Demo", "MatchListener", "demo"]
 
@@ -63,6 +61,8 @@ class MatchListener:
     def _run(self) -> None:
         # idle_timeout ends the iteration now and then so the stop flag is seen; the
         # subscription resumes from its last seq, so nothing is counted twice.
+        from api.client import SyncSubscription  # here: the client (httpx, pydantic) is slow to import
+
         subscription = SyncSubscription(self.url, from_seq=0, idle_timeout=0.5)
         try:
             while not self._stop.is_set():
@@ -108,6 +108,12 @@ class Demo:
         self.port = port
 
     def run(self) -> int:
+        # Imported here, not with the module: every `scemon` command imports this module
+        # (service/cli/app.py), and the client's and the server process's imports (httpx,
+        # pydantic models) took 0.15-0.25 s of each command's start-up.
+        from api.client import Client
+        from service.server.process import ServerProcess
+
         started = time.monotonic()
         say = self.console.print
         server: ServerProcess | None = None

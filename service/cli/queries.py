@@ -12,10 +12,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
-import httpx
 import typer
 
-from api.client import ApiError, Client
 from ecq.errors import ScemonError
 from ecq.language.ast import to_json
 from service.cli.errors import SPARK_MISSING, user_errors
@@ -41,6 +39,12 @@ def query_bodies(path: Path) -> list[dict[str, Any]]:
 def register_everywhere(urls: Sequence[str], path: Path, token: str | None = None) -> Iterator[str]:
     """Register the file's queries on each shard in turn; yield one line per shard.
     Raises :class:`ScemonError` naming the shard that failed and those already done."""
+    # Imported here, not with the module: every `scemon` command imports this module
+    # (service/cli/app.py), and the client's imports (httpx, pydantic models) are slow.
+    import httpx
+
+    from api.client import ApiError, Client
+
     bodies = query_bodies(path)
     done: list[str] = []
     for url in urls:

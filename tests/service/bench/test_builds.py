@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ecq.workload import Workload
-from service.bench.builds import Build, compare, parse_build
+from service.bench.builds import Build, compare, parse_build, replay_compare
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -31,8 +31,8 @@ def test_builds_are_measured_over_the_same_workload_in_their_own_processes(tmp_p
     )
     rows: list[dict[str, Any]] = [dict(zip(table.columns, row, strict=True)) for row in table.rows]
     assert [(r["build"], r["queries"]) for r in rows] == [("a", 10), ("a", 60), ("b", 10), ("b", 60)]
-    assert all(r["shared_us"] > 0 and r["events_per_s"] > 0 for r in rows)
-    assert [r["vs_first"] for r in rows[:2]] == [1.0, 1.0]
+    assert all(r["shared_us"] > 0 and r["events_per_s"] > 0 and r["cpu_us"] > 0 for r in rows)
+    assert [r["vs_first"] for r in rows[:2]] == [r["cpu_vs_first"] for r in rows[:2]] == [1.0, 1.0]
     # The same engine on the same events: the same matches in both processes.
     assert [r["matches_per_event"] for r in rows[:2]] == [r["matches_per_event"] for r in rows[2:]]
     assert rows[1]["matches_per_event"] > 0
@@ -59,4 +59,26 @@ def test_a_build_that_runs_another_checkouts_engine_is_refused(tmp_path: Path) -
             events=100,
             warmup=100,
             clean_every=100,
+        )
+
+
+def test_scemon_replay_is_timed_end_to_end_in_each_build() -> None:
+    builds = [Build("a", sys.executable, ROOT), Build("b", sys.executable, ROOT)]
+    table = replay_compare(builds, Workload(n_queries=40, n_sources=20), 800, rounds=2)
+    rows: list[dict[str, Any]] = [dict(zip(table.columns, row, strict=True)) for row in table.rows]
+    assert [r["build"] for r in rows] == ["a", "b"]
+    assert rows[0]["vs_first"] == rows[0]["cpu_vs_first"] == 1.0
+    assert all(r["events_per_s"] > 0 and r["cpu_s"] > 0 for r in rows)
+    # The same command on the same files: the same matches, and some.
+    assert rows[0]["matches"] == rows[1]["matches"] > 0
+
+
+def test_a_replay_of_another_checkouts_engine_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "README").write_text("not a checkout\n")
+    with pytest.raises(RuntimeError, match="build elsewhere runs .*not its checkout's engine"):
+        replay_compare(
+            [Build("a", sys.executable, ROOT), Build("elsewhere", sys.executable, tmp_path)],
+            Workload(n_queries=10, n_sources=5),
+            200,
+            rounds=1,
         )

@@ -113,3 +113,30 @@ def test_the_pipeline_bench_refuses_an_unknown_workload(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "'nope' is not one of demo, seq" in result.output
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
+def test_builds_command_compares_the_engines_and_scemon_replay(tmp_path: Path) -> None:
+    import sys
+
+    build = f"{sys.executable}@{Path(__file__).resolve().parents[3]}"
+    result = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            "builds",
+            "--quick",
+            "--out",
+            str(tmp_path),
+            "--build",
+            f"a={build}",
+            "--build",
+            f"b={build}",
+        ]
+        + ["--replay-events", "500", "--replay-rounds", "1"],
+    )
+    assert result.exit_code == 0, result.output
+    header, rows = read_csv(tmp_path / "builds.csv")
+    assert header[:3] == ["build", "python", "kernel"] and "cpu_vs_first" in header and len(rows) == 6
+    header, rows = read_csv(tmp_path / "builds_replay.csv")
+    assert header == ["build", "events_per_s", "vs_first", "cpu_s", "cpu_vs_first", "matches"]
+    assert [row[0] for row in rows] == ["a", "b"] and rows[0][5] == rows[1][5]

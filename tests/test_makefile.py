@@ -1,0 +1,67 @@
+"""``make demo`` blocks until Ctrl-C only for a person at a terminal: its service stays up
+after the run (``scemon demo --keep``) when make's stdin is a TTY, and the demo ends
+after the run from a script, CI or a pipe, where nobody would press Ctrl-C. ``KEEP=1``
+or ``KEEP=0`` decides either way. Read from ``make -n`` (the commands, not run), with
+stdin a pseudo-terminal or not one."""
+
+from __future__ import annotations
+
+import os
+import pty
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make on PATH")
+
+
+@pytest.fixture
+def terminal() -> Iterator[int]:
+    """The far end of a pseudo-terminal: a file descriptor for which ``isatty`` holds."""
+    leader, follower = pty.openpty()
+    try:
+        yield follower
+    finally:
+        os.close(follower)
+        os.close(leader)
+
+
+def _demo_command(stdin: int, *args: str) -> list[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("KEEP", "DEMO_FLAGS", "MAKEFLAGS")}
+    out = subprocess.run(
+        ["make", "-n", "demo", *args],
+        cwd=ROOT,
+        stdin=stdin,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = [line.split() for line in out.stdout.splitlines() if "scemon demo" in line]
+    assert len(lines) == 1, out.stdout
+    return lines[0][lines[0].index("demo") + 1 :]
+
+
+@pytest.mark.parametrize(("args", "flags"), [((), []), (("KEEP=1",), ["--keep"]), (("KEEP=0",), [])])
+def test_without_a_terminal_the_demo_ends_unless_asked_to_keep(
+    args: tuple[str, ...], flags: list[str]
+) -> None:
+    assert _demo_command(subprocess.DEVNULL, *args) == flags
+
+
+@pytest.mark.parametrize(("args", "flags"), [((), ["--keep"]), (("KEEP=0",), []), (("KEEP=1",), ["--keep"])])
+def test_at_a_terminal_the_service_stays_up_unless_asked_not_to(
+    terminal: int, args: tuple[str, ...], flags: list[str]
+) -> None:
+    assert _demo_command(terminal, *args) == flags
+
+
+def test_other_demo_options_pass_through(terminal: int) -> None:
+    assert _demo_command(terminal, "DEMO_FLAGS=--events 2000") == ["--keep", "--events", "2000"]
+    assert _demo_command(subprocess.DEVNULL, "DEMO_FLAGS=--events 2000") == ["--events", "2000"]
