@@ -11,8 +11,11 @@ The paper's structures, one module each:
 - ``network`` — :class:`~ecq.network.Network`: registration, and per arriving instance
   the test phase, the insert phase and cleaning (their hot part through its kernel); ``assembly`` (plain sequences) and
   ``composite`` (negation, Kleene closure, sub-patterns, conjunctions) build the matches
-  of the queries an instance completes; ``candidate`` — a match before selection;
-  ``qstate`` — a registered node's state.
+  of the queries an instance completes; ``skeleton`` (a sequence with negation or
+  Kleene closure matched through its positive components), ``conjunction`` (the
+  conjunctions an instance may complete, from its source's presence), ``deadlines``
+  (trailing negation's waiting matches), ``filters`` (the index of one-event filters);
+  ``candidate`` — a match before selection; ``qstate`` — a registered node's state.
 
 Around them: ``engine`` (:class:`Engine`, the public API), ``ops`` (the clock and op
 numbering), ``horizon`` (a class's drop horizon), ``event`` and ``match``, ``errors``

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ecq.event import Event
+from ecq.skeleton import leaf
 
 if TYPE_CHECKING:
     from ecq.qstate import QState
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 __all__ = ["assemble_seq", "by_recency"]
 
 Probe = Callable[[str], list[Event]]
+
+NEG_INF = float("-inf")
 
 
 def by_recency(lists: list[list[Event]]) -> Iterator[Event]:
@@ -42,26 +45,51 @@ def _probability(env: list[Event]) -> float:
     return prob
 
 
-def assemble_seq(qs: QState, last: Event, probe: Probe) -> list[list[Event]]:
-    """The matches of plain sequence ``qs`` that ``last`` completes: one (RECENT) or all
-    (ALL). Cost: the predecessors visited."""
+def assemble_seq(qs: QState, last: Event, probe: Probe) -> list[tuple[list[Any], float]]:
+    """The matches of ``qs`` that ``last`` completes, as (entries, probability): one
+    (RECENT) or all (ALL). The node's skeleton (``QState.slots``) is bound as a plain
+    sequence, from the last position back, into an environment indexed by component;
+    a node with negation before its last positive component or Kleene closure hands
+    each skeleton match to ``ecq.skeleton.leaf``. Cost: the predecessors visited."""
     cq = qs.cq
-    comps = cq.comps
-    n = len(comps)
+    slots = qs.slots
+    n = qs.steps
     bound = last.end - (cq.window or 0.0)
     reg = qs.reg
     bit = qs.bit
     checks_at = qs.checks_at
     mode_all = cq.mode_all
     min_prob = cq.probability
-    env: list[Event] = [last] * n
-    found: list[list[Event]] = []
+    leafy = qs.leafy
+    latest_only = qs.latest_only
+    env: list[Any] = [last] * cq.length
+    found: list[tuple[list[Any], float]] = []
+
+    def complete() -> bool:
+        # The skeleton is bound: a match (or, through the leaf, a candidate or none).
+        if leafy:
+            got = leaf(qs, env, last, probe)
+            if got is None:
+                return False
+            found.append(got)
+        else:
+            ents = env.copy() if n == cq.length else [env[i] for i in slots]
+            prob = _probability(ents)
+            if min_prob is not None and prob < min_prob:
+                return False
+            found.append((ents, prob))
+        return not mode_all
 
     def fill(i: int, nxt: Event) -> bool:
         classes = qs.classes_at[i]
         candidates = probe(classes[0]) if len(classes) == 1 else by_recency([probe(c) for c in classes])
         nxt_moment = nxt.moment
         nxt_start = nxt.start
+        slot = slots[i]
+        # A group's latest element only (QState.latest_only): the largest start of the
+        # later events that would join the same groups.
+        only_latest = latest_only[i]
+        later = NEG_INF
         for p in candidates:
             moment = p.moment
             if moment >= nxt_moment:
@@ -70,6 +98,10 @@ def assemble_seq(qs: QState, last: Event, probe: Probe) -> list[list[Event]]:
                 break  # everything further back arrived before the query existed
             if p.end > nxt_start:
                 continue
+            if only_latest:
+                if later >= p.start:
+                    continue  # any group holding p holds a later event too
+                later = p.start
             # The PMB check of PMB.extends, inlined: this loop runs for every match.
             pmb = p.pmb
             if i == 0 and pmb.init & bit:
@@ -79,19 +111,21 @@ def assemble_seq(qs: QState, last: Event, probe: Probe) -> list[list[Event]]:
                 t = pmb.latest(i, bit, p.start)
                 if t is None or t < bound:
                     continue
-            env[i] = p
+            env[slot] = p
             if checks_at[i] and not all(check(env) for check in checks_at[i]):
                 continue
             if i:
                 if fill(i - 1, p):
                     return True
                 continue
-            if min_prob is not None and _probability(env) < min_prob:
-                continue
-            found.append(env.copy())
-            if not mode_all:
+            if complete():
                 return True
         return False
 
-    fill(n - 2, last)
+    if n == 1:
+        # One positive component (and a negation): only the last event is bound.
+        if last.start >= bound and all(check(env) for check in checks_at[0]):
+            complete()
+    else:
+        fill(n - 2, last)
     return found

@@ -43,6 +43,9 @@ __all__ = [
     "match_cand",
     "entry_prims",
     "derived_instance",
+    "seq_cand",
+    "kleene_groups",
+    "as_list",
 ]
 
 # ------------------------------------------------------------------ instances
@@ -292,7 +295,7 @@ def _seq_candidates(qs: QState, x: Event, ctx: Context) -> list[Cand]:
             full = list(binding)
             for k, g in zip(kleene, groups, strict=True):
                 full[k] = g
-            cand = _seq_cand(qs, full, x, ctx)
+            cand = seq_cand(qs, full, x, ctx)
             if cand is None:
                 continue
             out.append(cand)
@@ -321,7 +324,7 @@ def _seq_candidates(qs: QState, x: Event, ctx: Context) -> list[Cand]:
     return out
 
 
-def _seq_cand(qs: QState, binding: list[Bound], x: Event, ctx: Context) -> Cand | None:
+def seq_cand(qs: QState, binding: list[Bound], x: Event, ctx: Context) -> Cand | None:
     """The candidate of a full binding, or None when a rule fails (docs/semantics.md §3)."""
     cq = qs.cq
     positives = cq.positives

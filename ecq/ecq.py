@@ -23,12 +23,17 @@ if TYPE_CHECKING:
     from ecq.language.ast import Expr
     from ecq.qstate import QState
 
-__all__ = ["CLT", "ECQ", "RCLT", "CLink", "RCLink", "SlotFilter"]
+__all__ = ["BLOCKS", "CLT", "ECQ", "RCLT", "CLink", "RCLink", "SlotFilter"]
+
+# The position of a CLink whose class is a negated component's: its instances block.
+BLOCKS = -1
 
 
 @dataclass(frozen=True)
 class CLink:
-    """Composition link: query ``q`` uses this class at component ``position``."""
+    """Composition link: query ``q`` uses this class at ``position``: a position of its
+    skeleton for the kernels' nodes (``QState.slots``; ``BLOCKS`` for a negated
+    component), a component index for the others."""
 
     q: QState
     position: int
@@ -165,6 +170,10 @@ class ECQ:
         "general_uses",
         "general_final",
         "disj",
+        "cnj_final",
+        "cnj_loose",
+        "cnj_need",
+        "cnj_count",
         "drop",
     )
 
@@ -187,6 +196,14 @@ class ECQ:
         self.general_final: list[CLink] = []
         # Disjunctions using this class, in registration order.
         self.disj: list[CLink] = []
+        # Conjunctions of primitive classes an instance of this class may complete, as
+        # query bitsets (ecq.conjunction): all of them, those the presence count cannot
+        # judge, per other class the ones that need it, and each one's number of needed
+        # classes in bit slices.
+        self.cnj_final = 0
+        self.cnj_loose = 0
+        self.cnj_need: dict[str, int] = {}
+        self.cnj_count: list[int] = []
         # The drop horizon: the windows of the storing queries that use the class (a
         # query counts once) and the horizon they have produced.
         self.drop = Horizon()

@@ -26,6 +26,7 @@ processed (phase 1).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -42,7 +43,9 @@ from ecq.composite import (
     trailing_factor,
 )
 from ecq.conditions import MISSING
-from ecq.ecq import ECQ, CLink, SlotFilter
+from ecq.conjunction import Presence, by_presence, candidates, link, note, prune, unlink
+from ecq.deadlines import Deadlines
+from ecq.ecq import BLOCKS, ECQ, CLink, SlotFilter
 from ecq.emission import Emission
 from ecq.errors import SemanticError
 from ecq.event import Event
@@ -50,6 +53,7 @@ from ecq.kernel.make import make_kernel
 from ecq.language.source import semantic_error_at
 from ecq.qstate import QState
 from ecq.query import KIND_OR, KIND_SEQ, CompiledQuery
+from ecq.skeleton import fast_cand
 from ecq.windows import Windows
 
 if TYPE_CHECKING:
@@ -141,10 +145,14 @@ class Network:
         # masks made from them.
         self._window_bits: dict[float, int] = {}
         self.windows = Windows()
-        # Nodes holding pending trailing-negation matches, and the earliest deadline.
-        self._pending_nodes: set[QState] = set()
-        self.next_deadline = float("inf")
+        # Trailing-negation matches waiting for the clock, earliest deadline first.
+        self.deadlines = Deadlines()
         self.ecqs: dict[str, ECQ] = {}
+        # Per source, the latest start of a stored instance of each class that
+        # conjunctions use (ecq.conjunction), and whether conjunctions are found with
+        # query bitsets from it (the levels that have query bitsets).
+        self.presence: dict[Any, Presence] = {}
+        self.counts_conjunctions = level in ("bitsets", "summary")
         # Instances (events and derived instances) that have arrived so far: two queries
         # registered with no instance between them see the same instances, so they may
         # share sub-pattern nodes.
@@ -198,30 +206,28 @@ class Network:
         qs = QState(cq, self._alloc_bit(), self._order, moment)
         self._order += 1
         bit = qs.bit
-        n = cq.length
         for cls in qs.classes:
             if cls not in self.ecqs:
                 self.ecqs[cls] = ECQ(cls)
-        last_positive = cq.positives[-1]
-        for k, comp in enumerate(cq.comps):
-            for cls in comp.classes:
-                ecq = self.ecqs[cls]
-                ecq.clt.append(CLink(qs, k))
-                if qs.fast:
-                    ecq.seq_filters.setdefault(k, SlotFilter()).add(
-                        bit, comp.filter, comp.filter_key, comp.filter_conjuncts
-                    )
-                    target = ecq.seq_final if k == n - 1 else ecq.seq_more
-                    target[k] = target.get(k, 0) | bit
-                    if k >= 1:
-                        for pred_cls in cq.comps[k - 1].classes:
-                            ecq.rclt.link(pred_cls, k, bit)
-                elif cq.kind == KIND_OR:
-                    ecq.disj.append(CLink(qs, k))
-                else:
-                    ecq.general_uses += 1
-                    if not comp.negated and (cq.kind != KIND_SEQ or k == last_positive):
-                        ecq.general_final.append(CLink(qs, k))
+        if qs.fast:
+            self._link_skeleton(qs)
+        else:
+            last_positive = cq.positives[-1]
+            counted = self.counts_conjunctions and by_presence(qs)
+            for k, comp in enumerate(cq.comps):
+                for cls in comp.classes:
+                    ecq = self.ecqs[cls]
+                    ecq.clt.append(CLink(qs, k))
+                    if cq.kind == KIND_OR:
+                        ecq.disj.append(CLink(qs, k))
+                    else:
+                        ecq.general_uses += 1
+                        if comp.negated:
+                            continue
+                        if counted:
+                            link(ecq, qs)
+                        elif cq.kind != KIND_SEQ or k == last_positive:
+                            ecq.general_final.append(CLink(qs, k))
         if cq.stores and cq.window is not None:
             for cls in qs.classes:
                 self.ecqs[cls].set_windows(clock, add=cq.window)
@@ -233,25 +239,75 @@ class Network:
         self._rebuild_windows()
         return qs
 
+    def _link_skeleton(self, qs: QState) -> None:
+        """A node of the kernels: its skeleton's positions in the CLTs, filters and
+        R-CLTs as a plain sequence's; a negated component's classes (its blockers) and a
+        Kleene component's (its group) keep their instances (``general_uses``)."""
+        cq = qs.cq
+        bit = qs.bit
+        slots = qs.slots
+        last = qs.steps - 1
+        for p, i in enumerate(slots):
+            comp = cq.comps[i]
+            for cls in comp.classes:
+                ecq = self.ecqs[cls]
+                ecq.clt.append(CLink(qs, p))
+                ecq.seq_filters.setdefault(p, SlotFilter()).add(
+                    bit, comp.filter, comp.filter_key, comp.filter_conjuncts
+                )
+                target = ecq.seq_final if p == last else ecq.seq_more
+                target[p] = target.get(p, 0) | bit
+                if p >= 1:
+                    for pred_cls in cq.comps[slots[p - 1]].classes:
+                        ecq.rclt.link(pred_cls, p, bit)
+                if comp.kleene is not None:
+                    ecq.general_uses += 1
+        for comp in cq.comps:
+            if comp.negated:
+                for cls in comp.classes:
+                    self.ecqs[cls].clt.append(CLink(qs, BLOCKS))
+                    self.ecqs[cls].general_uses += 1
+
+    def _unlink_skeleton(self, qs: QState) -> None:
+        """Undo :meth:`_link_skeleton` (the CLinks go with ``CLT.drop``)."""
+        cq = qs.cq
+        bit = qs.bit
+        slots = qs.slots
+        last = qs.steps - 1
+        for p, i in enumerate(slots):
+            comp = cq.comps[i]
+            for cls in comp.classes:
+                ecq = self.ecqs[cls]
+                self._unset(ecq.seq_filters, p, bit, comp.filter_key)
+                _clear(ecq.seq_final if p == last else ecq.seq_more, p, bit)
+                if p >= 1:
+                    for pred_cls in cq.comps[slots[p - 1]].classes:
+                        ecq.rclt.unlink(pred_cls, p, bit)
+                if comp.kleene is not None:
+                    ecq.general_uses -= 1
+        for comp in cq.comps:
+            if comp.negated:
+                for cls in comp.classes:
+                    self.ecqs[cls].general_uses -= 1
+
     def _remove_node(self, qs: QState, moment: int, clock: float) -> None:
         cq = qs.cq
         bit = qs.bit
-        n = cq.length
-        for k, comp in enumerate(cq.comps):
-            for cls in comp.classes:
-                ecq = self.ecqs[cls]
-                ecq.clt.drop(qs)
-                if qs.fast:
-                    self._unset(ecq.seq_filters, k, bit, comp.filter_key)
-                    _clear(ecq.seq_final if k == n - 1 else ecq.seq_more, k, bit)
-                    if k >= 1:
-                        for pred_cls in cq.comps[k - 1].classes:
-                            ecq.rclt.unlink(pred_cls, k, bit)
-                elif cq.kind == KIND_OR:
-                    ecq.disj = [c for c in ecq.disj if c.q is not qs]
-                else:
-                    ecq.general_uses -= 1
-                    ecq.general_final = [c for c in ecq.general_final if c.q is not qs]
+        for cls in qs.classes:
+            self.ecqs[cls].clt.drop(qs)
+        if qs.fast:
+            self._unlink_skeleton(qs)
+        else:
+            for comp in cq.comps:
+                for cls in comp.classes:
+                    ecq = self.ecqs[cls]
+                    if cq.kind == KIND_OR:
+                        ecq.disj = [c for c in ecq.disj if c.q is not qs]
+                    else:
+                        ecq.general_uses -= 1
+                        ecq.general_final = [c for c in ecq.general_final if c.q is not qs]
+                        if ecq.cnj_final & bit:
+                            unlink(ecq, qs)
         if cq.stores and cq.window is not None:
             for cls in qs.classes:
                 self.ecqs[cls].set_windows(clock, remove=cq.window)
@@ -268,8 +324,8 @@ class Network:
             else:
                 del self._window_bits[cq.window]
         self._free.append((moment, qs.bitno))
-        qs.pending.clear()
-        self._pending_nodes.discard(qs)
+        qs.live = False
+        self.deadlines.drop_dead()
         if qs.fast:
             self.kernel.remove_node(qs.bitno)
         self._rebuild_windows()
@@ -315,12 +371,14 @@ class Network:
             self._conclude(completed, e, clock, out)
         return out or None
 
-    def settle_plain(self, found: list[tuple[QState, list[Event]]], e: Event, clock: float) -> list[Emission]:
-        """The rest of :meth:`on_event` after the compiled plain phases found matches
-        (``(node, events)``) that need more than emitting: trailing negation, RETURN,
-        probability, sub-patterns, ``@name`` readers."""
+    def settle_plain(
+        self, found: list[tuple[QState, list[Any], float]], e: Event, clock: float
+    ) -> list[Emission]:
+        """The rest of :meth:`on_event` after the compiled phases found matches
+        (``(node, entries, probability)``) that need more than emitting: trailing
+        negation, RETURN, probability, Kleene groups, sub-patterns, ``@name`` readers."""
         out: list[Emission] = []
-        self._conclude([(qs, match_cand(env, e)) for qs, env in found], e, clock, out)
+        self._conclude([(qs, fast_cand(qs, ents, prob, e)) for qs, ents, prob in found], e, clock, out)
         return out
 
     def _conclude(
@@ -332,26 +390,28 @@ class Network:
         if made:
             self._run(made, e.moment, clock, clock, 1, e.arrival, out)
 
+    @property
+    def next_deadline(self) -> float:
+        """The earliest deadline of a waiting trailing-negation match (infinity: none)."""
+        return self.deadlines.earliest
+
     def fire(self, moment: int, clock_before: float, clock: float, arrival: int, out: list[Emission]) -> None:
         """Phase 0: every pending trailing-negation match whose deadline the clock now
-        exceeds is checked for blockers that arrived before this moment and finished."""
-        if not clock > self.next_deadline:
+        exceeds is checked for blockers that arrived before this moment and finished.
+        O(k log n) for k due matches of n waiting (``ecq.deadlines``)."""
+        due = self.deadlines.due(clock)
+        if not due:
             return
         made: list[Event] = []
-        for qs in sorted(self._pending_nodes, key=lambda q: q.order):
-            due = [(c, d) for c, d in qs.pending if clock > d]
-            if not due:
-                continue
-            qs.pending = [(c, d) for c, d in qs.pending if not clock > d]
-            for cand, _deadline in due:
-                ctx = Context(moment, ChainProbe(self.ecqs, cand.trigger.src, clock_before, self.timers))
-                self._finish(
-                    qs, cand, cand.prob * trailing_factor(qs, cand, ctx), moment, 0, arrival, made, out
-                )
-        self._pending_nodes = {qs for qs in self._pending_nodes if qs.pending}
-        self.next_deadline = min(
-            (d for qs in self._pending_nodes for _, d in qs.pending), default=float("inf")
-        )
+        probes: dict[Any, ChainProbe] = {}
+        for qs, cand in due:
+            # Due matches of one source share their probe of the chains.
+            src = cand.trigger.src
+            probe = probes.get(src)
+            if probe is None:
+                probe = probes[src] = ChainProbe(self.ecqs, src, clock_before, self.timers)
+            factor = trailing_factor(qs, cand, Context(moment, probe))
+            self._finish(qs, cand, cand.prob * factor, moment, 0, arrival, made, out)
         if made:
             made.sort(key=inst_key)
             self._run(made, moment, clock_before, clock, 0, arrival, out)
@@ -409,10 +469,7 @@ class Network:
                         out,
                     )
                 else:
-                    qs.pending.append((cand, deadline))
-                    self._pending_nodes.add(qs)
-                    if deadline < self.next_deadline:
-                        self.next_deadline = deadline
+                    self.deadlines.add(deadline, qs, cand)
             else:
                 self._finish(qs, cand, cand.prob, moment, phase, arrival, made, out)
         if len(made) > 1:
@@ -492,9 +549,11 @@ class Network:
             timers["search"] += now - began
             probed = timers["probe"]
             tested = kernel.test_phase(ecq, e, passed, hclock, probe)
-        completed = [(qs, match_cand(env, e)) for qs, env in tested.completed]
+        completed = [(qs, fast_cand(qs, ents, prob, e)) for qs, ents, prob in tested.completed]
         if ecq.general_final:
             self._complete_composite(ecq, e, moment, probe, completed)
+        if ecq.cnj_final:
+            self._complete_conjunctions(ecq, e, moment, probe, completed)
         if ecq.disj:
             self._complete_disjunctions(ecq, e, completed)
         if timers is not None:
@@ -519,6 +578,27 @@ class Network:
             for cand in complete(qs, e, ctx):
                 completed.append((qs, cand))
 
+    def _complete_conjunctions(
+        self, ecq: ECQ, e: Event, moment: int, probe: ChainProbe, completed: list[tuple[QState, Cand]]
+    ) -> None:
+        """Conjunctions of primitive classes that ``e`` may complete: found with query
+        bitsets from the presence of the other classes at ``e``'s source (one look for
+        every conjunction: ecq.conjunction), then assembled (ecq.composite), lowest bit
+        first, sharing one probe of each chain."""
+        bits = candidates(ecq, self.presence.get(e.src), e.end, self.windows)
+        if not bits:
+            return
+        ctx = Context(moment, probe, e)
+        by_bit = self.by_bit
+        while bits:
+            low = bits & -bits
+            bits ^= low
+            qs = by_bit[low.bit_length() - 1]
+            if qs.cq.never or e.moment <= qs.reg:
+                continue
+            for cand in complete(qs, e, ctx):
+                completed.append((qs, cand))
+
     @staticmethod
     def _complete_disjunctions(ecq: ECQ, e: Event, completed: list[tuple[QState, Cand]]) -> None:
         """Disjunctions: each passing instance is a match by itself, nothing stored."""
@@ -537,6 +617,9 @@ class Network:
         """The insert phase: ``e`` is stored once, with its PMB, if any partial match
         can go on from it (the kernel)."""
         timers = self.timers
+        if ecq.cnj_final:
+            # Stored (conjunctions count as uses): its class is present at its source.
+            note(self.presence, e.src, ecq.cls, e.start)
         if timers is None:
             self.kernel.insert_phase(ecq, e, tested, hclock)
             return
@@ -552,6 +635,9 @@ class Network:
         O(dropped + ECQs + summary groups)."""
         kernel = self.kernel
         kernel.prune(clock)
+        if self.presence:
+            ecqs = self.ecqs
+            prune(self.presence, lambda cls: ecqs[cls].horizon(clock) if cls in ecqs else math.inf)
         return sum(kernel.clean_siq(ecq.siq, ecq.horizon(clock)) for ecq in self.ecqs.values())
 
     def stored(self) -> int:
@@ -561,7 +647,7 @@ class Network:
         return sum(e.pmb.size() for ecq in self.ecqs.values() for e in ecq.siq if e.pmb is not None)
 
     def pending(self) -> int:
-        return sum(len(qs.pending) for qs in self._nodes())
+        return sum(qs.waiting for qs in self._nodes())
 
     def _check(self) -> None:
         for cls, ecq in self.ecqs.items():
@@ -580,6 +666,7 @@ class Network:
             if qs.cq.window is not None:
                 by_window[qs.cq.window] = by_window.get(qs.cq.window, 0) | qs.bit
         assert by_window == self._window_bits, "window bits must follow the nodes"
+        self.deadlines._check()
 
 
 def _clear(masks: dict[int, int], k: int, bit: int) -> None:

@@ -8,13 +8,10 @@ it, and the network makes it; it imports none of them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from ecq.conditions import PredFn
 from ecq.query import KIND_OR, CompiledQuery
-
-if TYPE_CHECKING:
-    from ecq.candidate import Cand
 
 __all__ = ["QState", "NodePlan"]
 
@@ -31,25 +28,46 @@ class NodePlan(Protocol):
 class QState:
     """A registered node (a query, or a shared sub-pattern) inside the network: its
     compiled form, its bit, its registration (``order`` among queries, ``reg`` the moment
-    of the register op: it sees instances of later moments only), the conditions grouped
-    by the binding step that checks them, and its pending trailing-negation matches."""
+    of the register op: it sees instances of later moments only), its *skeleton* (the
+    positive components, which the kernels bind as a plain sequence's positions:
+    ``ecq.skeleton``) with the classes and conditions of each position, and how many of
+    its trailing-negation matches wait for the clock (in the network's ``Deadlines``)."""
 
     cq: CompiledQuery
     bitno: int
     order: int
     reg: int
     bit: int = 0
+    # The skeleton: position p binds component ``slots[p]`` (the positive components in
+    # order; for a plain sequence, every component); ``steps`` positions.
+    slots: tuple[int, ...] = ()
+    steps: int = 0
+    # The Kleene components (their skeleton position binds the group's latest event).
+    kleene: tuple[int, ...] = ()
+    # Per position: a group ``B+`` / ``B{m,}`` whose elements need no condition, so an
+    # event some later one (before the next position's) starts no earlier than is
+    # never its group's latest (``ecq.assembly`` skips it).
+    latest_only: tuple[bool, ...] = ()
+    # The conditions checked once position p is bound (binding goes from the last back;
+    # a condition that reads a Kleene group waits for the whole candidate), and the
+    # classes of each position.
     checks_at: list[list[PredFn]] = field(default_factory=list)
     classes_at: list[tuple[str, ...]] = field(default_factory=list)
+    # A skeleton match needs ``ecq.skeleton.leaf`` to become a candidate (negation
+    # before the last positive component, Kleene closure).
+    leafy: bool = False
     classes: tuple[str, ...] = ()
-    pending: list[tuple[Cand, float]] = field(default_factory=list)
+    waiting: int = 0
+    # False once unregistered: its waiting matches are dropped as they come due.
+    live: bool = True
     users: int = 1
     # Matches emitted by the Python code; the compiled loop counts its own in the plan.
     counted: int = 0
     # The class of this query's matches for queries that read them (``@name``).
     derived_class: str = ""
-    # A match is emitted as it is found: no trailing negation, RETURN or probability
-    # clause (whether some query reads ``@name`` is checked when it is found).
+    # A match is emitted as it is found: no trailing negation, RETURN, probability
+    # clause or Kleene group (whether some query reads ``@name`` is checked when it is
+    # found).
     simple: bool = False
     # The compiled kernel's constants of this node (made on use; None otherwise).
     plan: NodePlan | None = None
@@ -58,14 +76,28 @@ class QState:
         self.bit = 1 << self.bitno
         self.derived_class = "@" + self.cq.name
         cq = self.cq
-        self.simple = cq.top and not cq.trailing and not cq.returns and cq.probability is None
-        n = self.cq.length
-        self.checks_at = [[] for _ in range(n)]
-        for comps, pred in self.cq.checks:
-            # The fast path binds a sequence from its last component back.
-            self.checks_at[min(comps)].append(pred)
-        self.classes_at = [tuple(sorted(c.classes)) for c in self.cq.comps]
-        self.classes = tuple(sorted(self.cq.classes()))
+        self.slots = cq.positives
+        self.steps = len(self.slots)
+        self.kleene = tuple(i for i in self.slots if cq.comps[i].kleene is not None)
+        self.simple = (
+            cq.top and not cq.trailing and not cq.returns and cq.probability is None and not self.kleene
+        )
+        position = {i: p for p, i in enumerate(self.slots)}
+        self.checks_at = [[] for _ in range(self.steps)]
+        for comps, pred in cq.checks:
+            if not comps.isdisjoint(self.kleene):
+                continue  # checked on the whole candidate (ecq.skeleton.leaf)
+            self.checks_at[min(position[i] for i in comps)].append(pred)
+        self.classes_at = [tuple(sorted(cq.comps[i].classes)) for i in self.slots]
+        self.latest_only = tuple(
+            i in self.kleene and not cq.comps[i].kleene[1] and not cq.element_conds.get(i)  # type: ignore[index]
+            for i in self.slots
+        )
+        self.classes = tuple(sorted(cq.classes()))
+        trailing = set(cq.trailing)
+        self.leafy = cq.skeletal and (
+            bool(self.kleene) or any(c.negated and c.index not in trailing for c in cq.comps)
+        )
 
     @property
     def name(self) -> str:
@@ -78,8 +110,11 @@ class QState:
 
     @property
     def fast(self) -> bool:
-        """Handled by the bitset fast path (plain sequences and single-component filters)."""
-        return self.cq.plain or self.cq.is_filter
+        """Handled by the kernels' query bitsets through its skeleton: plain sequences,
+        single-component filters, sequences of primitive classes with negation or
+        Kleene closure."""
+        cq = self.cq
+        return cq.plain or cq.is_filter or cq.skeletal
 
     @property
     def general(self) -> bool:

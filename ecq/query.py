@@ -143,6 +143,16 @@ class CompiledQuery:
         )
 
     @cached_property
+    def skeletal(self) -> bool:
+        """A sequence of primitive classes with negated or Kleene components: the
+        kernels match it through its positive skeleton (``ecq.skeleton``)."""
+        return (
+            self.kind == KIND_SEQ
+            and not self.plain
+            and all(c.sub is None and not any(x.startswith("@") for x in c.classes) for c in self.comps)
+        )
+
+    @cached_property
     def trailing(self) -> tuple[int, ...]:
         """Negated components after the last positive one (sequences)."""
         if self.kind != KIND_SEQ:

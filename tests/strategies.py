@@ -5,6 +5,9 @@ code with the engine.
 - :func:`streams` -- event dicts with small integer / half-integer times (many equal
   timestamps), some interval events, a few sources, attributes ``x`` (0-4) and ``y``
   (0-2) that are sometimes missing, occasional ``prob < 1`` and occasional late (out-of-order) events.
+- :func:`planted_streams` -- the same events, with some of the given queries' patterns
+  acted out in them (negated components now and then, Kleene groups of several
+  events), so that most examples produce matches.
 - :func:`query_sets` -- Part 1 features only: sequences of 1-4 components, conjunctions
   of 2-3, disjunctions, ``ANY`` components, duplicate classes, RECENT and ALL, windows
   from 0 to large, WHERE (one-component filters, cross-component conditions,
@@ -27,7 +30,16 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-__all__ = ["streams", "query_sets", "query_sets_full", "conditioned_sets", "CLASSES"]
+__all__ = [
+    "streams",
+    "planted_streams",
+    "query_sets",
+    "query_sets_full",
+    "conditioned_sets",
+    "operator_sets",
+    "CLASSES",
+    "FAMILIES",
+]
 
 J = dict[str, Any]
 CLASSES = ("A", "B", "C")
@@ -40,6 +52,56 @@ ATTRS = ("x", "y")
 
 
 @st.composite
+def _event(draw: st.DrawFn, now: float, src: int, cls: str, calm: bool = False, mixed: bool = False) -> J:
+    """One event dict of class ``cls`` at source ``src`` around time ``now``: about one
+    in ten late (its start before ``now``), some intervals, attributes ``x`` (0-4) and
+    ``y`` (0-2) sometimes missing, now and then ``prob < 1``. ``calm``: late or
+    longer than an instant a few times less often (an acted-out pattern). ``mixed``:
+    also an attribute ``z`` of every kind (numbers, strings, booleans: ``1``, ``1.0``
+    and ``true`` among them), sometimes missing, and ``x`` now and then a float between
+    the integers."""
+    start = now
+    if draw(st.integers(0, 29 if calm else 9)) == 0:
+        start = max(0.0, now - draw(st.sampled_from((1, 2, 5, 10))))
+    durations = (0,) * 12 + (0.5, 1, 3) if calm else (0, 0, 0, 0, 0.5, 1, 3)
+    duration = draw(st.sampled_from(durations))
+    event: J = {"src": src, "type": cls, "start": start}
+    if duration:
+        event["end"] = start + duration
+    attrs = {}
+    for name, top in (("x", 4), ("y", 2)):
+        value = draw(st.sampled_from((None, *range(top + 1))))
+        if value is not None:
+            attrs[name] = value
+    if mixed:
+        z = draw(st.sampled_from((None, 0, 1, 1.0, 1.5, 2, "a", "b", True, False)))
+        if z is not None:
+            attrs["z"] = z
+        if "x" in attrs and draw(st.integers(0, 3)) == 0:
+            attrs["x"] = attrs["x"] + 0.5
+    if attrs:
+        event["attrs"] = attrs
+    if draw(st.integers(0, 7)) == 0:
+        event["prob"] = draw(st.sampled_from((0.25, 0.5, 0.9)))
+    return event
+
+
+def _timed(
+    draw: st.DrawFn, tokens: list[tuple[int, str, bool]], in_order: bool, mixed: bool = False
+) -> list[J]:
+    """Events for ``(source, class, calm)`` tokens, times moving forward in steps of 0,
+    0.5, 1 or 2 (so many timestamps are equal)."""
+    now = 0.0
+    out: list[J] = []
+    for src, cls, calm in tokens:
+        now += draw(st.sampled_from((0, 0.5, 0.5, 1, 1, 2)))
+        out.append(draw(_event(now, src, cls, calm, mixed)))
+    if in_order:
+        out.sort(key=lambda e: (e.get("end", e["start"]), e["start"]))
+    return out
+
+
+@st.composite
 def streams(
     draw: st.DrawFn,
     classes: tuple[str, ...] = CLASSES,
@@ -49,47 +111,82 @@ def streams(
     min_len: int = 0,
     mixed: bool = False,
 ) -> list[J]:
-    """A list of event dicts. Times move forward in steps of 0, 0.5, 1 or 2 (so many
-    timestamps are equal); about one event in ten is late (its start lies before the
-    current time) unless ``in_order``, which sorts the stream by ``(end, start)`` as the
-    service does. With ``mixed``, also an attribute ``z`` of every kind (numbers,
-    strings, booleans: ``1``, ``1.0`` and ``true`` among them), sometimes missing, and
-    ``x`` now and then a float between the integers."""
+    """A list of event dicts (see ``_event`` and ``_timed``); ``in_order`` sorts the
+    stream by ``(end, start)`` as the service does; ``mixed`` adds attributes of every
+    kind (``_event``)."""
     n = draw(st.integers(min_len, max_len))
-    now = 0.0
-    out: list[J] = []
-    for _ in range(n):
-        now += draw(st.sampled_from((0, 0.5, 0.5, 1, 1, 2)))
-        start = now
-        if draw(st.integers(0, 9)) == 0:
-            start = max(0.0, now - draw(st.sampled_from((1, 2, 5, 10))))
-        duration = draw(st.sampled_from((0, 0, 0, 0, 0.5, 1, 3)))
-        event: J = {
-            "src": draw(st.integers(0, n_sources - 1)),
-            "type": draw(st.sampled_from(classes)),
-            "start": start,
-        }
-        if duration:
-            event["end"] = start + duration
-        attrs = {}
-        for name, top in (("x", 4), ("y", 2)):
-            value = draw(st.sampled_from((None, *range(top + 1))))
-            if value is not None:
-                attrs[name] = value
-        if mixed:
-            z = draw(st.sampled_from((None, 0, 1, 1.0, 1.5, 2, "a", "b", True, False)))
-            if z is not None:
-                attrs["z"] = z
-            if "x" in attrs and draw(st.integers(0, 3)) == 0:
-                attrs["x"] = attrs["x"] + 0.5
-        if attrs:
-            event["attrs"] = attrs
-        if draw(st.integers(0, 7)) == 0:
-            event["prob"] = draw(st.sampled_from((0.25, 0.5, 0.9)))
-        out.append(event)
-    if in_order:
-        out.sort(key=lambda e: (e.get("end", e["start"]), e["start"]))
-    return out
+    tokens = [(draw(st.integers(0, n_sources - 1)), draw(st.sampled_from(classes)), False) for _ in range(n)]
+    return _timed(draw, tokens, in_order, mixed)
+
+
+def _acted(draw: st.DrawFn, pattern: J, named: dict[str, J], depth: int = 0) -> list[str]:
+    """The classes of events that act out ``pattern`` once, in an order that matches it:
+    a sequence's positive components in order (a Kleene component one to three times
+    over its minimum), now and then an event of a negated component where it blocks,
+    a conjunction's in any order, one component of a disjunction; sub-patterns and
+    ``@name`` classes acted out in place."""
+    items = pattern["items"]
+    if pattern["kind"] == "or":
+        return _acted_item(draw, draw(st.sampled_from(items)), named, depth)
+    parts: list[list[str]] = []
+    for item in items:
+        if item.get("negated"):
+            if draw(st.integers(0, 3)) == 0:
+                parts.append(_acted_item(draw, item, named, depth))
+            continue
+        times = 1
+        if item.get("kleene"):
+            least = item["kleene"]["min"]
+            times = draw(st.integers(least, least + 2))
+        parts.extend(_acted_item(draw, item, named, depth) for _ in range(times))
+    if pattern["kind"] == "and":
+        parts = draw(st.permutations(parts))
+    return [cls for part in parts for cls in part]
+
+
+def _acted_item(draw: st.DrawFn, item: J, named: dict[str, J], depth: int) -> list[str]:
+    if "sub" in item:
+        return _acted(draw, item["sub"], named, depth)
+    cls = draw(st.sampled_from(item["classes"]))
+    if not cls.startswith("@"):
+        return [cls]
+    query = named.get(cls[1:])
+    if query is None or depth > 3:
+        return []
+    return _acted(draw, query["pattern"], named, depth + 1)
+
+
+@st.composite
+def planted_streams(
+    draw: st.DrawFn,
+    queries: list[tuple[str, J]],
+    classes: tuple[str, ...] = CLASSES,
+    n_sources: int = 2,
+    max_len: int = 14,
+    in_order: bool = False,
+    mixed: bool = False,
+) -> list[J]:
+    """A stream in which one to three of ``queries`` are acted out (``_acted``) at one
+    source each, interleaved with random events: random streams rarely hold a negation
+    or a Kleene closure with its neighbours in order, and a property test is only as
+    good as the share of its examples that produce matches."""
+    named = dict(queries)
+    noise = [
+        (draw(st.integers(0, n_sources - 1)), draw(st.sampled_from(classes)), False)
+        for _ in range(draw(st.integers(0, max_len // 2)))
+    ]
+    tokens = list(noise)
+    for _ in range(draw(st.integers(1, 3))):
+        _, query = draw(st.sampled_from(queries))
+        src = draw(st.integers(0, n_sources - 1))
+        at = draw(st.integers(0, len(tokens)))
+        for cls in _acted(draw, query["pattern"], named):
+            # Acted-out events go in order, with noise between them now and then.
+            at += draw(st.sampled_from((0, 0, 1)))
+            at = min(at, len(tokens))
+            tokens.insert(at, (src, cls, True))
+            at += 1
+    return _timed(draw, tokens[: max_len + 6], in_order, mixed)
 
 
 # ================================================================ expressions
@@ -254,7 +351,14 @@ def _where(draw: st.DrawFn, items: list[J], kind: str, negated: set[int], kleene
 
 
 @st.composite
-def _finish_query(draw: st.DrawFn, kind: str, items: list[J], where: J | None, kleene: set[int]) -> J:
+def _finish_query(
+    draw: st.DrawFn,
+    kind: str,
+    items: list[J],
+    where: J | None,
+    kleene: set[int],
+    windows: tuple[float, ...] = WINDOWS,
+) -> J:
     q: J = {
         "kind": "query",
         "pattern": {"kind": kind, "items": items},
@@ -262,7 +366,7 @@ def _finish_query(draw: st.DrawFn, kind: str, items: list[J], where: J | None, k
     }
     needs_window = kind != "or" and len(items) >= 2
     if needs_window or draw(st.booleans()):
-        q["within"] = draw(st.sampled_from(WINDOWS))
+        q["within"] = draw(st.sampled_from(windows))
     if where is not None:
         q["where"] = where
     positives = [i for i, it in enumerate(items) if not it.get("negated")]
@@ -473,3 +577,95 @@ def conditioned_sets(
             q["where"] = where
         out.append((f"q{i}", q))
     return out
+
+
+# ============================================================ operator families
+
+# Windows of the operator families: mostly wide enough for an acted-out pattern (a few
+# events, a step of up to 2 between them), now and then too narrow.
+FAMILY_WINDOWS = (1, 3, 5, 8, 8, 12, 20, 20, 100)
+FAMILIES = ("conjunction", "negation-leading", "negation-middle", "negation-trailing", "kleene", "nested")
+
+
+def _negated(draw: st.DrawFn, classes: tuple[str, ...]) -> J:
+    comp = draw(_class_component(classes))
+    comp["negated"] = True
+    return comp
+
+
+def _kleene_of(draw: st.DrawFn, item: J, trailing: bool) -> J:
+    form = "exact" if trailing else draw(st.sampled_from(("plus", "plus", "exact", "atleast")))
+    if form == "plus":
+        spec = {"min": 1, "exact": False}
+    elif form == "atleast":
+        spec = {"min": draw(st.sampled_from((2, 3))), "exact": False}
+    else:
+        spec = {"min": draw(st.sampled_from((1, 2, 2, 3))), "exact": True}
+    return {**item, "kleene": spec}
+
+
+@st.composite
+def _family_query(draw: st.DrawFn, family: str, pool: list[J], classes: tuple[str, ...]) -> J:
+    """One query of an operator family (see :func:`operator_sets`)."""
+
+    def comp() -> J:
+        # Components come from a small pool, so queries share classes and prefixes
+        # and a conjunction often has two components of one class.
+        return dict(draw(st.sampled_from(pool))) if draw(st.booleans()) else draw(_class_component(classes))
+
+    kind = "seq"
+    kleene: set[int] = set()
+    if family == "conjunction":
+        kind = "and"
+        items = [comp() for _ in range(draw(st.integers(2, 3)))]
+        if draw(st.booleans()):
+            items.insert(draw(st.integers(0, len(items))), _negated(draw, classes))
+    elif family == "negation-leading":
+        items = [_negated(draw, classes), *[comp() for _ in range(draw(st.integers(1, 3)))]]
+    elif family == "negation-middle":
+        items = [comp() for _ in range(draw(st.integers(2, 3)))]
+        items.insert(draw(st.integers(1, len(items) - 1)), _negated(draw, classes))
+    elif family == "negation-trailing":
+        items = [*[comp() for _ in range(draw(st.integers(1, 3)))], _negated(draw, classes)]
+        if len(items) >= 3 and draw(st.integers(0, 3)) == 0:
+            items.insert(draw(st.integers(1, len(items) - 2)), _negated(draw, classes))
+    elif family == "kleene":
+        shape = draw(st.sampled_from(("middle", "middle", "leading", "trailing")))
+        n = draw(st.integers(3, 4) if shape == "middle" else st.integers(2, 3))
+        items = [comp() for _ in range(n)]
+        k = draw(st.integers(1, n - 2)) if shape == "middle" else 0 if shape == "leading" else n - 1
+        if "classes" not in items[k] or items[k]["classes"][0].startswith("@"):
+            items[k] = draw(_class_component(classes))
+        items[k] = _kleene_of(draw, items[k], trailing=k == n - 1)
+        kleene.add(k)
+        if draw(st.integers(0, 3)) == 0:
+            # A negation next to the group.
+            at = draw(st.sampled_from([p for p in (k, k + 1) if 0 < p < len(items) + 1]))
+            items.insert(at, _negated(draw, classes))
+            kleene = {i + 1 if i >= at else i for i in kleene}
+    else:  # nested
+        kind = draw(st.sampled_from(("seq", "seq", "and")))
+        items = [comp() for _ in range(draw(st.integers(1, 2)))]
+        for _ in range(draw(st.integers(1, 2))):
+            items.insert(draw(st.integers(0, len(items))), draw(_sub_component(classes)))
+    items = _with_aliases(draw, items)
+    negated = {i for i, it in enumerate(items) if it.get("negated")}
+    where = draw(_where(items, kind, negated=negated, kleene=kleene))
+    return draw(_finish_query(kind, items, where, kleene=kleene, windows=FAMILY_WINDOWS))
+
+
+@st.composite
+def operator_sets(
+    draw: st.DrawFn, family: str, classes: tuple[str, ...] = CLASSES, max_queries: int = 3
+) -> list[tuple[str, J]]:
+    """Queries ``q0, q1, ...`` of one operator family (:data:`FAMILIES`): conjunctions
+    (same-class components, ``ANY``, a negated component), leading, middle or trailing
+    negation, Kleene closure (``+``, ``^n``, ``{m,}``; in the middle, leading or
+    trailing, now and then next to a negation) or nested patterns, each with WHERE
+    (one-component filters, cross-component, equivalence, blocker and element
+    conditions, aggregates), RECENT or ALL, RETURN and PROBABILITY now and then."""
+    pool = [draw(_class_component(classes)) for _ in range(3)]
+    return [
+        (f"q{i}", draw(_family_query(family, pool, classes)))
+        for i in range(draw(st.integers(1, max_queries)))
+    ]

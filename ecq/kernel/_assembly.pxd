@@ -38,6 +38,8 @@ cdef class Chains:
 
 cdef class Assembly:
     cdef Chains probe
+    cdef object pyprobe  # the probe as Python calls it (ecq.skeleton.leaf)
+    cdef object last  # the instance being assembled
     cdef Plan plan
     cdef list env
     cdef list envs  # env lists by length, reused (they never leave the assembly)
@@ -53,6 +55,7 @@ cdef class Assembly:
     cdef int _try_native(self, Py_ssize_t i, NativePMB pmb, long long nxt_moment, double nxt_start) except -2
     cdef int _try(self, Py_ssize_t i, object p, long long nxt_moment, double nxt_start) except -2
     cdef int _bind(self, Py_ssize_t i, object p, double prob, long long moment, double start) except -2
+    cdef int _complete(self, double start) except -2
 
 
 cdef int assemble(Assembly a, Plan plan, object last, double last_end, double last_start, double last_prob,

@@ -79,10 +79,14 @@ cdef class Found:
         self.n = 0
 
     cdef list pairs(self):
-        # [(node, events)] for each match (what Network.settle_plain takes).
+        # [(node, entries, probability)] for each match (what Network.settle_plain takes).
         cdef Py_ssize_t i, k
         return [
-            ((<Plan>self.plan[i]).qs, [<object>self.ev[k] for k in range(self.off[i], self.off[i + 1])])
+            (
+                (<Plan>self.plan[i]).qs,
+                [<object>self.ev[k] for k in range(self.off[i], self.off[i + 1])],
+                self.prob[i],
+            )
             for i in range(self.n)
         ]
 
@@ -142,6 +146,7 @@ cdef class Assembly:
     def __cinit__(self):
         self.envs = [[] for _ in range(INLINE_POS + 1)]
         self.probe = Chains()
+        self.pyprobe = ChainsProbe(self.probe)
         self.found = Found()
 
     cdef bint fill(self, Py_ssize_t i, long long nxt_moment, double nxt_start) except -1:
@@ -210,24 +215,67 @@ cdef class Assembly:
         # ``p`` (its probability, moment and start given) takes position i: the
         # conditions checked there, then the positions before it, or the match is
         # complete. As _try.
-        cdef double t
-        cdef Py_ssize_t k
-        self.env[i] = p
+        cdef Plan plan = self.plan
+        if plan.remap:
+            self.env[plan.pos[i].slot] = p
+        else:
+            self.env[i] = p
         self.probs[i] = prob
-        if self.plan.pos[i].checked:
-            for check in <list>PyList_GET_ITEM(self.plan.checks_at, i):
+        if plan.pos[i].checked:
+            for check in <list>PyList_GET_ITEM(plan.checks_at, i):
                 if not check(self.env):
                     return 0
         if i:
             return 1 if self.fill(i - 1, moment, start) else 0
+        return self._complete(start)
+
+    cdef int _complete(self, double start) except -2:
+        # The skeleton is bound (its first event starting at ``start``): a match, or
+        # through ecq.skeleton.leaf a candidate or none. 1 when the assembly is over.
+        cdef double t
+        cdef Py_ssize_t k
+        cdef Plan plan = self.plan
+        cdef list ents
+        if plan.leaf is not None:
+            got = plan.leaf(plan.qs, self.env, self.last, self.pyprobe)
+            if got is None:
+                return 0
+            ents = <list>got[0]
+            first = ents[0]
+            if type(first) is list:
+                start = min([ev_float(ev(x).start, "start") for x in <list>first])
+            else:
+                start = ev_float(ev(first).start, "start")
+            self.found.add(plan, ents, len(ents), <double>got[1], start)
+            return 0 if self.mode_all else 1
         # The match's probability: its events' product, in their order.
         t = 1.0
-        for k in range(self.plan.length):
+        for k in range(plan.length):
             t *= self.probs[k]
         if self.min_prob is not None and t < <double>self.min_prob:
             return 0
-        self.found.add(self.plan, self.env, self.plan.length, t, start)
+        if plan.remap:
+            ents = [self.env[plan.pos[k].slot] for k in range(plan.length)]
+            self.found.add(plan, ents, plan.length, t, start)
+        else:
+            self.found.add(plan, self.env, plan.length, t, start)
         return 0 if self.mode_all else 1
+
+
+cdef class ChainsProbe:
+    """``Chains`` as Python calls it (``ecq.kernel.interface.Probe``): what
+    ``ecq.skeleton.leaf`` reads the source's chains with."""
+
+    cdef Chains chains
+
+    def __cinit__(self, Chains chains):
+        self.chains = chains
+
+    def __call__(self, cls):
+        return self.chains.chain(cls)
+
+    def again(self, cls):
+        return list(self.chains.chain(cls))
 
 
 cdef list _env(Assembly a, Py_ssize_t n, object last):
@@ -251,7 +299,8 @@ cdef int assemble(Assembly a, Plan plan, object last, double last_end, double la
     # chains probe (``a.probe``) is at ``last``'s source already.
     cdef Py_ssize_t n = plan.length, k
     a.plan = plan
-    a.env = _env(a, n, last)
+    a.last = last
+    a.env = _env(a, plan.nslots, last)
     a.probs = &a.small_probs[0] if n <= INLINE_POS else <double *>grow(NULL, n * sizeof(double))
     try:
         a.probs[n - 1] = last_prob
@@ -260,13 +309,24 @@ cdef int assemble(Assembly a, Plan plan, object last, double last_end, double la
         a.bitno = plan.bitno
         a.mode_all = plan.mode_all
         a.min_prob = plan.probability
-        a.fill(n - 2, last_moment, last_start)
+        if n == 1:
+            # One positive component (and a negation): only the last event is bound.
+            if last_start < a.bound:
+                return 0
+            if plan.pos[0].checked:
+                for check in <list>PyList_GET_ITEM(plan.checks_at, 0):
+                    if not check(a.env):
+                        return 0
+            a._complete(last_start)
+        else:
+            a.fill(n - 2, last_moment, last_start)
     finally:
         if a.probs != &a.small_probs[0]:
             PyMem_Free(a.probs)
         a.probs = NULL
         # The bound events are found's now (or nobody's): the list lets them go.
-        for k in range(n):
+        for k in range(plan.nslots):
             a.env[k] = None
         a.env = None
+        a.last = None
     return 0

@@ -18,9 +18,10 @@ cdef Py_ssize_t class_id(ClassIds c, object cls) except -1
 
 
 cdef struct Pos:
-    # One position of a node's sequence.
+    # One position of a node's skeleton (its positive components: QState.slots).
     PyObject *cls  # its class when it has only one (borrowed from classes_at), else NULL
     Py_ssize_t cid  # that class's number, else -1; set by plan_at
+    Py_ssize_t slot  # the component it binds (the environment is indexed by component)
     bint checked  # conditions are checked there
 
 
@@ -32,7 +33,11 @@ cdef enum:
 
 
 cdef class Plan:
-    cdef Py_ssize_t length, bitno
+    cdef Py_ssize_t length, bitno  # length: the skeleton's positions
+    cdef Py_ssize_t nslots  # the components (the environment's length)
+    cdef bint remap  # some position binds another component than its own number
+    cdef object leaf  # ecq.skeleton.leaf when a skeleton match needs it, else None
+    cdef bint single  # a one-event match, no condition to check (a filter)
     cdef long long reg, order
     cdef double window
     cdef bint never, top, mode_all, simple

@@ -23,6 +23,8 @@ from ecq.kernel._bitset cimport (
 from ecq.kernel._filters cimport SlotIndex, slot_index, slot_passing
 from ecq.kernel._summary cimport NO_BUCKET
 
+from ecq.skeleton import leaf as _leaf
+
 __all__ = ["ClassIds", "Plan"]
 
 
@@ -69,7 +71,10 @@ cdef Plan _plan_of(qs):
     p.top = cq.top
     p.mode_all = cq.mode_all
     p.simple = qs.simple
-    p.length = cq.length
+    p.length = qs.steps
+    p.nslots = cq.length
+    p.leaf = _leaf if qs.leafy else None
+    p.single = qs.steps == 1 and not cq.skeletal and not qs.checks_at[0]
     p.bitno = qs.bitno
     p.reg = qs.reg
     p.order = qs.order
@@ -83,10 +88,14 @@ cdef Plan _plan_of(qs):
         p.pos = &p.inline_pos[0]
     else:
         p.pos = <Pos *>grow(NULL, n * sizeof(Pos))
+    slots = qs.slots
+    p.remap = False
     for i in range(n):
         classes = <tuple>p.classes_at[i]
         p.pos[i].cls = <PyObject *>classes[0] if len(classes) == 1 else NULL
         p.pos[i].cid = -1
+        p.pos[i].slot = slots[i]
+        p.remap = p.remap or p.pos[i].slot != i
         p.pos[i].checked = i < len(p.checks_at) and len(<list>p.checks_at[i]) > 0
     qs.plan = p
     return p
@@ -165,7 +174,7 @@ cdef Ecq _ecq_of(ecq):
     else:
         q.static = None
         q.filters = [(k, slot_index(slot)) for k, slot in ecq.seq_filters.items()]
-    q.plain = not ecq.general_final and not ecq.disj
+    q.plain = not ecq.general_final and not ecq.disj and not ecq.cnj_final
     q.general_uses = bool(ecq.general_uses)
     siq = ecq.siq
     q.last = siq.last

@@ -11,7 +11,7 @@ from ecq.qstate import QState
 from ecq.siq import SIQ
 
 class Tested:
-    completed: list[tuple[QState, list[Event]]]
+    completed: list[tuple[QState, list[Any], float]]
 
 class CompiledKernel:
     @property

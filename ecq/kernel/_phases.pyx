@@ -297,7 +297,7 @@ cdef bint _complete(State s, Net n, object e, object src, SrcSummary summary, do
         # Its name (a cold string) goes into each match: asked for now, read later.
         prefetch_lines(<const void *>plan.name, 1)
         before = found.n
-        if plan.length == 1:
+        if plan.single:
             if plan.top and plan.probability is not None:
                 ok = e_prob >= <double>plan.probability
             else:

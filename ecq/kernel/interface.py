@@ -69,9 +69,11 @@ class Tested(Protocol):
     insert phase."""
 
     @property
-    def completed(self) -> list[tuple[QState, list[Event]]]:
-        """The matches of plain sequences (and single-component filters) the instance
-        completes: each node with the events of one match, in component order."""
+    def completed(self) -> list[tuple[QState, list[Any], float]]:
+        """The matches of the kernels' nodes the instance completes (``QState.fast``:
+        plain sequences, single-component filters, sequences with negation or Kleene
+        closure): each node with one match's entries (its positive components' events
+        in order, a Kleene group as a list) and probability."""
         ...
 
 
@@ -92,7 +94,9 @@ class NetworkView(Protocol):
         """One event op in Python (phase 0, then phase 1)."""
         ...
 
-    def settle_plain(self, found: list[tuple[QState, list[Event]]], e: Event, clock: float) -> list[Emission]:
+    def settle_plain(
+        self, found: list[tuple[QState, list[Any], float]], e: Event, clock: float
+    ) -> list[Emission]:
         """The rest of ``on_event`` after the kernel's phases found matches that need
         more than emitting."""
         ...

@@ -40,7 +40,7 @@ class PlainTest:
 
     passed: dict[int, int]
     extended: Extended
-    completed: list[tuple[QState, list[Event]]] = field(default_factory=list)
+    completed: list[tuple[QState, list[Any], float]] = field(default_factory=list)
 
 
 class PureKernel:
@@ -103,18 +103,20 @@ class PureKernel:
             self._assemble(done, e, probe, tested.completed)
         return tested
 
-    def _assemble(self, done: int, e: Event, probe: Probe, out: list[tuple[QState, list[Event]]]) -> None:
+    def _assemble(
+        self, done: int, e: Event, probe: Probe, out: list[tuple[QState, list[Any], float]]
+    ) -> None:
         """The matches of the nodes ``e`` completes (lowest bit first): assembly."""
         for qs in self._nodes_of(done):
             cq = qs.cq
             if cq.never:
                 continue
-            if cq.length == 1:
+            if qs.steps == 1 and not cq.skeletal and not qs.checks_at[0]:
                 if bound_ok(cq, e.prob):
-                    out.append((qs, [e]))
+                    out.append((qs, [e], e.prob))
             else:
-                for env in assemble_seq(qs, e, probe):
-                    out.append((qs, env))
+                for ents, prob in assemble_seq(qs, e, probe):
+                    out.append((qs, ents, prob))
 
     def _nodes_of(self, bits: int) -> list[QState]:
         """The nodes of a bitset. O(set bits)."""

@@ -31,7 +31,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ from service.bench.replay import write_replay_files
 from service.bench.runner import Progress
 from service.bench.table import Table
 
-__all__ = ["Build", "parse_build", "compare", "replay_compare"]
+__all__ = ["Build", "parse_build", "compare", "replay_compare", "workload_spec"]
 
 WORKER = Path(__file__).with_name("build_worker.py")
 
@@ -65,6 +65,16 @@ def parse_build(text: str, default_checkout: Path) -> Build:
     if os.sep in python:
         python = str(Path(python).absolute())
     return Build(name, python, Path(checkout).resolve() if checkout else default_checkout)
+
+
+def workload_spec(workload: Workload) -> dict[str, Any]:
+    """The workload as the workers are told it: only the fields off their defaults. An
+    older build's ``Workload`` may lack a field added since (its default is then the
+    older build's behaviour); the stream digest check refuses builds whose defaults
+    make different workloads."""
+    return {
+        f.name: getattr(workload, f.name) for f in fields(workload) if getattr(workload, f.name) != f.default
+    }
 
 
 def _env(build: Build) -> dict[str, str]:
@@ -131,7 +141,7 @@ def compare(
     try:
         setup = {
             "op": "setup",
-            "workload": asdict(workload),
+            "workload": workload_spec(workload),
             "queries": list(query_counts),
             "total": total,
         }

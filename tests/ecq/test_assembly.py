@@ -51,7 +51,7 @@ def matches(qs: QState, spec: str) -> list[list[str]]:
     def probe(cls: str) -> list[Event]:
         return [e for e in reversed(before) if e.type == cls]
 
-    return [[str(e.id) for e in env] for env in assemble_seq(qs, last, probe)]
+    return [[str(e.id) for e in ents] for ents, _prob in assemble_seq(qs, last, probe)]
 
 
 def test_recent_takes_the_most_recent_predecessors() -> None:
@@ -93,7 +93,7 @@ def test_recent_backtracks_past_a_predecessor_that_fails_a_condition() -> None:
     def probe(cls: str) -> list[Event]:
         return [e for e in reversed(before) if e.type == cls]
 
-    assert [[e.id for e in env] for env in assemble_seq(qs, last, probe)] == [["a1", "b3"]]
+    assert [[e.id for e in ents] for ents, _prob in assemble_seq(qs, last, probe)] == [["a1", "b3"]]
 
 
 def test_the_probability_bound_is_part_of_being_a_match() -> None:
@@ -104,7 +104,7 @@ def test_the_probability_bound_is_part_of_being_a_match() -> None:
     def probe(cls: str) -> list[Event]:
         return [e for e in reversed(before) if e.type == cls]
 
-    assert [[e.id for e in env] for env in assemble_seq(qs, last, probe)] == [["a1", "b3"]]
+    assert [[e.id for e in ents] for ents, _prob in assemble_seq(qs, last, probe)] == [["a1", "b3"]]
 
 
 def test_a_position_of_several_classes_walks_them_by_recency() -> None:

@@ -21,7 +21,7 @@ from ecq.match import Match
 from ecq.network import LEVELS
 from tests import reference
 from tests.match_share import min_share, record
-from tests.strategies import conditioned_sets, query_sets, query_sets_full, streams
+from tests.strategies import conditioned_sets, planted_streams, query_sets, query_sets_full, streams
 
 # Property tests: `make test` runs them a second time on the pure kernel (SCEMON_PURE=1).
 pytestmark = pytest.mark.property
@@ -92,7 +92,11 @@ def scenarios(draw: st.DrawFn, query_strategy: Any = None, mixed: bool = False) 
     clock advances sprinkled in, then flush the clock (``mixed``: events with an
     attribute of every kind, tests.strategies.streams)."""
     queries = draw(query_strategy if query_strategy is not None else query_sets(CLASSES))
-    events = draw(streams(CLASSES, n_sources=2, max_len=14, mixed=mixed))
+    if draw(st.integers(0, 3)):
+        # Most examples act some queries out, so that they produce matches.
+        events = draw(planted_streams(queries, CLASSES, n_sources=2, max_len=14, mixed=mixed))
+    else:
+        events = draw(streams(CLASSES, n_sources=2, max_len=14, mixed=mixed))
     split = draw(st.integers(0, len(queries)))
     ops: list[tuple[Any, ...]] = [("register", name, q) for name, q in queries[:split]]
     late = list(queries[split:])

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ecq.workload import Workload
-from service.bench.builds import Build, compare, parse_build, replay_compare
+from service.bench.builds import Build, compare, parse_build, replay_compare, workload_spec
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -82,3 +82,11 @@ def test_a_replay_of_another_checkouts_engine_is_refused(tmp_path: Path) -> None
             200,
             rounds=1,
         )
+
+
+def test_workers_are_told_only_the_workload_fields_off_their_defaults() -> None:
+    # An older checkout's Workload lacks fields added since (7ae3988's has no n_attrs):
+    # it must not be sent them while they keep their defaults.
+    assert workload_spec(Workload()) == {}
+    assert workload_spec(Workload(n_queries=60, n_sources=20)) == {"n_queries": 60, "n_sources": 20}
+    assert Workload(**workload_spec(Workload(n_attrs=2, seed=7))) == Workload(n_attrs=2, seed=7)

@@ -1,0 +1,102 @@
+"""The positive skeleton of a sequence with negation or Kleene closure: what lets the
+shared network match such a sequence with query bitsets, as it matches plain ones.
+
+Under every match of a sequence of primitive classes with negated components, Kleene
+components or both (``SEQ(A, !B, C)``, ``SEQ(A, B+, C)``, ``SEQ(A, B, !C)``) lies a match
+of its *skeleton*: its positive components as a plain sequence, a Kleene component
+standing for one of its events. The network registers a node's skeleton in the ECQs'
+query bitsets (CLT, R-CLT, filters; then the kernels' PMBs and per-source summaries),
+so one pass over the source's summary tells which of thousands of such queries an
+arriving instance may complete, with the big-integer operations of plain sequences;
+the other queries cost nothing. The kernel then assembles the skeleton's matches as a
+plain sequence's (most recent first, backtracking, MODE RECENT stopping at the first
+accepted) and hands each to the *leaf* here, which turns it into the node's candidate
+or rejects it:
+
+- **negation** (leading and middle; trailing negation waits for the clock,
+  ``ecq.deadlines``): the negated class's chain at the source — walked once per
+  arriving instance and shared by every query that probes it (``ChainProbe``) — is
+  searched for blockers between the bound neighbours; each multiplies the probability
+  by ``1 - prob`` (a certain one rejects the candidate);
+- **Kleene closure**: the group is built from its class's chain between the bound
+  neighbours. The skeleton's event must be the group's most recent (``B+``, ``B{m,}``) or
+  its run's last (``B^n``): each candidate then comes from exactly one skeleton match,
+  and the first one met, most recent first, is the one MODE RECENT selects (it compares
+  a group by its latest element, docs/semantics.md §6).
+
+Conditions that read a Kleene group (aggregates, equivalence tests) wait for the leaf;
+every other condition is checked where the skeleton binds its components.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import product
+from typing import TYPE_CHECKING, Any
+
+from ecq.candidate import Bound, Cand
+from ecq.composite import Context, as_list, kleene_groups, seq_cand
+from ecq.event import Event
+
+if TYPE_CHECKING:
+    from ecq.qstate import QState
+
+__all__ = ["leaf", "fast_cand"]
+
+
+def leaf(
+    qs: QState, env: list[Bound], last: Event, probe: Callable[[str], list[Event]]
+) -> tuple[list[Any], float] | None:
+    """The node's candidate from a skeleton match bound in ``env`` (indexed by
+    component; a Kleene component holds the skeleton's event): its entries and
+    probability, or None when a rule rejects it or another skeleton match stands for
+    it. ``probe`` reads the source's chains at this moment; ``last`` completed it."""
+    ctx = Context(last.moment, probe, last)
+    kleene = qs.kleene
+    if not kleene:
+        cand = seq_cand(qs, list(env), last, ctx)
+    else:
+        binding = list(env)
+        used: frozenset[int] = frozenset(
+            e.arrival for i in qs.slots if i not in kleene for e in as_list(binding[i])
+        )
+        chosen: list[list[list[Event]]] = []
+        for k in kleene:
+            mine = env[k]
+            # The group whose latest element is the skeleton's: at most one.
+            latest = [g for g in kleene_groups(qs, k, binding, used, ctx) if g and g[-1] is mine]
+            if not latest:
+                return None
+            chosen.append(latest)
+        cand = None
+        for groups in product(*chosen):
+            full = list(binding)
+            for k, g in zip(kleene, groups, strict=True):
+                full[k] = g
+            cand = seq_cand(qs, full, last, ctx)
+            if cand is not None:
+                break
+    if cand is None:
+        return None
+    return cand.entries(qs.cq), cand.prob
+
+
+def fast_cand(qs: QState, entries: list[Any], prob: float, trigger: Event) -> Cand:
+    """A match the kernel assembled (its entries: the positive components' events in
+    order, a Kleene group as a list) as a candidate with its binding by component."""
+    slots = qs.slots
+    if len(slots) == qs.cq.length:
+        binding: list[Bound] = entries
+    else:
+        binding = [None] * qs.cq.length
+        for i, item in zip(slots, entries, strict=True):
+            binding[i] = item
+    first, final = entries[0], entries[-1]
+    start = first.start if type(first) is not list else min(e.start for e in first)
+    end = final.end if type(final) is not list else max(e.end for e in final)
+    cand = Cand(binding, start, end, prob, trigger, (), _NO_PRIMS)
+    cand.ents = entries
+    return cand
+
+
+_NO_PRIMS: frozenset[int] = frozenset()
