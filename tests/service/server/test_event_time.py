@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -199,7 +200,7 @@ def test_a_new_lateness_at_restart_is_logged_and_releases_what_it_no_longer_hold
     assert [m["events"] for m in client.all_matches()] == [["1:0", "1:1"]]
     server.restart()
     assert len(server.client().all_matches()) == 1
-    with sqlite3.connect(Path(server.data) / "scemon.sqlite3") as db:
+    with closing(sqlite3.connect(Path(server.data) / "scemon.sqlite3")) as db:
         kinds = [row[0] for row in db.execute("SELECT time FROM ops WHERE kind = 'lateness' ORDER BY pos")]
     assert kinds == [10.0, 0.0]
 

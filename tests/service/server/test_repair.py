@@ -5,6 +5,7 @@ event is late; after the repair the server matches again as if neither had come.
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,6 @@ def test_a_healthy_store_is_left_alone(start_server: StartServer) -> None:
     server.stop()
     result = scemon("admin", "repair-clock", "--data", server.data)
     assert result.returncode == 0 and "nothing to repair" in result.stderr
-    with sqlite3.connect(Path(server.data) / "scemon.sqlite3") as db:
+    with closing(sqlite3.connect(Path(server.data) / "scemon.sqlite3")) as db:
         meta = dict(db.execute("SELECT key, value FROM meta"))
     assert (float(meta["clock"]), float(meta["observed"])) == (7.0, 7.0)

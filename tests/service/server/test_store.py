@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import orjson
@@ -169,7 +170,7 @@ def test_a_batch_keeps_its_late_events_and_the_clocks_both_survive_a_reopen(tmp_
 def test_a_store_from_before_late_events_is_upgraded_and_reads_its_clock_as_both(tmp_path: Path) -> None:
     folder = tmp_path / "data"
     folder.mkdir()
-    with sqlite3.connect(folder / "scemon.sqlite3") as db:
+    with closing(sqlite3.connect(folder / "scemon.sqlite3")) as db:
         db.executescript(
             # The schema of a0dfc60, the last build before late events.
             "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
