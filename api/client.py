@@ -326,12 +326,18 @@ class AsyncClient:
 # --------------------------------------------------------------------- subscriptions
 
 
-def _ws_url(base_url: str, from_seq: int, queries: Iterable[str] | None) -> str:
+# Matches per WebSocket message the subscriptions ask for (the server's ``batch``).
+FRAME_MATCHES = 1000
+
+
+def _ws_url(base_url: str, from_seq: int, queries: Iterable[str] | None, batch: int = 1) -> str:
     url = base_url.rstrip("/")
     url = "ws" + url[4:] if url.startswith("http") else url
     params: dict[str, Any] = {"from_seq": from_seq}
     if queries:
         params["queries"] = ",".join(queries)
+    if batch != 1:
+        params["batch"] = batch
     return f"{url}/v1/matches/ws?{urlencode(params)}"
 
 
@@ -358,10 +364,13 @@ class _Resume:
         idle_timeout: float | None = None,
         max_retries: int | None = 20,
         backoff: float = 0.1,
+        batch: int = FRAME_MATCHES,
         **connect_kwargs: Any,
     ) -> None:
-        # ``connect_kwargs`` go to the websockets library's connect call.
+        # ``connect_kwargs`` go to the websockets library's connect call. ``batch``: up to
+        # that many matches per message (1: a message per match, as older servers send).
         self.connect_kwargs = connect_kwargs
+        self.batch = batch
         self.base_url = base_url
         self.next_seq = from_seq
         self.queries = list(queries) if queries else None
@@ -375,17 +384,21 @@ class _Resume:
         self._failures = 0
 
     def url(self) -> str:
-        return _ws_url(self.base_url, self.next_seq, self.queries)
+        return _ws_url(self.base_url, self.next_seq, self.queries, self.batch)
 
-    def accept(self, text: str | bytes) -> dict[str, Any] | None:
-        """The match in a message, or None for one already seen (resumed overlap)."""
-        match: dict[str, Any] = orjson.loads(text)
-        seq = int(match["seq"])
-        if seq < self.next_seq:
-            return None
-        self.next_seq = seq + 1
-        self._failures = 0
-        return match
+    def accept(self, text: str | bytes) -> list[dict[str, Any]]:
+        """The matches of a message (one match, or an array of them) not seen before:
+        after a resume the server may send again what was already taken."""
+        data = orjson.loads(text)
+        fresh: list[dict[str, Any]] = []
+        for match in data if isinstance(data, list) else (data,):
+            seq = int(match["seq"])
+            if seq >= self.next_seq:
+                self.next_seq = seq + 1
+                fresh.append(match)
+        if fresh:
+            self._failures = 0
+        return fresh
 
     def failed(self, err: BaseException) -> BaseException:
         """Why a connection ended: a refusal (a 4xx handshake answer) is raised, as
@@ -432,8 +445,7 @@ class Subscription(_Resume):
                             text = await asyncio.wait_for(ws.recv(), self.idle_timeout)
                         except TimeoutError:
                             return
-                        match = self.accept(text)
-                        if match is not None:
+                        for match in self.accept(text):
                             yield match
             except (websockets.ConnectionClosed, OSError, websockets.InvalidHandshake) as err:
                 error = self.failed(err)
@@ -459,9 +471,7 @@ class SyncSubscription(_Resume):
                             text = ws.recv(timeout=self.idle_timeout)
                         except TimeoutError:
                             return
-                        match = self.accept(text)
-                        if match is not None:
-                            yield match
+                        yield from self.accept(text)
             except (websockets.ConnectionClosed, OSError, websockets.InvalidHandshake) as err:
                 error = self.failed(err)
             time.sleep(self.retry_delay(error))

@@ -411,3 +411,89 @@ def builds(
         return tables
 
     publish(_measured("builds", figure, scale), quick, out)
+
+
+@bench_app.command("pipeline")
+def pipeline(
+    quick: QuickOption = False,
+    out: OutOption = None,
+    events: Annotated[
+        int | None,
+        typer.Option(min=100, help="Events measured per row, after the warm-up [200,000; quick 3,000]."),
+    ] = None,
+    queries: Annotated[
+        int | None, typer.Option(min=1, help="Queries per workload [1,000; quick 100].")
+    ] = None,
+    batch: Annotated[
+        int | None, typer.Option(min=100, help="Events per post, file and micro-batch [10,000; quick 1,000].")
+    ] = None,
+    workload: Annotated[
+        list[str] | None,
+        typer.Option(help="demo or seq; twice for both [both; quick: demo].", show_default=False),
+    ] = None,
+    subscribers: Annotated[
+        str, typer.Option(help="Comma-separated subscriber counts of the service rows.")
+    ] = "0,1,10",
+    spark: Annotated[bool, typer.Option(help="Run the Spark job's row (scemon stream on local[2]).")] = True,
+    profile: Annotated[
+        bool,
+        typer.Option(
+            "--profile",
+            help="Sample each server with py-spy (pip install py-spy) and add a table of its CPU per "
+            "event by layer: decoding, engine, match rows, store, WebSocket, HTTP.",
+        ),
+    ] = False,
+    baseline: Annotated[
+        Path | None,
+        typer.Option(
+            help="Another checkout (its kernel built in place) whose server runs every server row "
+            "again, right before this build's: before and after in one run.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """The whole path at the engine's speed: replay (the engine alone), the service over
+    Arrow with 0, 1 and 10 WebSocket subscribers reading every match, and the Spark job
+    end to end (files → scemon stream → service → 1 subscriber), each in events/s and as
+    a ratio to replay, on the demo's workload and the paper's bare sequences; with the
+    server's peak RSS, CPU seconds and post-to-frame latency (p50, p99)."""
+    from service.bench.pipeline import FULL, QUICK, WORKLOADS, pipeline_tables
+
+    base = QUICK if quick else FULL
+    names = tuple(workload) if workload else base.workloads
+    for name in names:
+        if name not in WORKLOADS:
+            raise typer.BadParameter(
+                f"{name!r} is not one of {', '.join(WORKLOADS)}", param_hint="--workload"
+            )
+    try:
+        counts = tuple(int(part) for part in subscribers.split(",") if part.strip())
+    except ValueError:
+        raise typer.BadParameter(
+            f"{subscribers!r} is not a list of integers", param_hint="--subscribers"
+        ) from None
+    if any(n < 0 for n in counts):
+        raise typer.BadParameter("subscriber counts cannot be negative", param_hint="--subscribers")
+    if profile:
+        from service.bench.profile import py_spy
+
+        if py_spy() is None:
+            raise typer.BadParameter("py-spy is not on PATH: pip install py-spy", param_hint="--profile")
+    if baseline is not None and not (baseline / "service" / "cli" / "__main__.py").exists():
+        raise typer.BadParameter(f"{baseline} is not a scemon checkout", param_hint="--baseline")
+    scale = replace(
+        base,
+        profile=profile,
+        baseline=baseline.resolve() if baseline is not None else None,
+        events=events if events is not None else base.events,
+        queries=queries if queries is not None else base.queries,
+        batch=batch if batch is not None else base.batch,
+        subscribers=counts,
+        workloads=names,
+        spark=spark,
+    )
+
+    def figure(_scale: figures.Scale, progress: Progress | None) -> list[Table]:
+        return pipeline_tables(scale, progress)
+
+    publish(_measured("pipeline", figure, figures.sized(quick, None, None)), quick, out)

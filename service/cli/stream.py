@@ -10,8 +10,10 @@ exit status 1.
 from __future__ import annotations
 
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated
 
+import orjson
 import typer
 
 from ecq.errors import ScemonError
@@ -95,6 +97,15 @@ def stream(
             "must hold events at least that long (its scemon serve --lateness); checked at start.",
         ),
     ] = 0.0,
+    progress_log: Annotated[
+        Path | None,
+        typer.Option(
+            "--progress-log",
+            help="At the end, write Spark's progress report of each micro-batch (its durations per "
+            "phase) to this file, one JSON object a line.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Stream event files (or synthetic events) into scemon services with Spark.
 
@@ -140,6 +151,8 @@ def stream(
             typer.echo("stopped; restart with the same --checkpoint to resume", err=True)
             raise typer.Exit(130) from None
         finally:
+            if progress_log is not None:
+                progress_log.write_bytes(b"".join(orjson.dumps(p) + b"\n" for p in pipeline.spark_progress()))
             spark.stop()
     typer.echo(
         f"{totals.events} events in {totals.batches} batches, {totals.bad_rows} bad rows, "

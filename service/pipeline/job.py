@@ -40,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -145,6 +146,16 @@ class Pipeline:
         if self._failure is not None:
             raise self._job_error(self._failure)
         return self.progress
+
+    def spark_progress(self) -> list[dict[str, Any]]:
+        """Spark's own progress reports of the latest micro-batches, oldest first (as many
+        as ``spark.sql.streaming.numRecentProgressUpdates``, 100 by default): per batch
+        its rows and ``durationMs`` per phase (``addBatch`` is the foreachBatch
+        delivery, the rest is Spark's own: listing files, planning, the offset log).
+        Where a micro-batch's time goes, for ``scemon stream --progress-log``."""
+        if self._query is None:
+            return []
+        return [orjson.loads(report.json) for report in self._query.recentProgress]
 
     def stop(self) -> None:
         """Stop the stream (from another thread) and release the sink; safe to call twice."""

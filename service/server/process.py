@@ -43,10 +43,13 @@ class ServerProcess:
         env: dict[str, str] | None = None,
         grace: float = 10.0,
         inherit_settings: bool = True,
+        checkout: Path | None = None,
     ) -> None:
         """``env`` adds to (or overrides) this process's environment; with
         ``inherit_settings=False`` its ``SCEMON_*`` settings are left out first, so the
-        server runs on its defaults plus ``env``."""
+        server runs on its defaults plus ``env``. ``checkout``: run that checkout's server
+        (its ``service`` and ``ecq``, its kernel built in place) with this interpreter —
+        a benchmark's older build beside this one."""
         self.data = data
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -55,6 +58,7 @@ class ServerProcess:
         self.env = env
         self.grace = grace
         self.inherit_settings = inherit_settings
+        self.checkout = checkout
         self.process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> ServerProcess:
@@ -88,7 +92,8 @@ class ServerProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                env={**self._inherited(), **(self.env or {})},
+                env={**self._inherited(), **(self.env or {}), **self._path()},
+                cwd=self.checkout,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -122,6 +127,9 @@ class ServerProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+    def _path(self) -> dict[str, str]:
+        return {} if self.checkout is None else {"PYTHONPATH": str(self.checkout)}
 
     def _inherited(self) -> dict[str, str]:
         if self.inherit_settings:

@@ -77,6 +77,44 @@ def test_the_lateness_bench_compares_the_paths_and_holding_gives_the_in_order_ma
     assert matches[("engine alone (before)", late_stream)] == matches[("time keeper, L = 0", late_stream)]
 
 
+def test_the_pipeline_bench_runs_every_path_on_the_same_events(tmp_path: Path) -> None:
+    """Replay, the service with 0/1/10 subscribers and the Spark job: every row the
+    same measured events and the same matches (each subscriber got every one of them,
+    or the bench fails), a ratio to replay, and the server's figures."""
+    result = CliRunner().invoke(app, ["bench", "pipeline", "--quick", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipeline_demo.csv", "pipeline_demo.png"]
+    header, rows = read_csv(tmp_path / "pipeline_demo.csv")
+    assert header[:6] == ["path", "events", "matches", "seconds", "events_per_s", "ratio"]
+    table = {row[0]: dict(zip(header, row, strict=True)) for row in rows}
+    assert list(table) == [
+        "replay (engine only)",
+        "service, 0 subs",
+        "service, 1 sub",
+        "service, 10 subs",
+        "Spark job, 1 sub",
+    ]
+    replay = table["replay (engine only)"]
+    assert float(replay["ratio"]) == 1.0 and int(replay["matches"]) > 0
+    for path, row in table.items():
+        assert (row["events"], row["matches"]) == (replay["events"], replay["matches"]), path
+        assert float(row["events_per_s"]) > 0
+    for path in ("service, 1 sub", "service, 10 subs", "Spark job, 1 sub"):
+        assert table[path]["met"] in ("yes", "NO")
+        assert float(table[path]["peak_rss_mb"]) > 0
+    for path in ("service, 1 sub", "service, 10 subs"):
+        assert 0 < float(table[path]["p50_ms"]) <= float(table[path]["p99_ms"])
+
+
+def test_the_pipeline_bench_refuses_an_unknown_workload(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["bench", "pipeline", "--quick", "--workload", "nope", "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 2
+    assert "'nope' is not one of demo, seq" in result.output
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
 def test_builds_command_compares_the_engines_and_scemon_replay(tmp_path: Path) -> None:
     import sys
 
