@@ -73,6 +73,11 @@ class Late:
     def __len__(self) -> int:
         return len(self.events)
 
+    def extend(self, other: Late) -> None:
+        """Append ``other``'s late events (a batch applied in slices)."""
+        self.events += other.events
+        self.by += other.by
+
     def __iter__(self) -> Iterator[tuple[Event, float]]:
         return zip(self.events, self.by, strict=True)
 

@@ -125,24 +125,24 @@ cdef NativeAttr _attr(object a):
     x.num_up = _num_bounds(num_up) if num_up is not None and x.exact else None
     x.str_lo = _str_bounds(str_lo) if str_lo is not None else None
     x.str_up = _str_bounds(str_up) if str_up is not None else None
-    x.equal = {}
-    x.unequal = {}
-    x.equal_true = x.equal_false = x.unequal_true = x.unequal_false = None
-    for key, bits in a.equal.items():
-        if key == _BOOL_TRUE:
-            x.equal_true = bits_from_int(bits)
-        elif key == _BOOL_FALSE:
-            x.equal_false = bits_from_int(bits)
-        else:
-            x.equal[key] = bits_from_int(bits)
-    for key, bits in a.unequal.items():
-        if key == _BOOL_TRUE:
-            x.unequal_true = bits_from_int(bits)
-        elif key == _BOOL_FALSE:
-            x.unequal_false = bits_from_int(bits)
-        else:
-            x.unequal[key] = bits_from_int(bits)
+    x.equal, x.equal_true, x.equal_false = _by_key(a.equal)
+    x.unequal, x.unequal_true, x.unequal_false = _by_key(a.unequal)
     return x
+
+
+cdef tuple _by_key(dict table):
+    """A Python hash table of =/!= keys as Bits: (the other keys, true's, false's), the
+    booleans apart so that a test of a boolean value reads a field, not the table."""
+    cdef dict rest = {}
+    true_bits = false_bits = None
+    for key, bits in table.items():
+        if key == _BOOL_TRUE:
+            true_bits = bits_from_int(bits)
+        elif key == _BOOL_FALSE:
+            false_bits = bits_from_int(bits)
+        else:
+            rest[key] = bits_from_int(bits)
+    return rest, true_bits, false_bits
 
 
 cdef SlotIndex slot_index(object slot):

@@ -701,8 +701,7 @@ class EngineHost:
         for at in range(0, len(events), SLICE):
             found, behind = self.keeper.process(events[at : at + SLICE])
             matches += found
-            late.events += behind.events
-            late.by += behind.by
+            late.extend(behind)
         return matches, late
 
     def _advance(self, t: float) -> tuple[Clocks, int]:
