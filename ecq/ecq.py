@@ -174,6 +174,8 @@ class ECQ:
         "cnj_loose",
         "cnj_need",
         "cnj_count",
+        "cnj_each",
+        "cnj_filter",
         "drop",
     )
 
@@ -204,6 +206,10 @@ class ECQ:
         self.cnj_loose = 0
         self.cnj_need: dict[str, int] = {}
         self.cnj_count: list[int] = []
+        # Per counted query (by bit number): the classes it needs and its window.
+        self.cnj_each: dict[int, tuple[tuple[str, ...], float]] = {}
+        # Their one-event filters on this class, indexed (None while there are none).
+        self.cnj_filter: SlotFilter | None = None
         # The drop horizon: the windows of the storing queries that use the class (a
         # query counts once) and the horizon they have produced.
         self.drop = Horizon()
@@ -236,6 +242,6 @@ class ECQ:
                 e.pmb._check()
         for rl in self.rclt.values():
             assert all(bits for bits in rl.masks.values())
-        for slot in self.seq_filters.values():
+        for slot in [*self.seq_filters.values(), *([self.cnj_filter] if self.cnj_filter else [])]:
             slot.index._check()
             assert {fid for fid, _ in slot.groups.values()} == set(slot.index.bits)

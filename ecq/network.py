@@ -43,7 +43,7 @@ from ecq.composite import (
     trailing_factor,
 )
 from ecq.conditions import MISSING
-from ecq.conjunction import Presence, by_presence, candidates, link, note, prune, unlink
+from ecq.conjunction import Presence, by_presence, candidates, link, note, own_bits, prune, unlink
 from ecq.deadlines import Deadlines
 from ecq.ecq import BLOCKS, ECQ, CLink, SlotFilter
 from ecq.emission import Emission
@@ -528,23 +528,29 @@ class Network:
             return []
         # One probe per ECQ per instance, shared by every query this instance touches.
         probe = ChainProbe(self.ecqs, e.src, hclock, self.timers)
-        completed, tested = self._test_phase(ecq, e, moment, hclock, probe)
-        self._insert_phase(ecq, e, tested, hclock)
+        completed, tested, own = self._test_phase(ecq, e, moment, hclock, probe)
+        self._insert_phase(ecq, e, tested, hclock, own)
         return completed
 
     def _test_phase(
         self, ecq: ECQ, e: Event, moment: int, hclock: float, probe: ChainProbe
-    ) -> tuple[list[tuple[QState, Cand]], Tested]:
+    ) -> tuple[list[tuple[QState, Cand]], Tested, int]:
         """The test phase of ``e`` in ``ECQ[e.type]``: its filters (the search), then the
         plain sequences' extension and the assembly of the matches it completes (the
-        kernel), then composite patterns and disjunctions (SCEMon §5.1)."""
+        kernel), then composite patterns and disjunctions (SCEMon §5.1). Also returns
+        the conjunctions whose filter on the class ``e`` passes (its own bits)."""
         kernel = self.kernel
         timers = self.timers
+        own = 0
         if timers is None:
+            if ecq.cnj_final:
+                own = own_bits(ecq, e)
             tested = kernel.test_phase(ecq, e, kernel.passing(ecq, e), hclock, probe)
         else:
             began = time.perf_counter()
             passed = kernel.passing(ecq, e)
+            if ecq.cnj_final:
+                own = own_bits(ecq, e)
             now = time.perf_counter()
             timers["search"] += now - began
             probed = timers["probe"]
@@ -552,14 +558,14 @@ class Network:
         completed = [(qs, fast_cand(qs, ents, prob, e)) for qs, ents, prob in tested.completed]
         if ecq.general_final:
             self._complete_composite(ecq, e, moment, probe, completed)
-        if ecq.cnj_final:
-            self._complete_conjunctions(ecq, e, moment, probe, completed)
+        if own:
+            self._complete_conjunctions(ecq, e, moment, probe, completed, own)
         if ecq.disj:
             self._complete_disjunctions(ecq, e, completed)
         if timers is not None:
             # Probes made while evaluating are counted under "probe" only.
             timers["evaluate"] += time.perf_counter() - now - (timers["probe"] - probed)
-        return completed, tested
+        return completed, tested, own
 
     def _complete_composite(
         self, ecq: ECQ, e: Event, moment: int, probe: ChainProbe, completed: list[tuple[QState, Cand]]
@@ -579,13 +585,20 @@ class Network:
                 completed.append((qs, cand))
 
     def _complete_conjunctions(
-        self, ecq: ECQ, e: Event, moment: int, probe: ChainProbe, completed: list[tuple[QState, Cand]]
+        self,
+        ecq: ECQ,
+        e: Event,
+        moment: int,
+        probe: ChainProbe,
+        completed: list[tuple[QState, Cand]],
+        own: int,
     ) -> None:
-        """Conjunctions of primitive classes that ``e`` may complete: found with query
-        bitsets from the presence of the other classes at ``e``'s source (one look for
-        every conjunction: ecq.conjunction), then assembled (ecq.composite), lowest bit
-        first, sharing one probe of each chain."""
-        bits = candidates(ecq, self.presence.get(e.src), e.end, self.windows)
+        """Conjunctions of primitive classes that ``e`` may complete: among those whose
+        filter on its class it passes (``own``), the ones whose other classes have an
+        instance at ``e``'s source passing their filters within their window, found with
+        query bitsets (one look for every conjunction: ecq.conjunction), then assembled
+        (ecq.composite), lowest bit first, sharing one probe of each chain."""
+        bits = candidates(ecq, self.presence.get(e.src), e.end, self.windows, own)
         if not bits:
             return
         ctx = Context(moment, probe, e)
@@ -613,13 +626,14 @@ class Network:
                 if bound_ok(qs.cq, e.prob):
                     completed.append((qs, match_cand([e], e, single=clink.position, length=qs.cq.length)))
 
-    def _insert_phase(self, ecq: ECQ, e: Event, tested: Tested, hclock: float) -> None:
+    def _insert_phase(self, ecq: ECQ, e: Event, tested: Tested, hclock: float, own: int) -> None:
         """The insert phase: ``e`` is stored once, with its PMB, if any partial match
         can go on from it (the kernel)."""
         timers = self.timers
-        if ecq.cnj_final:
-            # Stored (conjunctions count as uses): its class is present at its source.
-            note(self.presence, e.src, ecq.cls, e.start)
+        if own:
+            # Stored (conjunctions count as uses): present at its source for the
+            # conjunctions whose filter it passes.
+            note(self.presence, e.src, ecq.cls, e.start, own)
         if timers is None:
             self.kernel.insert_phase(ecq, e, tested, hclock)
             return

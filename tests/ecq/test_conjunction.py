@@ -7,11 +7,28 @@ from __future__ import annotations
 
 from collections import Counter
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from ecq.conjunction import by_presence, candidates, link, note, prune, unlink
+from ecq import network
+from ecq.candidate import Cand
+from ecq.composite import Context, complete
+from ecq.conjunction import (
+    Presence,
+    _by_count,
+    _by_query,
+    by_presence,
+    candidates,
+    link,
+    note,
+    own_bits,
+    prune,
+    unlink,
+)
 from ecq.ecq import ECQ
+from ecq.engine import Engine
+from ecq.event import Event
 from ecq.language import parse_query
 from ecq.qstate import QState
 from ecq.query import compile_query
@@ -65,59 +82,109 @@ def node(text: str, bitno: int) -> QState:
     return QState(compile_query(f"q{bitno}", parse_query(text), text), bitno=bitno, order=bitno, reg=0)
 
 
-conjunctions = st.builds(
-    lambda comps, neg, w: f"AND({', '.join(comps)}{neg}) WITHIN {w:g} s",
-    st.lists(st.sampled_from([*CLASSES, "ANY(A, B)", "ANY(B, C)"]), min_size=2, max_size=4),
-    st.sampled_from(["", ", !D"]),
-    st.sampled_from(WINDOWS),
-)
+@st.composite
+def conjunctions(draw: st.DrawFn) -> str:
+    """A conjunction, with one-event bounds on some of the classes it names once."""
+    comps = draw(st.lists(st.sampled_from([*CLASSES, "ANY(A, B)", "ANY(B, C)"]), min_size=2, max_size=4))
+    neg = draw(st.sampled_from(["", ", !D"]))
+    named = [*comps, "D"] if neg else comps
+    once = sorted({c for c in comps if c in CLASSES and named.count(c) == 1})
+    bounds = [
+        f"{c}.v {draw(st.sampled_from(['<', '>']))} {draw(st.integers(0, 4))}"
+        for c in once
+        if draw(st.booleans())
+    ]
+    where = f" WHERE {' AND '.join(bounds)}" if bounds else ""
+    return f"AND({', '.join(comps)}{neg}){where} WITHIN {draw(st.sampled_from(WINDOWS)):g} s"
 
 
-def expected(ecq: ECQ, live: dict[int, QState], present: dict[str, float], end: float) -> int:
-    """Directly: a countable query is a candidate when each class it needs besides the
-    arriving instance's is present, starting no earlier than ``end`` minus its window."""
+def passes(qs: QState, cls: str, value: int) -> bool:
+    """The upper bound's filter test: an instance of ``cls`` passes ``qs``'s filter on
+    it when exactly one positive component takes the class (else every one passes)."""
+    comps = [qs.cq.comps[i] for i in qs.cq.positives if cls in qs.cq.comps[i].classes]
+    if len(comps) != 1 or comps[0].filter is None:
+        return True
+    return comps[0].filter(Event("s", cls, 0.0, attrs={"v": value}))
+
+
+def expected(
+    cls: str, live: dict[int, QState], present: dict[str, list[tuple[float, int]]], end: float, value: int
+) -> int:
+    """Directly: a query is a candidate when the arriving instance (``value``) passes
+    its filter on ``cls`` and, if it is countable, each class it needs besides has an
+    instance at the source passing its filter on that class, starting no earlier than
+    ``end`` minus its window."""
     out = 0
     for qs in live.values():
         comps = [qs.cq.comps[i] for i in qs.cq.positives]
-        if not any(ecq.cls in c.classes for c in comps):
+        if not any(cls in c.classes for c in comps) or not passes(qs, cls, value):
             continue
         if any(len(c.classes) != 1 for c in comps):
             out |= qs.bit
             continue
         left = Counter(next(iter(c.classes)) for c in comps)
-        left[ecq.cls] -= 1
+        left[cls] -= 1
         window = qs.cq.window or 0.0
-        if all(cls in present and present[cls] >= end - window for cls, n in left.items() if n > 0):
+        if all(
+            any(end - t <= window and passes(qs, y, v) for t, v in present.get(y, ()))
+            for y, n in left.items()
+            if n > 0
+        ):
             out |= qs.bit
     return out
 
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.lists(st.tuples(st.booleans(), conjunctions), min_size=1, max_size=12),
-    st.dictionaries(st.sampled_from(CLASSES), st.sampled_from([0.0, 3.0, 8.0, 15.0, 19.0])),
+    st.lists(st.tuples(st.booleans(), conjunctions()), min_size=1, max_size=12),
+    st.dictionaries(
+        st.sampled_from(CLASSES),
+        st.lists(
+            st.tuples(st.sampled_from([0.0, 3.0, 8.0, 15.0, 19.0]), st.integers(0, 4)), min_size=1, max_size=3
+        ),
+    ),
     st.sampled_from([0.0, 10.0, 20.0, 30.0]),
+    st.integers(0, 4),
 )
-def test_candidates_are_the_queries_whose_other_classes_are_present(
-    steps: list[tuple[bool, str]], present: dict[str, float], end: float
+def test_candidates_are_the_queries_whose_filters_and_other_classes_are_met(
+    steps: list[tuple[bool, str]], values: dict[str, list[tuple[float, int]]], end: float, value: int
 ) -> None:
-    ecq = ECQ("A")
+    """Both ways of counting (one query at a time, and the bit-sliced count) give the
+    same candidates, from the instances' own bits as the network notes them."""
+    ecqs = {cls: ECQ(cls) for cls in CLASSES}
     live: dict[int, QState] = {}
     for bitno, (drop, text) in enumerate(steps):
         qs = node(text, bitno)
         assert by_presence(qs)
-        if any("A" in qs.cq.comps[i].classes for i in qs.cq.positives):
-            link(ecq, qs)
+        for cls in {c for i in qs.cq.positives for c in qs.cq.comps[i].classes}:
+            link(ecqs[cls], qs)
         live[bitno] = qs
         if drop and len(live) > 1:
             gone = live.pop(min(live))
-            unlink(ecq, gone)
+            for cls in {c for i in gone.cq.positives for c in gone.cq.comps[i].classes}:
+                unlink(ecqs[cls], gone)
+    presence: dict[object, Presence] = {}
+    for cls, items in values.items():
+        for t, v in items:
+            note(presence, "s", cls, t, own_bits(ecqs[cls], Event("s", cls, t, attrs={"v": v})))
+    present = presence.get("s")
     windows = Windows({w: sum(q.bit for q in live.values() if q.cq.window == w) for w in WINDOWS})
-    got = candidates(ecq, present or None, end, windows)
-    assert got == expected(ecq, live, present, end)
+    ecq = ecqs["A"]
+    own = own_bits(ecq, Event("s", "A", end, attrs={"v": value}))
+    want = expected("A", live, values, end, value)
+    event(f"candidates: {bool(want)}")
+    assert candidates(ecq, present, end, windows, own) == want
+    final = ecq.cnj_final & own
+    if present and ecq.cnj_count and final:
+        loose = ecq.cnj_loose & own
+        assert _by_query(ecq, present, end, final, loose) == want
+        assert _by_count(ecq, present, end, windows, final, loose) == want
     for qs in list(live.values()):
-        unlink(ecq, qs)
-    assert not (ecq.cnj_final or ecq.cnj_loose or ecq.cnj_need or ecq.cnj_count)
+        for cls in {c for i in qs.cq.positives for c in qs.cq.comps[i].classes}:
+            unlink(ecqs[cls], qs)
+    for e in ecqs.values():
+        assert not (e.cnj_final or e.cnj_loose or e.cnj_need or e.cnj_count or e.cnj_each)
+        assert e.cnj_filter is None
 
 
 def test_a_second_component_of_the_arriving_class_needs_another_instance() -> None:
@@ -125,9 +192,52 @@ def test_a_second_component_of_the_arriving_class_needs_another_instance() -> No
     qs = node("AND(A, A, B) WITHIN 10 s", 0)
     link(ecq, qs)
     windows = Windows({10.0: qs.bit})
-    assert candidates(ecq, {"B": 15.0}, 20.0, windows) == 0
-    assert candidates(ecq, {"A": 4.0, "B": 15.0}, 20.0, windows) == 0  # A too early
-    assert candidates(ecq, {"A": 12.0, "B": 15.0}, 20.0, windows) == qs.bit
+    bit = qs.bit
+    assert candidates(ecq, {"B": [(15.0, bit)]}, 20.0, windows) == 0
+    assert candidates(ecq, {"A": [(4.0, bit)], "B": [(15.0, bit)]}, 20.0, windows) == 0  # A too early
+    assert candidates(ecq, {"A": [(12.0, bit)], "B": [(15.0, bit)]}, 20.0, windows) == bit
+
+
+def test_an_instance_outside_a_query_s_filter_does_not_make_it_a_candidate() -> None:
+    a, b = ECQ("A"), ECQ("B")
+    qs = node("AND(A, B) WHERE A.v > 2 AND B.v < 5 WITHIN 10 s", 0)
+    link(a, qs)
+    link(b, qs)
+    windows = Windows({10.0: qs.bit})
+    assert own_bits(a, Event("s", "A", 20.0, attrs={"v": 1})) == 0
+    assert own_bits(a, Event("s", "A", 20.0, attrs={"v": 3})) == qs.bit
+    presence: dict[object, Presence] = {}
+    note(presence, "s", "B", 15.0, own_bits(b, Event("s", "B", 15.0, attrs={"v": 7})))
+    assert presence == {}  # an instance passing no filter is not noted
+    assert candidates(a, presence.get("s"), 20.0, windows, qs.bit) == 0
+    note(presence, "s", "B", 16.0, own_bits(b, Event("s", "B", 16.0, attrs={"v": 4})))
+    assert candidates(a, presence.get("s"), 20.0, windows, qs.bit) == qs.bit
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_conjunction_is_assembled_only_when_every_filter_can_be_met(
+    compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The arriving instance's own bound, and its partners' bounds, are checked with
+    query bitsets before any assembly: an event that fails them costs no assembly call
+    (before, every event of the class reached ``composite.complete``)."""
+    calls: list[str] = []
+
+    def counting(qs: QState, x: Event, ctx: Context) -> list[Cand]:
+        calls.append(str(x.id))
+        return complete(qs, x, ctx)
+
+    monkeypatch.setattr(network, "complete", counting)
+    text = "AND(A, B) WHERE A.v > 2 AND B.v < 5 WITHIN 10 s"
+    events = make_events("b1 a2 a3 b4 a5 b6")
+    for e, v in zip(events, [9, 1, 3, 1, 1, 7], strict=True):
+        e["attrs"] = {"v": v}
+    engine = Engine(clean_every=3, compiled=compiled)
+    matches = feed([("q", text)], events, engine)
+    # b1 fails B's bound, a2 A's; a3 finds no B passing B's bound; b4 completes (a3, b4);
+    # a5 fails A's bound; b6 fails B's bound.
+    assert calls == ["b4"]
+    assert ids(matches) == [["a3", "b4"]]
 
 
 def test_sub_patterns_and_named_classes_are_not_counted() -> None:
@@ -135,14 +245,17 @@ def test_sub_patterns_and_named_classes_are_not_counted() -> None:
     assert not by_presence(node("SEQ(A, B) WITHIN 10 s", 0))
 
 
-def test_presence_keeps_the_latest_start_and_goes_below_the_horizon() -> None:
-    presence: dict[object, dict[str, float]] = {}
-    note(presence, 1, "A", 5.0)
-    note(presence, 1, "A", 3.0)  # a late instance: the latest start stays
-    note(presence, 1, "B", 2.0)
-    note(presence, 2, "B", 9.0)
-    assert presence == {1: {"A": 5.0, "B": 2.0}, 2: {"B": 9.0}}
+def test_presence_keeps_each_instance_and_drops_them_below_the_horizon() -> None:
+    presence: dict[object, Presence] = {}
+    note(presence, 1, "A", 5.0, 0b01)
+    note(presence, 1, "A", 3.0, 0b10)  # a late instance
+    note(presence, 1, "B", 2.0, 0b11)
+    note(presence, 2, "B", 9.0, 0b01)
+    assert presence == {1: {"A": [(5.0, 0b01), (3.0, 0b10)], "B": [(2.0, 0b11)]}, 2: {"B": [(9.0, 0b01)]}}
     prune(presence, lambda cls: 4.0)
-    assert presence == {1: {"A": 5.0}, 2: {"B": 9.0}}
+    # The late instance below the horizon waits behind the one before it.
+    assert presence == {1: {"A": [(5.0, 0b01), (3.0, 0b10)]}, 2: {"B": [(9.0, 0b01)]}}
+    prune(presence, lambda cls: 6.0)
+    assert presence == {2: {"B": [(9.0, 0b01)]}}
     prune(presence, lambda cls: 10.0)
     assert presence == {}
