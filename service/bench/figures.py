@@ -104,7 +104,7 @@ class Scale:
     cond_queries: tuple[int, ...] = (100, 1000, 2000, 5000, 10_000)
     cond_predicates: tuple[int, ...] = (0, 1, 3)
     cond_events: int = 20_000
-    op_queries: tuple[int, int, int] = (100, 1000, 5000)
+    op_queries: tuple[int, ...] = (100, 1000, 5000)
     op_events: int = 5000
     families: tuple[str, ...] = tuple(FAMILIES)
 

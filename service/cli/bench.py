@@ -259,10 +259,17 @@ def operators(
         list[str] | None,
         typer.Option(help=f"Only these families (repeat the option): {', '.join(FAMILIES)} [all]."),
     ] = None,
+    queries: Annotated[
+        list[int] | None,
+        typer.Option(
+            min=1, help="Only these numbers of queries (repeat the option) [100, 1,000 and 5,000; quick 20, 50, 100]."
+        ),
+    ] = None,
 ) -> None:
     """Each operator family (bare, conditions, CNJ3, negation in the middle, leading and
     trailing, Kleene closure, nested) at 100, 1,000 and 5,000 queries, shared vs SP:
-    events/s and matches/s, one table and one plot, and the families' targets."""
+    events/s and matches/s, one table and one plot, and the families' targets (at
+    1,000 queries, else the middle number measured)."""
     from service.bench.operators import operators as figure
 
     scale = figures.sized(quick, events, clean_every)
@@ -271,6 +278,8 @@ def operators(
         if unknown:
             fail(f"unknown family {unknown[0]!r} (expected one of {', '.join(FAMILIES)})")
         scale = replace(scale, families=tuple(dict.fromkeys(family)))
+    if queries:
+        scale = replace(scale, op_queries=tuple(sorted(set(queries))))
     publish(_measured("operators", figure, scale), quick, out)
 
 

@@ -27,7 +27,7 @@ def test_quick_commands_write_csv_and_png(command: str, tmp_path: Path) -> None:
         assert name.split("_")[0] in result.output or "Fig." in result.output
 
 
-def test_operators_command_takes_families_and_rejects_unknown_ones(tmp_path: Path) -> None:
+def test_operators_command_takes_families_and_counts_and_rejects_unknown_families(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         app, ["bench", "operators", "--quick", "--family", "kleene", "--out", str(tmp_path)]
     )
@@ -35,6 +35,16 @@ def test_operators_command_takes_families_and_rejects_unknown_ones(tmp_path: Pat
     header, rows = read_csv(tmp_path / "operators.csv")
     assert header[:2] == ["family", "queries"] and {row[0] for row in rows} == {"kleene"}
     assert (tmp_path / "operators.png").read_bytes().startswith(PNG)
+    result = CliRunner().invoke(
+        app,
+        ["bench", "operators", "--quick", "--family", "cnj3", "--queries", "30", "--queries", "10"]
+        + ["--out", str(tmp_path)],
+    )
+    assert result.exit_code == 0, result.output
+    header, rows = read_csv(tmp_path / "operators.csv")
+    assert [(row[0], row[1]) for row in rows] == [("cnj3", "10"), ("cnj3", "30")]
+    header, rows = read_csv(tmp_path / "operators_targets.csv")
+    assert rows and all(", 30 queries" in row[0] for row in rows)  # the middle of two counts
     result = CliRunner().invoke(app, ["bench", "operators", "--quick", "--family", "nonsense"])
     assert result.exit_code == 1
     assert "unknown family 'nonsense'" in result.output
