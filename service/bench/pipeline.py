@@ -545,8 +545,7 @@ def _table(load: Load, scale: PipelineScale, rows: list[Row]) -> Table:
             phases = sorted(row.spark_ms.items(), key=lambda kv: -kv[1])
             table.notes.append(
                 f"{row.path}, ms per timed micro-batch (Spark's progress reports; job: the job's "
-                "own split of addBatch): "
-                + ", ".join(f"{name} {ms:,.0f}" for name, ms in phases)
+                "own split of addBatch): " + ", ".join(f"{name} {ms:,.0f}" for name, ms in phases)
             )
         target = TARGETS.get(row.path)
         ratio = row.rate / replay if replay else 0.0

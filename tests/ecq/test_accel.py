@@ -14,8 +14,8 @@ import subprocess
 import sys
 from typing import Any
 
-import pytest
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

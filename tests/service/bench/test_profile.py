@@ -21,7 +21,12 @@ def test_the_deepest_marked_frame_decides_the_layer() -> None:
         "Network.clean.<locals>.<genexpr> (/w/ecq/network.py:641)",
     ]
     assert layer_of(engine) == "engine"
-    rows = [_ROOT, _INGEST, "EngineHost._number (/w/service/server/host.py:410)", "to_dict (/w/ecq/match.py:40)"]
+    rows = [
+        _ROOT,
+        _INGEST,
+        "EngineHost._number (/w/service/server/host.py:410)",
+        "to_dict (/w/ecq/match.py:40)",
+    ]
     assert layer_of(rows) == "match rows (seq, JSON)"
     store = [
         _ROOT,
@@ -30,7 +35,12 @@ def test_the_deepest_marked_frame_decides_the_layer() -> None:
         "Store._write_matches (/w/service/server/store.py:290)",
     ]
     assert layer_of(store) == "store commit (SQLite)"
-    log = [_ROOT, _INGEST, "events_body (/w/service/server/store.py:144)", "events_body.<locals>.<listcomp> (x)"]
+    log = [
+        _ROOT,
+        _INGEST,
+        "events_body (/w/service/server/store.py:144)",
+        "events_body.<locals>.<listcomp> (x)",
+    ]
     assert layer_of(log) == "event log (encode)"
     decode = [_ROOT, "from_arrow (/w/service/server/ingest.py:184)", "from_arrow.<locals>.<dictcomp> (x)"]
     assert layer_of(decode) == "decode (Arrow → events)"
