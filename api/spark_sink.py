@@ -103,7 +103,11 @@ class BatchReport:
     matches: int = 0
     rejected: list[dict[str, Any]] = field(default_factory=list)
     late: list[dict[str, Any]] = field(default_factory=list)
+    # Sorting, routing, encoding and posting (the sink's part).
     seconds: float = 0.0
+    # Before the sink: Spark running the batch's tasks and handing its rows to the driver
+    # (set by the job that collected them; 0 when the table came from elsewhere).
+    collect_seconds: float = 0.0
 
 
 # ------------------------------------------------------------------------------ arrow

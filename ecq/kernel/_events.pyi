@@ -11,6 +11,17 @@ class EventBase:
 class EventReader:
     def __init__(self, cls: type[Event]) -> None: ...
     def __call__(self, data: Any, where: str | None = None) -> Event: ...
+    def columns(
+        self,
+        srcs: list[Any],
+        types: list[Any],
+        starts: list[Any],
+        ends: list[Any] | None,
+        texts: list[Any] | None,
+        probs: list[Any] | None,
+        ids: list[Any] | None,
+        loads: Callable[[str], Any],
+    ) -> list[Event] | None: ...
 
 class Match:
     query: str

@@ -5,7 +5,8 @@
   the kernel is compiled.
 - ``EventReader``: ``Event.from_dict`` for well-formed dicts (what ``scemon replay`` and
   the ingest read), built natively; anything unusual goes to ``Event.from_dict``, which
-  accepts or rejects it and names the mistake.
+  accepts or rejects it and names the mistake. ``EventReader.columns``: the same events
+  from a batch's columns (the service's Arrow posts), no dict per row.
 - ``Match``: ``ecq.match.Match`` when the kernel is compiled; ``write_match``: its wire
   form (``Match.to_dict``) built natively for matches of primitive events.
 """
@@ -132,6 +133,9 @@ cdef class EventReader:
             copied = dict(<dict>attrs)
         else:
             return self.slow(data, where)
+        return self.make(src, etype, start, end, copied, prob, eid)
+
+    cdef object make(self, object src, object etype, object start, object end, dict attrs, object prob, object eid):
         # Event(src, etype, start, end, attrs, prob, eid), field by field.
         e = PyType_GenericAlloc(<PyTypeObject *>self.cls, 0)
         cdef scemon_event *f = ev(e)
@@ -139,7 +143,7 @@ cdef class EventReader:
         ev_put(&f.type, etype)
         ev_put(&f.start, start)
         ev_put(&f.end, end)
-        ev_put(&f.attrs, copied)
+        ev_put(&f.attrs, attrs)
         ev_put(&f.prob, prob)
         ev_put(&f.id, eid)
         ev_put(&f.arrival, -1)
@@ -150,6 +154,75 @@ cdef class EventReader:
         ev_put(&f.prev, None)
         ev_put(&f.pmb, None)
         return e
+
+    def columns(self, list srcs, list types, list starts, object ends, object texts, object probs, object ids, object loads):
+        """Events from a batch's columns (lists of one length; ``ends``, ``texts`` (the
+        attributes as JSON object text, read by ``loads``), ``probs`` and ``ids`` may
+        be None: every row null), without a dict per row; or None at the first row
+        that is not plainly valid (the caller's general path then names it). The same
+        checks as ``__call__`` and the same Event; ids stay as given (None included)."""
+        cdef Py_ssize_t n = len(srcs), i
+        if len(types) != n or len(starts) != n:
+            raise ValueError("the columns differ in length")
+        for column in (ends, texts, probs, ids):
+            if column is not None and len(<list>column) != n:
+                raise ValueError("the columns differ in length")
+        cdef list out = [None] * n
+        cdef dict names = self.names
+        cdef dict copied
+        for i in range(n):
+            src = srcs[i]
+            if not (type(src) is int or type(src) is str):
+                return None
+            etype = types[i]
+            if type(etype) is not str or not etype:
+                return None
+            shared = names.get(etype)
+            if shared is not None:
+                etype = shared
+            elif len(names) < 100_000:
+                names[etype] = etype
+            start = _seconds(starts[i])
+            if start is None:
+                return None
+            end_o = None if ends is None else (<list>ends)[i]
+            if end_o is None:
+                end = start
+            else:
+                end = _seconds(end_o)
+                if end is None or <double>end < <double>start:
+                    return None
+            prob_o = None if probs is None else (<list>probs)[i]
+            if prob_o is None:
+                prob = 1.0
+            elif (type(prob_o) is float or type(prob_o) is int) and 0.0 < prob_o <= 1.0:
+                prob = float(prob_o)
+            else:
+                return None
+            eid = None if ids is None else (<list>ids)[i]
+            if eid is not None and not (type(eid) is int or type(eid) is str):
+                return None
+            text = None if texts is None else (<list>texts)[i]
+            if text is None:
+                copied = {}
+            else:
+                try:
+                    attrs = loads(text)
+                except ValueError:  # orjson.JSONDecodeError is one
+                    return None
+                if type(attrs) is not dict:
+                    return None
+                for key, value in (<dict>attrs).items():
+                    if type(key) is not str:
+                        return None
+                    if type(value) is float:
+                        if value - value != 0.0:
+                            return None
+                    elif not (type(value) is str or type(value) is int or type(value) is bool):
+                        return None
+                copied = <dict>attrs
+            out[i] = self.make(src, etype, start, end, copied, prob, eid)
+        return out
 
 
 @cython.freelist(8192)

@@ -15,7 +15,23 @@ if TYPE_CHECKING:
     from ecq.kernel._kernel import CompiledKernel
     from ecq.kernel.interface import Kernel, NetworkView
 
-__all__ = ["make_kernel", "event_reader", "match_writer"]
+__all__ = ["make_kernel", "event_reader", "column_reader", "match_writer"]
+
+# (srcs, types, starts, ends, attrs texts, probs, ids, loads) -> the events, or None at
+# the first row that is not plainly valid: see ``EventReader.columns``.
+ColumnReader = Callable[
+    [
+        list[Any],
+        list[Any],
+        list[Any],
+        list[Any] | None,
+        list[Any] | None,
+        list[Any] | None,
+        list[Any] | None,
+        Callable[[str], Any],
+    ],
+    list[Event] | None,
+]
 
 
 def make_kernel(network: NetworkView, level: str, compiled: bool | None) -> Kernel:
@@ -47,6 +63,16 @@ def event_reader() -> Callable[[Any, str | None], Event]:
     if module is None:
         return Event.from_dict
     reader: Callable[[Any, str | None], Event] = module.EventReader(Event)
+    return reader
+
+
+def column_reader() -> ColumnReader | None:
+    """The compiled reader of a batch's columns (one per batch: it shares class names
+    among the events it reads), or None when the kernel is not compiled."""
+    module = compiled_module("_events")
+    if module is None:
+        return None
+    reader: ColumnReader = module.EventReader(Event).columns
     return reader
 
 

@@ -381,6 +381,8 @@ def service_row(
 # -------------------------------------------------------------------------- Spark
 
 _BATCH_LINE = re.compile(r"^batch \d+: (\d+) events in \d+ posts.*?, (\d+) matches")
+# The job's own split of a batch (builds before it print the total only).
+_BATCH_SPLIT = re.compile(r"\(([\d.]+)s collecting, ([\d.]+)s posting")
 
 
 class _Lines:
@@ -481,13 +483,22 @@ def spark_row(
     label = "Spark job, 1 sub" + (_BASELINE if checkout is not None else "")
     row = Row(label, 1, events, matches, ended - began, cpu, rss, layers=layers)
     row.spark_ms = _spark_phases(progress_log, warm)
+    splits = [
+        (float(m.group(1)), float(m.group(2)))
+        for _, text, _ in output.lines
+        if _BATCH_LINE.match(text) and (m := _BATCH_SPLIT.search(text))
+    ][max(warm, 1) :]
+    if splits:
+        row.spark_ms["job: toArrow (Spark tasks, collect)"] = 1000 * sum(c for c, _ in splits) / len(splits)
+        row.spark_ms["job: sort, encode, POST"] = 1000 * sum(p for _, p in splits) / len(splits)
     return row
 
 
 def _spark_phases(progress_log: Path, warm: int) -> dict[str, float]:
     """Mean milliseconds per timed micro-batch (batch id ``>= warm``) of each phase in
     Spark's progress reports: ``triggerExecution`` is the whole batch, ``addBatch`` the
-    foreachBatch delivery, the rest Spark's own bookkeeping."""
+    foreachBatch delivery, the rest Spark's own bookkeeping. (The job's own lines split
+    ``addBatch`` further; :func:`spark_row` adds those.)"""
     totals: Counter[str] = Counter()
     batches = 0
     if progress_log.exists():
@@ -533,8 +544,8 @@ def _table(load: Load, scale: PipelineScale, rows: list[Row]) -> Table:
         if row.spark_ms:
             phases = sorted(row.spark_ms.items(), key=lambda kv: -kv[1])
             table.notes.append(
-                "Spark, ms per timed micro-batch (its progress reports): "
-                + ", ".join(f"{name} {ms:,.0f}" for name, ms in phases)
+                f"{row.path}, ms per timed micro-batch (Spark's progress reports; job: the job's "
+                "own split of addBatch): " + ", ".join(f"{name} {ms:,.0f}" for name, ms in phases)
             )
         target = TARGETS.get(row.path)
         ratio = row.rate / replay if replay else 0.0

@@ -4,8 +4,12 @@
 row's measured part and sorts every sample into the layer of the path it was in: the
 deepest frame of the stack that names one (:data:`MARKERS`, a function in a file)
 decides, so the engine called from the writer thread counts as the engine, and the
-JSON a match is turned into counts as the match rows. A stack with no marker is the
-HTTP server and event loop (uvicorn, starlette, asyncio) or, failing that, other.
+JSON a match is turned into counts as the match rows. py-spy names a method
+``Class.method`` and a nested function ``outer.<locals>.inner``: a marker's function
+matches the last dotted part of a frame's name (a nested function counts as the frame
+that made it, one up the stack). A writer-thread stack with no deeper marker is the
+host's own bookkeeping (sorting the batch, counters); a stack with no marker at all is
+the HTTP server and event loop (uvicorn, starlette, asyncio) or, failing that, other.
 py-spy sees Python frames only: time in C (SQLite, orjson, Arrow, the compiled kernel)
 is billed to the Python function that called it, which is the layer we want.
 """
@@ -36,6 +40,9 @@ MARKERS: tuple[tuple[str, str, str], ...] = (
     ("service/server/hub.py", "publish", "hub fan-out"),
     ("service/server/store.py", "read_matches", "WebSocket backlog reads"),
     ("service/server/routes/matches.py", "_stream", "WebSocket send"),
+    # Outermost of the writer thread's ops: only what no marker above claims is left here.
+    ("service/server/host.py", "_ingest", "host bookkeeping"),
+    ("service/server/host.py", "_advance", "host bookkeeping"),
 )
 _LOOP = ("uvicorn", "starlette", "fastapi", "asyncio", "h11", "httptools", "anyio", "concurrent/futures")
 LAYERS: tuple[str, ...] = tuple(dict.fromkeys(layer for _, _, layer in MARKERS)) + (
@@ -55,8 +62,9 @@ def layer_of(stack: list[str]) -> str:
     """The layer of one sampled stack (root first)."""
     for frame in reversed(stack):
         name, _, where = frame.partition(" (")
+        function_name = name.rpartition(".")[2]
         for file, function, layer in MARKERS:
-            if name == function and file in where:
+            if function_name == function and file in where:
                 return layer
     if any(part in frame for frame in stack for part in _LOOP):
         return "HTTP server and event loop"

@@ -170,7 +170,8 @@ def _log_batch(progress: object) -> None:
     note += f", {len(last.late)} late" if last.late else ""
     typer.echo(
         f"batch {last.batch_id}: {last.events} events in {last.posts} posts{note}, {last.matches} matches, "
-        f"{last.seconds:.2f}s (total {progress.events} events, {progress.bad_rows} bad rows)",
+        f"{last.collect_seconds + last.seconds:.2f}s ({last.collect_seconds:.2f}s collecting, "
+        f"{last.seconds:.2f}s posting; total {progress.events} events, {progress.bad_rows} bad rows)",
         err=True,
     )
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -177,7 +178,9 @@ class Pipeline:
         An exception here stops the query and leaves the batch to be re-run on restart."""
         try:
             self._producer_ready.wait()
+            began = time.monotonic()
             table = df.toArrow()
+            collected = time.monotonic() - began
             bad = table.filter(pc.is_valid(table.column("error")))
             good = table.filter(pc.is_null(table.column("error")))
             dead = DeadLetters(self.options.dead_letter)
@@ -187,6 +190,7 @@ class Pipeline:
                 batch_id,
                 tie_break=("path", "index"),
             )
+            report.collect_seconds = collected
             if report.rejected:
                 dead.write_rejected(batch_id, good, report.rejected)
             if report.late:

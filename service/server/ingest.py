@@ -34,7 +34,7 @@ import pyarrow.ipc as ipc
 from api.models import ATTR_NAME_MAX, ATTR_VALUE_MAX, ATTRS_MAX, ID_MAX, SRC_MAX, TYPE_MAX
 from ecq.errors import EventError
 from ecq.event import Event
-from ecq.kernel.make import event_reader
+from ecq.kernel.make import column_reader, event_reader
 from service.server.bodies import loads_in_pieces
 from service.server.errors import BadRequestError, InvalidInputError, PayloadTooLargeError
 
@@ -200,7 +200,22 @@ def from_arrow(body: bytes, producer: str | None, batch_id: str | None, max_even
 def _fast_events(columns: dict[str, list[Any]], n: int) -> list[Event] | None:
     """Events straight from the columns, or None at the first row that is not plainly
     valid. Why: the column types are already checked, so a row needs only the value
-    checks — about twice as fast as building a dict per row for ``Event.from_dict``."""
+    checks — about twice as fast as building a dict per row for ``Event.from_dict``,
+    and the compiled kernel's reader (``EventReader.columns``: the events built in C,
+    no ``Event.__init__`` per row) about three times faster again."""
+    native = column_reader()
+    if native is not None:
+        get = columns.get
+        return native(
+            columns["src"],
+            columns["type"],
+            columns["start"],
+            get("end"),
+            get("attrs"),
+            get("prob"),
+            get("id"),
+            orjson.loads,
+        )
     none = [None] * n
     srcs, types, starts = columns["src"], columns["type"], columns["start"]
     ends, probs = columns.get("end", none), columns.get("prob", none)

@@ -6,6 +6,7 @@ when the compiled kernel is not built or ``SCEMON_PURE`` is set
 from __future__ import annotations
 
 import copy
+import math
 import os
 import pickle
 import random
@@ -13,6 +14,7 @@ import subprocess
 import sys
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,7 +22,7 @@ from hypothesis import strategies as st
 from ecq.engine import Engine
 from ecq.errors import EventError
 from ecq.event import FIELDS, Event
-from ecq.kernel.make import event_reader, match_writer
+from ecq.kernel.make import column_reader, event_reader, match_writer
 from ecq.kernel.select import compiled_module, status
 from ecq.match import Match, PyMatch
 from ecq.network import Network
@@ -369,6 +371,82 @@ def test_compiled_event_reader_builds_what_event_from_dict_builds(
             fast(data, "line 3")
         return
     assert _event_fields(fast(data, "line 3")) == _event_fields(want)
+
+
+_GOOD_ROW = st.fixed_dictionaries(
+    {
+        "src": st.one_of(st.integers(0, 5), st.text(min_size=1, max_size=2)),
+        "type": st.sampled_from(["A", "B"]),
+        "start": st.one_of(st.integers(0, 100), st.floats(0, 100)),
+        "end": st.one_of(st.none(), st.floats(0, 100)),
+        "prob": st.one_of(st.none(), st.floats(0.01, 1), st.just(1)),
+        "id": st.one_of(st.none(), st.integers(), st.text(max_size=2)),
+        "attrs": st.one_of(
+            st.none(),
+            st.dictionaries(
+                st.text(max_size=2), st.one_of(st.integers(-(2**40), 2**40), st.floats(-9, 9), st.booleans())
+            ).map(lambda d: orjson.dumps(d).decode()),
+        ),
+    }
+)
+# A value no well-formed row holds in that column (as Arrow's to_pylist could give it).
+_BAD = {
+    "src": st.sampled_from([None, 1.5]),
+    "type": st.sampled_from([None, ""]),
+    "start": st.sampled_from([None, math.nan, math.inf, "1"]),
+    "end": st.sampled_from([-1.0, math.nan, -math.inf]),
+    "prob": st.sampled_from([0.0, 1.5, -0.5, math.nan]),
+    "id": st.sampled_from([1.5, b"x"]),
+    "attrs": st.sampled_from(["[1]", "{", '{"a": [1]}', '{"a": null}', '{"a": {"b": 1}}', "1", "NaN"]),
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.lists(_GOOD_ROW, min_size=1, max_size=6),
+    spoil=st.one_of(st.none(), st.tuples(st.integers(0, 5), st.sampled_from(sorted(_BAD)), st.data())),
+)
+def test_compiled_column_reader_builds_what_event_from_dict_builds(
+    rows: list[dict[str, Any]], spoil: Any
+) -> None:
+    """``EventReader.columns`` (the service's Arrow decoding): well-formed columns give,
+    row by row, the Event that ``Event.from_dict`` gives; a column holding one value
+    that no well-formed row holds gives None (the caller's general path names it)."""
+    for row in rows:
+        if row["end"] is not None:
+            row["end"] = max(row["end"], float(row["start"]))
+    if spoil is not None:
+        index, name, data = spoil
+        rows[index % len(rows)][name] = data.draw(_BAD[name])
+    columns = {name: [row[name] for row in rows] for name in rows[0]}
+    reader = column_reader()
+    assert reader is not None
+    got = reader(
+        columns["src"],
+        columns["type"],
+        columns["start"],
+        columns["end"],
+        columns["attrs"],
+        columns["prob"],
+        columns["id"],
+        orjson.loads,
+    )
+    if spoil is not None:
+        assert got is None
+        return
+    assert got is not None
+    for event, row in zip(got, rows, strict=True):
+        data = {k: v for k, v in row.items() if v is not None and k != "attrs"}
+        if row["attrs"] is not None:
+            data["attrs"] = orjson.loads(row["attrs"])
+        assert _event_fields(event) == _event_fields(Event.from_dict(data))
+    # All events absent a column: the same as that column all null.
+    none = reader(columns["src"], columns["type"], columns["start"], None, None, None, None, orjson.loads)
+    bare = [{"src": row["src"], "type": row["type"], "start": row["start"]} for row in rows]
+    assert none is not None
+    assert [_event_fields(e) for e in none] == [_event_fields(Event.from_dict(d)) for d in bare]
+    with pytest.raises(ValueError, match="differ in length"):
+        reader(columns["src"], columns["type"][:-1], columns["start"], None, None, None, None, orjson.loads)
 
 
 def test_compiled_event_reader_shares_class_names() -> None:

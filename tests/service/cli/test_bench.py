@@ -114,6 +114,9 @@ def test_the_pipeline_bench_runs_every_path_on_the_same_events(tmp_path: Path) -
         assert float(table[path]["peak_rss_mb"]) > 0
     for path in ("service, 1 sub", "service, 10 subs"):
         assert 0 < float(table[path]["p50_ms"]) <= float(table[path]["p99_ms"])
+    # Spark's per-batch phases and the job's own split of its delivery, in the notes.
+    notes = (tmp_path / "pipeline_demo.csv").read_text()
+    assert "triggerExecution" in notes and "job: toArrow (Spark tasks, collect)" in notes
 
 
 def test_the_pipeline_bench_refuses_an_unknown_workload(tmp_path: Path) -> None:

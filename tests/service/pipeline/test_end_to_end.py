@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -165,6 +166,8 @@ def test_a_killed_job_restarted_from_its_checkpoint_loses_and_repeats_nothing(
         for line in job.stderr:  # "batch 1: ..." is written after the post, before Spark commits
             if line.startswith("batch 1:"):
                 os.kill(job.pid, signal.SIGKILL)
+                # Where the batch's time went: Spark's part, then the sink's.
+                assert re.search(r"\([\d.]+s collecting, [\d.]+s posting;", line), line
                 break
     finally:
         if job.poll() is None:
