@@ -15,24 +15,26 @@ queries:
   bounds); its passing set for an instance is the instance's *own* bits. An arriving
   ``x`` outside them is never assembled (a profile of the demo workload found 42% of
   the assemblies ending at once on the arriving payment's own bound);
-- the kernel keeps, per source and class that conjunctions use, the start and own bits
-  of each stored instance that passed some filter (the *presence*); for the arriving
-  ``x``, ``ECQ[X]`` keeps per class ``Y`` the queries that need an instance of ``Y``
-  besides ``x`` (``cnj_need``) and how many classes each needs, as a binary number in
-  bit slices (``cnj_count``: slice ``j`` holds the queries whose count has bit ``j``);
-- each class ``Y`` present at the source adds ``cnj_need[Y]`` restricted to the queries
-  one of its instances there passes within their window (``own & windows.mask(x.end -
-  y.start)``, ORed over the instances) to a bit-sliced counter; the queries whose count
-  equals their need are the candidates: O(instances present × slices) big-integer
-  operations.
+- the kernel keeps, per source and class that conjunctions use, the latest start of a
+  stored instance that passed some filter and the union of those instances' own bits
+  (the *presence*: two numbers); for the arriving ``x``, ``ECQ[X]`` keeps per class
+  ``Y`` the queries that need an instance of ``Y`` besides ``x`` (``cnj_need``) and how
+  many classes each needs, as a binary number in bit slices (``cnj_count``: slice ``j``
+  holds the queries whose count has bit ``j``);
+- each class ``Y`` present at the source adds ``cnj_need[Y] & bits & windows.mask(x.end
+  - t)`` (``t`` its latest start, ``bits`` its union) to a bit-sliced counter; the
+  queries whose count equals their need are the candidates: O(classes present ×
+  slices) big-integer operations. With fewer queries left than classes present, they
+  are checked one at a time instead.
 
 A conjunction with an ``ANY`` component, or components whose class sets overlap, is not
 counted (``cnj_loose``): it is a candidate when ``x`` passes its own filter. A query
 with several components that ``x``'s class can fill is given no filter on that class
 (every instance passes: the bound stays an upper bound). The test is an upper bound (it
-ignores the registration moment, how many instances a class holds and the conditions
-across events); the assembly (``ecq.composite``) decides, as it does for sequences
-after their summaries. One probe of the source's chain of each class serves every
+ignores the registration moment, how many instances a class holds, whether the instance
+passing a query's filter is the one in its window, and the conditions across events);
+the assembly (``ecq.composite``) decides, as it does for sequences after their
+summaries. One probe of the source's chain of each class serves every
 candidate (``ChainProbe``), the paper's sub-pattern sharing for conjunctions.
 """
 
@@ -46,15 +48,16 @@ from ecq.ecq import SlotFilter
 
 if TYPE_CHECKING:
     from ecq.ecq import ECQ
+    from ecq.event import Event
     from ecq.qstate import QState
     from ecq.query import Comp
     from ecq.windows import Windows
 
 __all__ = ["Presence", "by_presence", "link", "unlink", "own_bits", "candidates", "note", "prune"]
 
-# Per source and class conjunctions use: ``(start, own bits)`` of each stored instance
-# that passes some conjunction's filter on its class, in arrival order.
-Presence = dict[str, list[tuple[float, int]]]
+# Per source and class conjunctions use: the latest start of a stored instance that
+# passes some conjunction's filter on the class, and the union of those instances' own bits.
+Presence = dict[str, tuple[float, int]]
 
 
 def by_presence(qs: QState) -> bool:
@@ -143,17 +146,18 @@ def unlink(ecq: ECQ, qs: QState) -> None:
         ecq.cnj_count.pop()
 
 
-def own_bits(ecq: ECQ, e: object) -> int:
+def own_bits(ecq: ECQ, e: Event) -> int:
     """The conjunctions whose filter on ``ecq``'s class the instance ``e`` passes (the
-    filter index, ecq.filters). O(attributes · log F + result)."""
+    filter index, ecq.filters; the network asks its kernel, ``Kernel.slot_passing``,
+    which the compiled one answers in C). O(attributes · log F + result)."""
     f = ecq.cnj_filter
-    return f.passing(e) if f is not None else 0  # type: ignore[arg-type]
+    return f.passing(e) if f is not None else 0
 
 
 def candidates(ecq: ECQ, present: Presence | None, end: float, windows: Windows, own: int = -1) -> int:
     """The conjunctions an instance of ``ecq``'s class ending at ``end``, passing the
     filters of ``own`` (:func:`own_bits`), may complete, given its source's presence.
-    O(instances present × slices)."""
+    O(classes present × slices)."""
     final = ecq.cnj_final & own
     if not final:
         return 0
@@ -173,7 +177,7 @@ def _by_query(ecq: ECQ, present: Presence, end: float, final: int, loose: int) -
     """:func:`candidates` one query at a time: cheaper than the count when the
     arriving instance's own filters leave fewer queries than classes present (the
     demo workload: a handful of queries against a card holder's dozen classes).
-    O(queries × their classes × instances present)."""
+    O(queries × their classes)."""
     out = loose
     rest = final & ~loose
     each = ecq.cnj_each
@@ -182,10 +186,8 @@ def _by_query(ecq: ECQ, present: Presence, end: float, final: int, loose: int) -
         rest ^= low
         need, window = each[low.bit_length() - 1]
         for cls in need:
-            for t, bits in present.get(cls, ()):
-                if bits & low and end - t <= window:
-                    break
-            else:
+            got = present.get(cls)
+            if got is None or not got[1] & low or end - got[0] > window:
                 break  # no instance of cls serves the query
         else:
             out |= low
@@ -194,20 +196,19 @@ def _by_query(ecq: ECQ, present: Presence, end: float, final: int, loose: int) -
 
 def _by_count(ecq: ECQ, present: Presence, end: float, windows: Windows, final: int, loose: int) -> int:
     """:func:`candidates` for every query at once, with the bit-sliced count.
-    O(instances present × slices) big-integer operations."""
+    O(classes present × slices) big-integer operations."""
     slices = ecq.cnj_count
     need = ecq.cnj_need
     least = windows.least
     counts = [0] * len(slices)
-    for cls, entries in present.items():
+    for cls, (t, bits) in present.items():
         s = need.get(cls)
         if s is None:
             continue
-        # The queries one of the class's instances here serves: its filter, its window.
-        have = 0
-        for t, bits in entries:
-            have |= bits if end - t <= least else bits & windows.mask(end - t)
-        s &= have
+        # The queries an instance of the class here may serve: its filter, its window.
+        s &= final & bits  # most classes present serve none of the few queries left
+        if s and end - t > least:
+            s &= windows.mask(end - t)
         # counts += s, bit-sliced (a ripple carry through the slices).
         j = 0
         while s and j < len(counts):
@@ -235,18 +236,19 @@ def note(presence: dict[object, Presence], src: object, cls: str, start: float, 
         return
     present = presence.get(src)
     if present is None:
-        presence[src] = {cls: [(start, own)]}
+        presence[src] = {cls: (start, own)}
         return
-    entries = present.get(cls)
-    if entries is None:
-        present[cls] = [(start, own)]
+    got = present.get(cls)
+    if got is None:
+        present[cls] = (start, own)
     else:
-        entries.append((start, own))
+        present[cls] = (start if start > got[0] else got[0], got[1] | own)
 
 
 def prune(presence: dict[object, Presence], horizon: Callable[[str], float]) -> None:
-    """Drop the instances below their class's drop horizon (gone from the SIQs), and
-    the classes and sources left with none. O(classes noted + instances dropped)."""
+    """Drop the classes whose latest noted instance at a source is below the class's
+    drop horizon (every instance of it there is gone), and the sources left with none.
+    O(sources × classes present)."""
     empty = []
     lows: dict[str, float] = {}  # one horizon per class, not one per source
     for src, present in presence.items():
@@ -254,15 +256,8 @@ def prune(presence: dict[object, Presence], horizon: Callable[[str], float]) -> 
             low = lows.get(cls)
             if low is None:
                 low = lows[cls] = horizon(cls)
-            entries = present[cls]
-            # Arrival order is nearly start order: a late instance below the horizon
-            # behind a later one waits for it (an upper bound kept a little longer).
-            if entries[0][0] < low:
-                entries = [x for x in entries if x[0] >= low]
-                if entries:
-                    present[cls] = entries
-                else:
-                    del present[cls]
+            if present[cls][0] < low:
+                del present[cls]
         if not present:
             empty.append(src)
     for src in empty:

@@ -99,13 +99,16 @@ class SlotFilter:
     the filters an event passes are found in O(attributes · log F + result), not one
     predicate call per filter."""
 
-    __slots__ = ("always", "groups", "index", "_next")
+    __slots__ = ("always", "groups", "index", "_next", "native")
 
     def __init__(self) -> None:
         self.always = 0
         self.groups: dict[tuple[object, ...], list[int]] = {}
         self.index = FilterIndex()
         self._next = 0
+        # The compiled kernel's form of the index, made on first use (ecq.kernel._filters
+        # slot_bits); None after any change.
+        self.native: object = None
 
     def add(
         self, bit: int, pred: PredFn | None, key: tuple[object, ...], conjuncts: tuple[Expr, ...] = ()
@@ -113,6 +116,7 @@ class SlotFilter:
         """Query ``bit`` accepts what ``pred`` accepts: the conjunction of
         ``conjuncts`` (``Comp.filter_conjuncts``), which the index splits into atoms;
         ``key`` (``Comp.filter_key``) says which filters are the same."""
+        self.native = None
         if pred is None:
             self.always |= bit
             return
@@ -130,6 +134,7 @@ class SlotFilter:
         self.index.add(fid, bit, atoms, residual)
 
     def remove(self, bit: int, key: tuple[object, ...]) -> None:
+        self.native = None
         if self.always & bit:
             self.always &= ~bit
             return

@@ -43,7 +43,7 @@ from ecq.composite import (
     trailing_factor,
 )
 from ecq.conditions import MISSING
-from ecq.conjunction import Presence, by_presence, candidates, link, note, own_bits, prune, unlink
+from ecq.conjunction import Presence, by_presence, candidates, link, note, prune, unlink
 from ecq.deadlines import Deadlines
 from ecq.ecq import BLOCKS, ECQ, CLink, SlotFilter
 from ecq.emission import Emission
@@ -543,14 +543,14 @@ class Network:
         timers = self.timers
         own = 0
         if timers is None:
-            if ecq.cnj_final:
-                own = own_bits(ecq, e)
+            if ecq.cnj_filter is not None:
+                own = kernel.slot_passing(ecq.cnj_filter, e)
             tested = kernel.test_phase(ecq, e, kernel.passing(ecq, e), hclock, probe)
         else:
             began = time.perf_counter()
             passed = kernel.passing(ecq, e)
-            if ecq.cnj_final:
-                own = own_bits(ecq, e)
+            if ecq.cnj_filter is not None:
+                own = kernel.slot_passing(ecq.cnj_filter, e)
             now = time.perf_counter()
             timers["search"] += now - began
             probed = timers["probe"]

@@ -21,6 +21,7 @@ from ecq.kernel._bitset cimport (
     bits_from_int,
     bits_from_words,
     bits_meet,
+    bits_to_int,
     grow,
     words_clear,
     words_free,
@@ -30,7 +31,7 @@ from ecq.kernel._events cimport ev, ev_get
 
 from bisect import bisect_left as _py_bisect_left, bisect_right as _py_bisect_right
 
-__all__ = ["SlotIndex"]
+__all__ = ["SlotIndex", "slot_bits"]
 
 cdef extern from "Python.h":
     bint PyFloat_CheckExact(object o)
@@ -303,3 +304,13 @@ cdef Bits slot_passing(SlotIndex x, object e):
                 o.w[i] = passed.w[i] & ~(rb.w[i] if i < rb.n else 0)
             passed = bits_from_words(o.w, passed.n)
     return passed
+
+
+def slot_bits(object slot, object e):
+    """``slot.passing(e)`` (an ecq.ecq.SlotFilter: the conjunctions' filters of a class)
+    in C, as a Python int. The compiled index is made on first use and kept on the
+    slot (``SlotFilter.native``), which drops it whenever a filter comes or goes."""
+    native = slot.native
+    if native is None:
+        native = slot.native = slot_index(slot)
+    return bits_to_int(slot_passing(<SlotIndex>native, e))

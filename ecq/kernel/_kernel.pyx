@@ -25,6 +25,7 @@ from ecq.kernel._summary cimport Ent, Row, SrcSummary, is_empty, prune, remove_b
 
 from ecq.event import Event
 from ecq.kernel._events import EventBase
+from ecq.kernel._filters import slot_bits
 
 __all__ = ["CompiledKernel", "Tested"]
 
@@ -78,6 +79,9 @@ cdef class CompiledKernel:
 
     def passing(self, ecq, e):
         return passing(ecq_in(self.current(), ecq.cls), e)
+
+    def slot_passing(self, slot, e):
+        return slot_bits(slot, e)
 
     def test_phase(self, ecq, e, passed, double hclock, probe):
         cdef bint direct

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ecq.ecq import ECQ
+    from ecq.ecq import ECQ, SlotFilter
     from ecq.emission import Emission
     from ecq.event import Event
     from ecq.match import Match
@@ -144,6 +144,11 @@ class Kernel(Protocol):
 
     def passing(self, ecq: ECQ, e: Event) -> Passed:
         """The filters of ``e``'s class's positions, evaluated (the search phase)."""
+        ...
+
+    def slot_passing(self, slot: SlotFilter, e: Event) -> int:
+        """``slot.passing(e)``: the bits of the filters of one :class:`SlotFilter` that
+        ``e`` passes (the conjunctions' filters of a class, ecq.conjunction)."""
         ...
 
     def test_phase(self, ecq: ECQ, e: Event, passed: Passed, hclock: float, probe: Probe) -> Tested:

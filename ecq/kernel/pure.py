@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ecq.assembly import assemble_seq
 from ecq.composite import bound_ok
-from ecq.ecq import ECQ
+from ecq.ecq import ECQ, SlotFilter
 from ecq.event import Event
 from ecq.kernel.interface import Groups, LoopHost, NetworkView, Passed, Probe, SummaryView, Tested
 from ecq.match import Match
@@ -80,6 +80,9 @@ class PureKernel:
         if static is not None:
             return static
         return {k: slot.passing(e) for k, slot in ecq.seq_filters.items()}
+
+    def slot_passing(self, slot: SlotFilter, e: Event) -> int:
+        return slot.passing(e)
 
     def test_phase(self, ecq: ECQ, e: Event, passed: Passed, hclock: float, probe: Probe) -> Tested:
         seq_pass = cast(dict[int, int], passed)
