@@ -205,7 +205,9 @@ def _fast_events(columns: dict[str, list[Any]], n: int) -> list[Event] | None:
     valid. Why: the column types are already checked, so a row needs only the value
     checks — about twice as fast as building a dict per row for ``Event.from_dict``,
     and the compiled kernel's reader (``EventReader.columns``: the events built in C,
-    no ``Event.__init__`` per row) about three times faster again."""
+    no ``Event.__init__`` per row) about 1.7 times faster again (10,000-event posts,
+    the server's collector settings: 2.5 → 1.4 µs an event with attributes, 1.2 → 0.74
+    without)."""
     native = column_reader()
     if native is not None:
         get = columns.get
