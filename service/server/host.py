@@ -85,6 +85,8 @@ from service.server.store import (
     Clocks,
     MatchRow,
     Store,
+    arrival_key,
+    arrow_log,
     events_body,
     events_of,
 )
@@ -206,10 +208,6 @@ def prepare(entries: Sequence[tuple[str, QuerySpec]]) -> list[Prepared]:
             raise InBulkError(err, index, name) if bulk else err from None
         out.append(Prepared(name, spec, cq, canonical_text(cq)))
     return out
-
-
-def _arrival_key(e: Event) -> tuple[float, float]:
-    return (e.end, e.start)
 
 
 class EngineHost:
@@ -349,9 +347,12 @@ class EngineHost:
     async def unregister(self, name: str) -> None:
         await self._run(self._unregister, name)
 
-    async def ingest(self, producer: str, batch_id: str, events: list[Event]) -> BatchOutcome:
-        """Apply one batch unless ``(producer, batch_id)`` was applied before."""
-        return await self._run(self._ingest, producer, batch_id, events)
+    async def ingest(
+        self, producer: str, batch_id: str, events: list[Event], arrow: bytes | None = None
+    ) -> BatchOutcome:
+        """Apply one batch unless ``(producer, batch_id)`` was applied before. ``arrow``:
+        the Arrow body the events came in, which the op log then keeps as it came."""
+        return await self._run(self._ingest, producer, batch_id, events, arrow)
 
     async def advance(self, t: float) -> tuple[Clocks, int]:
         """Advance the clock; returns the clocks after it and the matches released."""
@@ -622,7 +623,9 @@ class EngineHost:
         self._infos = infos
         self._after_op()
 
-    def _ingest(self, producer: str, batch_id: str, events: list[Event]) -> BatchOutcome:
+    def _ingest(
+        self, producer: str, batch_id: str, events: list[Event], arrow: bytes | None = None
+    ) -> BatchOutcome:
         self._require_ok()
         try:
             if self.store.is_applied(producer, batch_id):
@@ -640,7 +643,7 @@ class EngineHost:
                 str(err), index=err.index, field=err.field, indexes=list(err.indexes)
             ) from None
         posted = list(events)
-        events.sort(key=_arrival_key)  # stable: equal (end, start) keep their posted order
+        events.sort(key=arrival_key)  # stable: equal (end, start) keep their posted order
         held = keeper.held_after(events)
         if held > self.buffer_max:
             self.counts["buffer_full"] += 1
@@ -653,7 +656,7 @@ class EngineHost:
             matches, late = self._process(events)
             rows, counts, published = self._number(matches)
             late_rows = _late_rows(late, posted)
-            log_body = events_body(events)
+            log_body = events_body(events) if arrow is None else arrow_log(batch_id, arrow)
             max_end = max((e.end for e in events), default=-math.inf)
             next_seq = self.next_seq + len(rows)
             self.store.commit_batch(

@@ -54,6 +54,9 @@ class Batch:
     producer: str
     batch_id: str
     events: list[Event]
+    # The posted body, when the op log can keep it as it came (Arrow; see
+    # ``service.server.store.arrow_log``); None: the log encodes the events.
+    arrow: bytes | None = None
 
 
 def batch_key(producer: Any, batch_id: Any) -> tuple[str, str]:
@@ -188,13 +191,13 @@ def from_arrow(body: bytes, producer: str | None, batch_id: str | None, max_even
         for index, event in enumerate(fast):
             if event.id is None:
                 event.id = f"{batch_id}:{index}"
-        return Batch(producer, batch_id, fast)
+        return Batch(producer, batch_id, fast, body)
     # Some row is invalid: the general path finds the first one and names it.
     if "attrs" in columns:
         columns["attrs"] = [_attrs(text, index) for index, text in enumerate(columns["attrs"])]
     keys = list(columns)
     rows = [dict(zip(keys, values, strict=True)) for values in zip(*columns.values(), strict=True)]
-    return Batch(producer, batch_id, _events(rows, batch_id))
+    return Batch(producer, batch_id, _events(rows, batch_id), body)
 
 
 def _fast_events(columns: dict[str, list[Any]], n: int) -> list[Event] | None:
@@ -202,7 +205,9 @@ def _fast_events(columns: dict[str, list[Any]], n: int) -> list[Event] | None:
     valid. Why: the column types are already checked, so a row needs only the value
     checks — about twice as fast as building a dict per row for ``Event.from_dict``,
     and the compiled kernel's reader (``EventReader.columns``: the events built in C,
-    no ``Event.__init__`` per row) about three times faster again."""
+    no ``Event.__init__`` per row) about 1.7 times faster again (10,000-event posts,
+    the server's collector settings: 2.5 → 1.4 µs an event with attributes, 1.2 → 0.74
+    without)."""
     native = column_reader()
     if native is not None:
         get = columns.get

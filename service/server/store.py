@@ -3,8 +3,12 @@
 Why these tables, and why one transaction per operation:
 
 - ``ops`` is the ordered log of everything that changed the engine — query
-  registrations and unregistrations, event batches (already sorted, ids assigned), time
-  advances, changes of the allowed lateness — at their original positions. The engine and
+  registrations and unregistrations, event batches, time advances, changes of the
+  allowed lateness — at their original positions. A batch posted as JSON is logged as
+  JSON (sorted, ids assigned); one posted as Arrow is logged as the bytes that came,
+  behind :data:`ARROW_LOG` and its batch id (:func:`arrow_log`): encoding the batch's
+  events again cost about as much as decoding them, and the same stable sort and the
+  same id rule give back the same events on rebuild (:func:`events_of`). The engine and
   its time keeper are deterministic, so replaying the log into a fresh one rebuilds
   their state (stored instances, partial matches, pending trailing negations, the events
   held in the reorder buffer). Old batches are trimmed once no query's window can reach
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -45,9 +50,13 @@ import orjson
 
 from ecq.event import Event
 from service.server.faults import StoreFault, UnusableStore
+from service.server.ingest import from_arrow
 
 __all__ = [
+    "ARROW_LOG",
     "STORE_FILE",
+    "arrival_key",
+    "arrow_log",
     "Clocks",
     "MatchRow",
     "Meta",
@@ -65,7 +74,7 @@ CREATE TABLE IF NOT EXISTS ops (
     pos INTEGER PRIMARY KEY,
     kind TEXT NOT NULL,           -- register | unregister | batch | time | lateness
     name TEXT,                    -- the query (register, unregister)
-    body BLOB,                    -- register: spec JSON; batch: events JSON
+    body BLOB,                    -- register: spec JSON; batch: events JSON or ARROW_LOG
     time REAL,                    -- batch: largest end; time: the time advanced to; lateness: seconds
     late BLOB                     -- batch: its late events, JSON (null when none)
 );
@@ -139,13 +148,39 @@ class Meta:
     observed: float
 
 
+# The start of a batch logged as posted in Arrow; then the batch id's length in UTF-8
+# bytes (2, big-endian), the id, and the Arrow IPC stream. (A JSON log starts with "[".)
+ARROW_LOG = b"scemon-arrow-1\n"
+
+
+def arrival_key(e: Event) -> tuple[float, float]:
+    """The order a batch is applied in: by ``(end, start)``, stably (ties keep their
+    posted order)."""
+    return (e.end, e.start)
+
+
 def events_body(events: Sequence[Event]) -> bytes:
     """A batch's events as the op log keeps them (JSON, ids assigned)."""
     return orjson.dumps([e.to_dict() for e in events])
 
 
+def arrow_log(batch_id: str, body: bytes) -> bytes:
+    """A batch posted as Arrow, as the op log keeps it: the posted bytes as they came,
+    with the batch id that names its id-less events (``"<batch_id>:<index>"``)."""
+    key = batch_id.encode()
+    return b"".join((ARROW_LOG, len(key).to_bytes(2, "big"), key, body))
+
+
 def events_of(body: bytes) -> list[Event]:
-    """The events of a logged batch, in their logged order."""
+    """The events of a logged batch, in the order they were applied."""
+    if body.startswith(ARROW_LOG):
+        at = len(ARROW_LOG)
+        size = int.from_bytes(body[at : at + 2], "big")
+        batch_id = body[at + 2 : at + 2 + size].decode()
+        # Checked when it was posted; read with the same rules, sorted as it was applied.
+        events = from_arrow(body[at + 2 + size :], "log", batch_id, sys.maxsize).events
+        events.sort(key=arrival_key)
+        return events
     return [
         Event(d["src"], d["type"], d["start"], d["end"], d.get("attrs"), d.get("prob", 1.0), d.get("id"))
         for d in orjson.loads(body)

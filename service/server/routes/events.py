@@ -123,8 +123,8 @@ async def post_events(
         raise UnsupportedMediaError(
             f"cannot read a body of type {media!r}: send application/json or {ARROW_MEDIA_TYPE}"
         )
-    del body
-    outcome = await host.ingest(batch.producer, batch.batch_id, batch.events)
+    del body  # an Arrow body lives on in batch.arrow, until it is logged
+    outcome = await host.ingest(batch.producer, batch.batch_id, batch.events, batch.arrow)
     metrics.ingest_seconds.observe(time.perf_counter() - started)
     return BatchResult(
         accepted=outcome.accepted,

@@ -31,8 +31,9 @@ def test_repair_clock_takes_out_the_poison_and_the_server_matches_again(start_se
     client.register_bulk([{"name": name, "text": text} for name, text in QUERIES])
     batches = make_batches(seed=21, n_batches=12, size=30)
     feed = Feed()
-    for batch_id, events in batches[:4]:
-        feed.post(client, "job", batch_id, events, arrow=False)
+    # Arrow posts (logged as they came) and JSON ones: the repair reads both.
+    for k, (batch_id, events) in enumerate(batches[:4]):
+        feed.post(client, "job", batch_id, events, arrow=k % 2 == 0)
     poison = {"id": "ms", "src": "s1", "type": "A", "start": 1.7e12}
     client.post_events("job", batches[4][0], [*batches[4][1], poison])
     feed.record(batches[4][0], batches[4][1])

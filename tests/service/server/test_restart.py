@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from api.client import ApiError, SyncSubscription
+from service.server.store import ARROW_LOG
 from tests.service.conftest import StartServer
 from tests.service.server.feeds import FLUSH, QUERIES, Feed, expected, make_batches
 from tests.service.server.test_matches import collect, wait_for
@@ -23,9 +24,18 @@ def batch_ops(server_data: object) -> int:
         return int(db.execute("SELECT COUNT(*) FROM ops WHERE kind = 'batch'").fetchone()[0])
 
 
-def test_sigkill_and_restart_lose_nothing(start_server: StartServer) -> None:
-    # Trim after every batch, so the restart replays a trimmed log.
-    server = start_server(SCEMON_TRIM_EVERY="1")
+def log_formats(server_data: object) -> set[str]:
+    """How the op log holds its batches: Arrow posts as they came, JSON posts as JSON."""
+    with closing(sqlite3.connect(f"{server_data}/scemon.sqlite3")) as db:
+        bodies = [bytes(row[0]) for row in db.execute("SELECT body FROM ops WHERE kind = 'batch'")]
+    return {"arrow" if body.startswith(ARROW_LOG) else "json" for body in bodies}
+
+
+@pytest.mark.parametrize("trim_every", ["1", "1000"])
+def test_sigkill_and_restart_lose_nothing(start_server: StartServer, trim_every: str) -> None:
+    # Trimmed after every batch, the restart replays a trimmed log; never trimmed, a log
+    # of every batch, in both forms (Arrow posts as they came, JSON ones as JSON).
+    server = start_server(SCEMON_TRIM_EVERY=trim_every)
     client = server.client()
     client.register_bulk([{"name": name, "text": text} for name, text in QUERIES])
     # A subscriber that lives through the kill: it reconnects and resumes by seq.
@@ -37,7 +47,10 @@ def test_sigkill_and_restart_lose_nothing(start_server: StartServer) -> None:
         feed.post(client, "job", batch_id, events, arrow=k % 2 == 0)
     before = client.all_matches()
     killed_at = len(feed.arrivals)
-    assert batch_ops(server.data) < 7  # old batches were trimmed
+    if trim_every == "1":
+        assert batch_ops(server.data) < 7  # old batches were trimmed
+    else:
+        assert batch_ops(server.data) == 7 and log_formats(server.data) == {"arrow", "json"}
 
     server.kill()
     server.start()

@@ -10,6 +10,7 @@ from contextlib import closing
 from pathlib import Path
 
 import orjson
+import pyarrow as pa
 import pytest
 
 from service.server.faults import StoreFault
@@ -189,3 +190,35 @@ def test_a_store_from_before_late_events_is_upgraded_and_reads_its_clock_as_both
         assert [op.kind for op in old.ops()] == [BATCH]
     finally:
         old.close()
+
+
+def test_an_arrow_batch_is_logged_as_posted_and_read_back_as_applied() -> None:
+    """The op log keeps an Arrow post's bytes as they came; reading them back gives the
+    events the host applied — sorted by (end, start) with ties in posted order, id-less
+    events named "<batch_id>:<index>" by their posted index — the same events a JSON
+    log of them gives."""
+    from api.spark_sink import encode_events
+    from service.server.ingest import from_arrow
+    from service.server.store import ARROW_LOG, arrival_key, arrow_log, events_body, events_of
+
+    table = pa.table(
+        {
+            "src": ["a", "b", "a", "c"],
+            "type": ["A", "B", "A", "C"],
+            "start": [5.0, 1.0, 1.0, 3.0],
+            "end": [6.0, 2.0, 2.0, None],
+            "id": [None, "x", None, None],
+            "attrs": ['{"k": 1}', None, '{"k": "v", "f": 1.5}', "{}"],
+        }
+    )
+    body = encode_events(table)
+    batch_id = "spark-7.0 é"  # any text a batch id may be, UTF-8 included
+    posted = from_arrow(body, "p", batch_id, 100)
+    assert posted.arrow == body
+    applied = sorted(posted.events, key=arrival_key)
+    log = arrow_log(batch_id, body)
+    assert log.startswith(ARROW_LOG) and log.endswith(body)
+    read = events_of(log)
+    assert [e.to_dict() for e in read] == [e.to_dict() for e in applied]
+    assert [e.id for e in read] == ["x", f"{batch_id}:2", f"{batch_id}:3", f"{batch_id}:0"]
+    assert [e.to_dict() for e in events_of(events_body(applied))] == [e.to_dict() for e in read]
