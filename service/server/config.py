@@ -50,6 +50,12 @@ class Settings(BaseSettings):
         ge=1,
         description="Matches a WebSocket subscriber may fall behind before it is cut off.",
     )
+    ws_compression: bool = Field(
+        default=False,
+        description="Offer permessage-deflate to WebSocket subscribers: fewer bytes on the wire, "
+        "but every frame is compressed once per subscriber (with 10 subscribers, most of the "
+        "server's time: docs/benchmarks.md).",
+    )
     trim_every: int = Field(default=64, ge=1, description="Trim the event log every that many batches.")
     match_log_max: int = Field(default=5_000_000, ge=1, description="Matches kept for polling and resuming.")
     store_max_bytes: int = Field(

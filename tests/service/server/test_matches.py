@@ -132,3 +132,21 @@ def test_the_async_client_and_subscription(start_server: StartServer) -> None:
     polled, streamed = asyncio.run(scenario())
     assert [m["events"] for m in polled] == [["1:0", "1:1"], ["2:0", "2:1"]]
     assert streamed == polled
+
+
+def test_websocket_compression_is_negotiated_only_when_configured(start_server: StartServer) -> None:
+    """A client offering permessage-deflate (the websockets library does by default)
+    gets plain frames unless the server is started with SCEMON_WS_COMPRESSION: the
+    server would compress every frame once per subscriber."""
+    from websockets.asyncio.client import connect
+
+    async def extensions(url: str) -> str | None:
+        ws_url = url.replace("http://", "ws://") + "/v1/matches/ws?from_seq=0"
+        async with connect(ws_url, compression="deflate", proxy=None) as ws:
+            assert ws.response is not None
+            return ws.response.headers.get("Sec-WebSocket-Extensions")
+
+    plain = start_server()
+    assert asyncio.run(extensions(plain.url)) is None
+    compressed = start_server(SCEMON_WS_COMPRESSION="1")
+    assert "permessage-deflate" in (asyncio.run(extensions(compressed.url)) or "")
