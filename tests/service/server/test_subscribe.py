@@ -8,6 +8,7 @@ import time
 
 import httpx
 import orjson
+import pytest
 from websockets.sync.client import connect
 
 from api.client import SyncSubscription
@@ -30,25 +31,34 @@ def events(batch: int, size: int) -> list[dict[str, object]]:
     ]
 
 
-def test_a_slow_subscriber_is_told_it_overflowed_and_resumes_by_seq(start_server: StartServer) -> None:
+@pytest.mark.parametrize("batch", ["", "&batch=100"], ids=["one-per-message", "arrays-of-100"])
+def test_a_slow_subscriber_is_told_it_overflowed_and_resumes_by_seq(
+    start_server: StartServer, batch: str
+) -> None:
     server = start_server(SCEMON_SUBSCRIBER_QUEUE="20")
     client = server.client()
     client.register("all", QUERY)
-    ws_url = server.url.replace("http", "ws") + "/v1/matches/ws?from_seq=0"
-    # A subscriber that reads nothing while 4,000 matches (~8 MB) are produced.
+    ws_url = server.url.replace("http", "ws") + "/v1/matches/ws?from_seq=0" + batch
+    # A subscriber that reads nothing while 4,000 matches (~8 MB) are produced: the
+    # socket fills, the hub's queue passes its bound between two sends, and the
+    # subscriber is cut off (with batched messages too).
     with connect(ws_url, max_queue=1, max_size=None, proxy=None, compression=None) as slow:
-        for batch in range(20):
-            client.post_events("p", batch, events(batch, 200))
+        for batch_id in range(20):
+            client.post_events("p", batch_id, events(batch_id, 200))
         total = 4000
         assert client.matches(from_seq=total).next_seq == total
         seen: list[int] = []
+        arrays: set[bool] = set()  # whether each message was an array of matches
         close_code, close_reason = None, ""
         try:
             while True:
-                seen.append(int(orjson.loads(slow.recv(timeout=10))["seq"]))
+                got = orjson.loads(slow.recv(timeout=10))
+                arrays.add(isinstance(got, list))
+                seen += [m["seq"] for m in got] if isinstance(got, list) else [got["seq"]]
         except Exception:
             assert slow.close_code is not None
             close_code, close_reason = slow.close_code, slow.close_reason or ""
+    assert arrays == {bool(batch)}
     assert close_code == 1008
     assert "overflow" in close_reason and f"from_seq={seen[-1] + 1}" in close_reason
     assert seen == list(range(len(seen))) and len(seen) < total
@@ -63,7 +73,7 @@ def test_the_subscription_iterator_reconnects_across_an_overflow(start_server: S
     client.register("all", QUERY)
     client.post_events("p", "first", events(99, 1))
     # One match per message: the client's queue of one message then holds one match, so
-    # it falls behind at once (test_frames.py has the overflow with batched messages).
+    # it falls behind at once (the overflow with batched messages is tested above).
     sub = SyncSubscription(server.url, idle_timeout=3, max_queue=1, compression=None, batch=1)
     stream = iter(sub)
     assert next(stream)["seq"] == 0  # connected; now fall behind
