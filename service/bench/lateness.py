@@ -21,6 +21,7 @@ from ecq import workload as wl
 from ecq.engine import Engine
 from ecq.event import Event
 from ecq.timekeeper import TimeKeeper
+from service.bench.runner import fresh
 from service.bench.table import Table
 
 __all__ = ["Variant", "lateness_table"]
@@ -50,10 +51,6 @@ def disordered(events: Sequence[Event], disorder: float, seed: int = 7) -> list[
     every event arrives at most ``disorder`` seconds of event time late."""
     rng = random.Random(seed)
     return sorted(events, key=lambda e: e.end + rng.uniform(0.0, disorder))
-
-
-def _fresh(events: Sequence[Event]) -> list[Event]:
-    return [Event(e.src, e.type, e.start, e.end, e.attrs, e.prob, e.id) for e in events]
 
 
 def _run(queries: Sequence[tuple[str, str]], events: list[Event], v: Variant) -> Run:
@@ -102,7 +99,7 @@ def lateness_table(
     total = rounds * len(variants)
     for r in range(rounds):
         for i, v in enumerate(variants):
-            runs[i].append(_run(queries, _fresh(late_stream if v.shuffled else in_order), v))
+            runs[i].append(_run(queries, fresh(late_stream if v.shuffled else in_order), v))
             if progress is not None:
                 progress((r * len(variants) + i + 1) / total)
     table = Table(

@@ -51,6 +51,7 @@ from ecq.engine import Engine
 from ecq.event import Event
 from ecq.timekeeper import TimeKeeper
 from service.bench.profile import LAYERS, Sampler, py_spy
+from service.bench.runner import fresh
 from service.bench.table import Plot, Table
 from service.server.process import ServerProcess
 
@@ -163,11 +164,6 @@ class Row:
 # ------------------------------------------------------------------------- replay
 
 
-def _fresh(events: Sequence[Event]) -> list[Event]:
-    """Copies: the engine and the time keeper keep the objects they are given."""
-    return [Event(e.src, e.type, e.start, e.end, e.attrs, e.prob, e.id) for e in events]
-
-
 def replay_row(load: Load) -> Row:
     """The engine alone, as ``scemon replay`` runs it: a time keeper, chunks of
     :data:`REPLAY_CHUNK`, the collector tuned as replay tunes it (see
@@ -175,7 +171,7 @@ def replay_row(load: Load) -> Row:
     keeper = TimeKeeper(Engine(), max_ahead=math.inf)
     for name, text in load.queries:
         keeper.engine.register(name, text)
-    events = _fresh(load.events)
+    events = fresh(load.events)
     warm, measured = events[: load.warmup], events[load.warmup :]
     old = gc.get_threshold()
     gc.set_threshold(100_000, 50, 100)

@@ -45,6 +45,7 @@ __all__ = [
     "Progress",
     "Setting",
     "Variant",
+    "fresh",
     "make_engine",
     "measure",
     "phase_timers",
@@ -195,6 +196,12 @@ def stored(engine: AnyEngine) -> int:
     if isinstance(engine, SeparateEngine):
         return engine.stored()
     return engine.network.stored()
+
+
+def fresh(events: Sequence[Event]) -> list[Event]:
+    """Copies of ``events``: the engine and the time keeper keep the objects they are
+    given (arrival, moment, PMB), so a stream fed twice is copied each time."""
+    return [Event(e.src, e.type, e.start, e.end, e.attrs, e.prob, e.id) for e in events]
 
 
 # ---------------------------------------------------------------- measuring
