@@ -58,6 +58,7 @@ __all__ = [
     "ARROW_STREAM",
     "EVENT_COLUMNS",
     "BatchReport",
+    "PreparedBatch",
     "RetryPolicy",
     "ServiceSink",
     "SinkError",
@@ -108,6 +109,15 @@ class BatchReport:
     # Before the sink: Spark running the batch's tasks and handing its rows to the driver
     # (set by the job that collected them; 0 when the table came from elsewhere).
     collect_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class PreparedBatch:
+    """A micro-batch sorted and routed, not yet posted (:meth:`ServiceSink.prepare`)."""
+
+    events: int
+    shards: list[pa.Table]  # one per service, in the order of the sink's URLs
+    seconds: float  # spent preparing
 
 
 # ------------------------------------------------------------------------------ arrow
@@ -285,16 +295,26 @@ class ServiceSink:
         ``rejected``, events it took late in ``late`` (``"late by 12.5 s"``), each with
         the row it came from (a column ``_row`` of ``table`` if it has one, else the row
         number), so the caller can dead-letter them."""
+        return self.post_prepared(self.prepare(table, tie_break), batch_id)
+
+    def prepare(self, table: pa.Table, tie_break: Sequence[str] = ()) -> PreparedBatch:
+        """The first half of :meth:`post_table`, which needs no service: sort the batch
+        and route it to its shards (a job overlaps it with the previous batch's post)."""
         started = time.monotonic()
         if "_row" not in table.column_names:
             table = table.append_column("_row", pa.array(range(table.num_rows), pa.int64()))
         shards = split_by_shard(sort_events(table, tie_break), len(self.urls))
+        return PreparedBatch(table.num_rows, shards, time.monotonic() - started)
+
+    def post_prepared(self, prepared: PreparedBatch, batch_id: int) -> BatchReport:
+        """The second half of :meth:`post_table`: post each shard's share and report."""
+        started = time.monotonic()
         jobs = [
             self._pool.submit(self._post_shard, client, part, batch_id)
-            for client, part in zip(self._clients, shards, strict=True)
+            for client, part in zip(self._clients, prepared.shards, strict=True)
             if part.num_rows
         ]
-        report = BatchReport(batch_id=batch_id, events=table.num_rows)
+        report = BatchReport(batch_id=batch_id, events=prepared.events)
         for job in jobs:
             posts, duplicates, matches, rejected, late = job.result()
             report.posts += posts
@@ -303,7 +323,7 @@ class ServiceSink:
             report.rejected.extend(rejected)
             report.late.extend(late)
         report.events -= len(report.rejected)
-        report.seconds = time.monotonic() - started
+        report.seconds = prepared.seconds + time.monotonic() - started
         if self.on_batch is not None:
             self.on_batch(report)
         return report

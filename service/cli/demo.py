@@ -86,7 +86,8 @@ class Demo:
         self,
         n_events: int = 120_000,
         n_files: int = 12,
-        files_per_batch: int = 1,
+        files_per_batch: int | None = None,
+        batch_events: int = 100_000,
         n_queries: int = 1000,
         n_cards: int = 1000,
         n_classes: int = 50,
@@ -98,6 +99,7 @@ class Demo:
         self.n_events = n_events
         self.n_files = n_files
         self.files_per_batch = files_per_batch
+        self.batch_events = batch_events
         self.n_queries = n_queries
         self.n_cards = n_cards
         self.n_classes = n_classes
@@ -195,6 +197,7 @@ class Demo:
             dead_letter=str(self.workdir / "dead-letter"),
             once=True,
             max_files_per_trigger=self.files_per_batch,
+            batch_events=self.batch_events,
         )
         columns = (
             BarColumn(bar_width=16),
@@ -320,7 +323,15 @@ class _Ticker:
 def demo(
     events: Annotated[int, typer.Option(min=1000, help="Card payments to generate and stream.")] = 120_000,
     files: Annotated[int, typer.Option(min=1, help="Files the payments are written to.")] = 12,
-    files_per_batch: Annotated[int, typer.Option(min=1, help="Files per Spark micro-batch.")] = 1,
+    files_per_batch: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Files per Spark micro-batch (default: --batch-events decides).", show_default=False
+        ),
+    ] = None,
+    batch_events: Annotated[
+        int, typer.Option(min=1, help="About this many events per Spark micro-batch.")
+    ] = 100_000,
     queries: Annotated[int, typer.Option(min=0, help="Generated purchasing-pattern queries.")] = 1000,
     workdir: Annotated[
         Path | None,
@@ -349,6 +360,7 @@ def demo(
             n_events=events,
             n_files=files,
             files_per_batch=files_per_batch,
+            batch_events=batch_events,
             n_queries=queries,
             workdir=workdir,
             keep_serving=keep,

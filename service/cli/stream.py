@@ -76,8 +76,26 @@ def stream(
         typer.Option(help="Producer name for the services' de-duplication; default: Spark's query id."),
     ] = None,
     max_files_per_trigger: Annotated[
-        int | None, typer.Option(min=1, help="At most this many new files per micro-batch.")
+        int | None,
+        typer.Option(min=1, help="At most this many new files per micro-batch (instead of --batch-events)."),
     ] = None,
+    batch_events: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="About this many events per micro-batch: Spark reads that many events' bytes of new "
+            "files per trigger, from the bytes per event of the files there at start (a bigger file is "
+            "still one batch). Fewer, bigger batches spread Spark's fixed cost per batch.",
+        ),
+    ] = 100_000,
+    overlap: Annotated[
+        bool,
+        typer.Option(
+            help="Post each batch while Spark commits it and prepares the next (the checkpoint records "
+            "what was delivered; a restart re-runs a batch committed but not delivered). --no-overlap "
+            "posts each batch before Spark commits it. Needs a checkpoint on the driver's filesystem.",
+        ),
+    ] = True,
     max_batch_events: Annotated[
         int, typer.Option(min=1, help="At most this many events per post (keep it across restarts).")
     ] = 50_000,
@@ -135,11 +153,13 @@ def stream(
             once=once,
             producer=producer,
             max_files_per_trigger=max_files_per_trigger,
+            batch_events=batch_events,
             max_batch_events=max_batch_events,
             trigger_seconds=trigger_seconds,
             retry=RetryPolicy(budget=retry_seconds),
             token=token,
             lateness=lateness,
+            overlap=overlap,
         )
         _check_services(service)
         check_job(options)  # before the JVM starts: a mistake costs a second, not ten

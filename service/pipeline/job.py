@@ -23,6 +23,17 @@ every batch under ``(producer, batch id)``, so the service applies it once howev
 Spark runs it. The producer name is Spark's query id, also kept in the checkpoint, so a
 restart is the same producer and a fresh checkpoint a new one.
 
+Micro-batches are sized by events (``batch_events``, 100,000 by default: Spark's file
+source reads about that many events' bytes per trigger), and batch N is posted by a
+thread of the driver while Spark commits N and prepares N+1 — lists the files, writes
+its offset log, runs the parsing tasks, collects the rows — and the job sorts and routes
+them; N+1 is posted when N's answers are in, so the services see the batches in order.
+Since Spark's commit of N no longer means N was delivered, the job keeps N in the
+checkpoint until its answers are in (:mod:`service.pipeline.pending`), and a restart
+posts what is kept there before the query starts. With a checkpoint on another
+filesystem (``hdfs:``, ``s3a:``), or ``overlap=False``, each batch is posted before
+Spark commits it.
+
 Whole files go to the parser (one file is one unit of work) because the event ids the
 job derives for id-less rows, ``<file name>:<line>``, need each row's place in its file.
 Keep files small enough for one task (tens of MB), and write them elsewhere and move
@@ -38,18 +49,21 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from api.spark_sink import BatchReport, ServiceSink, SinkError
+from api.spark_sink import BatchReport, PreparedBatch, ServiceSink, SinkError
 from ecq.errors import ScemonError
 from service.pipeline.checks import check_job
 from service.pipeline.dead_letters import DeadLetters
-from service.pipeline.options import JobError, JobOptions
+from service.pipeline.options import JobError, JobOptions, local_path
+from service.pipeline.pending import PendingBatches
 from service.pipeline.sources import event_rows
 
 if TYPE_CHECKING:
@@ -98,6 +112,13 @@ class Pipeline:
             max_events=options.max_batch_events,
             token=options.token,
         )
+        checkpoint = local_path(options.checkpoint)
+        self._pending = PendingBatches(Path(checkpoint)) if options.overlap and checkpoint else None
+        # One thread posts, so batches reach the services in Spark's order.
+        self._poster = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scemon-post")
+        self._posting: Future[None] | None = None
+        # The batches a killed run had left undelivered, posted again at start.
+        self.redelivered: list[int] = []
 
     # -------------------------------------------------------------------- lifecycle
 
@@ -119,8 +140,15 @@ class Pipeline:
             # Spark's query id is kept in the checkpoint: the same across restarts of
             # this job, new for a new checkpoint (whose batch ids start again at 0).
             self._sink.producer = f"scemon-stream-{query.id}"
-        self._producer_ready.set()
         self._query = query
+        try:
+            self._redeliver()
+        except BaseException as err:
+            self._failure = err
+            self._producer_ready.set()  # a batch Spark started fails at once
+            query.stop()
+            raise
+        self._producer_ready.set()
         return query
 
     def run(self) -> JobProgress:
@@ -130,7 +158,11 @@ class Pipeline:
         it. The signal only sets a flag that the wait loop reads: a KeyboardInterrupt
         raised inside a py4j call would break the JVM connection the stop needs."""
         check_job(self.options)
-        query = self.start()
+        try:
+            query = self.start()
+        except Exception as err:
+            self._close()
+            raise self._job_error(err) from None
         interrupted = threading.Event()
         previous = _catch_sigint(interrupted)
         try:
@@ -138,12 +170,15 @@ class Pipeline:
                 if interrupted.is_set():
                     query.stop()
                     raise KeyboardInterrupt
+                if self._failure is not None:  # a post failed after its batch's commit
+                    query.stop()
+            self._wait_posted()
         except Exception as err:  # StreamingQueryException, or py4j's on shutdown
             raise self._job_error(err) from None
         finally:
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
-            self._sink.close()
+            self._close()
         if self._failure is not None:
             raise self._job_error(self._failure)
         return self.progress
@@ -159,9 +194,14 @@ class Pipeline:
         return [orjson.loads(report.json) for report in self._query.recentProgress]
 
     def stop(self) -> None:
-        """Stop the stream (from another thread) and release the sink; safe to call twice."""
+        """Stop the stream (from another thread), let the post in flight finish, and
+        release the sink; safe to call twice."""
         if self._query is not None and self._query.isActive:
             self._query.stop()
+        self._close()
+
+    def _close(self) -> None:
+        self._poster.shutdown(wait=True)
         self._sink.close()
 
     def _job_error(self, err: BaseException) -> JobError:
@@ -175,9 +215,15 @@ class Pipeline:
 
     def _deliver(self, df: DataFrame, batch_id: int) -> None:
         """The ``foreachBatch`` function: dead letters, then the events, then progress.
-        An exception here stops the query and leaves the batch to be re-run on restart."""
+        An exception here stops the query and leaves the batch to be re-run on restart.
+
+        With ``overlap`` it collects and prepares this batch while the previous one is
+        still posting, waits for that post, hands this one to the poster thread and
+        returns: Spark commits it and prepares the next while it posts."""
         try:
             self._producer_ready.wait()
+            if self._failure is not None:
+                raise self._failure
             began = time.monotonic()
             table = df.toArrow()
             collected = time.monotonic() - began
@@ -185,23 +231,66 @@ class Pipeline:
             good = table.filter(pc.is_null(table.column("error")))
             dead = DeadLetters(self.options.dead_letter)
             dead.write(batch_id, bad)
-            report = self._sink.post_table(
+            prepared = self._sink.prepare(
                 good.append_column("_row", pa.array(range(good.num_rows), pa.int64())),
-                batch_id,
                 tie_break=("path", "index"),
             )
-            report.collect_seconds = collected
-            if report.rejected:
-                dead.write_rejected(batch_id, good, report.rejected)
-            if report.late:
-                dead.write_late(batch_id, good, report.late)
+            if self._pending is not None:
+                self._pending.write(batch_id, prepared)
+            self._wait_posted()
+            post = _Post(batch_id, good, prepared, dead, bad.num_rows, collected)
+            if self._pending is None:
+                self._post(post)
+            else:
+                self._posting = self._poster.submit(self._post, post)
         except BaseException as err:
-            self._failure = err
+            self._failure = self._failure or err
+            raise
+
+    def _redeliver(self) -> None:
+        """Post the batches a killed run handed to its poster and did not see answered,
+        oldest first, before Spark runs anything: the services see batches in order, and
+        apply each once (a batch they had taken comes back "duplicate")."""
+        if self._pending is None:
+            return
+        dead = DeadLetters(self.options.dead_letter)
+        for batch_id, prepared in self._pending.pending():
+            if len(prepared.shards) != len(self._sink.urls):
+                raise JobError(
+                    f"the checkpoint holds batch {batch_id} routed to {len(prepared.shards)} services, not yet "
+                    f"delivered: restart with the same --service list ({len(self._sink.urls)} given)"
+                )
+            good = self._pending.rows(prepared)
+            self._post(_Post(batch_id, good, prepared, dead, 0, 0.0))
+            self.redelivered.append(batch_id)
+
+    def _wait_posted(self) -> None:
+        """Wait for the batch in flight; raise what stopped it."""
+        if self._posting is not None:
+            posting, self._posting = self._posting, None
+            posting.result()
+        if self._failure is not None:
+            raise self._failure
+
+    def _post(self, post: _Post) -> None:
+        """Post one prepared batch, dead-letter what the services refused or took late,
+        record it delivered, count it."""
+        try:
+            report = self._sink.post_prepared(post.prepared, post.batch_id)
+            report.collect_seconds = post.collect_seconds
+            if report.rejected:
+                post.dead.write_rejected(post.batch_id, post.good, report.rejected)
+            if report.late:
+                post.dead.write_late(post.batch_id, post.good, report.late)
+            if self._pending is not None:
+                self._pending.done(post.batch_id)
+        except BaseException as err:
+            self._failure = self._failure or err
             raise
         p = self.progress
         p.batches += 1
         p.events += report.events
-        p.bad_rows += bad.num_rows + len(report.rejected)
+        p.bad_rows += post.bad_rows + len(report.rejected)
         p.posts += report.posts
         p.duplicates += report.duplicates
         p.matches += report.matches
@@ -209,6 +298,18 @@ class Pipeline:
         p.last = report
         if self.on_batch is not None:
             self.on_batch(p)
+
+
+@dataclass(frozen=True)
+class _Post:
+    """A batch collected and prepared, handed to the poster."""
+
+    batch_id: int
+    good: pa.Table
+    prepared: PreparedBatch
+    dead: DeadLetters
+    bad_rows: int
+    collect_seconds: float
 
 
 def _catch_sigint(flag: threading.Event) -> Any:

@@ -34,12 +34,18 @@ class JobOptions:
     once: bool = False
     producer: str | None = None
     max_files_per_trigger: int | None = None
+    # About this many events per micro-batch (a file source's bytes per trigger, from
+    # the files' bytes per event); ignored when max_files_per_trigger is given.
+    batch_events: int = 100_000
     max_batch_events: int = 50_000
     trigger_seconds: float = 2.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     token: str | None = None
     # The disorder the input may have, seconds: every service must hold events that long.
     lateness: float = 0.0
+    # Post batch N while Spark commits it and prepares N+1 (needs a local checkpoint,
+    # which records what was delivered: service.pipeline.delivered); else post, then commit.
+    overlap: bool = True
 
     @property
     def rate(self) -> tuple[int, int] | None:

@@ -4,6 +4,7 @@ dead letters, ordering, routing, restart from the checkpoint, the rate source.""
 from __future__ import annotations
 
 import io
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -171,3 +172,30 @@ def test_the_sink_is_a_foreach_batch_function_for_any_event_dataframe(spark: Any
         sink.close()
     assert list(service.batches) == [("my-job", "3.0")]
     assert [(e["id"], e["src"]) for e in service.events()] == [("e2", 7), ("e1", 7)]
+
+
+def test_micro_batches_are_sized_by_events_not_files(tmp_path: Path, run_job: RunJob) -> None:
+    source = tmp_path / "in"
+    for k in range(10):  # 10 files of 50 events, every line as long, older files first
+        path = write(
+            source / f"p{k}.jsonl",
+            jsonl(*({"src": 1, "type": "A", "start": 1000 + 50 * k + i} for i in range(50))),
+        )
+        os.utime(path, (time.time() - 100 + k, time.time() - 100 + k))
+    with fake_service() as service:
+        progress = run_job(source, [service.url], batch_events=150)
+    assert progress.events == 500
+    assert progress.batches == 4  # 3 files' bytes a trigger: 150, 150, 150 and the rest
+    assert [e["start"] for e in service.events()] == [1000.0 + n for n in range(500)]
+
+
+def test_without_overlap_each_batch_is_posted_before_spark_commits_it(
+    tmp_path: Path, run_job: RunJob
+) -> None:
+    source = tmp_path / "in"
+    for k in range(3):
+        write(source / f"p{k}.jsonl", jsonl({"src": 1, "type": "A", "start": k}))
+    with fake_service() as service:
+        progress = run_job(source, [service.url], max_files_per_trigger=1, overlap=False)
+    assert progress.batches == 3 and len(service.events()) == 3
+    assert not (tmp_path / "checkpoint" / "scemon").exists()  # nothing kept: nothing handed over early
