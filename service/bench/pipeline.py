@@ -27,7 +27,9 @@ batch k holds the seqs after those of batches before it.
 from __future__ import annotations
 
 import gc
+import itertools
 import math
+import os
 import re
 import subprocess
 import sys
@@ -90,6 +92,9 @@ class PipelineScale:
     events: int = 200_000
     queries: int = 1000
     batch: int = 10_000
+    # Events per micro-batch of this build's Spark job (scemon stream --batch-events); the
+    # baseline's job takes one file of ``batch`` events per micro-batch, as it did.
+    spark_batch: int = 100_000
     subscribers: tuple[int, ...] = (0, 1, 10)
     workloads: tuple[str, ...] = WORKLOADS
     spark: bool = True
@@ -103,7 +108,9 @@ class PipelineScale:
 
 FULL = PipelineScale()
 # One workload: Spark's first micro-batch alone takes 10-30 s on a busy 2-core machine.
-QUICK = PipelineScale(events=3000, queries=100, batch=1000, warmup=2000, workloads=("demo",))
+QUICK = PipelineScale(
+    events=3000, queries=100, batch=1000, spark_batch=2000, warmup=2000, workloads=("demo",)
+)
 
 
 @dataclass
@@ -400,11 +407,18 @@ class _Lines:
 
 
 def spark_row(
-    load: Load, batch: int, warm: int, folder: Path, profile: bool = False, checkout: Path | None = None
+    load: Load,
+    batch: int,
+    spark_batch: int,
+    folder: Path,
+    profile: bool = False,
+    checkout: Path | None = None,
 ) -> Row:
-    """``scemon stream --once`` over the stream as files of ``batch`` events, one file
-    per micro-batch, into a fresh server with one subscriber; the ``warm`` warm-up
-    batches (and Spark's start) are not timed."""
+    """``scemon stream --once`` over the stream as files of ``batch`` events into a fresh
+    server with one subscriber: this build's job with micro-batches of about
+    ``spark_batch`` events, a ``checkout``'s (the baseline's) with one file per
+    micro-batch, as that build did. The micro-batches up to the one that completes the
+    warm-up (and at least the first, with Spark's start) are not timed."""
     tag = "-baseline" if checkout is not None else ""
     source = folder / f"in-{load.name}{tag}"
     source.mkdir()
@@ -428,14 +442,18 @@ def spark_row(
             command = [sys.executable, "-m", "service.cli", "stream", "--source", str(source)]
             command += ["--service", server.url, "--checkpoint", str(folder / f"checkpoint-{load.name}{tag}")]
             command += ["--dead-letter", str(folder / f"dead-{load.name}{tag}"), "--once"]
-            command += ["--max-files-per-trigger", "1", "--max-batch-events", str(batch)]
+            if checkout is None:
+                command += ["--batch-events", str(spark_batch)]
+            else:
+                command += ["--max-files-per-trigger", "1", "--max-batch-events", str(batch)]
             progress_log = folder / f"spark-progress-{load.name}{tag}.jsonl"
             command += ["--progress-log", str(progress_log)]
             # The whole job, warm-up included: the server's layers, not its rate.
             sampler = _sampler(profile, pid, folder / f"profile-{load.name}-spark{tag}.txt")
             job = subprocess.Popen(
                 command,
-                cwd=ROOT,
+                cwd=checkout or ROOT,  # the baseline's job is the baseline's code
+                env={**os.environ, "PYTHONPATH": str(checkout)} if checkout is not None else None,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
@@ -467,23 +485,26 @@ def spark_row(
         if subs is not None:
             subs.stop()
         server.stop()
-    if len(done) <= warm:
-        raise RuntimeError(f"scemon stream ran {len(done)} micro-batches; expected more than {warm}")
-    # Timed from the end of the last warm-up batch (or of the first, Spark's own start-up).
-    began = done[max(warm, 1) - 1][0]
-    timed = done[max(warm, 1) :]
+    # Timed from the end of the batch that completes the warm-up (at least the first:
+    # Spark's own start-up), to the last match.
+    totals = list(itertools.accumulate(n for _, n, _, _ in done))
+    first = next((k for k, seen in enumerate(totals) if seen >= load.warmup), len(done))
+    if first + 1 >= len(done):
+        raise RuntimeError(f"scemon stream ran {len(done)} micro-batches; none after the warm-up to time")
+    began = done[first][0]
+    timed = done[first + 1 :]
     ended = max(done[-1][0], *record["last"])
     events = sum(n for _, n, _, _ in timed)
     matches = sum(m for _, _, m, _ in timed)
-    cpu = done[-1][3] - done[max(warm, 1) - 1][3]
+    cpu = done[-1][3] - done[first][3]
     label = "Spark job, 1 sub" + (_BASELINE if checkout is not None else "")
     row = Row(label, 1, events, matches, ended - began, cpu, rss, layers=layers)
-    row.spark_ms = _spark_phases(progress_log, warm)
+    row.spark_ms = _spark_phases(progress_log, first + 1)
     splits = [
         (float(m.group(1)), float(m.group(2)))
         for _, text, _ in output.lines
         if _BATCH_LINE.match(text) and (m := _BATCH_SPLIT.search(text))
-    ][max(warm, 1) :]
+    ][first + 1 :]
     if splits:
         row.spark_ms["job: toArrow (Spark tasks, collect)"] = 1000 * sum(c for c, _ in splits) / len(splits)
         row.spark_ms["job: sort, encode, POST"] = 1000 * sum(p for _, p in splits) / len(splits)
@@ -594,7 +615,9 @@ def pipeline_tables(scale: PipelineScale, progress: Progress | None = None) -> l
             if scale.spark:
                 for checkout in builds:
                     tick(f"{name}: Spark job")
-                    rows.append(spark_row(load, scale.batch, warm, folder, scale.profile, checkout))
+                    rows.append(
+                        spark_row(load, scale.batch, scale.spark_batch, folder, scale.profile, checkout)
+                    )
             tables.append(_table(load, scale, rows))
             if scale.profile:
                 tables.append(_profile_table(load, rows))

@@ -262,7 +262,8 @@ def operators(
     queries: Annotated[
         list[int] | None,
         typer.Option(
-            min=1, help="Only these numbers of queries (repeat the option) [100, 1,000 and 5,000; quick 20, 50, 100]."
+            min=1,
+            help="Only these numbers of queries (repeat the option) [100, 1,000 and 5,000; quick 20, 50, 100].",
         ),
     ] = None,
 ) -> None:
@@ -436,6 +437,14 @@ def pipeline(
     batch: Annotated[
         int | None, typer.Option(min=100, help="Events per post, file and micro-batch [10,000; quick 1,000].")
     ] = None,
+    spark_batch_events: Annotated[
+        int | None,
+        typer.Option(
+            min=100,
+            help="Events per micro-batch of this build's Spark job (its --batch-events) [100,000; quick "
+            "2,000]; a --baseline's job takes one file of --batch events per micro-batch.",
+        ),
+    ] = None,
     workload: Annotated[
         list[str] | None,
         typer.Option(help="demo or seq; twice for both [both; quick: demo].", show_default=False),
@@ -497,6 +506,7 @@ def pipeline(
         events=events if events is not None else base.events,
         queries=queries if queries is not None else base.queries,
         batch=batch if batch is not None else base.batch,
+        spark_batch=spark_batch_events if spark_batch_events is not None else base.spark_batch,
         subscribers=counts,
         workloads=names,
         spark=spark,
