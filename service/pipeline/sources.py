@@ -22,6 +22,7 @@ DEFAULT_EVENT_BYTES = 160
 # How much of the folder bytes_per_event reads: enough for a steady mean, cheap at start.
 _SAMPLE_FILES = 8
 _SAMPLE_BYTES = 1 << 20
+_SPARE = 1.05
 
 
 def event_rows(spark: SparkSession, opts: JobOptions) -> DataFrame:
@@ -39,9 +40,11 @@ def event_rows(spark: SparkSession, opts: JobOptions) -> DataFrame:
     else:
         # Micro-batches sized by events, not files: Spark's fixed cost per micro-batch
         # (offset and commit logs, planning, the collect; ~0.2-0.4 s) is then spread over
-        # about batch_events events however small the files are. A soft limit: a bigger
-        # file is still one batch, and a trigger takes what has arrived.
-        limit = max(1, round(opts.batch_events * bytes_per_event(opts)))
+        # about batch_events events however small the files are. Spark takes files while
+        # their total stays within the limit (a bigger file is still one batch, and a
+        # trigger takes what has arrived); the 5% spare keeps files of equal size that
+        # make up batch_events together from each falling one short by a few bytes.
+        limit = max(1, round(opts.batch_events * bytes_per_event(opts) * _SPARE))
         reader = reader.option("maxBytesPerTrigger", limit)
     files = reader.load(opts.source).select("path", "content")
     parse = partial(parse_batches, fmt=opts.fmt, mapping=opts.mapping)
