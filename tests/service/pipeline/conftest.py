@@ -4,7 +4,8 @@ folders. Servers come from ``tests/service/conftest.py``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import subprocess
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,3 +46,16 @@ def run_job(spark: Any, tmp_path: Path) -> RunJob:
 def ws_matches(url: str, idle: float = 2.0) -> list[dict[str, Any]]:
     """Every match the service has, read over the WebSocket until it is quiet."""
     return list(SyncSubscription(url, from_seq=0, idle_timeout=idle))
+
+
+def start_job(command: Sequence[object], cwd: Path) -> subprocess.Popen[str]:
+    """``scemon stream ...`` as a process of its own session (a test may SIGKILL it),
+    its stderr (the per-batch lines) readable as text."""
+    return subprocess.Popen(
+        list(map(str, command)),
+        cwd=cwd,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )

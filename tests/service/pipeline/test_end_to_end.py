@@ -22,7 +22,7 @@ import pytest
 from api.spark_sink import shard_of
 from service.cli.queries import register_everywhere
 from tests.service.conftest import ROOT, StartService, scemon
-from tests.service.pipeline.conftest import RunJob, ws_matches
+from tests.service.pipeline.conftest import RunJob, start_job, ws_matches
 
 pytestmark = [pytest.mark.spark, pytest.mark.server]
 
@@ -153,14 +153,7 @@ def test_a_killed_job_restarted_from_its_checkpoint_loses_and_repeats_nothing(
         "--max-files-per-trigger",
         "1",
     ]
-    job = subprocess.Popen(
-        list(map(str, command)),
-        cwd=ROOT,
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-    )
+    job = start_job(command, ROOT)
     assert job.stderr is not None
     try:
         for line in job.stderr:  # "batch 1: ..." is written after the post, before Spark commits

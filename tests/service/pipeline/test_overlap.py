@@ -18,7 +18,7 @@ import pytest
 
 from service.server.process import ServerProcess
 from tests.service.conftest import ROOT, StartService
-from tests.service.pipeline.conftest import ws_matches
+from tests.service.pipeline.conftest import start_job, ws_matches
 from tests.service.pipeline.test_end_to_end import (
     PARTS,
     canonical,
@@ -67,14 +67,7 @@ def job_held_mid_post(tmp_path: Path, service: ServerProcess) -> Iterator[tuple[
     N and the job has prepared N+1 behind it. The service is thawed on exit."""
     assert service.process is not None
     ck = tmp_path / "ck"
-    job = subprocess.Popen(
-        job_command(tmp_path, service.url),
-        cwd=ROOT,
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-    )
+    job = start_job(job_command(tmp_path, service.url), ROOT)
     assert job.stderr is not None
     frozen = service.process.pid
     stopped = False
@@ -96,12 +89,24 @@ def job_held_mid_post(tmp_path: Path, service: ServerProcess) -> Iterator[tuple[
             os.kill(frozen, signal.SIGCONT)
 
 
-def test_a_job_killed_while_a_post_is_in_flight_resumes_exactly_once(
-    tmp_path: Path, start_service: StartService
-) -> None:
+def cards_on_a_service(tmp_path: Path, start_service: StartService) -> tuple[dict[int, str], ServerProcess]:
+    """The example payments in PARTS files, and a service with the example queries."""
     names = write_parts(tmp_path / "in", card_events(), "jsonl")
     service = start_service()
     register(service.url)
+    return names, service
+
+
+def assert_exactly_replay(tmp_path: Path, url: str, names: dict[int, str]) -> None:
+    got = ws_matches(url)
+    assert [m["seq"] for m in got] == list(range(len(got)))  # no duplicate: one seq per match
+    assert canonical(got) == replayed(tmp_path, "jsonl", names)
+
+
+def test_a_job_killed_while_a_post_is_in_flight_resumes_exactly_once(
+    tmp_path: Path, start_service: StartService
+) -> None:
+    names, service = cards_on_a_service(tmp_path, start_service)
     with job_held_mid_post(tmp_path, service) as (job, n):
         os.kill(job.pid, signal.SIGKILL)
     assert job.returncode == -signal.SIGKILL
@@ -112,24 +117,17 @@ def test_a_job_killed_while_a_post_is_in_flight_resumes_exactly_once(
     )
     assert restart.returncode == 0, restart.stderr
     assert f"batch {n}:" in restart.stderr  # posted again from the pending copy
-    got = ws_matches(service.url)
-    assert [m["seq"] for m in got] == list(range(len(got)))  # no duplicate: one seq per match
-    assert canonical(got) == replayed(tmp_path, "jsonl", names)
+    assert_exactly_replay(tmp_path, service.url, names)
     assert not list((tmp_path / "ck" / "scemon" / "pending").iterdir())
 
 
 def test_a_service_killed_while_a_post_is_in_flight_gets_every_batch_once(
     tmp_path: Path, start_service: StartService
 ) -> None:
-    names = write_parts(tmp_path / "in", card_events(), "jsonl")
-    service = start_service()
-    register(service.url)
-    assert service.process is not None
+    names, service = cards_on_a_service(tmp_path, start_service)
     with job_held_mid_post(tmp_path, service) as (job, _):
         service.kill()  # mid-post, the next batch prepared behind it
         service.start()  # the same store and port: the job's retries find it again
-        out, err = job.communicate(timeout=300)
+        _, err = job.communicate(timeout=300)
         assert job.returncode == 0, err
-    got = ws_matches(service.url)
-    assert [m["seq"] for m in got] == list(range(len(got)))
-    assert canonical(got) == replayed(tmp_path, "jsonl", names)
+    assert_exactly_replay(tmp_path, service.url, names)
