@@ -274,7 +274,7 @@ class Pipeline:
 
     def _post(self, post: _Post) -> None:
         """Post one prepared batch, dead-letter what the services refused or took late,
-        record it delivered, count it."""
+        drop its pending copy, count it."""
         try:
             report = self._sink.post_prepared(post.prepared, post.batch_id)
             report.collect_seconds = post.collect_seconds
