@@ -25,6 +25,7 @@ from ecq.kernel._summary cimport Ent, Row, SrcSummary, is_empty, prune, remove_b
 
 from ecq.event import Event
 from ecq.kernel._events import EventBase
+from ecq.kernel._conjunction import Conjunctions
 from ecq.kernel._filters import slot_bits
 
 __all__ = ["CompiledKernel", "Tested"]
@@ -48,12 +49,15 @@ cdef class CompiledKernel:
     cdef object network
     cdef State s
     cdef Net net  # None until first used after queries changed
+    # The conjunctions' presence and assembly (_conjunction.pyx).
+    cdef readonly object conjunctions
 
     def __cinit__(self, network):
         self.name = "compiled"
         self.network = network
         self.s = State()
         self.net = None
+        self.conjunctions = Conjunctions(network)
 
     cdef Net current(self):
         if self.net is None:
@@ -70,6 +74,7 @@ cdef class CompiledKernel:
 
     def queries_changed(self):
         self.net = None
+        self.conjunctions.queries_changed()
 
     def remove_node(self, Py_ssize_t bitno):
         for summary in self.s.summaries.values():
@@ -82,6 +87,15 @@ cdef class CompiledKernel:
 
     def slot_passing(self, slot, e):
         return slot_bits(slot, e)
+
+    def note_conjunction(self, e, str cls, own):
+        self.conjunctions.note(e, cls, own)
+
+    def complete_conjunctions(self, ecq, e, own, double hclock, list completed):
+        return self.conjunctions.complete(ecq, e, own, hclock, completed)
+
+    def prune_conjunctions(self, horizon):
+        self.conjunctions.prune(horizon)
 
     def test_phase(self, ecq, e, passed, double hclock, probe):
         cdef bint direct
