@@ -370,13 +370,21 @@ class Network:
         return out or None
 
     def settle_plain(
-        self, found: list[tuple[QState, list[Any], float]], e: Event, clock: float
+        self,
+        found: list[tuple[QState, list[Any], float]],
+        e: Event,
+        clock: float,
+        more: list[tuple[QState, Cand]] | None = None,
     ) -> list[Emission]:
         """The rest of :meth:`on_event` after the compiled phases found matches
         (``(node, entries, probability)``) that need more than emitting: trailing
-        negation, RETURN, probability, Kleene groups, sub-patterns, ``@name`` readers."""
+        negation, RETURN, probability, Kleene groups, sub-patterns, ``@name`` readers;
+        ``more``: candidates the compiled kernel assembled (conjunctions)."""
         out: list[Emission] = []
-        self._conclude([(qs, fast_cand(qs, ents, prob, e)) for qs, ents, prob in found], e, clock, out)
+        completed = [(qs, fast_cand(qs, ents, prob, e)) for qs, ents, prob in found]
+        if more:
+            completed.extend(more)
+        self._conclude(completed, e, clock, out)
         return out
 
     def _conclude(
@@ -599,8 +607,20 @@ class Network:
         by the kernel (the compiled one assembles the simple conjunctions in C), the
         rest here (ecq.composite), lowest bit first, sharing one probe of each chain."""
         bits = self.kernel.complete_conjunctions(ecq, e, own, hclock, completed)
-        if not bits:
-            return
+        if bits:
+            self._assemble_conjunctions(e, moment, bits, probe, completed)
+
+    def assemble_conjunctions(
+        self, ecq: ECQ, e: Event, bits: int, hclock: float, completed: list[tuple[QState, Cand]]
+    ) -> None:
+        """The conjunctions of ``bits`` that the compiled kernel's event loop hands back
+        (ecq.kernel._conjunction): assembled here, as :meth:`_complete_conjunctions` does."""
+        probe = ChainProbe(self.ecqs, e.src, hclock, self.timers)
+        self._assemble_conjunctions(e, e.moment, bits, probe, completed)
+
+    def _assemble_conjunctions(
+        self, e: Event, moment: int, bits: int, probe: ChainProbe, completed: list[tuple[QState, Cand]]
+    ) -> None:
         ctx = Context(moment, probe, e)
         by_bit = self.by_bit
         while bits:

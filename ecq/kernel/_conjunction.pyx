@@ -34,8 +34,9 @@ from cpython.mem cimport PyMem_Free
 from cpython.ref cimport PyObject
 from libc.stdint cimport uint64_t
 
-from ecq.kernel._bitset cimport Bits, bits_from_int, bits_has, bits_or, ctz64, grow
+from ecq.kernel._bitset cimport Bits, bits_and, bits_from_int, bits_has, bits_or, ctz64, grow
 from ecq.kernel._events cimport ev, ev_float, ev_get, ev_int
+from ecq.kernel._filters cimport SlotIndex, slot_index, slot_passing
 
 from ecq.candidate import Cand
 
@@ -43,49 +44,20 @@ __all__ = ["Conjunctions"]
 
 cdef object _Cand = Cand
 cdef frozenset _NO_PRIMS = frozenset()
-# A simple conjunction has at most this many components (a bit each in a C word).
-cdef enum:
-    MAX_COMPS = 64
-
-
-@cython.final
-@cython.freelist(256)
 cdef class _Entry:
-    # A noted instance: the event and what the assembly reads of it, in C.
-    cdef object e
-    cdef double start, end, prob
-    cdef long long moment, arrival
-    cdef bint derived  # a derived instance: its conjunctions are assembled in Python
-    cdef Bits own
+    """A noted instance (see _conjunction.pxd)."""
 
 
-@cython.final
 cdef class _Present:
-    # One source's noted instances of one class, in arrival order, their latest start
-    # and the union of their own bits.
-    cdef list entries
-    cdef double latest
-    cdef Bits union
+    """One source's noted instances of one class (see _conjunction.pxd)."""
 
 
-@cython.final
 cdef class _Query:
-    # What the assembly reads of one conjunction node, made once per generation of queries.
-    cdef object qs
-    cdef bint simple, never, mode_all, bounded
-    cdef double window, least
-    cdef long long reg
-    cdef Py_ssize_t length
-    cdef tuple classes  # simple: each component's class, in component order
-    cdef tuple checks  # the conditions across events (predicates on the binding)
+    """One conjunction node as the assembly reads it (see _conjunction.pxd)."""
 
 
-cdef struct _Pick:
-    # A pool member: an instance the query may see, the component it fills.
-    PyObject *e  # borrowed: its _Entry holds it during the call
-    double start, end, prob
-    long long moment, arrival
-    int j
+cdef class Klass:
+    """The conjunctions of one class for one generation of queries (see _conjunction.pxd)."""
 
 
 cdef _Query _query_of(object qs):
@@ -124,19 +96,11 @@ cdef class Conjunctions:
     docstring); the compiled kernel's ``note_conjunction``, ``complete_conjunctions``
     and ``prune_conjunctions``."""
 
-    cdef object network
-    cdef dict presence  # src -> {class: _Present}
-    cdef dict queries  # bit number -> _Query, made on first use after queries changed
-    cdef _Pick *pool
-    cdef Py_ssize_t npool, cap
-    # Counters for tests and profiles: conjunctions assembled here (their pools made),
-    # and handed back to the network.
-    cdef public long long assembled, handed
-
     def __cinit__(self, network):
         self.network = network
         self.presence = {}
         self.queries = {}
+        self.classes = {}
         self.pool = NULL
         self.npool = self.cap = 0
         self.assembled = self.handed = 0
@@ -146,6 +110,27 @@ cdef class Conjunctions:
 
     def queries_changed(self):
         self.queries = {}
+        self.classes = {}
+
+    cdef Klass klass(self, object cls):
+        # The conjunctions of ``cls`` (None: none), made once per generation.
+        cdef Klass k
+        try:
+            return self.classes[cls]
+        except KeyError:
+            pass
+        ecq = self.network.ecqs.get(cls)
+        if ecq is None or not ecq.cnj_final or ecq.cnj_filter is None:
+            k = None
+        else:
+            k = Klass.__new__(Klass)
+            k.ecq = ecq
+            k.index = slot_index(ecq.cnj_filter)
+            k.final = bits_from_int(ecq.cnj_final)
+            k.loose = bits_from_int(ecq.cnj_loose)
+            k.loop = not ecq.general_final and not ecq.disj
+        self.classes[cls] = k
+        return k
 
     def sources(self):
         """The presence in ecq.conjunction's form: ``{src: {class: (latest start,
@@ -160,9 +145,10 @@ cdef class Conjunctions:
     def note(self, e, str cls, own):
         """A stored instance ``e`` of ``cls`` passing the conjunctions' filters of
         ``own`` (an int); one that passes none is not noted. O(1)."""
-        if not own:
-            return
-        cdef Bits bits = bits_from_int(own)
+        if own:
+            self.note_bits(e, cls, bits_from_int(own))
+
+    cdef int note_bits(self, object e, object cls, Bits bits) except -1:
         cdef _Entry x = _Entry.__new__(_Entry)
         f = ev(e)
         x.e = e
@@ -184,11 +170,12 @@ cdef class Conjunctions:
             p.latest = x.start
             p.union = bits
             d[cls] = p
-            return
+            return 0
         p.entries.append(x)
         if x.start > p.latest:
             p.latest = x.start
         p.union = bits_or(p.union, bits)
+        return 0
 
     def prune(self, horizon):
         """Drop each source's noted instances of a class from the front while below the
@@ -226,11 +213,17 @@ cdef class Conjunctions:
         filters of ``own``) may complete: the simple ones assembled here, their
         candidates appended to ``completed`` as ``(node, Cand)``; returns the bits of
         the others that pass the presence test, for the network to assemble."""
-        final = own & ecq.cnj_final
-        if not final:
+        cdef Klass k = self.klass(ecq.cls)
+        if k is None or not own:
             return 0
-        cdef Bits bits = bits_from_int(final)
-        cdef Bits loose = bits_from_int(ecq.cnj_loose)
+        return self.complete_bits(k, e, bits_from_int(own), hclock, completed)
+
+    cdef object complete_bits(self, Klass k, object e, Bits own, double hclock, list completed):
+        # complete() with the own bits as Bits, for the kernel's event loop too.
+        cdef Bits bits = bits_and(own, k.final)
+        cdef Bits loose = k.loose
+        if not bits.n:
+            return 0
         f = ev(e)
         cdef long long moment = ev_int(f.moment, "moment")
         cdef double end = ev_float(f.end, "end")
@@ -240,7 +233,7 @@ cdef class Conjunctions:
         cdef dict horizons = {}
         cdef dict queries = self.queries
         by_bit = self.network.by_bit
-        each = ecq.cnj_each
+        each = k.ecq.cnj_each
         rest = 0
         cdef Py_ssize_t i, bitno
         cdef uint64_t w
@@ -361,7 +354,7 @@ cdef class Conjunctions:
 
     cdef int _combine(
         self, _Query q, Py_ssize_t xi, object x, double xs, double xe, double xprob,
-        Py_ssize_t start, Py_ssize_t depth, Py_ssize_t m, uint64_t used, double lo, double hi,
+        Py_ssize_t start, Py_ssize_t depth, Py_ssize_t m, unsigned long long used, double lo, double hi,
         Py_ssize_t *chosen, list out
     ) except -1:
         # composite._windowed_combinations over the pool, one instance per class (the

@@ -98,10 +98,20 @@ class NetworkView(Protocol):
         ...
 
     def settle_plain(
-        self, found: list[tuple[QState, list[Any], float]], e: Event, clock: float
+        self,
+        found: list[tuple[QState, list[Any], float]],
+        e: Event,
+        clock: float,
+        more: list[tuple[QState, Cand]] | None = None,
     ) -> list[Emission]:
         """The rest of ``on_event`` after the kernel's phases found matches that need
-        more than emitting."""
+        more than emitting (``more``: conjunctions' candidates the kernel assembled)."""
+        ...
+
+    def assemble_conjunctions(
+        self, ecq: ECQ, e: Event, bits: int, hclock: float, completed: list[tuple[QState, Cand]]
+    ) -> None:
+        """Assemble, in Python, the conjunctions of ``bits`` that ``e`` may complete."""
         ...
 
 
