@@ -14,8 +14,11 @@ cdef enum:
 
 
 @cython.final
+@cython.no_gc
 cdef class _Entry:
-    # A noted instance: the event and what the assembly reads of it, in C.
+    # A noted instance: the event and what the assembly reads of it, in C. Not tracked
+    # by the cyclic collector (nothing it holds can lead back to it): the presence holds
+    # one per stored instance, and each would make every collection longer.
     cdef object e
     cdef double start, end, prob
     cdef long long moment, arrival
