@@ -18,7 +18,18 @@ from setuptools.command.build_ext import build_ext
 HERE = Path(__file__).resolve().parent
 REPORT = HERE / "build" / f"compiled-kernel-{sys.implementation.cache_tag}.txt"
 # One module per concern (docs/architecture.md, "The compiled kernel").
-MODULES = ["_bitset", "_pmb", "_summary", "_events", "_filters", "_constants", "_assembly", "_phases", "_kernel"]
+MODULES = [
+    "_bitset",
+    "_pmb",
+    "_summary",
+    "_events",
+    "_filters",
+    "_constants",
+    "_assembly",
+    "_conjunction",
+    "_phases",
+    "_kernel",
+]
 
 
 def _report(reason: str | None) -> None:

@@ -43,7 +43,7 @@ from ecq.composite import (
     trailing_factor,
 )
 from ecq.conditions import MISSING
-from ecq.conjunction import Presence, by_presence, candidates, link, note, prune, unlink
+from ecq.conjunction import by_presence, link, unlink
 from ecq.deadlines import Deadlines
 from ecq.ecq import BLOCKS, ECQ, CLink, SlotFilter
 from ecq.emission import Emission
@@ -148,10 +148,8 @@ class Network:
         # Trailing-negation matches waiting for the clock, earliest deadline first.
         self.deadlines = Deadlines()
         self.ecqs: dict[str, ECQ] = {}
-        # Per source, the latest start of a stored instance of each class that
-        # conjunctions use (ecq.conjunction), and whether conjunctions are found with
-        # query bitsets from it (the levels that have query bitsets).
-        self.presence: dict[Any, Presence] = {}
+        # Whether conjunctions are found with query bitsets from their presence
+        # (ecq.conjunction; the kernel keeps it), at the levels that have query bitsets.
         self.counts_conjunctions = level in ("bitsets", "summary")
         # Instances (events and derived instances) that have arrived so far: two queries
         # registered with no instance between them see the same instances, so they may
@@ -372,13 +370,21 @@ class Network:
         return out or None
 
     def settle_plain(
-        self, found: list[tuple[QState, list[Any], float]], e: Event, clock: float
+        self,
+        found: list[tuple[QState, list[Any], float]],
+        e: Event,
+        clock: float,
+        more: list[tuple[QState, Cand]] | None = None,
     ) -> list[Emission]:
         """The rest of :meth:`on_event` after the compiled phases found matches
         (``(node, entries, probability)``) that need more than emitting: trailing
-        negation, RETURN, probability, Kleene groups, sub-patterns, ``@name`` readers."""
+        negation, RETURN, probability, Kleene groups, sub-patterns, ``@name`` readers;
+        ``more``: candidates the compiled kernel assembled (conjunctions)."""
         out: list[Emission] = []
-        self._conclude([(qs, fast_cand(qs, ents, prob, e)) for qs, ents, prob in found], e, clock, out)
+        completed = [(qs, fast_cand(qs, ents, prob, e)) for qs, ents, prob in found]
+        if more:
+            completed.extend(more)
+        self._conclude(completed, e, clock, out)
         return out
 
     def _conclude(
@@ -559,7 +565,7 @@ class Network:
         if ecq.general_final:
             self._complete_composite(ecq, e, moment, probe, completed)
         if own:
-            self._complete_conjunctions(ecq, e, moment, probe, completed, own)
+            self._complete_conjunctions(ecq, e, moment, hclock, probe, completed, own)
         if ecq.disj:
             self._complete_disjunctions(ecq, e, completed)
         if timers is not None:
@@ -589,6 +595,7 @@ class Network:
         ecq: ECQ,
         e: Event,
         moment: int,
+        hclock: float,
         probe: ChainProbe,
         completed: list[tuple[QState, Cand]],
         own: int,
@@ -596,11 +603,24 @@ class Network:
         """Conjunctions of primitive classes that ``e`` may complete: among those whose
         filter on its class it passes (``own``), the ones whose other classes have an
         instance at ``e``'s source passing their filters within their window, found with
-        query bitsets (one look for every conjunction: ecq.conjunction), then assembled
-        (ecq.composite), lowest bit first, sharing one probe of each chain."""
-        bits = candidates(ecq, self.presence.get(e.src), e.end, self.windows, own)
-        if not bits:
-            return
+        query bitsets (one look for every conjunction: ecq.conjunction), then assembled:
+        by the kernel (the compiled one assembles the simple conjunctions in C), the
+        rest here (ecq.composite), lowest bit first, sharing one probe of each chain."""
+        bits = self.kernel.complete_conjunctions(ecq, e, own, hclock, completed)
+        if bits:
+            self._assemble_conjunctions(e, moment, bits, probe, completed)
+
+    def assemble_conjunctions(
+        self, ecq: ECQ, e: Event, bits: int, hclock: float, completed: list[tuple[QState, Cand]]
+    ) -> None:
+        """The conjunctions of ``bits`` that the compiled kernel's event loop hands back
+        (ecq.kernel._conjunction): assembled here, as :meth:`_complete_conjunctions` does."""
+        probe = ChainProbe(self.ecqs, e.src, hclock, self.timers)
+        self._assemble_conjunctions(e, e.moment, bits, probe, completed)
+
+    def _assemble_conjunctions(
+        self, e: Event, moment: int, bits: int, probe: ChainProbe, completed: list[tuple[QState, Cand]]
+    ) -> None:
         ctx = Context(moment, probe, e)
         by_bit = self.by_bit
         while bits:
@@ -633,7 +653,7 @@ class Network:
         if own:
             # Stored (conjunctions count as uses): present at its source for the
             # conjunctions whose filter it passes.
-            note(self.presence, e.src, ecq.cls, e.start, own)
+            self.kernel.note_conjunction(e, ecq.cls, own)
         if timers is None:
             self.kernel.insert_phase(ecq, e, tested, hclock)
             return
@@ -649,9 +669,8 @@ class Network:
         O(dropped + ECQs + summary groups)."""
         kernel = self.kernel
         kernel.prune(clock)
-        if self.presence:
-            ecqs = self.ecqs
-            prune(self.presence, lambda cls: ecqs[cls].horizon(clock) if cls in ecqs else math.inf)
+        ecqs = self.ecqs
+        kernel.prune_conjunctions(lambda cls: ecqs[cls].horizon(clock) if cls in ecqs else math.inf)
         return sum(kernel.clean_siq(ecq.siq, ecq.horizon(clock)) for ecq in self.ecqs.values())
 
     def stored(self) -> int:

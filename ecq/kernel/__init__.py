@@ -7,8 +7,9 @@
 - ``_*.pyx``: the compiled kernel (Cython, level "summary"), one module per concern:
   ``_bitset`` (query bitsets as 64-bit words), ``_pmb`` (PMB groups), ``_summary``
   (per-source summaries), ``_events`` (events, matches, reading and writing them),
-  ``_constants`` (what is derived from the registered queries), ``_assembly``, ``_phases``
-  (test and insert phases) and ``_kernel`` (the kernel object and its event loop).
+  ``_constants`` (what is derived from the registered queries), ``_assembly``,
+  ``_conjunction`` (conjunctions: presence and assembly), ``_phases`` (test and insert
+  phases) and ``_kernel`` (the kernel object and its event loop).
 - ``select.py``: which kernel runs, and why (``status()``); the only module that
   imports the compiled modules.
 - ``make.py``: a network's kernel (``make_kernel``), the event reader and the match

@@ -25,6 +25,8 @@ from ecq.kernel._summary cimport Ent, Row, SrcSummary, is_empty, prune, remove_b
 
 from ecq.event import Event
 from ecq.kernel._events import EventBase
+from ecq.kernel._conjunction cimport Conjunctions, Klass
+from ecq.kernel._filters cimport slot_passing
 from ecq.kernel._filters import slot_bits
 
 __all__ = ["CompiledKernel", "Tested"]
@@ -48,12 +50,15 @@ cdef class CompiledKernel:
     cdef object network
     cdef State s
     cdef Net net  # None until first used after queries changed
+    # The conjunctions' presence and assembly (_conjunction.pyx).
+    cdef readonly Conjunctions conjunctions
 
     def __cinit__(self, network):
         self.name = "compiled"
         self.network = network
         self.s = State()
         self.net = None
+        self.conjunctions = Conjunctions(network)
 
     cdef Net current(self):
         if self.net is None:
@@ -70,6 +75,7 @@ cdef class CompiledKernel:
 
     def queries_changed(self):
         self.net = None
+        self.conjunctions.queries_changed()
 
     def remove_node(self, Py_ssize_t bitno):
         for summary in self.s.summaries.values():
@@ -82,6 +88,15 @@ cdef class CompiledKernel:
 
     def slot_passing(self, slot, e):
         return slot_bits(slot, e)
+
+    def note_conjunction(self, e, str cls, own):
+        self.conjunctions.note(e, cls, own)
+
+    def complete_conjunctions(self, ecq, e, own, double hclock, list completed):
+        return self.conjunctions.complete(ecq, e, own, hclock, completed)
+
+    def prune_conjunctions(self, horizon):
+        self.conjunctions.prune(horizon)
 
     def test_phase(self, ecq, e, passed, double hclock, probe):
         cdef bint direct
@@ -205,6 +220,10 @@ cdef class CompiledKernel:
         cdef State s = self.s
         cdef Found found = s.assembly.found
         cdef _Ahead ahead = _Ahead()
+        cdef Conjunctions s_conj = self.conjunctions
+        cdef Klass k
+        cdef Bits own
+        cdef list conj
         cdef list seq = events if type(events) is list else list(events)
         cdef Py_ssize_t at, total = len(seq)
         try:
@@ -227,7 +246,8 @@ cdef class CompiledKernel:
                     c.clock = end
                 cls = ev_get(f.type, "type")
                 q = ecq_in(n, cls)
-                if not q.plain or c.clock > c.deadline:
+                k = None if q.plain else s_conj.klass(cls)
+                if (not q.plain and (k is None or not k.loop)) or c.clock > c.deadline:
                     c.put(engine, net)
                     emitted = net.on_event(e, before, c.clock)
                     if emitted:
@@ -239,8 +259,30 @@ cdef class CompiledKernel:
                     static = q.static if q.static is not None else passing(q, e)
                     summary = s.summaries.get(src)
                     extended = test(s, n, q, e, src, summary, end, static, c.clock, &direct)
+                    conj = None
+                    if k is not None:
+                        # Conjunctions (_conjunction.pyx), between the test and insert
+                        # phases as in Network._test_phase and _insert_phase.
+                        own = slot_passing(k.index, e)
+                        if own.n:
+                            conj = []
+                            rest = s_conj.complete_bits(k, e, own, c.clock, conj)
+                            if rest:
+                                c.put(engine, net)
+                                net.assemble_conjunctions(k.ecq, e, rest, c.clock, conj)
+                                c.get(engine, net)
+                            s_conj.note_bits(e, cls, own)
                     insert(s, n, q, e, src, summary, cls, ev_float(f.start, "start"), static, extended, c.clock)
-                    if found.n:
+                    if conj:
+                        # Matches of conjunctions: settled with the sequences' in Python.
+                        pairs = found.pairs() if found.n else []
+                        found.clear()
+                        c.put(engine, net)
+                        emitted = net.settle_plain(pairs, e, c.clock, conj)
+                        if emitted:
+                            engine.emit(emitted, arrival, out)
+                        c.get(engine, net)
+                    elif found.n:
                         if direct:
                             _emit_simple(c, found, src, arrival, out)
                             found.clear()

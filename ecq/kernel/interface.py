@@ -5,9 +5,11 @@ A ``Network`` chooses its kernel once, when it is made (``ecq.kernel.select``), 
 calls it for the plain-sequence part of every instance (SCEMon §5.1: the test phase
 over the instance's class's CLT/R-CLT, then the insert phase into its SIQ and PMB),
 for cleaning (summaries, then each SIQ below its horizon) and for the event loop. The
-kernel owns the per-source summaries and whatever it derives from the registered
-queries; the network tells it when queries change. Composite patterns, disjunctions,
-trailing negation and emission stay in the network (ecq/network.py), in Python.
+kernel owns the per-source summaries, the conjunctions' presence (the compiled one
+assembles the simple conjunctions too) and whatever it derives from the registered
+queries; the network tells it when queries change. Other composite patterns,
+disjunctions, trailing negation and emission stay in the network (ecq/network.py), in
+Python.
 
 The two implementations: ``ecq.kernel.pure.PureKernel`` and the compiled
 ``ecq.kernel._kernel.CompiledKernel`` (``_kernel.pyi`` types it for mypy).
@@ -15,10 +17,11 @@ The two implementations: ``ecq.kernel.pure.PureKernel`` and the compiled
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from ecq.candidate import Cand
     from ecq.ecq import ECQ, SlotFilter
     from ecq.emission import Emission
     from ecq.event import Event
@@ -95,10 +98,20 @@ class NetworkView(Protocol):
         ...
 
     def settle_plain(
-        self, found: list[tuple[QState, list[Any], float]], e: Event, clock: float
+        self,
+        found: list[tuple[QState, list[Any], float]],
+        e: Event,
+        clock: float,
+        more: list[tuple[QState, Cand]] | None = None,
     ) -> list[Emission]:
         """The rest of ``on_event`` after the kernel's phases found matches that need
-        more than emitting."""
+        more than emitting (``more``: conjunctions' candidates the kernel assembled)."""
+        ...
+
+    def assemble_conjunctions(
+        self, ecq: ECQ, e: Event, bits: int, hclock: float, completed: list[tuple[QState, Cand]]
+    ) -> None:
+        """Assemble, in Python, the conjunctions of ``bits`` that ``e`` may complete."""
         ...
 
 
@@ -149,6 +162,26 @@ class Kernel(Protocol):
     def slot_passing(self, slot: SlotFilter, e: Event) -> int:
         """``slot.passing(e)``: the bits of the filters of one :class:`SlotFilter` that
         ``e`` passes (the conjunctions' filters of a class, ecq.conjunction)."""
+        ...
+
+    # -- conjunctions of primitive classes (ecq.conjunction)
+
+    def note_conjunction(self, e: Event, cls: str, own: int) -> None:
+        """``e`` of ``cls`` is stored and passes the conjunctions' filters of ``own``
+        (``slot_passing`` of its class's ``cnj_filter``): present at its source."""
+        ...
+
+    def complete_conjunctions(
+        self, ecq: ECQ, e: Event, own: int, hclock: float, completed: list[tuple[QState, Cand]]
+    ) -> int:
+        """The conjunctions ``e`` may complete among ``own``: the kernel may assemble
+        some itself (their candidates appended to ``completed``, selected by mode); the
+        bits of the others that pass the presence test are returned for the network to
+        assemble (ecq.composite). ``hclock`` sets the drop horizons."""
+        ...
+
+    def prune_conjunctions(self, horizon: Callable[[str], float]) -> None:
+        """Forget the instances of each class below its drop horizon ``horizon(cls)``."""
         ...
 
     def test_phase(self, ecq: ECQ, e: Event, passed: Passed, hclock: float, probe: Probe) -> Tested:

@@ -12,12 +12,13 @@ bound: it prunes, and every match is verified when it is assembled.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from ecq.assembly import assemble_seq
 from ecq.composite import bound_ok
+from ecq.conjunction import Presence, candidates, note, prune
 from ecq.ecq import ECQ, SlotFilter
 from ecq.event import Event
 from ecq.kernel.interface import Groups, LoopHost, NetworkView, Passed, Probe, SummaryView, Tested
@@ -26,6 +27,7 @@ from ecq.pmb import PMB, merge_latest, resolve_latest
 from ecq.siq import SIQ
 
 if TYPE_CHECKING:
+    from ecq.candidate import Cand
     from ecq.qstate import QState
 
 __all__ = ["PureKernel", "PlainTest"]
@@ -56,6 +58,8 @@ class PureKernel:
         # Per source, at level "summary": (latest (start, bits) per class for first
         # components, and for each later position one latest-first list of groups).
         self.summaries: dict[Any, SummaryView] = {}
+        # Per source, the conjunctions' presence (ecq.conjunction).
+        self.presence: dict[Any, Presence] = {}
 
     # ------------------------------------------------------------- registration
 
@@ -83,6 +87,21 @@ class PureKernel:
 
     def slot_passing(self, slot: SlotFilter, e: Event) -> int:
         return slot.passing(e)
+
+    # ------------------------------------------------------------- conjunctions
+
+    def note_conjunction(self, e: Event, cls: str, own: int) -> None:
+        note(self.presence, e.src, cls, e.start, own)
+
+    def complete_conjunctions(
+        self, ecq: ECQ, e: Event, own: int, hclock: float, completed: list[tuple[QState, Cand]]
+    ) -> int:
+        # The presence count only: the network assembles every candidate.
+        return candidates(ecq, self.presence.get(e.src), e.end, self.network.windows, own)
+
+    def prune_conjunctions(self, horizon: Callable[[str], float]) -> None:
+        if self.presence:
+            prune(self.presence, horizon)
 
     def test_phase(self, ecq: ECQ, e: Event, passed: Passed, hclock: float, probe: Probe) -> Tested:
         seq_pass = cast(dict[int, int], passed)

@@ -6,6 +6,7 @@ the ones it cannot judge, through registrations and unregistrations in any order
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING, cast
 
 import pytest
 from hypothesis import event, given, settings
@@ -35,6 +36,11 @@ from ecq.qstate import QState
 from ecq.query import compile_query
 from ecq.windows import Windows
 from tests.ecq.harness import attr, cmp, comp, feed, ids, lit, make_events, query
+
+if TYPE_CHECKING:
+    from ecq.kernel._kernel import CompiledKernel
+
+COMPILED = pytest.mark.skipif(not status().compiled, reason=str(status().reason))
 
 
 def test_conjunction_matches_in_any_order_when_the_last_arrives() -> None:
@@ -251,8 +257,57 @@ def test_a_conjunction_is_assembled_only_when_every_filter_can_be_met(
     matches = feed([("q", text)], [*events, ("register", "r", wider), *later], engine)
     # b1 fails B's bound, a2 A's; a3 finds no B passing B's bound; b4 completes (a3, b4);
     # a5 fails A's bound; b6 fails B's bound; b21 completes (a20, b21) for r only.
-    assert calls == ["b4", "b21"]
+    kernel = engine.network.kernel
+    if compiled:
+        # The compiled kernel assembles these conjunctions itself, in C.
+        assert kernel.name == "compiled"
+        assert calls == []
+        conj = cast("CompiledKernel", kernel).conjunctions
+        assert (conj.assembled, conj.handed) == (2, 0)
+    else:
+        assert calls == ["b4", "b21"]
     assert ids(matches) == [["a3", "b4"], ["a20", "b21"]]
+
+
+@COMPILED
+@pytest.mark.parametrize(
+    ("text", "seen", "python"),
+    [
+        # Simple: assembled in C whatever the mode, conditions across events included.
+        ("AND(A, B, C) WITHIN 10 s", [["a3", "b2", "c4"]], False),
+        ("AND(A, B, C) WITHIN 10 s MODE ALL", [["a1", "b2", "c4"], ["a3", "b2", "c4"]], False),
+        # a3 + b2 is not below c4: the next combination, most recent first.
+        ("AND(A, B, C) WHERE A.v + B.v < C.v WITHIN 10 s", [["a1", "b2", "c4"]], False),
+        ("AND(A, B, C) WITHIN 1 s", [], False),
+        # Negation inside, or one class in two components: handed back to Python.
+        ("AND(A, B, !D, C) WITHIN 10 s", [["a3", "b2", "c4"]], True),
+        ("AND(A, A, C) WITHIN 10 s", [["a1", "a3", "c4"]], True),
+    ],
+)
+def test_the_compiled_kernel_assembles_simple_conjunctions_and_hands_back_the_others(
+    text: str, seen: list[list[str]], python: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+
+    def counting(qs: QState, x: Event, ctx: Context) -> list[Cand]:
+        calls.append(str(x.id))
+        return complete(qs, x, ctx)
+
+    monkeypatch.setattr(network, "complete", counting)
+    events = make_events("a1 b2 a3 c4")
+    for e, v in zip(events, [1, 2, 5, 7], strict=True):
+        e["attrs"] = {"v": v}
+    engine = Engine(compiled=True)
+    matches = feed([("q", text)], events, engine)
+    assert ids(matches) == seen
+    conj = cast("CompiledKernel", engine.network.kernel).conjunctions
+    if python:
+        assert calls and conj.handed == len(calls) and conj.assembled == 0
+    else:
+        # One assembly (c4's; a3 has no C to go with), none when the window rules it out.
+        assert calls == [] and conj.assembled == (1 if seen else 0) and conj.handed == 0
+    # The pure kernel finds the same.
+    assert ids(feed([("q", text)], events, Engine(compiled=False))) == seen
 
 
 def test_sub_patterns_and_named_classes_are_not_counted() -> None:

@@ -1,0 +1,21 @@
+# The compiled conjunctions (ecq/kernel/_conjunction.pyx), for mypy.
+from collections.abc import Callable
+from typing import Any
+
+from ecq.candidate import Cand
+from ecq.ecq import ECQ
+from ecq.event import Event
+from ecq.kernel.interface import NetworkView
+from ecq.qstate import QState
+
+class Conjunctions:
+    assembled: int
+    handed: int
+    def __init__(self, network: NetworkView) -> None: ...
+    def queries_changed(self) -> None: ...
+    def sources(self) -> dict[Any, dict[str, tuple[float, int]]]: ...
+    def note(self, e: Event, cls: str, own: int) -> None: ...
+    def prune(self, horizon: Callable[[str], float]) -> None: ...
+    def complete(
+        self, ecq: ECQ, e: Event, own: int, hclock: float, completed: list[tuple[QState, Cand]]
+    ) -> int: ...
