@@ -25,7 +25,7 @@ from ecq.kernel._summary cimport Ent, Row, SrcSummary, is_empty, prune, remove_b
 
 from ecq.event import Event
 from ecq.kernel._events import EventBase
-from ecq.kernel._conjunction cimport Conjunctions, Klass
+from ecq.kernel._conjunction cimport Conjunctions, Klass, _Query
 from ecq.kernel._filters cimport slot_passing
 from ecq.kernel._filters import slot_bits
 
@@ -58,7 +58,7 @@ cdef class CompiledKernel:
         self.network = network
         self.s = State()
         self.net = None
-        self.conjunctions = Conjunctions(network)
+        self.conjunctions = Conjunctions(network, self.s.classes)
 
     cdef Net current(self):
         if self.net is None:
@@ -95,8 +95,8 @@ cdef class CompiledKernel:
     def complete_conjunctions(self, ecq, e, own, double hclock, list completed):
         return self.conjunctions.complete(ecq, e, own, hclock, completed)
 
-    def prune_conjunctions(self, horizon):
-        self.conjunctions.prune(horizon)
+    def prune_conjunctions(self, double clock):
+        self.conjunctions.prune(clock)
 
     def test_phase(self, ecq, e, passed, double hclock, probe):
         cdef bint direct
@@ -262,19 +262,25 @@ cdef class CompiledKernel:
                     conj = None
                     if k is not None:
                         # Conjunctions (_conjunction.pyx), between the test and insert
-                        # phases as in Network._test_phase and _insert_phase.
+                        # phases as in Network._test_phase and _insert_phase: matches
+                        # that need nothing more go to s_conj.made, others to conj.
                         own = slot_passing(k.index, e)
                         if own.n:
                             conj = []
-                            rest = s_conj.complete_bits(k, e, own, c.clock, conj)
+                            rest = s_conj.complete_bits(k, e, own, c.clock, conj, True)
                             if rest:
                                 c.put(engine, net)
                                 net.assemble_conjunctions(k.ecq, e, rest, c.clock, conj)
                                 c.get(engine, net)
                             s_conj.note_bits(e, cls, own)
                     insert(s, n, q, e, src, summary, cls, ev_float(f.start, "start"), static, extended, c.clock)
-                    if conj:
-                        # Matches of conjunctions: settled with the sequences' in Python.
+                    if s_conj.made and not conj and (direct or not found.n):
+                        # Conjunctions' and sequences' matches that need nothing more.
+                        _emit_mixed(c, found, s_conj, src, arrival, out)
+                        found.clear()
+                    elif conj or s_conj.made:
+                        # Some match needs Python: all are settled there.
+                        s_conj.hand_made(e, conj)
                         pairs = found.pairs() if found.n else []
                         found.clear()
                         c.put(engine, net)
@@ -301,6 +307,8 @@ cdef class CompiledKernel:
                     c.since = engine.since_clean
         finally:
             found.clear()
+            s_conj.made = []
+            s_conj.made_q = []
             c.put(engine, net)
             engine.since_clean = c.since
         return out
@@ -437,6 +445,67 @@ cdef int _emit_sorted(_Counters c, Found found, object src, object arrival, list
         _emit_one(found, key[2], src, seq, arrival, out)
         seq += 1
     c.seq = seq
+    return 0
+
+
+cdef int _emit_mixed(_Counters c, Found found, Conjunctions cj, object src, object arrival, list out) except -1:
+    # _emit_simple for an instance that completes conjunctions too: their compiled
+    # matches (cj.made) and the sequences' (found) in one order, the node's
+    # registration, then the events' arrival indexes (Emission.sort_key).
+    cdef list made = cj.made, nodes = cj.made_q
+    cdef Py_ssize_t nf = found.n, nm = PyList_GET_SIZE(made), i, j, m = 0
+    cdef long long order
+    cdef long long orders[_FEW]
+    cdef Py_ssize_t idx[_FEW]  # i < nf: found's match i; else made[i - nf]
+    cdef bint tie = nf + nm > _FEW
+    if not tie:
+        for i in range(nf + nm):
+            if i < nf:
+                if not found.prob[i] > 0.0:
+                    continue
+                order = (<Plan>found.plan[i]).order
+            else:
+                order = (<_Query>PyList_GET_ITEM(nodes, i - nf)).order
+            j = m
+            while j > 0 and orders[j - 1] > order:
+                orders[j] = orders[j - 1]
+                idx[j] = idx[j - 1]
+                j -= 1
+            if j > 0 and orders[j - 1] == order:
+                tie = True  # a node with several matches (MODE ALL): their events' arrivals decide
+                break
+            orders[j] = order
+            idx[j] = i
+            m += 1
+    cdef list keyed
+    if tie:
+        keyed = []
+        for i in range(nf):
+            if found.prob[i] > 0.0:
+                arrivals = tuple([
+                    ev_get(ev(<object>found.ev[j]).arrival, "arrival") for j in range(found.off[i], found.off[i + 1])
+                ])
+                keyed.append(((<Plan>found.plan[i]).order, arrivals, i))
+        for i in range(nm):
+            arrivals = tuple([ev_get(ev(x).arrival, "arrival") for x in (<Match>made[i]).events])
+            keyed.append(((<_Query>nodes[i]).order, arrivals, nf + i))
+        keyed.sort()
+        m = len(keyed)
+    cdef long long seq = c.seq
+    cdef Match match
+    for j in range(m):
+        i = <Py_ssize_t>keyed[j][2] if tie else idx[j]
+        if i < nf:
+            _emit_one(found, i, src, seq, arrival, out)
+        else:
+            match = <Match>made[i - nf]
+            match.seq = seq
+            out.append(match)
+            (<_Query>nodes[i - nf]).qs.counted += 1
+        seq += 1
+    c.seq = seq
+    cj.made = []
+    cj.made_q = []
     return 0
 
 
