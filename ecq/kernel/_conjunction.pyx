@@ -43,33 +43,139 @@ conditions across events of a combination in the window.
 cimport cython
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.mem cimport PyMem_Free
-from cpython.ref cimport PyObject
+from cpython.ref cimport PyObject, Py_DECREF, Py_INCREF
 from libc.stdint cimport int32_t, uint64_t
+from libc.string cimport memmove
 
-from ecq.kernel._bitset cimport Bits, bits_and, bits_from_int, bits_has, bits_or, ctz64, grow
+from ecq.kernel._bitset cimport Bits, bits_from_int, bits_has, bits_or, ctz64, grow, words_has
 from ecq.kernel._constants cimport ClassIds, class_id
 from ecq.kernel._events cimport Match, ev, ev_float, ev_get, ev_int
 from ecq.kernel._filters cimport SlotIndex, slot_index
-
-from collections import deque
 
 from ecq.candidate import Cand
 
 __all__ = ["Conjunctions"]
 
 cdef object _Cand = Cand
-cdef object _deque = deque
 cdef frozenset _NO_PRIMS = frozenset()
 cdef double _INF = float("inf")
 cdef double _NEG_INF = float("-inf")
 
 
-cdef class _Entry:
-    """A noted instance (see _conjunction.pxd)."""
-
-
 cdef class _Present:
     """One source's noted instances of one class (see _conjunction.pxd)."""
+
+    def __dealloc__(self):
+        while self.head < self.n:
+            self.drop_first()
+        PyMem_Free(self.notes)
+
+    cdef int append(self, _Note note) except -1:
+        # The note takes its references (the caller's).
+        if self.n == self.cap:
+            if self.head:
+                memmove(self.notes, self.notes + self.head, (self.n - self.head) * sizeof(_Note))
+                self.n -= self.head
+                self.head = 0
+            else:
+                self.cap = 2 * self.cap if self.cap else 2
+                self.notes = <_Note *>grow(self.notes, self.cap * sizeof(_Note))
+        self.notes[self.n] = note
+        self.n += 1
+        return 0
+
+    cdef void drop_first(self) noexcept:
+        cdef _Note *x = &self.notes[self.head]
+        Py_DECREF(<object>x.e)
+        Py_DECREF(<object>x.own)
+        self.head += 1
+        if self.head == self.n:
+            self.head = self.n = 0
+
+
+cdef class _Source:
+    """One source's presence, one _Present per class (see _conjunction.pxd)."""
+
+    def __cinit__(self):
+        self.present = []
+
+    def __dealloc__(self):
+        PyMem_Free(self.cids)
+        PyMem_Free(self.latest)
+        PyMem_Free(self.w)
+        PyMem_Free(self.nw)
+
+    cdef Py_ssize_t find(self, Py_ssize_t cid) noexcept:
+        cdef Py_ssize_t i
+        for i in range(self.n):
+            if self.cids[i] == cid:
+                return i
+        return -1
+
+    cdef int add(self, _Present p) except -1:
+        if self.n == self.cap:
+            self.cap = 2 * self.cap if self.cap else 8
+            self.cids = <int32_t *>grow(self.cids, self.cap * sizeof(int32_t))
+            self.latest = <double *>grow(self.latest, self.cap * sizeof(double))
+            self.w = <uint64_t **>grow(self.w, self.cap * sizeof(uint64_t *))
+            self.nw = <Py_ssize_t *>grow(self.nw, self.cap * sizeof(Py_ssize_t))
+        self.present.append(p)
+        self.cids[self.n] = <int32_t>p.cid
+        self.sync(self.n, p)
+        self.n += 1
+        return 0
+
+    cdef void sync(self, Py_ssize_t i, _Present p) noexcept:
+        # After p's latest start or union changed (the union's words move with it).
+        self.latest[i] = p.latest
+        self.w[i] = p.union.w
+        self.nw[i] = p.union.n
+
+    cdef int remove(self, _Present p) except -1:
+        # The last one takes p's place.
+        cdef Py_ssize_t i = self.find(p.cid), last = self.n - 1
+        if i != last:
+            self.present[i] = self.present[last]
+            self.cids[i] = self.cids[last]
+            self.latest[i] = self.latest[last]
+            self.w[i] = self.w[last]
+            self.nw[i] = self.nw[last]
+        del self.present[last]
+        self.n = last
+        return 0
+
+
+cdef class _Queue:
+    """One class's noted instances in arrival order (see _conjunction.pxd)."""
+
+    def __dealloc__(self):
+        while self.head < self.n:
+            self.pop()
+        PyMem_Free(self.items)
+        PyMem_Free(self.starts)
+
+    cdef int push(self, _Present p, double start) except -1:
+        if self.n == self.cap:
+            if self.head:
+                memmove(self.items, self.items + self.head, (self.n - self.head) * sizeof(PyObject *))
+                memmove(self.starts, self.starts + self.head, (self.n - self.head) * sizeof(double))
+                self.n -= self.head
+                self.head = 0
+            if self.n == self.cap:
+                self.cap = 2 * self.cap if self.cap else 64
+                self.items = <PyObject **>grow(self.items, self.cap * sizeof(PyObject *))
+                self.starts = <double *>grow(self.starts, self.cap * sizeof(double))
+        Py_INCREF(p)
+        self.items[self.n] = <PyObject *>p
+        self.starts[self.n] = start
+        self.n += 1
+        return 0
+
+    cdef void pop(self) noexcept:
+        Py_DECREF(<object>self.items[self.head])
+        self.head += 1
+        if self.head == self.n:
+            self.head = self.n = 0
 
 
 cdef class _Query:
@@ -136,6 +242,8 @@ cdef class Conjunctions:
         self.hcap = 0
         self.slot_of = NULL
         self.slot_cap = 0
+        self.qtab = NULL
+        self.qcap = 0
         self.gath = self.pool = NULL
         self.ngath = self.gcap = self.npool = self.cap = 0
         self.goff = NULL
@@ -149,6 +257,7 @@ cdef class Conjunctions:
         PyMem_Free(self.hfrozen)
         PyMem_Free(self.hset)
         PyMem_Free(self.slot_of)
+        PyMem_Free(self.qtab)
         PyMem_Free(self.gath)
         PyMem_Free(self.goff)
         PyMem_Free(self.pool)
@@ -159,6 +268,8 @@ cdef class Conjunctions:
         self.klasses = {}
         for i in range(self.hcap):
             self.hset[i] = 0
+        for i in range(self.qcap):
+            self.qtab[i].npos = -1
 
     cdef Klass klass(self, object cls):
         # The conjunctions of ``cls`` (None: none), made once per generation.
@@ -194,6 +305,29 @@ cdef class Conjunctions:
         qs[bitno] = q
         return q
 
+    cdef _QC *qc(self, Py_ssize_t bitno) except NULL:
+        # The presence test's view of the node with bit ``bitno``, made with its _Query.
+        cdef Py_ssize_t i, want
+        cdef _QC *c
+        cdef _Query q
+        if bitno >= self.qcap:
+            want = 2 * bitno + 64
+            self.qtab = <_QC *>grow(self.qtab, want * sizeof(_QC))
+            for i in range(self.qcap, want):
+                self.qtab[i].npos = -1
+            self.qcap = want
+        c = &self.qtab[bitno]
+        if c.npos < 0:
+            q = self.query(bitno)
+            c.reg = q.reg
+            c.window = q.window
+            c.flags = (Q_NEVER if q.never else 0) | (Q_LOOSE if q.loose else 0) | (Q_SIMPLE if q.simple else 0)
+            if not q.loose:
+                for i in range(q.npos if q.npos < Q_INLINE else Q_INLINE):
+                    c.cids[i] = q.cids[i]
+            c.npos = <int32_t>q.npos
+        return c
+
     cdef double low(self, Py_ssize_t cid, double hclock) except? -1.0:
         # The drop horizon of class ``cid`` at ``hclock`` (ECQ.horizon, from its
         # window and frozen value read once per generation); +inf without an ECQ.
@@ -224,8 +358,24 @@ cdef class Conjunctions:
         union of own bits)}}``."""
         names = self.classes.names
         return {
-            src: {names[(<_Present>p).cid]: ((<_Present>p).latest, (<_Present>p).union.to_int()) for p in plist}
-            for src, plist in self.presence.items()
+            src: {
+                names[(<_Present>p).cid]: ((<_Present>p).latest, (<_Present>p).union.to_int())
+                for p in (<_Source>s).present
+            }
+            for src, s in self.presence.items()
+        }
+
+    def noted(self):
+        """The noted instances, ``{src: {class: [event, ...]}}`` in arrival order (tests)."""
+        names = self.classes.names
+        return {
+            src: {
+                names[(<_Present>p).cid]: [
+                    <object>(<_Present>p).notes[i].e for i in range((<_Present>p).head, (<_Present>p).n)
+                ]
+                for p in (<_Source>s).present
+            }
+            for src, s in self.presence.items()
         }
 
     # ------------------------------------------------------------- presence
@@ -234,77 +384,83 @@ cdef class Conjunctions:
         """A stored instance ``e`` of ``cls`` passing the conjunctions' filters of
         ``own`` (an int); one that passes none is not noted. O(1)."""
         if own:
-            self.note_bits(e, cls, bits_from_int(own))
+            self.note_bits(e, class_id(self.classes, cls), bits_from_int(own))
 
-    cdef int note_bits(self, object e, object cls, Bits bits) except -1:
-        cdef _Entry x = _Entry.__new__(_Entry)
-        cdef Py_ssize_t i, cid = class_id(self.classes, cls)
-        cdef _Present p = None
-        cdef list plist
+    cdef int note_bits(self, object e, Py_ssize_t cid, Bits bits) except -1:
+        # note() for the kernel's loop, with the class's number.
+        cdef _Note x
+        cdef Py_ssize_t i
+        cdef _Present p
+        cdef _Source s
         f = ev(e)
-        x.e = e
         x.start = ev_float(f.start, "start")
         x.end = ev_float(f.end, "end")
         x.prob = ev_float(f.prob, "prob")
         x.moment = ev_int(f.moment, "moment")
         x.arrival = ev_int(f.arrival, "arrival")
         x.derived = f.prims != NULL and <object>f.prims is not None
-        x.own = bits
         src = ev_get(f.src, "src")
-        plist = self.presence.get(src)
-        if plist is None:
-            plist = self.presence[src] = []
-        for i in range(PyList_GET_SIZE(plist)):
-            if (<_Present>PyList_GET_ITEM(plist, i)).cid == cid:
-                p = <_Present>PyList_GET_ITEM(plist, i)
-                break
-        if p is None:
+        got = self.presence.get(src)
+        if got is None:
+            s = _Source.__new__(_Source)
+            self.presence[src] = s
+        else:
+            s = <_Source>got
+        i = s.find(cid)
+        if i < 0:
             p = _Present.__new__(_Present)
-            p.entries = [x]
             p.latest = x.start
             p.union = bits
             p.cid = cid
             p.src = src
-            plist.append(p)
+            s.add(p)
         else:
-            p.entries.append(x)
+            p = <_Present>PyList_GET_ITEM(s.present, i)
             if x.start > p.latest:
                 p.latest = x.start
             p.union = bits_or(p.union, bits)
+            s.sync(i, p)
+        Py_INCREF(e)
+        Py_INCREF(bits)
+        x.e = <PyObject *>e
+        x.own = <PyObject *>bits
+        p.append(x)
         cdef list fifo = self.fifo
         while PyList_GET_SIZE(fifo) <= cid:
             fifo.append(None)
         queue = <object>PyList_GET_ITEM(fifo, cid)
         if queue is None:
-            queue = fifo[cid] = _deque()
-        queue.append(p)
+            queue = fifo[cid] = _Queue.__new__(_Queue)
+        (<_Queue>queue).push(p, x.start)
         return 0
 
     def prune(self, double clock):
         """Drop the noted instances below their class's drop horizon at ``clock``: per
         class, from the front of its queue while their start is below it (as
-        ``SIQ.clean`` does), each cut from its source's list, and the classes and
-        sources left with none. O(classes + dropped)."""
+        ``SIQ.clean`` does), each from the front of its source's notes, and the classes
+        and sources left with none. O(classes + dropped)."""
         cdef Py_ssize_t cid
         cdef double low
         cdef _Present p
-        cdef list plist
+        cdef _Queue queue
+        cdef _Source s
         for cid in range(PyList_GET_SIZE(self.fifo)):
-            queue = self.fifo[cid]
-            if not queue:
+            got = self.fifo[cid]
+            if got is None:
+                continue
+            queue = <_Queue>got
+            if queue.head == queue.n:
                 continue
             low = self.low(cid, clock)
-            while queue:
-                p = <_Present>queue[0]
-                if not (<_Entry>PyList_GET_ITEM(p.entries, 0)).start < low:
-                    break
-                queue.popleft()
-                del p.entries[0]
-                if not p.entries:
-                    plist = <list>self.presence[p.src]
-                    plist.remove(p)
-                    if not plist:
+            while queue.head < queue.n and queue.starts[queue.head] < low:
+                p = <_Present>queue.items[queue.head]
+                p.drop_first()
+                if p.head == p.n:
+                    s = <_Source>self.presence[p.src]
+                    s.remove(p)
+                    if not s.n:
                         del self.presence[p.src]
+                queue.pop()
 
     # ------------------------------------------------------------- candidates
 
@@ -322,82 +478,90 @@ cdef class Conjunctions:
         # complete() with the own bits as Bits, for the kernel's event loop too; with
         # ``direct`` the matches that need nothing more go to ``made`` as compiled
         # Matches, the others to ``completed`` as ``(node, Cand)``.
-        cdef Bits bits = bits_and(own, k.final)
-        if not bits.n:
-            return 0
+        cdef Bits final = k.final
+        cdef Py_ssize_t nw = own.n if own.n < final.n else final.n
         f = ev(e)
         cdef long long moment = ev_int(f.moment, "moment")
         cdef double end = ev_float(f.end, "end")
         cdef bint derived = f.prims != NULL and <object>f.prims is not None
         src = ev_get(f.src, "src")
-        cdef list plist = self.presence.get(src)
-        cdef Py_ssize_t i, j, bitno, xi, np = 0, ncls = len(self.classes.names)
-        cdef Py_ssize_t cid, si, want
-        cdef bint ok, skipped
+        got_s = self.presence.get(src)
+        cdef _Source s = <_Source>got_s if got_s is not None else None
+        cdef Py_ssize_t i, j, bitno, xi, np = 0
+        cdef Py_ssize_t si, xcid = k.cid
+        cdef int32_t cid
+        cdef const int32_t *cids
         cdef uint64_t w
+        cdef _QC *c
         cdef _Query q
-        cdef _Present p
         cdef int got
-        # Where each class present at the source is (its _Present's index), once.
+        if s is not None:
+            np = s.n
+            self._slots(s)
+        self.ngath = 0
+        rest = 0
+        try:
+            for i in range(nw):
+                w = own.w[i] & final.w[i]
+                while w:
+                    bitno = (i << 6) + ctz64(w)
+                    w &= w - 1
+                    c = self.qc(bitno)
+                    if c.flags & Q_LOOSE:
+                        rest |= 1 << bitno
+                        continue
+                    if c.flags & Q_NEVER or moment <= c.reg:
+                        continue
+                    # The presence test (conjunction._by_query): every other positive
+                    # component's class present at the source, serving this query
+                    # (its bit among the instances' own bits) within its window.
+                    if c.npos <= Q_INLINE:
+                        cids = c.cids
+                    else:
+                        q = self.query(bitno)
+                        cids = q.cids
+                    xi = -1
+                    for j in range(c.npos):
+                        cid = cids[j]
+                        if cid == xcid and xi < 0:
+                            xi = j  # the arriving instance's component
+                            continue
+                        si = self.slot_of[cid] if cid < self.slot_cap else -1
+                        if (
+                            si < 0
+                            or end - s.latest[si] > c.window
+                            or not words_has(s.w[si], s.nw[si], <size_t>bitno)
+                        ):
+                            break
+                    else:
+                        if c.flags & Q_SIMPLE and not derived:
+                            got = self._assemble(self.query(bitno), bitno, xi, e, s, hclock, completed, direct)
+                            if got >= 0:
+                                continue
+                        rest |= 1 << bitno
+                        self.handed += 1
+        finally:
+            for i in range(np):
+                self.slot_of[s.cids[i]] = -1
+        return rest
+
+    cdef int _slots(self, _Source s) except -1:
+        # Where each class present at a source is (its index in ``s``), once per
+        # arriving instance.
+        cdef Py_ssize_t i, want, ncls = len(self.classes.names)
         if ncls > self.slot_cap:
             want = ncls + 16
             self.slot_of = <int32_t *>grow(self.slot_of, want * sizeof(int32_t))
             for i in range(self.slot_cap, want):
                 self.slot_of[i] = -1
             self.slot_cap = want
-        if plist is not None:
-            np = PyList_GET_SIZE(plist)
-            if 2 * np > self.goff_cap:
-                self.goff_cap = 2 * np + 16
-                self.goff = <Py_ssize_t *>grow(self.goff, self.goff_cap * sizeof(Py_ssize_t))
-            for i in range(np):
-                self.slot_of[(<_Present>PyList_GET_ITEM(plist, i)).cid] = <int32_t>i
-                self.goff[2 * i] = -1
-        self.ngath = 0
-        rest = 0
-        try:
-            for i in range(bits.n):
-                w = bits.w[i]
-                while w:
-                    bitno = (i << 6) + ctz64(w)
-                    w &= w - 1
-                    q = self.query(bitno)
-                    if q.loose:
-                        rest |= 1 << bitno
-                        continue
-                    if q.never or moment <= q.reg:
-                        continue
-                    # The presence test (conjunction._by_query): every other positive
-                    # component's class present, serving q within its window.
-                    ok = True
-                    skipped = False
-                    xi = -1
-                    for j in range(q.npos):
-                        cid = q.cids[j]
-                        if cid == k.cid and not skipped:
-                            skipped = True  # the arriving instance's component
-                            xi = j
-                            continue
-                        si = self.slot_of[cid] if cid < self.slot_cap else -1
-                        if si < 0:
-                            ok = False
-                            break
-                        p = <_Present>PyList_GET_ITEM(plist, si)
-                        if not bits_has(p.union, <size_t>bitno) or end - p.latest > q.window:
-                            ok = False
-                            break
-                    if not ok:
-                        continue
-                    if q.simple and not derived:
-                        got = self._assemble(q, bitno, xi, e, plist, hclock, completed, direct)
-                        if got >= 0:
-                            continue
-                    rest |= 1 << bitno
-                    self.handed += 1
-        finally:
-            for i in range(np):
-                self.slot_of[(<_Present>PyList_GET_ITEM(plist, i)).cid] = -1
-        return rest
+        if s.n > self.goff_cap:
+            self.goff_cap = 2 * s.n + 16
+            self.goff = <Py_ssize_t *>grow(self.goff, 2 * self.goff_cap * sizeof(Py_ssize_t))
+        for i in range(s.n):
+            self.slot_of[s.cids[i]] = <int32_t>i
+            self.goff[2 * i] = -1
+        return 0
 
     cdef int hand_made(self, object x, list completed) except -1:
         # The matches in ``made`` as ``(node, Cand)`` on ``completed``, for the network
@@ -423,21 +587,20 @@ cdef class Conjunctions:
         # The source's instances of p's class visible to the arriving instance (start at
         # or above the horizon, arrived before it), latest first, read once: gath from
         # goff[2 * si], goff[2 * si + 1] of them.
-        cdef list entries = p.entries
         cdef Py_ssize_t k, count = 0
-        cdef _Entry y
+        cdef _Note *y
         cdef _Pick *pick
         self.goff[2 * si] = self.ngath
-        for k in range(PyList_GET_SIZE(entries) - 1, -1, -1):
-            y = <_Entry>PyList_GET_ITEM(entries, k)
+        for k in range(p.n - 1, p.head - 1, -1):
+            y = &p.notes[k]
             if y.start < low:
                 continue
             if y.moment > xm or (y.moment == xm and y.arrival >= xa):
                 continue
             self._room(&self.gath, &self.gcap, self.ngath + 1)
             pick = &self.gath[self.ngath]
-            pick.e = <PyObject *>y.e
-            pick.own = <PyObject *>y.own
+            pick.e = y.e
+            pick.own = y.own
             pick.start = y.start
             pick.end = y.end
             pick.prob = y.prob
@@ -451,7 +614,7 @@ cdef class Conjunctions:
         return 0
 
     cdef int _assemble(
-        self, _Query q, Py_ssize_t bitno, Py_ssize_t xi, object x, list plist, double hclock,
+        self, _Query q, Py_ssize_t bitno, Py_ssize_t xi, object x, _Source s, double hclock,
         list out, bint direct
     ) except -2:
         # A simple conjunction that x may complete (its presence test passed): its
@@ -474,7 +637,7 @@ cdef class Conjunctions:
                 continue
             si = self.slot_of[q.cids[j]]
             if self.goff[2 * si] < 0:
-                self._gather(si, <_Present>PyList_GET_ITEM(plist, si), self.low(q.cids[j], hclock), xm, xa)
+                self._gather(si, <_Present>PyList_GET_ITEM(s.present, si), self.low(q.cids[j], hclock), xm, xa)
             off = self.goff[2 * si]
             cnt = self.goff[2 * si + 1]
             count = 0

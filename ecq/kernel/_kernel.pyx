@@ -272,7 +272,7 @@ cdef class CompiledKernel:
                                 c.put(engine, net)
                                 net.assemble_conjunctions(k.ecq, e, rest, c.clock, conj)
                                 c.get(engine, net)
-                            s_conj.note_bits(e, cls, own)
+                            s_conj.note_bits(e, k.cid, own)
                     insert(s, n, q, e, src, summary, cls, ev_float(f.start, "start"), static, extended, c.clock)
                     if s_conj.made and not conj and (direct or not found.n):
                         # Conjunctions' and sequences' matches that need nothing more.

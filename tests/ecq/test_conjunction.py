@@ -360,3 +360,44 @@ def test_cleaning_drops_a_class_s_noted_instances_as_its_siq_drops_them(compiled
     engine.process([Event(1, "B", 45.0)])
     engine.clean()
     assert present() == {1: {"B": (45.0, bit)}}
+
+
+MIXED = [
+    ("seq_first", "SEQ(A, B) WITHIN 10 s"),
+    ("cnj_all", "AND(A, B) WITHIN 10 s MODE ALL"),
+    ("cnj_recent", "AND(B, C, A) WITHIN 10 s"),
+    ("cnj_return", "AND(A, B) WITHIN 10 s RETURN A.v + B.v AS total"),
+    ("cnj_bound", "AND(A, B) WITHIN 10 s PROBABILITY >= 0.5"),
+    ("cnj_read", "AND(C, B) WITHIN 10 s"),
+    ("reader", "SEQ(@cnj_read, A) WITHIN 20 s"),
+    ("seq_last", "SEQ(C, B) WITHIN 10 s"),
+]
+
+
+@pytest.mark.parametrize("names", [["seq_first", "cnj_all", "cnj_recent", "seq_last"], [n for n, _ in MIXED]])
+def test_conjunctions_matches_are_numbered_with_the_sequences_in_emission_order(names: list[str]) -> None:
+    """One event completes sequences and conjunctions, some of several matches (MODE
+    ALL), some needing Python (RETURN, a probability clause, an ``@name`` reader): the
+    compiled kernel's loop numbers them in the order of ``Emission.sort_key`` (the
+    node's registration, then the events' arrival indexes), as the pure kernel does,
+    and counts each query's matches."""
+    texts = dict(MIXED)
+    events = make_events("a1 c2 b3 a4 b5 c6 b7 a8")
+    for k, e in enumerate(events):
+        e["attrs"] = {"v": k}
+        e["prob"] = 0.6 if k == 3 else 1.0
+    got = []
+    for compiled in [True, False] if status().compiled else [False]:
+        engine = Engine(clean_every=2, compiled=compiled)
+        matches = feed([(n, texts[n]) for n in names], events, engine)
+        rows = [(m.query, m.event_ids(), m.seq, m.prob, m.start, m.end, m.trigger, dict(m.attrs)) for m in matches]
+        got.append((rows, {n: engine.query_state(n).matches for n in names}))
+        if compiled:
+            # The conjunctions were assembled in C (none handed back to Python).
+            conj = cast("CompiledKernel", engine.network.kernel).conjunctions
+            assert conj.assembled > 0 and conj.handed == 0
+    rows, counts = got[-1]
+    assert [r[2] for r in rows] == list(range(len(rows)))
+    assert counts == {n: sum(r[0] == n for r in rows) for n in names}
+    assert {r[0] for r in rows} >= {"seq_first", "cnj_all", "cnj_recent"}
+    assert all(g == got[-1] for g in got)
