@@ -390,7 +390,9 @@ def test_conjunctions_matches_are_numbered_with_the_sequences_in_emission_order(
     for compiled in [True, False] if status().compiled else [False]:
         engine = Engine(clean_every=2, compiled=compiled)
         matches = feed([(n, texts[n]) for n in names], events, engine)
-        rows = [(m.query, m.event_ids(), m.seq, m.prob, m.start, m.end, m.trigger, dict(m.attrs)) for m in matches]
+        rows = [
+            (m.query, m.event_ids(), m.seq, m.prob, m.start, m.end, m.trigger, dict(m.attrs)) for m in matches
+        ]
         got.append((rows, {n: engine.query_state(n).matches for n in names}))
         if compiled:
             # The conjunctions were assembled in C (none handed back to Python).
