@@ -292,3 +292,12 @@ class Presences:
                     del sources[src]
             if not notes:
                 del self.notes[cls]
+
+    def _check(self) -> None:
+        held: Counter[tuple[object, str]] = Counter()
+        for cls, notes in self.notes.items():
+            assert notes, f"an empty queue of notes for {cls}"
+            held.update((src, cls) for src, _ in notes)
+        assert held == self.count, "each source and class counts its notes"
+        assert {(src, cls) for src, present in self.sources.items() for cls in present} == set(held)
+        assert all(self.sources.values()), "a source without classes is dropped"

@@ -276,7 +276,7 @@ cdef class CompiledKernel:
                     insert(s, n, q, e, src, summary, cls, ev_float(f.start, "start"), static, extended, c.clock)
                     if s_conj.made and not conj and (direct or not found.n):
                         # Conjunctions' and sequences' matches that need nothing more.
-                        _emit_mixed(c, found, s_conj, src, arrival, out)
+                        _emit_simple(c, found, s_conj, src, arrival, out)
                         found.clear()
                     elif conj or s_conj.made:
                         # Some match needs Python: all are settled there.
@@ -290,7 +290,7 @@ cdef class CompiledKernel:
                         c.get(engine, net)
                     elif found.n:
                         if direct:
-                            _emit_simple(c, found, src, arrival, out)
+                            _emit_simple(c, found, s_conj, src, arrival, out)
                             found.clear()
                         else:
                             pairs = found.pairs()
@@ -394,63 +394,9 @@ cdef enum:
     _FEW = 64  # matches of one instance sorted on the stack
 
 
-cdef int _emit_simple(_Counters c, Found found, object src, object arrival, list out) except -1:
-    # Network._finish + matches_of for matches that need nothing more: ordered by the
-    # node's registration, then the events' arrival indexes (docs/semantics.md).
-    cdef Py_ssize_t n = found.n, i, j, m = 0
-    cdef double prob
-    cdef long long order
-    cdef long long orders[_FEW]
-    cdef Py_ssize_t idx[_FEW]
-    if n > _FEW:
-        return _emit_sorted(c, found, src, arrival, out)
-    for i in range(n):
-        if not found.prob[i] > 0.0:
-            continue
-        # Insertion by the node's registration order (stable: one match per node is
-        # the common case).
-        order = (<Plan>found.plan[i]).order
-        j = m
-        while j > 0 and orders[j - 1] > order:
-            orders[j] = orders[j - 1]
-            idx[j] = idx[j - 1]
-            j -= 1
-        if j > 0 and orders[j - 1] == order:
-            # A node with several matches (MODE ALL): their events' arrivals decide.
-            return _emit_sorted(c, found, src, arrival, out)
-        orders[j] = order
-        idx[j] = i
-        m += 1
-    cdef long long seq = c.seq
-    for j in range(m):
-        _emit_one(found, idx[j], src, seq, arrival, out)
-        seq += 1
-    c.seq = seq
-    return 0
-
-
-cdef int _emit_sorted(_Counters c, Found found, object src, object arrival, list out) except -1:
-    # _emit_simple for many matches, or several of one node: sorted by the node's
-    # registration, then the events' arrival indexes.
-    cdef list keyed = []
-    cdef Py_ssize_t i, k
-    for i in range(found.n):
-        if not found.prob[i] > 0.0:
-            continue
-        arrivals = tuple([ev_get(ev(<object>found.ev[k]).arrival, "arrival") for k in range(found.off[i], found.off[i + 1])])
-        keyed.append(((<Plan>found.plan[i]).order, arrivals, i))
-    keyed.sort()
-    cdef long long seq = c.seq
-    for key in keyed:
-        _emit_one(found, key[2], src, seq, arrival, out)
-        seq += 1
-    c.seq = seq
-    return 0
-
-
-cdef int _emit_mixed(_Counters c, Found found, Conjunctions cj, object src, object arrival, list out) except -1:
-    # _emit_simple for an instance that completes conjunctions too: their compiled
-    # matches (cj.made) and the sequences' (found) in one order, the node's
+cdef int _emit_simple(_Counters c, Found found, Conjunctions cj, object src, object arrival, list out) except -1:
+    # Network._finish + matches_of for matches that need nothing more, the sequences'
+    # (found) and the conjunctions' (cj.made, compiled already): ordered by the node's
     # registration, then the events' arrival indexes (Emission.sort_key).
     cdef list made = cj.made, nodes = cj.made_q
     cdef Py_ssize_t nf = found.n, nm = PyList_GET_SIZE(made), i, j, m = 0
@@ -472,7 +418,8 @@ cdef int _emit_mixed(_Counters c, Found found, Conjunctions cj, object src, obje
                 idx[j] = idx[j - 1]
                 j -= 1
             if j > 0 and orders[j - 1] == order:
-                tie = True  # a node with several matches (MODE ALL): their events' arrivals decide
+                # A node with several matches (MODE ALL): their events' arrivals decide.
+                tie = True
                 break
             orders[j] = order
             idx[j] = i
@@ -504,8 +451,9 @@ cdef int _emit_mixed(_Counters c, Found found, Conjunctions cj, object src, obje
             (<_Query>nodes[i - nf]).qs.counted += 1
         seq += 1
     c.seq = seq
-    cj.made = []
-    cj.made_q = []
+    if nm:
+        cj.made = []
+        cj.made_q = []
     return 0
 
 

@@ -322,12 +322,15 @@ def test_presence_keeps_the_latest_start_and_the_union_of_bits_and_goes_below_th
     presence.note(1, "C", 2.0, 0)  # passes no filter: not noted
     presence.note(2, "B", 9.0, 0b01)
     assert presence.sources == {1: {"A": (5.0, 0b11), "B": (2.0, 0b11)}, 2: {"B": (9.0, 0b01)}}
+    presence._check()
     presence.prune(lambda cls: 4.0)
+    presence._check()
     # A's notes leave from the front while below: (1, 5.0) stops them, so the late one
     # (3.0) behind it stays, and A with it; B's first note goes, and B at source 1.
     assert presence.sources == {1: {"A": (5.0, 0b11)}, 2: {"B": (9.0, 0b01)}}
     presence.prune(lambda cls: {"A": 5.5, "B": 9.0}[cls])
     assert presence.sources == {2: {"B": (9.0, 0b01)}}
+    presence._check()
     presence.prune(lambda cls: 10.0)
     assert presence.sources == {} and presence.notes == {} and presence.count == {}
 
