@@ -508,7 +508,7 @@ cdef class Conjunctions:
                     w &= w - 1
                     c = self.qc(bitno)
                     if c.flags & Q_LOOSE:
-                        rest |= 1 << bitno
+                        rest |= (<object>1) << bitno
                         continue
                     if c.flags & Q_NEVER or moment <= c.reg:
                         continue
@@ -538,7 +538,7 @@ cdef class Conjunctions:
                             got = self._assemble(self.query(bitno), bitno, xi, e, s, hclock, completed, direct)
                             if got >= 0:
                                 continue
-                        rest |= 1 << bitno
+                        rest |= (<object>1) << bitno
                         self.handed += 1
         finally:
             for i in range(np):

@@ -406,3 +406,16 @@ def test_conjunctions_matches_are_numbered_with_the_sequences_in_emission_order(
     assert counts == {n: sum(r[0] == n for r in rows) for n in names}
     assert {r[0] for r in rows} >= {"seq_first", "cnj_all", "cnj_recent"}
     assert all(g == got[-1] for g in got)
+
+
+@COMPILED
+def test_conjunctions_handed_back_beyond_the_first_64_bits_are_the_right_ones() -> None:
+    """The bits the compiled kernel hands back to Python are Python ints: a conjunction
+    with bit 64 or more (a C shift of 1 gave a wrong bit there, and the network a
+    KeyError) is assembled as the pure kernel assembles it."""
+    fillers = [(f"f{i}", f"AND(D, E) WHERE D.v > {i} WITHIN 10 s") for i in range(70)]
+    # One class in two overlapping components: always handed back to Python.
+    queries = [*fillers, ("q", "AND(A, ANY(A, B)) WITHIN 10 s MODE ALL")]
+    events = make_events("a1 b2 a3")
+    got = [ids(feed(queries, events, Engine(compiled=c))) for c in (True, False)]
+    assert got[0] == got[1] == [["a1", "b2"], ["a1", "a3"], ["a3", "b2"]]
