@@ -70,9 +70,9 @@ from ecq.match import Match
 from ecq.network import check_depends
 from ecq.query import CompiledQuery
 from ecq.timekeeper import MAX_AHEAD, Late, TimeKeeper
+from service.server.blocks import Block
 from service.server.errors import BufferFullError, InBulkError, InvalidInputError, UnavailableError
 from service.server.faults import StoreFault
-from service.server.hub import Published
 from service.server.limits import check_pattern_size
 from service.server.metrics import Metrics
 from service.server.rates import MatchRates
@@ -83,7 +83,6 @@ from service.server.store import (
     TIME,
     UNREGISTER,
     Clocks,
-    MatchRow,
     Store,
     arrival_key,
     arrow_log,
@@ -217,7 +216,7 @@ class EngineHost:
         self,
         store: Store,
         metrics: Metrics,
-        publish: Callable[[list[Published]], None],
+        publish: Callable[[list[Block]], None],
         trim_every: int = 64,
         match_log_max: int = 5_000_000,
         lateness: float = 0.0,
@@ -654,18 +653,19 @@ class EngineHost:
             )
         try:
             matches, late = self._process(events)
-            rows, counts, published = self._number(matches)
+            block, counts = self._number(matches)
             late_rows = _late_rows(late, posted)
             log_body = events_body(events) if arrow is None else arrow_log(batch_id, arrow)
             max_end = max((e.end for e in events), default=-math.inf)
-            next_seq = self.next_seq + len(rows)
+            found = len(block) if block is not None else 0
+            next_seq = self.next_seq + found
             self.store.commit_batch(
                 producer,
                 batch_id,
                 log_body,
                 len(events),
                 max_end,
-                rows,
+                block,
                 counts,
                 next_seq,
                 self._clocks(),
@@ -675,7 +675,7 @@ class EngineHost:
             raise self._store_failed(fault, stale=True) from None
         except Exception as err:
             raise self._recover(err) from err
-        self._committed(next_seq, counts, published)
+        self._committed(next_seq, counts, block)
         self.metrics.events.inc(len(events))
         self.metrics.batches.inc()
         if late_rows:
@@ -688,7 +688,7 @@ class EngineHost:
             except StoreFault as fault:  # the batch is committed: answer it
                 self._store_failed(fault, stale=False)
         self._after_op()
-        return BatchOutcome(len(events), False, len(rows), late_rows)
+        return BatchOutcome(len(events), False, found, late_rows)
 
     def _process(self, events: list[Event]) -> tuple[list[Match], Late]:
         """``keeper.process`` in slices of SLICE events: the compiled loop holds the
@@ -717,16 +717,17 @@ class EngineHost:
             raise InvalidInputError(str(err), field="time") from None
         try:
             matches = self.keeper.advance_time(t)
-            rows, counts, published = self._number(matches)
-            next_seq = self.next_seq + len(rows)
-            self.store.commit_time(t, rows, counts, next_seq, self._clocks())
+            block, counts = self._number(matches)
+            found = len(block) if block is not None else 0
+            next_seq = self.next_seq + found
+            self.store.commit_time(t, block, counts, next_seq, self._clocks())
         except StoreFault as fault:
             raise self._store_failed(fault, stale=True) from None
         except Exception as err:
             raise self._recover(err) from err
-        self._committed(next_seq, counts, published)
+        self._committed(next_seq, counts, block)
         self._after_op()
-        return self._clocks(), len(rows)
+        return self._clocks(), found
 
     def _apply_lateness(self) -> None:
         """Make the allowed lateness the configured one: a change is an op of the log
@@ -735,22 +736,24 @@ class EngineHost:
             return
         before = self.keeper.lateness
         matches = self.keeper.set_lateness(self.lateness)
-        rows, counts, published = self._number(matches)
-        next_seq = self.next_seq + len(rows)
-        self.store.commit_time(self.lateness, rows, counts, next_seq, self._clocks(), kind=LATENESS)
-        self._committed(next_seq, counts, published)
+        block, counts = self._number(matches)
+        found = len(block) if block is not None else 0
+        next_seq = self.next_seq + found
+        self.store.commit_time(self.lateness, block, counts, next_seq, self._clocks(), kind=LATENESS)
+        self._committed(next_seq, counts, block)
         self._after_op()
-        log.info("allowed lateness %g s (was %g s); %d matches released", self.lateness, before, len(rows))
+        log.info("allowed lateness %g s (was %g s); %d matches released", self.lateness, before, found)
 
     def _clocks(self) -> Clocks:
         return Clocks(self.keeper.released, self.keeper.observed)
 
-    def _number(
-        self, matches: list[Match]
-    ) -> tuple[list[MatchRow], dict[str, tuple[int, float]], list[Published]]:
-        """Give matches the service's ``seq`` and their wire form."""
-        rows: list[MatchRow] = []
-        published: list[Published] = []
+    def _number(self, matches: list[Match]) -> tuple[Block | None, dict[str, tuple[int, float]]]:
+        """Give matches the service's ``seq`` and their wire form, as one block (None
+        when there are none) that the store logs and the hub fans out as it is."""
+        if not matches:
+            return None, {}
+        texts: list[str] = []
+        queries: list[str] = []
         counts: dict[str, tuple[int, float]] = {}
         seq = self.next_seq
         dumps = orjson.dumps
@@ -758,17 +761,14 @@ class EngineHost:
         for m in matches:
             wire = to_dict(m)
             wire["seq"] = seq
-            body = dumps(wire)
-            rows.append((seq, m.query, body))
-            published.append((seq, m.query, body.decode()))
+            texts.append(dumps(wire).decode())
+            queries.append(m.query)
             n, _ = counts.get(m.query, (0, m.end))
             counts[m.query] = (n + 1, m.end)
             seq += 1
-        return rows, counts, published
+        return Block.of(self.next_seq, queries, texts), counts
 
-    def _committed(
-        self, next_seq: int, counts: dict[str, tuple[int, float]], published: list[Published]
-    ) -> None:
+    def _committed(self, next_seq: int, counts: dict[str, tuple[int, float]], block: Block | None) -> None:
         self.next_seq = next_seq
         if counts:
             self.rates.add({name: n for name, (n, _) in counts.items()})
@@ -778,8 +778,8 @@ class EngineHost:
                 info.matches += n
                 info.last_match = last
             self.metrics.matches.labels(name).inc(n)
-        if published and self._loop is not None:
-            self._loop.call_soon_threadsafe(self._publish, published)
+        if block is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._publish, [block])
 
     def _after_op(self) -> None:
         self._ops += 1

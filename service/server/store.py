@@ -16,7 +16,12 @@ Why these tables, and why one transaction per operation:
   it, so a producer re-sending it is told them again.
 - ``batches`` holds every applied ``(producer, batch_id)``, so a batch replayed by a
   producer after a crash — ours or theirs — is recognised.
-- ``matches`` is the match log: polling and WebSocket backlogs read it by ``seq``.
+- ``match_blocks`` is the match log: one row per operation that produced matches, its
+  matches as one JSON array text with where each starts and which query each is of
+  (:class:`~service.server.blocks.Block`); polling and WebSocket backlogs read it by
+  ``seq``. One row per match (and its index entry) was most of the cost of committing a
+  batch: about 11 µs a match against 0.7 for the block. (``matches``, the one-row-per-
+  match log of older builds, is moved into blocks when such a store is opened.)
 - ``queries`` lists the registered queries with their match counts.
 - ``meta`` holds ``next_seq``, ``clock`` (the engine's, released) and ``observed`` (the
   largest event time taken or time advanced to).
@@ -49,6 +54,7 @@ from typing import Any
 import orjson
 
 from ecq.event import Event
+from service.server.blocks import Block, Run, u32_bytes, u32_list
 from service.server.faults import StoreFault, UnusableStore
 from service.server.ingest import from_arrow
 
@@ -58,7 +64,6 @@ __all__ = [
     "arrival_key",
     "arrow_log",
     "Clocks",
-    "MatchRow",
     "Meta",
     "Op",
     "Store",
@@ -93,7 +98,14 @@ CREATE TABLE IF NOT EXISTS batches (
     PRIMARY KEY (producer, batch_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS matches (seq INTEGER PRIMARY KEY, query TEXT NOT NULL, body BLOB NOT NULL);
-CREATE INDEX IF NOT EXISTS matches_by_query ON matches (query, seq);
+CREATE TABLE IF NOT EXISTS match_blocks (
+    first_seq INTEGER PRIMARY KEY,
+    next_seq INTEGER NOT NULL,    -- the seq after its last match
+    names TEXT NOT NULL,          -- JSON: the distinct query names of its matches
+    picks BLOB NOT NULL,          -- per match, its query's index in names (uint32 LE)
+    starts BLOB NOT NULL,         -- per match, where it starts in body, in characters; then len(body)
+    body BLOB NOT NULL            -- the matches as one JSON array, in seq order
+);
 CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY, body BLOB NOT NULL);
 """
 TABLES = ("meta", "ops", "queries", "batches", "matches")
@@ -124,10 +136,6 @@ class StoredQuery:
     spec: dict[str, Any]
     matches: int
     last_match: float | None
-
-
-# (seq, query, JSON of the match's wire form)
-MatchRow = tuple[int, str, bytes]
 
 
 @dataclass(frozen=True)
@@ -236,6 +244,31 @@ class Store:
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(ops)")}
         if "late" not in columns:
             self._db.execute("ALTER TABLE ops ADD COLUMN late BLOB")
+        if self._db.execute("SELECT 1 FROM matches LIMIT 1").fetchone() is not None:
+            self._blocks_from_rows()
+
+    def _blocks_from_rows(self) -> None:
+        """Move a store's one-row-per-match log (older builds) into blocks of up to
+        LEGACY_BLOCK consecutive seqs, in one transaction; the matches read the same."""
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            run: list[tuple[int, str, bytes]] = []
+            for row in db.execute("SELECT seq, query, body FROM matches ORDER BY seq").fetchall():
+                if run and (row[0] != run[-1][0] + 1 or len(run) == LEGACY_BLOCK):
+                    self._insert_block(_legacy_block(run))
+                    run = []
+                run.append(row)
+            if run:
+                self._insert_block(_legacy_block(run))
+            db.execute("DELETE FROM matches")
+            db.execute("DROP INDEX IF EXISTS matches_by_query")
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        log.info("the match log of %s moved into blocks", self.path)
 
     def close(self) -> None:
         with self._readers_lock:
@@ -369,14 +402,14 @@ class Store:
         events: bytes,
         accepted: int,
         max_end: float,
-        matches: Sequence[MatchRow],
+        matches: Block | None,
         counts: dict[str, tuple[int, float]],
         next_seq: int,
         clocks: Clocks,
         late: bytes | None = None,
     ) -> None:
         """One batch's effects, together: its op (with its late events), its id, its
-        matches, the per-query counts (``name -> (new matches, last match end)``),
+        matches (one block, None when none), the per-query counts (``name -> (new matches, last match end)``),
         ``next_seq`` and the clocks."""
         with self._writing() as db:
             pos = self._next_pos()
@@ -393,7 +426,7 @@ class Store:
     def commit_time(
         self,
         time: float,
-        matches: Sequence[MatchRow],
+        matches: Block | None,
         counts: dict[str, tuple[int, float]],
         next_seq: int,
         clocks: Clocks,
@@ -405,12 +438,27 @@ class Store:
             db.execute("INSERT INTO ops (pos, kind, time) VALUES (?, ?, ?)", (self._next_pos(), kind, time))
             self._write_matches(matches, counts, next_seq, clocks)
 
+    def _insert_block(self, block: Block) -> None:
+        names = list(dict.fromkeys(block.queries))
+        index = {name: k for k, name in enumerate(names)}
+        self._db.execute(
+            "INSERT INTO match_blocks (first_seq, next_seq, names, picks, starts, body) VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                block.first,
+                block.next_seq,
+                orjson.dumps(names).decode(),
+                u32_bytes([index[q] for q in block.queries]),
+                u32_bytes(block.starts),
+                block.text.encode(),
+            ),
+        )
+
     def _write_matches(
-        self, matches: Sequence[MatchRow], counts: dict[str, tuple[int, float]], next_seq: int, clocks: Clocks
+        self, matches: Block | None, counts: dict[str, tuple[int, float]], next_seq: int, clocks: Clocks
     ) -> None:
         db = self._db
         if matches:
-            db.executemany("INSERT INTO matches (seq, query, body) VALUES (?, ?, ?)", matches)
+            self._insert_block(matches)
             db.executemany(
                 "UPDATE queries SET matches = matches + ?, last_match = ? WHERE name = ?",
                 [(n, last, name) for name, (n, last) in counts.items()],
@@ -446,7 +494,8 @@ class Store:
         time advances among them. A registration goes only with its unregistration, when
         both lie in the dropped stretch and no live query reads the name (``keep``);
         registrations of live queries stay, so replay registers them first. The match
-        log keeps the latest ``match_log_max`` matches. Of the lateness changes in the
+        log keeps the latest ``match_log_max`` matches, in whole blocks (so up to a
+        block more). Of the lateness changes in the
         dropped stretch only the last stays: it is the lateness in force at the cut.
         """
         with self._faults():
@@ -477,7 +526,7 @@ class Store:
                 "DELETE FROM ops WHERE pos < ? AND kind IN (?, ?)", (cut, BATCH, TIME)
             ).rowcount
             db.executemany("DELETE FROM ops WHERE pos = ?", [(p,) for p in drop])
-            db.execute("DELETE FROM matches WHERE seq < ?", (next_seq - match_log_max,))
+            db.execute("DELETE FROM match_blocks WHERE next_seq <= ?", (next_seq - match_log_max,))
         return int(dropped) + len(drop)
 
     # ------------------------------------------------------------- reading matches
@@ -494,48 +543,96 @@ class Store:
 
     def read_matches(
         self, from_seq: int, limit: int, queries: frozenset[str] | None = None
-    ) -> tuple[list[tuple[int, bytes]], int, int]:
+    ) -> tuple[list[tuple[int, str]], int, int]:
         """Matches with ``seq >= from_seq`` (of ``queries``, when given) in ``seq`` order,
-        at most ``limit``; with the committed ``next_seq`` and the oldest retained seq,
-        all read in one snapshot. Any thread."""
+        at most ``limit``, as ``(seq, JSON text)``; with the committed ``next_seq`` and the
+        oldest retained seq, all read in one snapshot. Any thread."""
+        runs, next_seq, first_seq = self.read_runs(from_seq, limit, queries)
+        return (
+            [pair for run in runs for pair in zip(run.seqs(), run.texts(), strict=True)],
+            next_seq,
+            first_seq,
+        )
+
+    def read_runs(
+        self, from_seq: int, limit: int, queries: frozenset[str] | None = None, whole: bool = False
+    ) -> tuple[list[Run], int, int]:
+        """:meth:`read_matches` as runs of the log's blocks (no text copied per match);
+        ``whole``: the last block is not cut at ``limit`` (a WebSocket backlog takes
+        whole blocks, whose frames are cut once). Any thread."""
         db = self._reader()
         with self._faults():
-            return self._read_matches(db, from_seq, limit, queries)
+            return self._read_runs(db, from_seq, limit, queries, whole)
 
     @staticmethod
-    def _read_matches(
-        db: sqlite3.Connection, from_seq: int, limit: int, queries: frozenset[str] | None
-    ) -> tuple[list[tuple[int, bytes]], int, int]:
+    def _read_runs(
+        db: sqlite3.Connection, from_seq: int, limit: int, queries: frozenset[str] | None, whole: bool
+    ) -> tuple[list[Run], int, int]:
+        runs: list[Run] = []
         db.execute("BEGIN")
         try:
             row = db.execute("SELECT value FROM meta WHERE key = 'next_seq'").fetchone()
             next_seq = int(row[0]) if row else 0
-            first = db.execute("SELECT MIN(seq) FROM matches").fetchone()[0]
+            first = db.execute("SELECT MIN(first_seq) FROM match_blocks").fetchone()[0]
             first_seq = next_seq if first is None else int(first)
-            if queries is None:
-                rows = db.execute(
-                    "SELECT seq, body FROM matches WHERE seq >= ? AND seq < ? ORDER BY seq LIMIT ?",
-                    (from_seq, next_seq, limit),
-                ).fetchall()
-            else:
-                names = sorted(queries)
-                marks = ",".join("?" * len(names))
-                rows = db.execute(
-                    f"SELECT seq, body FROM matches WHERE query IN ({marks}) AND seq >= ? AND seq < ? "
-                    "ORDER BY seq LIMIT ?",
-                    (*names, from_seq, next_seq, limit),
-                ).fetchall()
+            if limit <= 0 or from_seq >= next_seq:
+                return runs, next_seq, first_seq
+            # The block holding from_seq (blocks are contiguous), then those after it.
+            start = db.execute(
+                "SELECT MAX(first_seq) FROM match_blocks WHERE first_seq <= ?", (from_seq,)
+            ).fetchone()[0]
+            heads = db.execute(
+                "SELECT first_seq, names FROM match_blocks WHERE first_seq >= ? AND first_seq < ? ORDER BY first_seq",
+                (start if start is not None else from_seq, next_seq),
+            )
+            taken = 0
+            for block_first, names_text in heads.fetchall():
+                if queries is not None and not any(f'"{q}"' in names_text for q in queries):
+                    continue  # none of its matches is wanted: its body is not read
+                picks, starts, body = db.execute(
+                    "SELECT picks, starts, body FROM match_blocks WHERE first_seq = ?", (block_first,)
+                ).fetchone()
+                names = orjson.loads(names_text)
+                block = Block(
+                    block_first, [names[k] for k in u32_list(picks)], body.decode(), u32_list(starts)
+                )
+                run = Run(block, range(len(block)) if queries is None else block.of_queries(queries))
+                cut = run.after(from_seq - 1)
+                if cut is None:
+                    continue
+                if not whole and taken + len(cut) > limit:
+                    cut = Run(block, cut.picks[: limit - taken])
+                runs.append(cut)
+                taken += len(cut)
+                if taken >= limit:
+                    break
         finally:
             if db.in_transaction:
                 db.execute("COMMIT")
-        return rows, next_seq, first_seq
+        return runs, next_seq, first_seq
 
     def has_matches_of(self, query: str) -> bool:
-        """Whether the match log holds a match of ``query`` (which may be gone now). Any thread."""
+        """Whether the match log holds a match of ``query`` (which may be gone now). Any
+        thread. O(blocks): a query name has no quote, so its JSON string is found in a
+        block's names only as that name."""
         db = self._reader()
         with self._faults():
-            row = db.execute("SELECT 1 FROM matches WHERE query = ? LIMIT 1", (query,)).fetchone()
+            row = db.execute(
+                "SELECT 1 FROM match_blocks WHERE instr(names, ?) > 0 LIMIT 1",
+                (orjson.dumps(query).decode(),),
+            ).fetchone()
         return row is not None
+
+
+# A legacy match log is moved into blocks of at most this many matches.
+LEGACY_BLOCK = 10_000
+
+
+def _legacy_block(rows: list[tuple[int, str, bytes]]) -> Block:
+    """Consecutive rows of the one-row-per-match log as a block."""
+    return Block.of(
+        rows[0][0], [query for _, query, _ in rows], [bytes(body).decode() for _, _, body in rows]
+    )
 
 
 def check(path: Path, init: bool) -> None:
