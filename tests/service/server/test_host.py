@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from ecq.event import Event
-from service.server.host import EngineHost
 from service.server.blocks import Block
+from service.server.host import EngineHost
 from service.server.metrics import Metrics
 from service.server.store import Store
 
@@ -57,7 +57,9 @@ def test_a_trimmed_log_keeps_what_a_live_query_reads_through_at_name(tmp_path: P
 
     names, published = run_host(tmp_path, after)
     assert names == ["reads", "ab"]
-    assert [query for block in published for query in block.queries] == ["reads"]  # the @ab match of before the restart
+    assert [query for block in published for query in block.queries] == [
+        "reads"
+    ]  # the @ab match of before the restart
 
 
 def test_replay_emits_nothing_and_seq_continues(tmp_path: Path) -> None:
@@ -76,4 +78,5 @@ def test_replay_emits_nothing_and_seq_continues(tmp_path: Path) -> None:
 
     (seq, duplicate), published = run_host(tmp_path, second, trim_every=1000)
     assert duplicate and seq == 3
-    assert [block.first + i for block in published for i in range(len(block))] == [2]  # nothing re-emitted by the replay
+    # nothing re-emitted by the replay
+    assert [block.first + i for block in published for i in range(len(block))] == [2]

@@ -13,8 +13,8 @@ import orjson
 import pyarrow as pa
 import pytest
 
-from service.server.faults import StoreFault
 from service.server.blocks import Block
+from service.server.faults import StoreFault
 from service.server.store import BATCH, LATENESS, REGISTER, TIME, UNREGISTER, Clocks, Meta, Store
 
 Q1 = {"text": "SEQ(A, B) WITHIN 10 s"}
@@ -233,7 +233,11 @@ def test_the_match_log_is_one_block_per_batch_read_across_blocks(store: Store) -
     batch(store, "b2", 6.0, rows(3, "q1", "q1"), next_seq=5)
     batch(store, "b3", 7.0, rows(5, "q2"), next_seq=6)
     with closing(sqlite3.connect(store.path)) as db:
-        assert db.execute("SELECT first_seq, next_seq FROM match_blocks").fetchall() == [(0, 3), (3, 5), (5, 6)]
+        assert db.execute("SELECT first_seq, next_seq FROM match_blocks").fetchall() == [
+            (0, 3),
+            (3, 5),
+            (5, 6),
+        ]
         assert db.execute("SELECT COUNT(*) FROM matches").fetchone()[0] == 0
     got, next_seq, first_seq = store.read_matches(1, 4)
     assert [seq for seq, _ in got] == [1, 2, 3, 4] and (next_seq, first_seq) == (6, 0)
@@ -257,7 +261,8 @@ def test_a_store_with_a_match_row_per_match_is_moved_into_blocks(tmp_path: Path)
         db.execute("DROP TABLE match_blocks")
         db.execute("CREATE INDEX matches_by_query ON matches (query, seq)")
         db.executemany(
-            "INSERT INTO matches VALUES (?, ?, ?)", [(seq, f"q{seq % 2}", t.encode()) for seq, t in texts.items()]
+            "INSERT INTO matches VALUES (?, ?, ?)",
+            [(seq, f"q{seq % 2}", t.encode()) for seq, t in texts.items()],
         )
         db.execute("INSERT INTO meta VALUES ('next_seq', '10')")
         db.commit()
