@@ -80,3 +80,20 @@ def test_replay_emits_nothing_and_seq_continues(tmp_path: Path) -> None:
     assert duplicate and seq == 3
     # nothing re-emitted by the replay
     assert [block.first + i for block in published for i in range(len(block))] == [2]
+
+
+def test_engine_stats_are_walked_when_asked_not_after_every_operation(tmp_path: Path) -> None:
+    """Nobody asking, no walk of the network (it cost ~25 ms with a thousand queries);
+    an ask gets figures that include every operation before it."""
+
+    async def script(host: EngineHost) -> tuple[int, int, int, int]:
+        await host.register([("ab", {"text": "SEQ(A, B) WITHIN 5 s"})])
+        walked = host.stats_snapshot()["next_seq"]
+        for k in range(3):
+            await host.ingest("p", str(k), [ev(1, "A", 10.0 * k), ev(1, "B", 10.0 * k + 1)])
+        stale = host.stats_snapshot()["next_seq"]
+        asked = await asyncio.gather(host.stats(), host.stats())  # two askers share one walk
+        return walked, stale, asked[0]["next_seq"], asked[1]["next_seq"]
+
+    (walked, stale, fresh, again), _ = run_host(tmp_path, script)
+    assert (walked, stale, fresh, again) == (0, 0, 3, 3)
