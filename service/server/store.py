@@ -45,9 +45,10 @@ import logging
 import sqlite3
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -161,10 +162,9 @@ class Meta:
 ARROW_LOG = b"scemon-arrow-1\n"
 
 
-def arrival_key(e: Event) -> tuple[float, float]:
-    """The order a batch is applied in: by ``(end, start)``, stably (ties keep their
-    posted order)."""
-    return (e.end, e.start)
+# The order a batch is applied in: by ``(end, start)``, stably (ties keep their posted
+# order). An attrgetter, not a function: half the cost of the sort's key per event.
+arrival_key: Callable[[Event], tuple[float, float]] = attrgetter("end", "start")
 
 
 def events_body(events: Sequence[Event]) -> bytes:

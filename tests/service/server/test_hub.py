@@ -130,3 +130,16 @@ def test_a_filtered_subscriber_takes_the_merge_of_its_queries() -> None:
     assert b.of_queries(frozenset({"c"})) == [2] and b.of_queries(frozenset({"x"})) == []
     assert Run(b, [0, 1, 3, 4]).after(11) == Run(b, [3, 4]) and Run(b, [0, 1]).after(11) is None
     assert Run(b, [0, 3]).inside() == b.match(0) + "," + b.match(3)
+
+
+def test_a_block_from_utf8_json_has_character_offsets() -> None:
+    """Matches joined and decoded once: with a non-ASCII match the offsets are still
+    characters, and every match reads back as it was written."""
+    texts = [
+        orjson.dumps({"seq": i, "attrs": {"city": city}}) for i, city in enumerate(["Kyiv", "Zürich", "東京"])
+    ]
+    made = Block.of_json(4, ["q", "q", "q"], texts)
+    assert [made.match(i) for i in range(3)] == [t.decode() for t in texts]
+    assert orjson.loads(made.text) == [orjson.loads(t) for t in texts]
+    ascii_only = Block.of_json(0, ["q"], texts[:1])
+    assert ascii_only.text == "[" + texts[0].decode() + "]" and ascii_only.match(0) == texts[0].decode()
