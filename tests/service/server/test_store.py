@@ -276,3 +276,33 @@ def test_a_store_with_a_match_row_per_match_is_moved_into_blocks(tmp_path: Path)
             assert db.execute("SELECT COUNT(*) FROM matches").fetchone()[0] == 0
     finally:
         old.close()
+
+
+def test_match_counts_survive_a_reopen_and_start_again_for_a_name_registered_again(tmp_path: Path) -> None:
+    """The counts are one row of meta rewritten with each batch, not an UPDATE per
+    query: reopened, they read the same; an unregistered name registered again counts
+    from 0; a store of an older build reads its counts from the queries table."""
+    first = Store(tmp_path / "data")
+    first.commit_register([("q1", Q1), ("q2", Q2)])
+    batch(first, "b1", 5.0, rows(0, "q1", "q2", "q1"), next_seq=3)
+    batch(first, "b2", 8.0, rows(3, "q2"), next_seq=4)
+    first.commit_unregister("q1")
+    first.commit_register([("q1", Q1)])
+    first.close()
+    again = Store(tmp_path / "data")
+    try:
+        assert {q.name: (q.matches, q.last_match) for q in again.queries()} == {
+            "q2": (2, 8.0),
+            "q1": (0, None),
+        }
+    finally:
+        again.close()
+    with closing(sqlite3.connect(tmp_path / "data" / "scemon.sqlite3")) as db:
+        db.execute("DELETE FROM meta WHERE key = 'counts'")
+        db.execute("UPDATE queries SET matches = 7, last_match = 3.5 WHERE name = 'q2'")
+        db.commit()
+    old = Store(tmp_path / "data")
+    try:
+        assert {q.name: (q.matches, q.last_match) for q in old.queries()} == {"q2": (7, 3.5), "q1": (0, None)}
+    finally:
+        old.close()
