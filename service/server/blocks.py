@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import sys
 from array import array
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from heapq import merge
@@ -51,16 +52,26 @@ def u32_list(data: bytes) -> list[int]:
 
 
 class Block:
-    """``len(queries)`` matches with seqs ``first ..``, as one JSON array text. Immutable
-    once built; any thread may read it, frames are cached on it (event loop only)."""
+    """``len(queries)`` matches with seqs ``first ..`` (or ``seqs``), as one JSON array
+    text. Immutable once built; any thread may read it, frames are cached on it (event
+    loop only)."""
 
-    __slots__ = ("first", "queries", "text", "starts", "_frames", "_by_query")
+    __slots__ = ("first", "seqs", "queries", "text", "starts", "_frames", "_by_query")
 
-    def __init__(self, first: int, queries: Sequence[str], text: str, starts: Sequence[int]) -> None:
+    def __init__(
+        self,
+        first: int,
+        queries: Sequence[str],
+        text: str,
+        starts: Sequence[int],
+        seqs: Sequence[int] | None = None,
+    ) -> None:
         """``starts[i]``: where match ``i`` begins in ``text``; ``starts[n]`` is
         ``len(text)`` (so match ``i`` is ``text[starts[i] : starts[i + 1] - 1]``, the
-        comma or the closing bracket after it left out)."""
+        comma or the closing bracket after it left out). ``seqs``: each match's seq,
+        ascending, when they are not ``first, first + 1, ...`` (a :meth:`select`)."""
         self.first = first
+        self.seqs: Sequence[int] = range(first, first + len(queries)) if seqs is None else seqs
         self.queries = queries
         self.text = text
         self.starts = starts
@@ -92,7 +103,17 @@ class Block:
     @property
     def next_seq(self) -> int:
         """The seq after its last match."""
-        return self.first + len(self.queries)
+        return self.seqs[-1] + 1 if self.queries else self.first
+
+    def select(self, picks: Sequence[int]) -> Block:
+        """A block of only the matches at ``picks``: what a subscriber of some queries
+        keeps, so that its queue holds their text, not the whole block's (a slow one
+        would otherwise keep every block alive that one of its matches came in)."""
+        match, seqs = self.match, self.seqs
+        chosen = Block.of(0, [self.queries[i] for i in picks], [match(i) for i in picks])
+        chosen.seqs = [seqs[i] for i in picks]
+        chosen.first = chosen.seqs[0] if picks else self.first
+        return chosen
 
     def match(self, i: int) -> str:
         """Match ``i``'s JSON text."""
@@ -126,15 +147,15 @@ class Block:
         return cached
 
     def cut(self, lo: int, hi: int, batch: int) -> list[Frame]:
-        first = self.first
+        seqs = self.seqs
         if batch == 1:
-            return [(first + i, self.match(i), 1) for i in range(lo, hi)]
+            return [(seqs[i], self.match(i), 1) for i in range(lo, hi)]
         if lo == 0 and hi == len(self.queries) and hi <= batch:
-            return [(first + hi - 1, self.text, hi)]  # the text itself: no copy
+            return [(seqs[hi - 1], self.text, hi)]  # the text itself: no copy
         out: list[Frame] = []
         for at in range(lo, hi, batch):
             end = min(at + batch, hi)
-            out.append((first + end - 1, "[" + self.span(at, end) + "]", end - at))
+            out.append((seqs[end - 1], "[" + self.span(at, end) + "]", end - at))
         return out
 
 
@@ -150,18 +171,18 @@ class Run:
 
     @property
     def last_seq(self) -> int:
-        return self.block.first + self.picks[-1]
+        return self.block.seqs[self.picks[-1]]
 
     def after(self, seq: int) -> Run | None:
         """The part with seqs above ``seq`` (None when nothing is left)."""
-        picks, first = self.picks, self.block.first
-        if not picks or first + picks[-1] <= seq:
+        picks, seqs = self.picks, self.block.seqs
+        if not picks or seqs[picks[-1]] <= seq:
             return None
-        if first + picks[0] > seq:
+        if seqs[picks[0]] > seq:
             return self
-        if isinstance(picks, range):
-            return Run(self.block, range(seq + 1 - first, picks.stop))
-        return Run(self.block, [i for i in picks if first + i > seq])
+        if isinstance(picks, range):  # seqs ascend: the first index past seq
+            return Run(self.block, range(bisect_right(seqs, seq, picks.start, picks.stop), picks.stop))
+        return Run(self.block, [i for i in picks if seqs[i] > seq])
 
     def texts(self) -> list[str]:
         """Each match's JSON text."""
@@ -169,8 +190,8 @@ class Run:
         return [match(i) for i in self.picks]
 
     def seqs(self) -> list[int]:
-        first = self.block.first
-        return [first + i for i in self.picks]
+        seqs = self.block.seqs
+        return [seqs[i] for i in self.picks]
 
     def inside(self) -> str:
         """The matches as the inside of a JSON array (``m,m,m``)."""
@@ -185,13 +206,13 @@ class Run:
             if picks.start == 0 and picks.stop == len(block):
                 return block.frames(batch)
             return block.cut(picks.start, picks.stop, batch)
-        texts, first = self.texts(), block.first
+        texts, seqs = self.texts(), block.seqs
         if batch == 1:
-            return [(first + i, t, 1) for i, t in zip(picks, texts, strict=True)]
+            return [(seqs[i], t, 1) for i, t in zip(picks, texts, strict=True)]
         out: list[Frame] = []
         for at in range(0, len(picks), batch):
             end = min(at + batch, len(picks))
-            out.append((first + picks[end - 1], "[" + ",".join(texts[at:end]) + "]", end - at))
+            out.append((seqs[picks[end - 1]], "[" + ",".join(texts[at:end]) + "]", end - at))
         return out
 
 

@@ -16,8 +16,9 @@ matches as one :class:`~service.server.blocks.Block` through
 order; a subscriber registers with the hub before reading its backlog from the store,
 so every match reaches it by one path or both (it skips ``seq`` it has sent). A
 subscriber of every query takes the block itself (O(1), whatever its size): its frames
-are cut once and sent to every such subscriber; one of some queries takes their
-matches' indexes (the block's index by query is built once for all of them).
+are cut once and sent to every such subscriber; one of some queries takes a copy of
+their matches (found through the block's index by query, built once for all of them),
+so what it queues is bounded by its own matches.
 """
 
 from __future__ import annotations
@@ -56,8 +57,7 @@ class Subscriber:
             return False
         queries = self.queries
         runs = [
-            Run(block, range(len(block)) if queries is None else block.of_queries(queries))
-            for block in blocks
+            Run(block, range(len(block))) if queries is None else _wanted(block, queries) for block in blocks
         ]
         wanted = sum(len(run) for run in runs)
         if not wanted:
@@ -82,6 +82,17 @@ class Subscriber:
         self.count = 0
         self.wake.clear()
         return out
+
+
+def _wanted(block: Block, queries: frozenset[str]) -> Run:
+    """A filtered subscriber's part of a block: the block itself when every match is
+    wanted, else a copy of just the wanted ones (its memory is then bounded by its
+    matches, not by the blocks they came in)."""
+    picks = block.of_queries(queries)
+    if len(picks) == len(block):
+        return Run(block, range(len(block)))
+    chosen = block.select(picks) if picks else block
+    return Run(chosen, range(len(picks)))
 
 
 class Hub:

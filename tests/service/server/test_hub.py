@@ -143,3 +143,20 @@ def test_a_block_from_utf8_json_has_character_offsets() -> None:
     assert orjson.loads(made.text) == [orjson.loads(t) for t in texts]
     ascii_only = Block.of_json(0, ["q"], texts[:1])
     assert ascii_only.text == "[" + texts[0].decode() + "]" and ascii_only.match(0) == texts[0].decode()
+
+
+def test_a_filtered_subscriber_keeps_only_its_matches_text_not_the_blocks() -> None:
+    """Bounded memory: a subscriber of one query that does not read holds the text of
+    its own matches, however large the blocks they came in."""
+    hub = Hub(limit=1000)
+    sub = hub.subscribe(frozenset({"rare"}))
+    big = [block(100 * k, ["rare"] + ["common"] * 99) for k in range(5)]
+    hub.publish(big)
+    held = sub.take()
+    assert [seq for run in held for seq in run.seqs()] == [0, 100, 200, 300, 400]
+    assert all(run.block not in big and len(run.block.text) < len(big[0].text) // 50 for run in held)
+    [(last, text, n)] = frames_of(held, 10)
+    assert (last, n) == (400, 5) and [m["seq"] for m in orjson.loads(text)] == [0, 100, 200, 300, 400]
+    every = hub.subscribe(frozenset({"rare", "common"}))  # all of a block: the block itself
+    hub.publish([big[0]])
+    assert [run.block for run in every.take()] == [big[0]]
