@@ -260,7 +260,7 @@ class Store:
         db.execute("BEGIN IMMEDIATE")
         try:
             run: list[tuple[int, str, bytes]] = []
-            for row in db.execute("SELECT seq, query, body FROM matches ORDER BY seq").fetchall():
+            for row in db.execute("SELECT seq, query, body FROM matches ORDER BY seq"):  # streamed
                 if run and (row[0] != run[-1][0] + 1 or len(run) == LEGACY_BLOCK):
                     self._insert_block(_legacy_block(run))
                     run = []
@@ -613,12 +613,14 @@ class Store:
             start = db.execute(
                 "SELECT MAX(first_seq) FROM match_blocks WHERE first_seq <= ?", (from_seq,)
             ).fetchone()[0]
+            # Read lazily, block by block, until ``limit`` matches are taken: a reader far
+            # behind reads a page's worth, not the rest of the log.
             heads = db.execute(
                 "SELECT first_seq, names FROM match_blocks WHERE first_seq >= ? AND first_seq < ? ORDER BY first_seq",
                 (start if start is not None else from_seq, next_seq),
             )
             taken = 0
-            for block_first, names_text in heads.fetchall():
+            for block_first, names_text in heads:
                 if queries is not None and not any(f'"{q}"' in names_text for q in queries):
                     continue  # none of its matches is wanted: its body is not read
                 picks, starts, body = db.execute(
@@ -638,6 +640,7 @@ class Store:
                 taken += len(cut)
                 if taken >= limit:
                     break
+            heads.close()  # done with it before the snapshot ends
         finally:
             if db.in_transaction:
                 db.execute("COMMIT")
