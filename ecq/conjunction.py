@@ -42,18 +42,35 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ecq.ecq import SlotFilter
+from ecq.query import KIND_AND, rename_refs
 
 if TYPE_CHECKING:
+    from ecq.conditions import PredFn
     from ecq.ecq import ECQ
     from ecq.event import Event
     from ecq.qstate import QState
-    from ecq.query import Comp
+    from ecq.query import Comp, CompiledQuery
     from ecq.windows import Windows
 
-__all__ = ["Presence", "Presences", "by_presence", "link", "unlink", "own_bits", "candidates"]
+__all__ = [
+    "Presence",
+    "Presences",
+    "Shape",
+    "by_presence",
+    "kernel_shape",
+    "link",
+    "unlink",
+    "own_bits",
+    "candidates",
+]
+
+# The most components of a conjunction the compiled kernel assembles (a bit each in a
+# C word: ecq/kernel/_conjunction.pxd's MAX_COMPS).
+KERNEL_COMPS = 64
 
 # Per source and class conjunctions use: the latest start of a stored instance that
 # passes some conjunction's filter on the class, and the union of those instances' own bits.
@@ -301,3 +318,67 @@ class Presences:
         assert held == self.count, "each source and class counts its notes"
         assert {(src, cls) for src, present in self.sources.items() for cls in present} == set(held)
         assert all(self.sources.values()), "a source without classes is dropped"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A conjunction of primitive classes as the compiled kernel assembles it
+    (ecq/kernel/_conjunction.pyx), made once per query by :func:`kernel_shape`.
+
+    - ``groups``: the positive components by class set (a *role group*), each as
+      ``(classes, component indexes)`` in component order. Class sets of different
+      groups are disjoint (overlapping sets are not taken), so each event has one group,
+      and the events of a set that fill a group's components do so in arrival order
+      (docs/semantics.md, "Conjunction roles"): the assignment of a set of events is
+      unique, and ``composite._first_assignment`` finds that one or none.
+    - ``filters``: per group, its components' filters by rank when an instance's own
+      bits cannot tell which of them it passes (two or more components: their class's
+      filter index holds none of them, ``_own_filter``); None when they can.
+    - ``negated``: ``(component index, classes, blocker conditions)`` of each negated
+      component, in component order (the order of the factors ``1 - prob``).
+    - ``checks``: ``(predicate, key, component indexes)`` of each condition across
+      events: the key names the components by *role* (group and rank) instead of
+      position, so two queries' checks with one key compute the same thing on the same
+      events, and the indexes are the ones it reads in role order (what the kernel's
+      shared evaluation is keyed by, with the key).
+    """
+
+    groups: tuple[tuple[tuple[str, ...], tuple[int, ...]], ...]
+    filters: tuple[tuple[PredFn | None, ...] | None, ...]
+    negated: tuple[tuple[int, tuple[str, ...], tuple[PredFn, ...]], ...]
+    checks: tuple[tuple[PredFn, Any, tuple[int, ...]], ...]
+
+
+def kernel_shape(cq: CompiledQuery) -> Shape | None:
+    """How the compiled kernel assembles conjunction ``cq``, or None when it cannot:
+    a sub-pattern or ``@name`` component, overlapping class sets (the assignment needs
+    a search), more than :data:`KERNEL_COMPS` components. O(components + conditions)."""
+    if cq.kind != KIND_AND or cq.overlapping or cq.length > KERNEL_COMPS:
+        return None
+    if any(c.sub is not None or any(x.startswith("@") for x in c.classes) for c in cq.comps):
+        return None
+    members: dict[frozenset[str], list[int]] = {}
+    for i in cq.positives:
+        members.setdefault(cq.comps[i].classes, []).append(i)
+    groups = tuple((tuple(sorted(classes)), tuple(idx)) for classes, idx in members.items())
+    filters = tuple(
+        tuple(cq.comps[i].filter for i in idx)
+        if len(idx) > 1 and any(cq.comps[i].filter for i in idx)
+        else None
+        for _, idx in groups
+    )
+    negated = tuple(
+        (c.index, tuple(sorted(c.classes)), cq.blocker_conds.get(c.index, ())) for c in cq.comps if c.negated
+    )
+    role = {i: f"#{'|'.join(classes)}/{rank}" for classes, idx in groups for rank, i in enumerate(idx)}
+    checks: list[tuple[PredFn, Any, tuple[int, ...]]] = []
+    keys = cq.check_keys if len(cq.check_keys) == len(cq.checks) else (None,) * len(cq.checks)
+    for (_, pred), key in zip(cq.checks, keys, strict=True):
+        if key is None:
+            checks.append((pred, None, ()))
+            continue
+        ((expr,), literals), reads = key
+        named = rename_refs(expr, lambda ref: role[int(ref[1:])])
+        order = tuple(sorted(reads, key=role.__getitem__))
+        checks.append((pred, ((named,), literals, tuple(role[i] for i in order)), order))
+    return Shape(groups, filters, negated, tuple(checks))

@@ -110,6 +110,12 @@ class CompiledQuery:
     # The registration point its sub-patterns' derived classes are named for (see
     # :func:`compile_query`); :func:`retag` moves it to another.
     tag: str = ""
+    # Beside each of ``checks``, what it computes independently of how the query names
+    # its components: the conjunct with every reference written ``#<component index>``
+    # (ecq.filters.filter_key of it), and the indexes it reads. Two queries whose
+    # checks have the same key once the indexes are mapped to roles compute the same
+    # thing on the same events (ecq.conjunction.kernel_shape shares their evaluation).
+    check_keys: tuple[tuple[Any, ...], ...] = ()
 
     @cached_property
     def length(self) -> int:
@@ -271,6 +277,7 @@ class _Placed:
 
     filters: dict[int, list[Expr]]
     checks: list[tuple[frozenset[int], PredFn]] = dataclasses.field(default_factory=list)
+    check_keys: list[tuple[Any, ...]] = dataclasses.field(default_factory=list)
     element: dict[int, list[PredFn]] = dataclasses.field(default_factory=dict)
     blocker: dict[int, list[PredFn]] = dataclasses.field(default_factory=dict)
     never: bool = False
@@ -321,6 +328,7 @@ class _Compiler:
             window=ast.within,
             mode_all=ast.mode == "all",
             checks=tuple(placed.checks),
+            check_keys=tuple(placed.check_keys),
             element_conds={k: tuple(v) for k, v in placed.element.items()},
             blocker_conds={k: tuple(v) for k, v in placed.blocker.items()},
             returns=tuple(self.return_items(roles.negated)),
@@ -389,7 +397,7 @@ class _Compiler:
             # A plain sequence checks [a] pairwise, as soon as both sides are bound.
             for sub_expr in self.expand_equiv(expr, roles.positives):
                 sub_refs, _, _ = self.references(sub_expr, path)
-                self.place(sub_expr, sub_refs, path, placed.filters, placed.checks)
+                self.place(sub_expr, sub_refs, path, placed)
             return
         if not (explicit & negated) and not (refs & kleene):
             if not mentions:
@@ -397,11 +405,9 @@ class _Compiler:
             elif equiv or aggs:
                 # Equivalence tests and aggregates read whole groups: checked on the
                 # complete match, never as a one-event filter.
-                placed.checks.append(
-                    (frozenset(mentions - negated), compile_predicate(expr, self.resolver(path)))
-                )
+                self.add_check(expr, mentions - negated, path, placed)
             else:
-                self.place(expr, mentions, path, placed.filters, placed.checks)
+                self.place(expr, mentions, path, placed)
         if not aggs:
             for k in kleene & mentions:
                 placed.element.setdefault(k, []).append(compile_predicate(expr, self.resolver(path)))
@@ -459,18 +465,17 @@ class _Compiler:
             returns.append((label, compile_value(item.expr, self.resolver(path))))
         return returns
 
-    def place(
-        self,
-        expr: Expr,
-        mentions: set[int],
-        path: str,
-        filters: dict[int, list[Expr]],
-        checks: list[tuple[frozenset[int], PredFn]],
-    ) -> None:
+    def place(self, expr: Expr, mentions: set[int], path: str, placed: _Placed) -> None:
         if len(mentions) == 1:
-            filters[next(iter(mentions))].append(expr)
+            placed.filters[next(iter(mentions))].append(expr)
         else:
-            checks.append((frozenset(mentions), compile_predicate(expr, self.resolver(path))))
+            self.add_check(expr, mentions, path, placed)
+
+    def add_check(self, expr: Expr, mentions: set[int], path: str, placed: _Placed) -> None:
+        """A check on ``mentions`` (two or more positive components), with its key."""
+        resolve = self.resolver(path)
+        placed.checks.append((frozenset(mentions), compile_predicate(expr, resolve)))
+        placed.check_keys.append((filter_key((_indexed(expr, resolve),)), tuple(sorted(mentions))))
 
     # ---------------------------------------------------------- pattern shape
 
@@ -724,12 +729,23 @@ def _walk(expr: Expr, path: str) -> Iterator[tuple[Expr, str]]:
 def _anonymise(expr: Expr) -> Expr:
     """``expr`` with every component reference replaced by one placeholder, so the
     same filter written with different aliases gets the same key."""
+    return rename_refs(expr, lambda ref: "$self")
+
+
+def _indexed(expr: Expr, resolve: Callable[[str], int]) -> Expr:
+    """``expr`` with every component reference written ``#<component index>``."""
+    return rename_refs(expr, lambda ref: f"#{resolve(ref)}")
+
+
+def rename_refs(expr: Expr, rename: Callable[[str], str]) -> Expr:
+    """``expr`` with every component reference ``r`` (of ``ref.attr`` and aggregates)
+    replaced by ``rename(r)``."""
 
     def rewrite(node: Any) -> Any:
         if isinstance(node, AttrRef):
-            return AttrRef("$self", node.attr)
+            return AttrRef(rename(node.ref), node.attr)
         if isinstance(node, Agg):
-            return Agg(node.func, "$self", node.attr)
+            return Agg(node.func, rename(node.ref), node.attr)
         if isinstance(node, tuple):
             return tuple(rewrite(x) for x in node)
         if dataclasses.is_dataclass(node) and not isinstance(node, type):

@@ -81,7 +81,7 @@ cdef class _Query:
     # What the presence test and the assembly read of one conjunction node, made once
     # per generation of queries.
     cdef object qs, name
-    cdef bint simple  # every component positive, of one primitive class, the classes distinct
+    cdef bint kernel  # assembled here (ecq.conjunction.kernel_shape)
     cdef bint loose  # some positive component takes several classes: not counted
     cdef bint never, mode_all, bounded
     cdef bint direct  # its matches are emitted as found (see Conjunctions.made)
@@ -91,7 +91,32 @@ cdef class _Query:
     cdef Py_ssize_t npos  # positive components
     cdef int32_t cids[MAX_COMPS]  # each positive component's class number (counted nodes)
     cdef Py_ssize_t slot[MAX_COMPS]  # each positive component's index in the binding
-    cdef tuple checks  # the conditions across events (predicates on the binding)
+    # Role groups (ecq.conjunction.Shape): per group its size and where its positive
+    # components (their numbers among the positives, by rank) start in gpos; the
+    # positive classes (ccid, ncls of them) with their group (cgrp); per group None or
+    # the filters by rank (gfilt).
+    cdef Py_ssize_t ngrp
+    cdef int32_t gsize[MAX_COMPS]
+    cdef int32_t gbase[MAX_COMPS]
+    cdef int32_t gpos[MAX_COMPS]
+    cdef int32_t *ccid
+    cdef int32_t *cgrp
+    cdef Py_ssize_t ncls
+    cdef list gfilt
+    # Negated components: their index in the binding, their classes' numbers
+    # (ncid[nbase[k]:nbase[k + 1]]) and blocker conditions (nconds[k], a tuple).
+    cdef Py_ssize_t nneg
+    cdef Py_ssize_t nslot[MAX_COMPS]
+    cdef Py_ssize_t nbase[MAX_COMPS + 1]
+    cdef int32_t *ncid
+    cdef tuple nconds
+    # The conditions across events; per check its number in the shared evaluation
+    # (cmemo, -1: none) and the positives it reads in role order (carg[cbase[i]:cbase[i + 1]]).
+    cdef tuple checks
+    cdef Py_ssize_t nchecks
+    cdef int32_t *cmemo
+    cdef int32_t *carg
+    cdef Py_ssize_t *cbase
 
 
 @cython.final
@@ -109,7 +134,7 @@ cdef class Klass:
 cdef enum:
     Q_NEVER = 1
     Q_LOOSE = 2
-    Q_SIMPLE = 4
+    Q_KERNEL = 4
     Q_INLINE = 4  # positive components whose class numbers _QC holds
 
 
@@ -125,14 +150,27 @@ cdef struct _QC:
 
 
 cdef struct _Pick:
-    # An instance some query may see: what the assembly reads of it, the component it
-    # fills (in a query's pool).
-    PyObject *e  # borrowed: its _Note holds it during the call
-    PyObject *own  # the entry's own bits (Bits), borrowed likewise
+    # An instance some query may see: what the assembly reads of it; in a query's pool,
+    # its role group and the ranks of the group it may fill (bits).
+    PyObject *e  # borrowed: its _Note (a blocker: its SIQ) holds it during the call
+    PyObject *own  # the entry's own bits (Bits), borrowed likewise (NULL: a blocker)
     double start, end, prob
     long long moment, arrival
-    int j
+    int g
+    uint64_t fill
     bint derived
+
+
+cdef struct _Memo:
+    # One evaluated check of the shared evaluation: valid while stamp is the current
+    # arriving instance's; its key, the check's number and the arrivals of the events
+    # it read (args[off:off + n] of Conjunctions.margs), and the result.
+    long long stamp
+    uint64_t h
+    int32_t id
+    int32_t n
+    Py_ssize_t off
+    int result
 
 
 cdef class Conjunctions:
@@ -161,14 +199,37 @@ cdef class Conjunctions:
     cdef Py_ssize_t goff_cap
     cdef _Pick *pool
     cdef Py_ssize_t npool, cap
+    # Blockers, per arriving instance: each negated class's visible instances at the
+    # source, read once (blk at boff[cid], bcnt[cid] of them; boff -1: not read yet;
+    # btouched: the classes read), and a query's blockers of each negated component in
+    # the order their factors are taken (nblk from noff[k], ncnt[k] of them).
+    cdef _Pick *blk
+    cdef Py_ssize_t nblk, bcap
+    cdef Py_ssize_t *boff
+    cdef Py_ssize_t *bcnt
+    cdef int32_t *btouched
+    cdef Py_ssize_t nbt, bslot_cap
+    cdef _Pick *nb
+    cdef Py_ssize_t nnb, nbcap
+    cdef Py_ssize_t noff[MAX_COMPS]
+    cdef Py_ssize_t ncnt[MAX_COMPS]
+    # The shared evaluation of checks (per arriving instance): a table by check number
+    # and events read, and the numbers of the checks' keys in this generation.
+    cdef _Memo *memo
+    cdef Py_ssize_t mcap, mused
+    cdef long long mstamp
+    cdef long long *margs
+    cdef Py_ssize_t nmargs, margs_cap
+    cdef dict check_ids
     # The matches of the instance being processed that need nothing more, as compiled
     # Matches (no seq yet), with their nodes: the kernel's loop emits them with the
     # sequences' matches.
     cdef readonly list made
     cdef list made_q
     # Counters for tests and profiles: conjunctions assembled here (their pools made),
-    # and handed back to the network.
-    cdef public long long assembled, handed
+    # and handed back to the network; checks evaluated, and taken from the shared
+    # evaluation instead.
+    cdef public long long assembled, handed, evaluated, shared
 
     cdef Klass klass(self, object cls)
     cdef _Query query(self, Py_ssize_t bitno)
@@ -179,17 +240,23 @@ cdef class Conjunctions:
     cdef int hand_made(self, object x, list completed) except -1
     cdef int _room(self, _Pick **buf, Py_ssize_t *cap, Py_ssize_t n) except -1
     cdef int _gather(self, Py_ssize_t si, _Present p, double low, long long xm, long long xa) except -1
+    cdef int _gather_blockers(self, Py_ssize_t cid, object src, double hclock, long long xm) except -1
     cdef int _assemble(
-        self, _Query q, Py_ssize_t bitno, Py_ssize_t xi, object x, _Source s, double hclock,
+        self, _Query q, Py_ssize_t bitno, Py_ssize_t xcid, object x, _Source s, double hclock,
         list out, bint direct
     ) except -2
+    cdef int _blockers(self, _Query q, object src, double hclock, long long xm) except -1
     cdef int _slots(self, _Source s) except -1
     cdef int _combine(
-        self, _Query q, Py_ssize_t xi, object x, double xs, double xe, double xprob,
-        Py_ssize_t start, Py_ssize_t depth, Py_ssize_t m, unsigned long long used, double lo, double hi,
+        self, _Query q, Py_ssize_t gx, uint64_t xfill, object x, double xs, double xe, double xprob,
+        Py_ssize_t start, Py_ssize_t depth, Py_ssize_t m, int32_t *need, double lo, double hi,
         Py_ssize_t *chosen, list out, bint direct
     ) except -1
     cdef int _emit(
-        self, _Query q, Py_ssize_t xi, object x, double xs, double xe, double xprob,
+        self, _Query q, Py_ssize_t gx, uint64_t xfill, object x, double xs, double xe, double xprob,
         Py_ssize_t *chosen, Py_ssize_t m, list out, bint direct
     ) except -1
+    cdef int _check(self, _Query q, Py_ssize_t i, list binding, long long *arrivals) except -1
+    cdef double _factor(
+        self, _Query q, list binding, double start, double end, PyObject **members, Py_ssize_t nmem
+    ) except? -1.0

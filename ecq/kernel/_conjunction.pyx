@@ -42,6 +42,7 @@ conditions across events of a combination in the window.
 
 cimport cython
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.mem cimport PyMem_Free
 from cpython.ref cimport PyObject, Py_DECREF, Py_INCREF
 from libc.stdint cimport int32_t, uint64_t
@@ -53,6 +54,7 @@ from ecq.kernel._events cimport Match, ev, ev_float, ev_get, ev_int
 from ecq.kernel._filters cimport SlotIndex, slot_index
 
 from ecq.candidate import Cand
+from ecq.conjunction import kernel_shape
 
 __all__ = ["Conjunctions"]
 
@@ -182,14 +184,22 @@ cdef class _Query:
     """One conjunction node as the presence test and the assembly read it (see
     _conjunction.pxd)."""
 
+    def __dealloc__(self):
+        PyMem_Free(self.ccid)
+        PyMem_Free(self.cgrp)
+        PyMem_Free(self.ncid)
+        PyMem_Free(self.cmemo)
+        PyMem_Free(self.carg)
+        PyMem_Free(self.cbase)
+
 
 cdef class Klass:
     """The conjunctions of one class for one generation of queries (see _conjunction.pxd)."""
 
 
-cdef _Query _query_of(object qs, ClassIds classes, object ecqs):
+cdef _Query _query_of(object qs, ClassIds classes, object ecqs, dict check_ids):
     cdef _Query q = _Query.__new__(_Query)
-    cdef Py_ssize_t j
+    cdef Py_ssize_t i, j, g, r, n, at
     cq = qs.cq
     comps = cq.comps
     q.qs = qs
@@ -202,24 +212,71 @@ cdef _Query _query_of(object qs, ClassIds classes, object ecqs):
     q.length = len(comps)
     q.bounded = bool(cq.top) and cq.probability is not None
     q.least = float(cq.probability) if q.bounded else 0.0
-    q.checks = tuple(check for _, check in cq.checks)
     positives = [comps[i] for i in cq.positives]
     q.npos = len(positives)
     q.loose = q.npos > MAX_COMPS or any(len(c.classes) != 1 for c in positives)
     if not q.loose:
         for j, c in enumerate(positives):
             q.cids[j] = <int32_t>class_id(classes, next(iter(c.classes)))
-            q.slot[j] = c.index
-    q.simple = (
-        not q.loose
-        and cq.kind == "and"
-        and q.npos == q.length
-        and all(c.kleene is None and c.sub is None and not next(iter(c.classes)).startswith("@") for c in positives)
-        and len({next(iter(c.classes)) for c in positives}) == q.npos
-    )
+    shape = kernel_shape(cq)
+    q.kernel = shape is not None
+    if not q.kernel:
+        return q
+    # Role groups: the positives' numbers by group and rank, the classes of each.
+    which = {}  # component index -> its number among the positives
+    for j, c in enumerate(positives):
+        q.slot[j] = c.index
+        which[c.index] = j
+    q.ngrp = len(shape.groups)
+    q.ncls = sum(len(names) for names, _ in shape.groups)
+    q.ccid = <int32_t *>grow(NULL, (q.ncls + 1) * sizeof(int32_t))
+    q.cgrp = <int32_t *>grow(NULL, (q.ncls + 1) * sizeof(int32_t))
+    at = n = 0
+    for g, (names, members) in enumerate(shape.groups):
+        q.gsize[g] = <int32_t>len(members)
+        q.gbase[g] = <int32_t>at
+        for i in members:
+            q.gpos[at] = <int32_t>which[i]
+            at += 1
+        for name in names:
+            q.ccid[n] = <int32_t>class_id(classes, name)
+            q.cgrp[n] = <int32_t>g
+            n += 1
+    q.gfilt = list(shape.filters)
+    # Negated components.
+    q.nneg = len(shape.negated)
+    q.ncid = <int32_t *>grow(NULL, (sum(len(names) for _, names, _ in shape.negated) + 1) * sizeof(int32_t))
+    n = 0
+    conds = []
+    for k, (i, names, preds) in enumerate(shape.negated):
+        q.nslot[k] = i
+        q.nbase[k] = n
+        for name in names:
+            q.ncid[n] = <int32_t>class_id(classes, name)
+            n += 1
+        conds.append(tuple(preds))
+    q.nbase[q.nneg] = n
+    q.nconds = tuple(conds)
+    # Checks, each with its number in the shared evaluation (one per key).
+    q.checks = tuple(pred for pred, _, _ in shape.checks)
+    q.nchecks = len(q.checks)
+    q.cmemo = <int32_t *>grow(NULL, (q.nchecks + 1) * sizeof(int32_t))
+    q.cbase = <Py_ssize_t *>grow(NULL, (q.nchecks + 1) * sizeof(Py_ssize_t))
+    q.carg = <int32_t *>grow(NULL, (sum(len(reads) for _, _, reads in shape.checks) + 1) * sizeof(int32_t))
+    n = 0
+    for i, (_, key, reads) in enumerate(shape.checks):
+        q.cbase[i] = n
+        if key is None:
+            q.cmemo[i] = -1
+        else:
+            q.cmemo[i] = <int32_t>check_ids.setdefault(key, len(check_ids))
+            for r in reads:
+                q.carg[n] = <int32_t>which[r]
+                n += 1
+    q.cbase[q.nchecks] = n
     # As the Python path settles it (Network._finish): nothing to compute, hold or feed.
     q.direct = (
-        q.simple and bool(cq.top) and not cq.returns and cq.probability is None and not cq.trailing
+        bool(cq.top) and not cq.returns and cq.probability is None and not cq.trailing
         and qs.derived_class not in ecqs
     )
     return q
@@ -248,9 +305,20 @@ cdef class Conjunctions:
         self.ngath = self.gcap = self.npool = self.cap = 0
         self.goff = NULL
         self.goff_cap = 0
+        self.blk = self.nb = NULL
+        self.nblk = self.bcap = self.nnb = self.nbcap = 0
+        self.boff = self.bcnt = NULL
+        self.btouched = NULL
+        self.nbt = self.bslot_cap = 0
+        self.memo = NULL
+        self.mcap = self.mused = 0
+        self.mstamp = 0
+        self.margs = NULL
+        self.nmargs = self.margs_cap = 0
+        self.check_ids = {}
         self.made = []
         self.made_q = []
-        self.assembled = self.handed = 0
+        self.assembled = self.handed = self.evaluated = self.shared = 0
 
     def __dealloc__(self):
         PyMem_Free(self.hwin)
@@ -261,11 +329,19 @@ cdef class Conjunctions:
         PyMem_Free(self.gath)
         PyMem_Free(self.goff)
         PyMem_Free(self.pool)
+        PyMem_Free(self.blk)
+        PyMem_Free(self.nb)
+        PyMem_Free(self.boff)
+        PyMem_Free(self.bcnt)
+        PyMem_Free(self.btouched)
+        PyMem_Free(self.memo)
+        PyMem_Free(self.margs)
 
     def queries_changed(self):
         cdef Py_ssize_t i
         self.queries = []
         self.klasses = {}
+        self.check_ids = {}
         for i in range(self.hcap):
             self.hset[i] = 0
         for i in range(self.qcap):
@@ -301,7 +377,7 @@ cdef class Conjunctions:
         while PyList_GET_SIZE(qs) <= bitno:
             qs.append(None)
         net = self.network
-        q = _query_of(net.by_bit[bitno], self.classes, net.ecqs)
+        q = _query_of(net.by_bit[bitno], self.classes, net.ecqs, self.check_ids)
         qs[bitno] = q
         return q
 
@@ -321,7 +397,7 @@ cdef class Conjunctions:
             q = self.query(bitno)
             c.reg = q.reg
             c.window = q.window
-            c.flags = (Q_NEVER if q.never else 0) | (Q_LOOSE if q.loose else 0) | (Q_SIMPLE if q.simple else 0)
+            c.flags = (Q_NEVER if q.never else 0) | (Q_LOOSE if q.loose else 0) | (Q_KERNEL if q.kernel else 0)
             if not q.loose:
                 for i in range(q.npos if q.npos < Q_INLINE else Q_INLINE):
                     c.cids[i] = q.cids[i]
@@ -487,7 +563,7 @@ cdef class Conjunctions:
         src = ev_get(f.src, "src")
         got_s = self.presence.get(src)
         cdef _Source s = <_Source>got_s if got_s is not None else None
-        cdef Py_ssize_t i, j, bitno, xi, np = 0
+        cdef Py_ssize_t i, j, bitno, np = 0
         cdef Py_ssize_t si, xcid = k.cid
         cdef int32_t cid
         cdef const int32_t *cids
@@ -495,10 +571,16 @@ cdef class Conjunctions:
         cdef _QC *c
         cdef _Query q
         cdef int got
+        cdef bint seen, ok
         if s is not None:
             np = s.n
             self._slots(s)
         self.ngath = 0
+        # A new arriving instance: the shared evaluation and the blockers start afresh.
+        self.mstamp += 1
+        self.mused = 0
+        self.nmargs = 0
+        self.nblk = 0
         rest = 0
         try:
             for i in range(nw):
@@ -507,42 +589,51 @@ cdef class Conjunctions:
                     bitno = (i << 6) + ctz64(w)
                     w &= w - 1
                     c = self.qc(bitno)
-                    if c.flags & Q_LOOSE:
+                    if c.flags & Q_LOOSE and not (c.flags & Q_KERNEL and not derived):
                         rest |= (<object>1) << bitno
+                        self.handed += 1
                         continue
                     if c.flags & Q_NEVER or moment <= c.reg:
                         continue
-                    # The presence test (conjunction._by_query): every other positive
-                    # component's class present at the source, serving this query
-                    # (its bit among the instances' own bits) within its window.
-                    if c.npos <= Q_INLINE:
-                        cids = c.cids
-                    else:
-                        q = self.query(bitno)
-                        cids = q.cids
-                    xi = -1
-                    for j in range(c.npos):
-                        cid = cids[j]
-                        if cid == xcid and xi < 0:
-                            xi = j  # the arriving instance's component
-                            continue
-                        si = self.slot_of[cid] if cid < self.slot_cap else -1
-                        if (
-                            si < 0
-                            or end - s.latest[si] > c.window
-                            or not words_has(s.w[si], s.nw[si], <size_t>bitno)
-                        ):
-                            break
-                    else:
-                        if c.flags & Q_SIMPLE and not derived:
-                            got = self._assemble(self.query(bitno), bitno, xi, e, s, hclock, completed, direct)
-                            if got >= 0:
+                    if not c.flags & Q_LOOSE:
+                        # The presence test (conjunction._by_query): every other
+                        # positive component's class present at the source, serving
+                        # this query (its bit among the instances' own bits) within
+                        # its window. (A component of several classes: not counted.)
+                        if c.npos <= Q_INLINE:
+                            cids = c.cids
+                        else:
+                            q = self.query(bitno)
+                            cids = q.cids
+                        seen = False
+                        ok = True
+                        for j in range(c.npos):
+                            cid = cids[j]
+                            if cid == xcid and not seen:
+                                seen = True  # the arriving instance's component
                                 continue
-                        rest |= (<object>1) << bitno
-                        self.handed += 1
+                            si = self.slot_of[cid] if cid < self.slot_cap else -1
+                            if (
+                                si < 0
+                                or end - s.latest[si] > c.window
+                                or not words_has(s.w[si], s.nw[si], <size_t>bitno)
+                            ):
+                                ok = False
+                                break
+                        if not ok:
+                            continue
+                    if c.flags & Q_KERNEL and not derived:
+                        got = self._assemble(self.query(bitno), bitno, xcid, e, s, hclock, completed, direct)
+                        if got >= 0:
+                            continue
+                    rest |= (<object>1) << bitno
+                    self.handed += 1
         finally:
             for i in range(np):
                 self.slot_of[s.cids[i]] = -1
+            for i in range(self.nbt):
+                self.boff[self.btouched[i]] = -1
+            self.nbt = 0
         return rest
 
     cdef int _slots(self, _Source s) except -1:
@@ -567,12 +658,20 @@ cdef class Conjunctions:
         # The matches in ``made`` as ``(node, Cand)`` on ``completed``, for the network
         # to settle (some other match of ``x`` needs Python).
         cdef Match m
-        cdef Py_ssize_t i
+        cdef _Query q
+        cdef Py_ssize_t i, j
         for i in range(PyList_GET_SIZE(self.made)):
             m = <Match>PyList_GET_ITEM(self.made, i)
-            completed.append(
-                ((<_Query>PyList_GET_ITEM(self.made_q, i)).qs, _Cand(m._events, m.start, m.end, m.prob, x, (), _NO_PRIMS))
-            )
+            q = <_Query>PyList_GET_ITEM(self.made_q, i)
+            binding = m._events
+            if q.nneg:
+                # The match's events are its positive components'; the binding has
+                # a place for each component.
+                events = binding
+                binding = [None] * q.length
+                for j in range(q.npos):
+                    binding[q.slot[j]] = events[j]
+            completed.append((q.qs, _Cand(binding, m.start, m.end, m.prob, x, (), _NO_PRIMS)))
         self.made = []
         self.made_q = []
         return 0
@@ -607,54 +706,160 @@ cdef class Conjunctions:
             pick.moment = y.moment
             pick.arrival = y.arrival
             pick.derived = y.derived
-            pick.j = -1
+            pick.g = -1
+            pick.fill = 0
             self.ngath += 1
             count += 1
         self.goff[2 * si + 1] = count
         return 0
 
+    cdef int _gather_blockers(self, Py_ssize_t cid, object src, double hclock, long long xm) except -1:
+        # The source's instances of class ``cid`` (a negated component's) visible to the
+        # arriving instance (start at or above the class's horizon, arrived before it),
+        # latest first, read once per arriving instance from its SIQ's back chain (what
+        # ChainProbe gives the Python path): blk from boff[cid], bcnt[cid] of them.
+        cdef Py_ssize_t i, want, ncls = len(self.classes.names), count = 0
+        cdef double low, start
+        cdef long long moment
+        cdef _Pick *pick
+        if ncls > self.bslot_cap:
+            want = ncls + 16
+            self.boff = <Py_ssize_t *>grow(self.boff, want * sizeof(Py_ssize_t))
+            self.bcnt = <Py_ssize_t *>grow(self.bcnt, want * sizeof(Py_ssize_t))
+            self.btouched = <int32_t *>grow(self.btouched, want * sizeof(int32_t))
+            for i in range(self.bslot_cap, want):
+                self.boff[i] = -1
+            self.bslot_cap = want
+        if self.boff[cid] >= 0:
+            return 0
+        self.btouched[self.nbt] = <int32_t>cid
+        self.nbt += 1
+        self.boff[cid] = self.nblk
+        ecq = self.network.ecqs.get(self.classes.names[cid])
+        if ecq is not None:
+            low = self.low(cid, hclock)
+            e = ecq.siq.last.get(src)
+            while e is not None:
+                f = ev(e)
+                start = ev_float(f.start, "start")
+                moment = ev_int(f.moment, "moment")
+                if start >= low and moment < xm:
+                    self._room(&self.blk, &self.bcap, self.nblk + 1)
+                    pick = &self.blk[self.nblk]
+                    pick.e = <PyObject *>e
+                    pick.own = NULL
+                    pick.start = start
+                    pick.end = ev_float(f.end, "end")
+                    pick.prob = ev_float(f.prob, "prob")
+                    pick.moment = moment
+                    pick.arrival = ev_int(f.arrival, "arrival")
+                    pick.g = -1
+                    pick.fill = 0
+                    pick.derived = False
+                    self.nblk += 1
+                    count += 1
+                e = <object>f.prev if f.prev != NULL else None
+        self.bcnt[cid] = count
+        return 0
+
+    cdef int _blockers(self, _Query q, object src, double hclock, long long xm) except -1:
+        # The instances each negated component of q may be blocked by, in the order
+        # composite.blockers takes them (latest first; its classes' chains merged):
+        # those q may see (arrived after its registration), from each class's shared
+        # read. nb from noff[k], ncnt[k] of them.
+        cdef Py_ssize_t k, c, cid, b, a
+        cdef _Pick *p
+        self.nnb = 0
+        for k in range(q.nneg):
+            self.noff[k] = self.nnb
+            for c in range(q.nbase[k], q.nbase[k + 1]):
+                cid = q.ncid[c]
+                self._gather_blockers(cid, src, hclock, xm)
+                for b in range(self.boff[cid], self.boff[cid] + self.bcnt[cid]):
+                    p = &self.blk[b]
+                    if p.moment <= q.reg:
+                        break  # arrival order: the rest came before q
+                    self._room(&self.nb, &self.nbcap, self.nnb + 1)
+                    a = self.nnb
+                    while a > self.noff[k] and self.nb[a - 1].moment < p.moment:
+                        self.nb[a] = self.nb[a - 1]
+                        a -= 1
+                    self.nb[a] = p[0]
+                    self.nnb += 1
+            self.ncnt[k] = self.nnb - self.noff[k]
+        return 0
+
     cdef int _assemble(
-        self, _Query q, Py_ssize_t bitno, Py_ssize_t xi, object x, _Source s, double hclock,
+        self, _Query q, Py_ssize_t bitno, Py_ssize_t xcid, object x, _Source s, double hclock,
         list out, bint direct
     ) except -2:
-        # A simple conjunction that x may complete (its presence test passed): its
-        # pool, then the combinations. Returns 1 when assembled, 0 when some class has
-        # no instance q may see, -1 when the pool holds a derived instance (Python
-        # assembles).
+        # A conjunction of the kernel that x may complete (its presence test passed,
+        # or it has a component of several classes): its pool, then the combinations.
+        # Returns 1 when assembled, 0 when some role group has too few instances q may
+        # see, -1 when the pool holds a derived instance (Python assembles).
         f = ev(x)
         cdef double xs = ev_float(f.start, "start"), xe = ev_float(f.end, "end")
         cdef long long xm = ev_int(f.moment, "moment"), xa = ev_int(f.arrival, "arrival")
         cdef double window = q.window
-        cdef Py_ssize_t n = q.length, j, k, count, a, si, off, cnt
+        cdef Py_ssize_t c, g, gx = -1, k, a, si, off, cnt, cid
+        cdef int32_t need[MAX_COMPS]
+        cdef int32_t have[MAX_COMPS]
+        cdef uint64_t xfill = ~(<uint64_t>0), fill
         cdef _Pick pick
-        cdef _Pick *g
+        cdef _Pick *p
         cdef double lo, hi
-        if xi < 0 or xe - xs > window:
+        if xe - xs > window:
             return 0
+        for c in range(q.ncls):
+            if q.ccid[c] == xcid:
+                gx = q.cgrp[c]
+                break
+        if gx < 0:
+            return 0
+        filters = q.gfilt[gx]
+        if filters is not None:
+            # Which ranks of its group x may fill (composite._fills).
+            xfill = _fills(<tuple>filters, x)
+            if not xfill:
+                return 0
+        for g in range(q.ngrp):
+            need[g] = q.gsize[g]
+            have[g] = 0
+        need[gx] -= 1
         self.npool = 0
-        for j in range(n):
-            if j == xi:
+        for c in range(q.ncls):
+            g = q.cgrp[c]
+            if need[g] == 0:
                 continue
-            si = self.slot_of[q.cids[j]]
+            cid = q.ccid[c]
+            si = self.slot_of[cid] if cid < self.slot_cap else -1
+            if si < 0:
+                continue
             if self.goff[2 * si] < 0:
-                self._gather(si, <_Present>PyList_GET_ITEM(s.present, si), self.low(q.cids[j], hclock), xm, xa)
+                self._gather(si, <_Present>PyList_GET_ITEM(s.present, si), self.low(cid, hclock), xm, xa)
             off = self.goff[2 * si]
             cnt = self.goff[2 * si + 1]
-            count = 0
+            filters = q.gfilt[g]
             for k in range(off, off + cnt):
-                g = &self.gath[k]
-                if g.moment <= q.reg:
+                p = &self.gath[k]
+                if p.moment <= q.reg:
                     break  # arrival order: the rest came before q
-                if not bits_has(<Bits>g.own, <size_t>bitno):
+                if not bits_has(<Bits>p.own, <size_t>bitno):
                     continue
-                lo = g.start if g.start < xs else xs
-                hi = g.end if g.end > xe else xe
+                lo = p.start if p.start < xs else xs
+                hi = p.end if p.end > xe else xe
                 if hi - lo > window:
                     continue
-                if g.derived:
+                if p.derived:
                     return -1
-                pick = g[0]
-                pick.j = <int>j
+                fill = ~(<uint64_t>0)
+                if filters is not None:
+                    fill = _fills(<tuple>filters, <object>p.e)
+                    if not fill:
+                        continue
+                pick = p[0]
+                pick.g = <int>g
+                pick.fill = fill
                 # Insertion into the pool, latest first (moment, then arrival): each
                 # class comes latest first already, so this is a merge.
                 self._room(&self.pool, &self.cap, self.npool + 1)
@@ -667,74 +872,109 @@ cdef class Conjunctions:
                     a -= 1
                 self.pool[a] = pick
                 self.npool += 1
-                count += 1
-            if count == 0:
+                have[g] += 1
+        for g in range(q.ngrp):
+            if have[g] < need[g]:
                 return 0
+        if q.nneg:
+            self._blockers(q, ev_get(f.src, "src"), hclock, xm)
         cdef Py_ssize_t chosen[MAX_COMPS]
         self.assembled += 1
         self._combine(
-            q, xi, x, xs, xe, ev_float(f.prob, "prob"), 0, 0, n - 1, (<uint64_t>1) << xi, xs, xe, chosen, out,
+            q, gx, xfill, x, xs, xe, ev_float(f.prob, "prob"), 0, 0, q.npos - 1, need, xs, xe, chosen, out,
             direct
         )
         return 1
 
     cdef int _combine(
-        self, _Query q, Py_ssize_t xi, object x, double xs, double xe, double xprob,
-        Py_ssize_t start, Py_ssize_t depth, Py_ssize_t m, unsigned long long used, double lo, double hi,
+        self, _Query q, Py_ssize_t gx, uint64_t xfill, object x, double xs, double xe, double xprob,
+        Py_ssize_t start, Py_ssize_t depth, Py_ssize_t m, int32_t *need, double lo, double hi,
         Py_ssize_t *chosen, list out, bint direct
     ) except -1:
-        # composite._windowed_combinations over the pool, one instance per class (the
-        # others fail the first assignment): 1 when RECENT has its match.
+        # composite._windowed_combinations over the pool, as many instances of each
+        # role group as it needs (the other combinations fail its first assignment):
+        # 1 when RECENT has its match.
         cdef Py_ssize_t idx, last
+        cdef int got
         cdef _Pick *p
         cdef double nlo, nhi
         if depth == m:
-            return self._emit(q, xi, x, xs, xe, xprob, chosen, m, out, direct)
+            return self._emit(q, gx, xfill, x, xs, xe, xprob, chosen, m, out, direct)
         last = self.npool - (m - depth) + 1
         for idx in range(start, last):
             p = &self.pool[idx]
-            if used >> p.j & 1:
+            if need[p.g] == 0:
                 continue
             nlo = p.start if p.start < lo else lo
             nhi = p.end if p.end > hi else hi
             if nhi - nlo > q.window:
                 continue
             chosen[depth] = idx
-            if self._combine(
-                q, xi, x, xs, xe, xprob, idx + 1, depth + 1, m, used | ((<uint64_t>1) << p.j), nlo, nhi, chosen,
-                out, direct
-            ):
+            need[p.g] -= 1
+            got = self._combine(
+                q, gx, xfill, x, xs, xe, xprob, idx + 1, depth + 1, m, need, nlo, nhi, chosen, out, direct
+            )
+            need[p.g] += 1
+            if got:
                 return 1
         return 0
 
     cdef int _emit(
-        self, _Query q, Py_ssize_t xi, object x, double xs, double xe, double xprob,
+        self, _Query q, Py_ssize_t gx, uint64_t xfill, object x, double xs, double xe, double xprob,
         Py_ssize_t *chosen, Py_ssize_t m, list out, bint direct
     ) except -1:
-        # One combination: the binding, the conditions across events, the probability
-        # (in component order, as composite.probability) and its bound; then a compiled
-        # Match (``made``) or a candidate.
-        cdef double probs[MAX_COMPS]
+        # One combination: its assignment (in each role group the events in arrival
+        # order, each rank's filter passed), the conditions across events, the
+        # probability (in component order, as composite.probability), the blockers'
+        # factors and the bound; then a compiled Match (``made``) or a candidate.
+        cdef Py_ssize_t at[MAX_COMPS]  # per positive component: its pool index, -1 for x
+        cdef int32_t taken[MAX_COMPS]
+        cdef PyObject *members[MAX_COMPS]
+        cdef long long arrivals[MAX_COMPS]
         cdef double start = xs, end = xe, prob = 1.0
-        cdef Py_ssize_t d, j
+        cdef Py_ssize_t d, j, g, r
         cdef _Pick *p
         cdef Match match
-        binding = [None] * q.length
-        binding[xi] = x
-        probs[xi] = xprob
+        for g in range(q.ngrp):
+            taken[g] = 0
+        # x arrived last: the last rank of its group; the others, latest first, the
+        # ranks before it.
+        r = q.gsize[gx] - 1
+        if not (xfill >> r) & 1:
+            return 0
+        at[q.gpos[q.gbase[gx] + r]] = -1
+        taken[gx] = 1
         for d in range(m):
             p = &self.pool[chosen[d]]
-            binding[p.j] = <object>p.e
-            probs[p.j] = p.prob
+            g = p.g
+            r = q.gsize[g] - 1 - taken[g]
+            taken[g] += 1
+            if not (p.fill >> r) & 1:
+                return 0
+            at[q.gpos[q.gbase[g] + r]] = chosen[d]
             if p.start < start:
                 start = p.start
             if p.end > end:
                 end = p.end
-        for check in q.checks:
-            if not check(binding):
+        f = ev(x)
+        binding = [None] * q.length
+        for j in range(q.npos):
+            if at[j] < 0:
+                e = x
+                prob *= xprob
+                arrivals[j] = ev_int(f.arrival, "arrival")
+            else:
+                p = &self.pool[at[j]]
+                e = <object>p.e
+                prob *= p.prob
+                arrivals[j] = p.arrival
+            binding[q.slot[j]] = e
+            members[j] = <PyObject *>e
+        for j in range(q.nchecks):
+            if not self._check(q, j, binding, arrivals):
                 return 0
-        for j in range(q.length):
-            prob *= probs[j]
+        if q.nneg:
+            prob *= self._factor(q, binding, start, end, members, q.npos)
         if q.bounded:
             if not prob >= q.least:
                 return 0
@@ -743,13 +983,15 @@ cdef class Conjunctions:
         if direct and q.direct:
             # Match(name, src, start, end, events, None, prob, seq, trigger); seq is
             # given when the loop emits it.
-            f = ev(x)
             match = Match.__new__(Match)
             match.query = q.name
             match.src = ev_get(f.src, "src")
             match.start = start
             match.end = end
-            match._events = binding
+            if q.nneg:
+                match._events = [binding[q.slot[j]] for j in range(q.npos)]
+            else:
+                match._events = binding
             match.prob = prob
             match.seq = -1
             match.trigger = ev_int(f.arrival, "arrival")
@@ -758,3 +1000,118 @@ cdef class Conjunctions:
         else:
             out.append((q.qs, _Cand(binding, start, end, prob, x, (), _NO_PRIMS)))
         return 0 if q.mode_all else 1
+
+    cdef int _check(self, _Query q, Py_ssize_t i, list binding, long long *arrivals) except -1:
+        # Check i of q on the binding (1: it holds), evaluated once per arriving
+        # instance for every query with a check of the same key on the same events
+        # (their arrivals, in the key's role order: ecq.conjunction.Shape).
+        cdef int32_t mid = q.cmemo[i]
+        cdef Py_ssize_t a, b = q.cbase[i], n = q.cbase[i + 1] - q.cbase[i], at, want
+        cdef uint64_t h
+        cdef _Memo *slot
+        cdef _Memo *old
+        cdef int result
+        check = <object>PyTuple_GET_ITEM(q.checks, i)
+        if mid < 0:
+            self.evaluated += 1
+            return 1 if check(binding) else 0
+        h = <uint64_t>mid * <uint64_t>0x9E3779B97F4A7C15ULL
+        for a in range(n):
+            h ^= <uint64_t>arrivals[q.carg[b + a]] + <uint64_t>0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2)
+        if self.mcap:
+            at = <Py_ssize_t>(h & <uint64_t>(self.mcap - 1))
+            while self.memo[at].stamp == self.mstamp:
+                slot = &self.memo[at]
+                if slot.h == h and slot.id == mid and slot.n == n:
+                    for a in range(n):
+                        if self.margs[slot.off + a] != arrivals[q.carg[b + a]]:
+                            break
+                    else:
+                        self.shared += 1
+                        return slot.result
+                at = (at + 1) & (self.mcap - 1)
+        self.evaluated += 1
+        result = 1 if check(binding) else 0
+        # Remembered: the table at most half full (grown and the current entries
+        # moved), the arrivals read after the others'.
+        if 2 * (self.mused + 1) > self.mcap:
+            want = 2 * self.mcap if self.mcap else 64
+            old = self.memo
+            self.memo = <_Memo *>grow(NULL, want * sizeof(_Memo))
+            for a in range(want):
+                self.memo[a].stamp = -1
+            for a in range(self.mcap):
+                if old[a].stamp == self.mstamp:
+                    at = <Py_ssize_t>(old[a].h & <uint64_t>(want - 1))
+                    while self.memo[at].stamp == self.mstamp:
+                        at = (at + 1) & (want - 1)
+                    self.memo[at] = old[a]
+            PyMem_Free(old)
+            self.mcap = want
+        if self.nmargs + n > self.margs_cap:
+            self.margs_cap = 2 * (self.nmargs + n) + 64
+            self.margs = <long long *>grow(self.margs, self.margs_cap * sizeof(long long))
+        at = <Py_ssize_t>(h & <uint64_t>(self.mcap - 1))
+        while self.memo[at].stamp == self.mstamp:
+            at = (at + 1) & (self.mcap - 1)
+        slot = &self.memo[at]
+        slot.stamp = self.mstamp
+        slot.h = h
+        slot.id = mid
+        slot.n = <int32_t>n
+        slot.off = self.nmargs
+        slot.result = result
+        for a in range(n):
+            self.margs[self.nmargs + a] = arrivals[q.carg[b + a]]
+        self.nmargs += n
+        self.mused += 1
+        return result
+
+    cdef double _factor(
+        self, _Query q, list binding, double start, double end, PyObject **members, Py_ssize_t nmem
+    ) except? -1.0:
+        # composite._conj_negation: the product of 1 - prob of every blocker of every
+        # negated component, in its order: same source, visible, arrived before the
+        # match's last event, not one of its events, within [start, end], passing the
+        # conditions that mention the component (on the binding). 0 as soon as a
+        # certain blocker is met (the product stays 0).
+        cdef double factor = 1.0
+        cdef Py_ssize_t k, b, i, slot
+        cdef bint ok
+        cdef _Pick *p
+        for k in range(q.nneg):
+            conds = <tuple>PyTuple_GET_ITEM(q.nconds, k)
+            slot = q.nslot[k]
+            for b in range(self.noff[k], self.noff[k] + self.ncnt[k]):
+                p = &self.nb[b]
+                if p.start < start or p.end > end:
+                    continue
+                for i in range(nmem):
+                    if members[i] == p.e:
+                        break
+                else:
+                    if conds:
+                        binding[slot] = <object>p.e
+                        ok = True
+                        for cond in conds:
+                            if not cond(binding):
+                                ok = False
+                                break
+                        binding[slot] = None
+                        if not ok:
+                            continue
+                    factor *= 1.0 - p.prob
+                    if factor == 0.0:
+                        return 0.0
+        return factor
+
+
+cdef uint64_t _fills(tuple filters, object e) except? 0:
+    # The ranks of a role group whose filter e passes (composite._fills, one group).
+    cdef uint64_t out = 0
+    cdef Py_ssize_t r
+    for r in range(PyTuple_GET_SIZE(filters)):
+        pred = <object>PyTuple_GET_ITEM(filters, r)
+        if pred is None or pred(e):
+            out |= (<uint64_t>1) << r
+    return out

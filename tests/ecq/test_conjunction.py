@@ -278,12 +278,16 @@ def test_a_conjunction_is_assembled_only_when_every_filter_can_be_met(
         # a3 + b2 is not below c4: the next combination, most recent first.
         ("AND(A, B, C) WHERE A.v + B.v < C.v WITHIN 10 s", [["a1", "b2", "c4"]], False),
         ("AND(A, B, C) WITHIN 1 s", [], False),
-        # Negation inside, or one class in two components: handed back to Python.
-        ("AND(A, B, !D, C) WITHIN 10 s", [["a3", "b2", "c4"]], True),
-        ("AND(A, A, C) WITHIN 10 s", [["a1", "a3", "c4"]], True),
+        # Negation inside, one class in two components, a component of several
+        # classes: in C too.
+        ("AND(A, B, !D, C) WITHIN 10 s", [["a3", "b2", "c4"]], False),
+        ("AND(A, A, C) WITHIN 10 s", [["a1", "a3", "c4"]], False),
+        ("AND(ANY(A, B), C) WITHIN 10 s", [["a3", "c4"]], False),
+        # Overlapping class sets (the assignment needs a search): handed back to Python.
+        ("AND(A, ANY(A, C)) WITHIN 10 s", [["a1", "a3"], ["a3", "c4"]], True),
     ],
 )
-def test_the_compiled_kernel_assembles_simple_conjunctions_and_hands_back_the_others(
+def test_the_compiled_kernel_assembles_conjunctions_and_hands_back_the_others(
     text: str, seen: list[list[str]], python: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[str] = []
@@ -419,3 +423,104 @@ def test_conjunctions_handed_back_beyond_the_first_64_bits_are_the_right_ones() 
     events = make_events("a1 b2 a3")
     got = [ids(feed(queries, events, Engine(compiled=c))) for c in (True, False)]
     assert got[0] == got[1] == [["a1", "b2"], ["a1", "a3"], ["a3", "b2"]]
+
+
+# Conjunctions the compiled kernel assembles in C beyond distinct classes: negation
+# (blockers of one class or several, a blocker condition that reads other components,
+# a negated class that is also a positive one), a class in several components, and
+# components of several classes; RECENT and ALL, probability clauses.
+KERNEL_SHAPES = [
+    ("neg", "AND(A, B, !C) WITHIN 6 s"),
+    ("neg_all", "AND(A, B, !C) WITHIN 6 s MODE ALL"),
+    ("neg_cond", "AND(A a, B b, !C c) WHERE c.v > a.v WITHIN 6 s MODE ALL"),
+    ("neg_any", "AND(A, !ANY(C, D), B) WITHIN 6 s MODE ALL PROBABILITY >= 0.1"),
+    ("neg_two", "AND(!D, A, B, !C) WHERE D.v < 3 WITHIN 8 s MODE ALL"),
+    ("neg_own", "AND(A, B, !A) WITHIN 6 s MODE ALL"),
+    ("neg_lone", "AND(B, !C) WITHIN 2 s MODE ALL"),
+    ("same", "AND(A x, A y, B) WHERE x.v < y.v WITHIN 6 s MODE ALL"),
+    ("same_recent", "AND(A, B, A) WITHIN 6 s"),
+    ("same_filter", "AND(A x, A y) WHERE x.v > 1 AND y.v < 4 WITHIN 6 s MODE ALL"),
+    ("any", "AND(ANY(A, C), B) WITHIN 6 s MODE ALL"),
+    ("any_same", "AND(ANY(A, C) p, ANY(A, C) q, !D) WHERE p.v != q.v WITHIN 6 s MODE ALL"),
+    ("cross", "AND(A, B, C) WHERE A.v + B.v < C.v + 2 WITHIN 6 s MODE ALL"),
+]
+
+
+def _kernel_stream() -> list[dict[str, object]]:
+    events = make_events("a1 c1 b2 d2 a3 c4 a4 b5 d6 c6 a7 b8 b9 c9 a10")
+    for k, e in enumerate(events):
+        e["attrs"] = {"v": k % 5}
+        e["prob"] = (1.0, 0.5, 0.9, 0.25)[k % 4]
+        if k % 6 == 5:
+            e["end"] = float(e["start"]) + 1.0  # type: ignore[arg-type]
+    return events
+
+
+@COMPILED
+@pytest.mark.parametrize(("name", "text"), KERNEL_SHAPES)
+def test_negation_repeated_classes_and_any_are_assembled_in_c_as_in_python(name: str, text: str) -> None:
+    """Each shape, alone and with every other registered (so the shared reads of the
+    classes' instances and blockers serve several queries): the compiled kernel
+    assembles them itself and finds the pure kernel's matches, probabilities to the
+    last bit, numbers and all."""
+    events = _kernel_stream()
+    for queries in ([(name, text)], KERNEL_SHAPES):
+        got = []
+        for compiled in (True, False):
+            engine = Engine(clean_every=4, compiled=compiled)
+            matches = feed(queries, events, engine)
+            got.append([(m.query, m.event_ids(), m.seq, m.prob, m.start, m.end, m.trigger) for m in matches])
+            if compiled:
+                conj = cast("CompiledKernel", engine.network.kernel).conjunctions
+                assert conj.handed == 0 and conj.assembled > 0
+        assert got[0] == got[1]
+        assert any(row[0] == name for row in got[0]), f"{name} finds no match: the test proves nothing"
+
+
+def test_a_certain_blocker_removes_the_match_and_an_uncertain_one_scales_it() -> None:
+    """docs/semantics.md §5 in a conjunction: an x of the negated class with
+    min(start) <= x.start and x.end <= max(end) that arrived before the last event."""
+    text = "AND(A, B, !C) WITHIN 10 s MODE ALL"
+    for compiled in [True, False] if status().compiled else [False]:
+        events = make_events("a1 c2 b3 c5 a6 b7")
+        events[3]["prob"] = 0.5  # c5 lies in (a6, b7)? no: 5 < 6; it lies in (a1, b7)
+        matches = feed([("q", text)], events, Engine(compiled=compiled))
+        # (a1, b3) is blocked by c2 (certain); (a1, b7): c2 blocks; (a6, b3): c5 (0.5)
+        # lies in [3, 6]; (a6, b7): nothing in [6, 7].
+        assert [(m.event_ids(), m.prob) for m in matches] == [(["a6", "b3"], 0.5), (["a6", "b7"], 1.0)]
+
+
+@COMPILED
+def test_queries_with_the_same_condition_across_events_share_its_evaluation() -> None:
+    """Queries whose conditions across events are the same once their components are
+    named by role (class and rank) evaluate them once per combination of events: the
+    windows, modes, component order and aliases differ; a different condition does
+    not share. The matches are the pure kernel's."""
+    base = "AND(A, B, C) WHERE A.v + B.v < C.v + 3 WITHIN {w} s MODE ALL"
+    queries = [(f"q{w}", base.format(w=w)) for w in (20, 21, 22)]
+    queries.append(("order", "AND(C c, A a, B b) WHERE a.v + b.v < c.v + 3 WITHIN 20 s MODE ALL"))
+    queries.append(("recent", "AND(B, C, A) WHERE A.v + B.v < C.v + 3 WITHIN 20 s"))
+    other = ("other", "AND(A, B, C) WHERE A.v + B.v <= C.v + 3 WITHIN 20 s MODE ALL")
+    events = make_events("a1 b2 a3 c4 b5 c6 a7 c8")
+    for k, e in enumerate(events):
+        e["attrs"] = {"v": (3, 1, 0, 2, 4, 1, 2, 0)[k]}
+
+    def run(qs: list[tuple[str, str]], compiled: bool) -> tuple[list[tuple[str, list[str]]], int, int]:
+        engine = Engine(compiled=compiled)
+        matches = feed(qs, events, engine)
+        rows = [(m.query, [str(i) for i in m.event_ids()]) for m in matches]
+        if not compiled:
+            return rows, 0, 0
+        conj = cast("CompiledKernel", engine.network.kernel).conjunctions
+        return rows, conj.evaluated, conj.shared
+
+    alone, once, _ = run(queries[:1], True)
+    rows, evaluated, shared = run(queries, True)
+    assert rows == run(queries, False)[0]
+    assert alone and once > 0
+    # Every combination the first query tries, the others try too (RECENT stops at its
+    # first): evaluated once each, taken from the shared evaluation otherwise.
+    assert evaluated == once and shared >= 3 * once
+    rows, evaluated, _ = run([*queries, other], True)
+    assert rows == run([*queries, other], False)[0]
+    assert evaluated == 2 * once
