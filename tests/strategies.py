@@ -659,13 +659,48 @@ def operator_sets(
     draw: st.DrawFn, family: str, classes: tuple[str, ...] = CLASSES, max_queries: int = 3
 ) -> list[tuple[str, J]]:
     """Queries ``q0, q1, ...`` of one operator family (:data:`FAMILIES`): conjunctions
-    (same-class components, ``ANY``, a negated component), leading, middle or trailing
+    (same-class components, ``ANY``, a negated component; now and then a variant of an
+    earlier one, :func:`_conjunction_variant`), leading, middle or trailing
     negation, Kleene closure (``+``, ``^n``, ``{m,}``; in the middle, leading or
     trailing, now and then next to a negation) or nested patterns, each with WHERE
     (one-component filters, cross-component, equivalence, blocker and element
     conditions, aggregates), RECENT or ALL, RETURN and PROBABILITY now and then."""
     pool = [draw(_class_component(classes)) for _ in range(3)]
-    return [
-        (f"q{i}", draw(_family_query(family, pool, classes)))
-        for i in range(draw(st.integers(1, max_queries)))
-    ]
+    out: list[tuple[str, J]] = []
+    for i in range(draw(st.integers(1, max_queries))):
+        if family == "conjunction" and out and draw(st.booleans()):
+            # Another query with the same components and conditions (the kernel shares
+            # the evaluation of equal conditions across events between them).
+            q = draw(_conjunction_variant(draw(st.sampled_from(out))[1]))
+        else:
+            q = draw(_family_query(family, pool, classes))
+        out.append((f"q{i}", q))
+    return out
+
+
+@st.composite
+def _conjunction_variant(draw: st.DrawFn, q: J) -> J:
+    """``q`` (a conjunction) with its components in another order, ``$xN`` references
+    renumbered to match, and another mode, window or probability clause."""
+    items = q["pattern"]["items"]
+    order = draw(st.permutations(range(len(items))))
+    new_index = {old: new for new, old in enumerate(order)}
+
+    def renumber(node: Any) -> Any:
+        if isinstance(node, dict):
+            out = {k: renumber(v) for k, v in node.items()}
+            ref = out.get("ref")
+            if isinstance(ref, str) and ref.startswith("$x"):
+                out["ref"] = f"$x{new_index[int(ref[2:]) - 1] + 1}"
+            return out
+        if isinstance(node, list):
+            return [renumber(x) for x in node]
+        return node
+
+    variant = renumber(q)
+    variant["pattern"] = {**q["pattern"], "items": [items[k] for k in order]}
+    variant["mode"] = draw(st.sampled_from(("recent", "all")))
+    variant["within"] = draw(st.sampled_from(FAMILY_WINDOWS))
+    if draw(st.booleans()):
+        variant.pop("probability", None)
+    return variant

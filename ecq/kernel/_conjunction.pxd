@@ -188,6 +188,9 @@ cdef class Conjunctions:
     cdef double *hfrozen
     cdef char *hset
     cdef Py_ssize_t hcap
+    # Per class number, this generation: its SIQ's index of each source's latest
+    # instance (SIQ.last; None without an ECQ), read with the horizon.
+    cdef list hlast
     # Scratch, per arriving instance: the index of each class in its _Source (-1:
     # absent), and each of those classes' visible instances read once (gath, at
     # goff[2 * index], goff[2 * index + 1] of them; -1: not read yet).

@@ -12,23 +12,29 @@ An arriving instance ``x`` with own bits ``own``:
 - per conjunction ``q`` of ``own`` (lowest bit first) tests the presence in C: every
   other positive component's class present, ``q``'s bit in its union, its latest start
   within ``q``'s window of ``x`` (``conjunction._by_query``, by class number);
-- a *simple* conjunction that passes (every component positive, of one primitive class,
-  the classes distinct: the paper's CNJ templates and the demo's conjunctions) is
-  assembled here. Each class's visible instances for ``x`` (start at or above the
-  class's drop horizon, arrived before ``x``) are read once per arriving instance and
-  shared by every conjunction that needs the class (the paper's sub-pattern sharing);
-  a query's pool takes those of them it may see (arrived after its registration, its
-  bit among their own bits, so its filter is never evaluated again, within its window
-  with ``x``). The combinations, one instance per class, are tried most recent first,
-  as ``composite._conj_candidates`` tries them (its other combinations fail its first
-  assignment), the conditions across events evaluated once per combination, the
-  probability and its bound as there; RECENT keeps the first, ALL every one. A match
-  that needs nothing more (a top-level query, no RETURN, no probability clause, no
-  ``@name`` reader) becomes a compiled ``Match`` here (``made``), which the kernel's
-  loop numbers and emits with the sequences' matches; any other becomes a ``Cand``;
+- a conjunction that passes (a conjunction with a component of several classes is not
+  counted: it goes straight on) is assembled here when ``ecq.conjunction.kernel_shape``
+  says how: primitive classes, class sets that are equal or disjoint (the paper's CNJ
+  templates, the demo's conjunctions, negated components, one class in several
+  components, ``ANY`` components). Each class's visible instances for ``x`` (start at
+  or above the class's drop horizon, arrived before ``x``) are read once per arriving
+  instance and shared by every conjunction that needs the class (the paper's
+  sub-pattern sharing); a query's pool takes those of them it may see (arrived after
+  its registration, its bit among their own bits, so its filter is never evaluated
+  again, within its window with ``x``). The combinations, as many instances of each
+  role group as it has components, are tried most recent first, as
+  ``composite._conj_candidates`` tries them (its other combinations fail its first
+  assignment); each has one assignment (a group's events fill its components in
+  arrival order), the conditions across events evaluated once per combination for
+  every query with the same condition (``_check``), the probability, the negated
+  components' blockers (each negated class's chain at the source read once per
+  arriving instance, ``_gather_blockers``) and the bound as there; RECENT keeps the
+  first, ALL every one. A match that needs nothing more (a top-level query, no RETURN,
+  no probability clause, no ``@name`` reader) becomes a compiled ``Match`` here
+  (``made``), which the kernel's loop numbers and emits with the sequences' matches;
+  any other becomes a ``Cand``;
 - any other conjunction that passes is handed back to the network, which assembles it
-  in Python (negation inside the conjunction, repeated classes, several classes per
-  component, instances of derived classes).
+  in Python (overlapping class sets, instances of derived classes).
 
 Cleaning is O(dropped): per class, the noted instances wait in one queue in arrival
 order (``fifo``), and ``prune`` takes them from its front while their start is below the
@@ -37,7 +43,9 @@ class's drop horizon, as ``SIQ.clean`` does, cutting each from its source's list
 The cost per arriving instance is O(classes present + own conjunctions × their classes)
 in C, plus one read of each class that some conjunction's presence test passes and the
 pools of those conjunctions; nothing is evaluated per query in Python except the
-conditions across events of a combination in the window.
+conditions across events of a combination in the window (once for every query with the
+same one), a negated component's conditions on its blockers, and the filters of a class
+in several components.
 """
 
 cimport cython
@@ -297,6 +305,7 @@ cdef class Conjunctions:
         self.hwin = self.hfrozen = NULL
         self.hset = NULL
         self.hcap = 0
+        self.hlast = []
         self.slot_of = NULL
         self.slot_cap = 0
         self.qtab = NULL
@@ -416,15 +425,18 @@ cdef class Conjunctions:
             self.hset = <char *>grow(self.hset, want * sizeof(char))
             for i in range(self.hcap, want):
                 self.hset[i] = 0
+                self.hlast.append(None)
             self.hcap = want
         if not self.hset[cid]:
             ecq = self.network.ecqs.get(self.classes.names[cid])
             if ecq is None:
                 self.hwin[cid] = _NEG_INF
                 self.hfrozen[cid] = _INF
+                self.hlast[cid] = None
             else:
                 self.hwin[cid] = ecq.drop.window
                 self.hfrozen[cid] = ecq.drop.frozen
+                self.hlast[cid] = ecq.siq.last
             self.hset[cid] = 1
         moving = hclock - self.hwin[cid]
         return moving if moving > self.hfrozen[cid] else self.hfrozen[cid]
@@ -735,10 +747,10 @@ cdef class Conjunctions:
         self.btouched[self.nbt] = <int32_t>cid
         self.nbt += 1
         self.boff[cid] = self.nblk
-        ecq = self.network.ecqs.get(self.classes.names[cid])
-        if ecq is not None:
-            low = self.low(cid, hclock)
-            e = ecq.siq.last.get(src)
+        low = self.low(cid, hclock)
+        last = self.hlast[cid]
+        if last is not None:
+            e = (<dict>last).get(src)
             while e is not None:
                 f = ev(e)
                 start = ev_float(f.start, "start")
