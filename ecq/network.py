@@ -603,7 +603,7 @@ class Network:
         filter on its class it passes (``own``), the ones whose other classes have an
         instance at ``e``'s source passing their filters within their window, found with
         query bitsets (one look for every conjunction: ecq.conjunction), then assembled:
-        by the kernel (the compiled one assembles the simple conjunctions in C), the
+        by the kernel (the compiled one assembles those of primitive classes in C), the
         rest here (ecq.composite), lowest bit first, sharing one probe of each chain."""
         bits = self.kernel.complete_conjunctions(ecq, e, own, hclock, completed)
         if bits:

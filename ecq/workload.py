@@ -42,6 +42,7 @@ __all__ = [
     "class_names",
     "sequence_queries",
     "conjunction_queries",
+    "shared_condition_queries",
     "disjunction_queries",
     "events",
     "TEMPLATES",
@@ -140,6 +141,7 @@ FAMILIES: dict[str, str] = {
     "conditions": "cond1",
     "cnj3": "cnj3",
     "cnj-neg": "cnj-neg",
+    "cnj-sum": "cnj-sum",
     "neg-middle": "neg-middle",
     "neg-leading": "neg-leading",
     "neg-trailing": "neg-trailing",
@@ -187,6 +189,24 @@ def conjunction_queries(w: Workload, size: int = 3) -> list[tuple[str, str]]:
     ]
 
 
+def shared_condition_queries(w: Workload, per_triple: int = 50) -> list[tuple[str, str]]:
+    """``cnj-sum``: ``AND(A, B, C) WHERE A.a0 + B.a0 + C.a0 < 150`` within 200-240
+    minutes, RECENT and ALL in turn, one class triple for every ``per_triple`` queries:
+    many users' queries with the same classes and the same condition across events
+    (the paper's brand spree), which the shared network evaluates once per combination
+    of events for all of them. The events need ``n_attrs >= 1``."""
+    rng = random.Random(w.seed + 3)
+    classes = class_names(w.n_classes)
+    triples = [rng.sample(classes, 3) for _ in range(max(1, w.n_queries // per_triple))]
+    out = []
+    for i in range(w.n_queries):
+        a, b, c = triples[i % len(triples)]
+        mode = " MODE ALL" if i % 2 else ""
+        text = f"AND({a}, {b}, {c}) WHERE {a}.a0 + {b}.a0 + {c}.a0 < 150 {_window_text(rng, w)}{mode}"
+        out.append((f"cnjsum{i:05d}", text))
+    return out
+
+
 def disjunction_queries(w: Workload, size: int = 3) -> list[tuple[str, str]]:
     """DSJ``size``: ``PATTERN Disjunction WITH A, B, C`` (no window: nothing is stored)."""
     rng = random.Random(w.seed + 2)
@@ -201,6 +221,7 @@ TEMPLATES = (
     "seq",
     "cnj3",
     "cnj-neg",
+    "cnj-sum",
     "dsj3",
     "dsj5",
     "cond1",
@@ -219,6 +240,8 @@ def template_queries(w: Workload, template: str) -> list[tuple[str, str]]:
     :func:`family_queries`."""
     if template == "seq":
         return sequence_queries(w)
+    if template == "cnj-sum":
+        return shared_condition_queries(w)
     head = template.rstrip("0123456789")
     size = template[len(head) :]
     if size and head == "cnj":

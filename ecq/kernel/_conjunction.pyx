@@ -554,9 +554,10 @@ cdef class Conjunctions:
 
     def complete(self, ecq, e, own, double hclock, list completed):
         """The conjunctions ``e`` (of ``ecq``'s class, passing the conjunctions'
-        filters of ``own``) may complete: the simple ones assembled here, their
-        candidates appended to ``completed`` as ``(node, Cand)``; returns the bits of
-        the others that pass the presence test, for the network to assemble."""
+        filters of ``own``) may complete: those ecq.conjunction.kernel_shape describes
+        assembled here, their candidates appended to ``completed`` as ``(node,
+        Cand)``; returns the bits of the others that pass the presence test, for the
+        network to assemble."""
         cdef Klass k = self.klass(ecq.cls)
         if k is None or not own:
             return 0

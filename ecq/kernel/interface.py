@@ -6,7 +6,7 @@ calls it for the plain-sequence part of every instance (SCEMon §5.1: the test p
 over the instance's class's CLT/R-CLT, then the insert phase into its SIQ and PMB),
 for cleaning (summaries, then each SIQ below its horizon) and for the event loop. The
 kernel owns the per-source summaries, the conjunctions' presence (the compiled one
-assembles the simple conjunctions too) and whatever it derives from the registered
+assembles the conjunctions of primitive classes too) and whatever it derives from the registered
 queries; the network tells it when queries change. Other composite patterns,
 disjunctions, trailing negation and emission stay in the network (ecq/network.py), in
 Python.
