@@ -10,11 +10,11 @@ its class at the source (``NativePMB.prev``), so an event is touched only when i
 bound. A match's events go into ``Found`` (owned references); the lists the assembly
 binds them in never leave it, and are reused."""
 
-from cpython.list cimport PyList_GET_ITEM
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.mem cimport PyMem_Free
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 
-from ecq.kernel._bitset cimport bits_has, grow
+from ecq.kernel._bitset cimport bits_has, grow, prefetch_lines
 from ecq.kernel._constants cimport INLINE_POS, Ecq, Net, Plan, ecq_at, ecq_in
 from ecq.kernel._events cimport ev, ev_float, ev_get, ev_int
 from ecq.kernel._negation cimport Blockers, Wait, Waiting, bound_ok, inner_factor, trailing_factor
@@ -319,6 +319,18 @@ cdef list release(Assembly a, Net n, double clock_before, double clock, bint pyt
                 python = True
         if python:
             rest = []
+        # What the checks read is cold (the matches came in a window ago): asked for
+        # all at once, so that the misses overlap.
+        for i in range(m):
+            prefetch_lines(<const void *>taken[i].ents, 1)
+            prefetch_lines(<const void *>taken[i].plan, 1)
+        for i in range(m):
+            ents = <list>taken[i].ents
+            last = <PyObject *>PyList_GET_ITEM(ents, PyList_GET_SIZE(ents) - 1)
+            prefetch_lines(<const void *>last, 1)
+            prefetch_lines(<const void *>PyList_GET_ITEM(ents, 0), 1)
+            if ev(<object>last).pmb != NULL:
+                prefetch_lines(<const void *>ev(<object>last).pmb, 1)
         for i in range(m):
             plan = <Plan>taken[i].plan
             if plan.dead:

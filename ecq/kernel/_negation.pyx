@@ -24,6 +24,7 @@ from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from ecq.kernel._bitset cimport grow
 from ecq.kernel._constants cimport Ecq, Neg, ecq_at
 from ecq.kernel._events cimport ev, ev_float, ev_get, ev_int
+from ecq.kernel._pmb cimport NativePMB
 
 __all__ = ["Blockers", "Waiting"]
 
@@ -52,6 +53,8 @@ cdef class Blockers:
         cdef Py_ssize_t i, want, first
         cdef double start, horizon
         cdef Ecq q
+        cdef PyObject *pmb
+        cdef Blk *r
         if cid >= self.ncls:
             want = cid + 8
             self.off = <Py_ssize_t *>grow(self.off, want * sizeof(Py_ssize_t))
@@ -72,16 +75,29 @@ cdef class Blockers:
             p = q.last.get(self.src)
             while p is not None:
                 f = ev(p)
-                start = ev_float(f.start, "start")
+                # Its numbers from its PMB, which holds them as C numbers (the event's
+                # are four objects, each a cache miss): every stored instance has one
+                # until it is dropped.
+                pmb = f.pmb
+                if pmb != NULL and type(<object>pmb) is NativePMB:
+                    start = (<NativePMB>pmb).start
+                else:
+                    start = ev_float(f.start, "start")
                 if start >= horizon:
                     if self.used == self.cap:
                         self.cap = 2 * self.cap + 16
                         self.recs = <Blk *>grow(self.recs, self.cap * sizeof(Blk))
-                    self.recs[self.used].e = <PyObject *>p
-                    self.recs[self.used].moment = ev_int(f.moment, "moment")
-                    self.recs[self.used].start = start
-                    self.recs[self.used].end = ev_float(f.end, "end")
-                    self.recs[self.used].prob = ev_float(f.prob, "prob")
+                    r = &self.recs[self.used]
+                    r.e = <PyObject *>p
+                    r.start = start
+                    if pmb != NULL and type(<object>pmb) is NativePMB:
+                        r.moment = (<NativePMB>pmb).moment
+                        r.end = (<NativePMB>pmb).end
+                        r.prob = (<NativePMB>pmb).prob
+                    else:
+                        r.moment = ev_int(f.moment, "moment")
+                        r.end = ev_float(f.end, "end")
+                        r.prob = ev_float(f.prob, "prob")
                     self.used += 1
                 p = ev_get(f.prev, "prev")
         self.off[cid] = first
@@ -157,9 +173,15 @@ cdef double trailing_factor(Blockers b, Plan plan, list ents, double deadline) e
     cdef Neg *g
     cdef Blk *x
     cdef list env = None
+    cdef PyObject *pmb
     lb = <object>PyList_GET_ITEM(ents, PyList_GET_SIZE(ents) - 1)
-    lb_moment = ev_int(ev(lb).moment, "moment")
-    lb_end = ev_float(ev(lb).end, "end")
+    pmb = ev(lb).pmb
+    if pmb != NULL and type(<object>pmb) is NativePMB:
+        lb_moment = (<NativePMB>pmb).moment
+        lb_end = (<NativePMB>pmb).end
+    else:
+        lb_moment = ev_int(ev(lb).moment, "moment")
+        lb_end = ev_float(ev(lb).end, "end")
     for k in range(plan.nneg):
         g = &plan.neg[k]
         if g.right >= 0:
