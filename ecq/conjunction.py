@@ -40,7 +40,7 @@ candidate (``ChainProbe``), the paper's sub-pattern sharing for conjunctions.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from ecq.query import Comp
     from ecq.windows import Windows
 
-__all__ = ["Presence", "by_presence", "link", "unlink", "own_bits", "candidates", "note", "prune"]
+__all__ = ["Presence", "Presences", "by_presence", "link", "unlink", "own_bits", "candidates"]
 
 # Per source and class conjunctions use: the latest start of a stored instance that
 # passes some conjunction's filter on the class, and the union of those instances' own bits.
@@ -229,36 +229,75 @@ def _some(slices: list[int]) -> int:
     return out
 
 
-def note(presence: dict[object, Presence], src: object, cls: str, start: float, own: int) -> None:
-    """A stored instance of ``cls`` at ``src`` passing the conjunctions' filters of
-    ``own``; one that passes none can complete nothing and is not noted. O(1)."""
-    if not own:
-        return
-    present = presence.get(src)
-    if present is None:
-        presence[src] = {cls: (start, own)}
-        return
-    got = present.get(cls)
-    if got is None:
-        present[cls] = (start, own)
-    else:
-        present[cls] = (start if start > got[0] else got[0], got[1] | own)
+class Presences:
+    """The presence of every source (``sources``: ``{src: Presence}``), and per class
+    the sources of its noted instances in arrival order with their starts (``notes``),
+    so that cleaning is O(dropped) rather than a sweep of every source and class: a
+    class's notes leave from the front while their start is below its drop horizon
+    (as ``SIQ.clean`` drops instances), and a source's entry for the class goes with
+    the last of its notes (``count``). The compiled kernel keeps the same, with the
+    instances themselves (ecq.kernel._conjunction)."""
 
+    __slots__ = ("sources", "notes", "count")
 
-def prune(presence: dict[object, Presence], horizon: Callable[[str], float]) -> None:
-    """Drop the classes whose latest noted instance at a source is below the class's
-    drop horizon (every instance of it there is gone), and the sources left with none.
-    O(sources × classes present)."""
-    empty = []
-    lows: dict[str, float] = {}  # one horizon per class, not one per source
-    for src, present in presence.items():
-        for cls in list(present):
-            low = lows.get(cls)
-            if low is None:
-                low = lows[cls] = horizon(cls)
-            if present[cls][0] < low:
+    def __init__(self) -> None:
+        self.sources: dict[object, Presence] = {}
+        self.notes: dict[str, deque[tuple[object, float]]] = {}
+        self.count: dict[tuple[object, str], int] = {}
+
+    def get(self, src: object) -> Presence | None:
+        return self.sources.get(src)
+
+    def note(self, src: object, cls: str, start: float, own: int) -> None:
+        """A stored instance of ``cls`` at ``src`` passing the conjunctions' filters of
+        ``own``; one that passes none can complete nothing and is not noted. O(1)."""
+        if not own:
+            return
+        present = self.sources.get(src)
+        if present is None:
+            present = self.sources[src] = {}
+        got = present.get(cls)
+        if got is None:
+            present[cls] = (start, own)
+        else:
+            present[cls] = (start if start > got[0] else got[0], got[1] | own)
+        notes = self.notes.get(cls)
+        if notes is None:
+            notes = self.notes[cls] = deque()
+        notes.append((src, start))
+        key = (src, cls)
+        self.count[key] = self.count.get(key, 0) + 1
+
+    def prune(self, horizon: Callable[[str], float]) -> None:
+        """Forget, per class, the notes from the front while their start is below
+        ``horizon(cls)``, and a source's entry for the class with its last note (every
+        instance of it there is gone), and the sources left with none.
+        O(classes + dropped)."""
+        sources = self.sources
+        count = self.count
+        for cls in list(self.notes):
+            notes = self.notes[cls]
+            low = horizon(cls)
+            while notes and notes[0][1] < low:
+                src, _ = notes.popleft()
+                key = (src, cls)
+                left = count[key] - 1
+                if left:
+                    count[key] = left
+                    continue
+                del count[key]
+                present = sources[src]
                 del present[cls]
-        if not present:
-            empty.append(src)
-    for src in empty:
-        del presence[src]
+                if not present:
+                    del sources[src]
+            if not notes:
+                del self.notes[cls]
+
+    def _check(self) -> None:
+        held: Counter[tuple[object, str]] = Counter()
+        for cls, notes in self.notes.items():
+            assert notes, f"an empty queue of notes for {cls}"
+            held.update((src, cls) for src, _ in notes)
+        assert held == self.count, "each source and class counts its notes"
+        assert {(src, cls) for src, present in self.sources.items() for cls in present} == set(held)
+        assert all(self.sources.values()), "a source without classes is dropped"

@@ -26,7 +26,6 @@ processed (phase 1).
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -709,8 +708,7 @@ class Network:
         O(dropped + ECQs + summary groups)."""
         kernel = self.kernel
         kernel.prune(clock)
-        ecqs = self.ecqs
-        kernel.prune_conjunctions(lambda cls: ecqs[cls].horizon(clock) if cls in ecqs else math.inf)
+        kernel.prune_conjunctions(clock)
         return sum(kernel.clean_siq(ecq.siq, ecq.horizon(clock)) for ecq in self.ecqs.values())
 
     def stored(self) -> int:

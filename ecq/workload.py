@@ -139,6 +139,7 @@ FAMILIES: dict[str, str] = {
     "bare": "seq",
     "conditions": "cond1",
     "cnj3": "cnj3",
+    "cnj-neg": "cnj-neg",
     "neg-middle": "neg-middle",
     "neg-leading": "neg-leading",
     "neg-trailing": "neg-trailing",
@@ -151,21 +152,24 @@ def family_queries(w: Workload, template: str) -> list[tuple[str, str]]:
     """The sequence template's classes and windows with one operator changed:
     ``neg-middle`` ``SEQ(A, !B, C)``, ``neg-leading`` ``SEQ(!A, B, C)``, ``neg-trailing``
     ``SEQ(A, B, !C)``, ``kleene`` ``SEQ(A, B+, C)``, ``nested`` ``SEQ(A, AND(B, C))`` (three
-    steps; other step counts negate or close the middle, first or last one)."""
+    steps; other step counts negate or close the middle, first or last one), and the
+    conjunction ``cnj-neg`` ``AND(A, B, !C)`` (the last class negated)."""
     shapes = {
         "neg-middle": lambda p: [p[0], *(f"!{c}" if i == 1 else c for i, c in enumerate(p[1:], 1))],
         "neg-leading": lambda p: [f"!{p[0]}", *p[1:]],
         "neg-trailing": lambda p: [*p[:-1], f"!{p[-1]}"],
         "kleene": lambda p: [p[0], *(f"{c}+" if i == 1 else c for i, c in enumerate(p[1:], 1))],
         "nested": lambda p: [p[0], f"AND({', '.join(p[1:])})"],
+        "cnj-neg": lambda p: [*p[:-1], f"!{p[-1]}"],
     }
+    kind = "AND" if template.startswith("cnj") else "SEQ"
     shape = shapes.get(template)
     if shape is None:
         raise ValueError(f"unknown operator template {template!r}")
     if w.n_steps < 3:
         raise ValueError(f"the {template} template needs at least 3 steps")
     return [
-        (f"{template.replace('-', '')}{i:05d}", f"SEQ({', '.join(shape(picks))}) {within}")
+        (f"{template.replace('-', '')}{i:05d}", f"{kind}({', '.join(shape(picks))}) {within}")
         for i, (picks, within) in enumerate(_sequence_picks(w))
     ]
 
@@ -196,6 +200,7 @@ def disjunction_queries(w: Workload, size: int = 3) -> list[tuple[str, str]]:
 TEMPLATES = (
     "seq",
     "cnj3",
+    "cnj-neg",
     "dsj3",
     "dsj5",
     "cond1",

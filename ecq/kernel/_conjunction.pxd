@@ -3,47 +3,94 @@
 
 cimport cython
 from cpython.ref cimport PyObject
+from libc.stdint cimport int32_t, uint64_t
 
 from ecq.kernel._bitset cimport Bits
+from ecq.kernel._constants cimport ClassIds
 from ecq.kernel._filters cimport SlotIndex
 
 
-# A simple conjunction has at most this many components (a bit each in a C word).
+# A conjunction the kernel assembles has at most this many positive components (a bit
+# each in a C word).
 cdef enum:
     MAX_COMPS = 64
 
 
+cdef struct _Note:
+    # A noted instance: the event and what the assembly reads of it, in C.
+    PyObject *e  # owned
+    PyObject *own  # its own bits (Bits), owned
+    double start, end, prob
+    long long moment, arrival
+    bint derived  # a derived instance: its conjunctions are assembled in Python
+
+
 @cython.final
 @cython.no_gc
-cdef class _Entry:
-    # A noted instance: the event and what the assembly reads of it, in C. Not tracked
-    # by the cyclic collector (nothing it holds can lead back to it): the presence holds
-    # one per stored instance, and each would make every collection longer.
-    cdef object e
-    cdef double start, end, prob
-    cdef long long moment, arrival
-    cdef bint derived  # a derived instance: its conjunctions are assembled in Python
-    cdef Bits own
+cdef class _Present:
+    # One source's noted instances of one class, in arrival order (notes[head:n]),
+    # their latest start and the union of their own bits; the class's number and the
+    # source, for cleaning. Not tracked by the cyclic collector (nothing it holds can
+    # lead back to it): the presence holds one per source and class.
+    cdef _Note *notes
+    cdef Py_ssize_t head, n, cap
+    cdef double latest
+    cdef Bits union
+    cdef Py_ssize_t cid
+    cdef object src
+
+    cdef int append(self, _Note note) except -1
+    cdef void drop_first(self) noexcept
 
 
 @cython.final
-cdef class _Present:
-    # One source's noted instances of one class, in arrival order, their latest start
-    # and the union of their own bits.
-    cdef list entries
-    cdef double latest
-    cdef Bits union
+@cython.no_gc
+cdef class _Source:
+    # One source's _Present, one per class (``present``), and beside them in arrays
+    # what the presence test reads of each: its class number, latest start and the
+    # words of its union (one contiguous read per arriving instance, not one object
+    # per class).
+    cdef list present
+    cdef int32_t *cids
+    cdef double *latest
+    cdef uint64_t **w
+    cdef Py_ssize_t *nw
+    cdef Py_ssize_t n, cap
+
+    cdef Py_ssize_t find(self, Py_ssize_t cid) noexcept
+    cdef int add(self, _Present p) except -1
+    cdef void sync(self, Py_ssize_t i, _Present p) noexcept
+    cdef int remove(self, _Present p) except -1
+
+
+@cython.final
+@cython.no_gc
+cdef class _Queue:
+    # One class's noted instances in arrival order, as their _Present (owned) and start:
+    # what cleaning takes from the front (items[head:n]).
+    cdef PyObject **items
+    cdef double *starts
+    cdef Py_ssize_t head, n, cap
+
+    cdef int push(self, _Present p, double start) except -1
+    cdef void pop(self) noexcept
 
 
 @cython.final
 cdef class _Query:
-    # What the assembly reads of one conjunction node, made once per generation of queries.
-    cdef object qs
-    cdef bint simple, never, mode_all, bounded
+    # What the presence test and the assembly read of one conjunction node, made once
+    # per generation of queries.
+    cdef object qs, name
+    cdef bint simple  # every component positive, of one primitive class, the classes distinct
+    cdef bint loose  # some positive component takes several classes: not counted
+    cdef bint never, mode_all, bounded
+    cdef bint direct  # its matches are emitted as found (see Conjunctions.made)
     cdef double window, least
-    cdef long long reg
-    cdef Py_ssize_t length
-    cdef tuple classes  # simple: each component's class, in component order
+    cdef long long reg, order
+    cdef Py_ssize_t length  # components (the binding's length)
+    cdef Py_ssize_t npos  # positive components
+    cdef int32_t cids[MAX_COMPS]  # each positive component's class number (counted nodes)
+    cdef Py_ssize_t slot[MAX_COMPS]  # each positive component's index in the binding
     cdef tuple checks  # the conditions across events (predicates on the binding)
 
 
@@ -54,42 +101,95 @@ cdef class Klass:
     # class's instances (no other composite pattern, no disjunction uses the class).
     cdef readonly object ecq
     cdef SlotIndex index
-    cdef Bits final, loose
+    cdef Bits final
     cdef bint loop
+    cdef Py_ssize_t cid
+
+
+cdef enum:
+    Q_NEVER = 1
+    Q_LOOSE = 2
+    Q_SIMPLE = 4
+    Q_INLINE = 4  # positive components whose class numbers _QC holds
+
+
+cdef struct _QC:
+    # What the presence test reads of a conjunction node, per bit number in one array
+    # (a few cache lines for thousands of queries; the _Query is read only by those
+    # that pass).
+    long long reg
+    double window
+    int32_t npos  # positive components; -1: not made in this generation
+    int32_t flags  # Q_*
+    int32_t cids[Q_INLINE]  # npos <= Q_INLINE; else the _Query's
 
 
 cdef struct _Pick:
-    # A pool member: an instance the query may see, the component it fills.
-    PyObject *e  # borrowed: its _Entry holds it during the call
+    # An instance some query may see: what the assembly reads of it, the component it
+    # fills (in a query's pool).
+    PyObject *e  # borrowed: its _Note holds it during the call
+    PyObject *own  # the entry's own bits (Bits), borrowed likewise
     double start, end, prob
     long long moment, arrival
     int j
+    bint derived
 
 
 cdef class Conjunctions:
     cdef object network
-    cdef dict presence  # src -> {class: _Present}
-    cdef dict queries  # bit number -> _Query, made on first use after queries changed
-    cdef dict classes  # class -> Klass or None (no conjunction), likewise
+    cdef ClassIds classes  # the kernel's class numbers
+    cdef dict presence  # src -> _Source
+    cdef list fifo  # per class number: its _Queue (None: none yet)
+    cdef list queries  # per bit number: _Query (None: not made in this generation)
+    cdef _QC *qtab  # per bit number, likewise (npos -1: not made)
+    cdef Py_ssize_t qcap
+    cdef dict klasses  # class -> Klass or None (no conjunction), this generation
+    # Per class number, this generation: its horizon's window and frozen value
+    # (ecq.horizon.Horizon), hset[cid] once read.
+    cdef double *hwin
+    cdef double *hfrozen
+    cdef char *hset
+    cdef Py_ssize_t hcap
+    # Scratch, per arriving instance: the index of each class in its _Source (-1:
+    # absent), and each of those classes' visible instances read once (gath, at
+    # goff[2 * index], goff[2 * index + 1] of them; -1: not read yet).
+    cdef int32_t *slot_of
+    cdef Py_ssize_t slot_cap
+    cdef _Pick *gath
+    cdef Py_ssize_t ngath, gcap
+    cdef Py_ssize_t *goff
+    cdef Py_ssize_t goff_cap
     cdef _Pick *pool
     cdef Py_ssize_t npool, cap
+    # The matches of the instance being processed that need nothing more, as compiled
+    # Matches (no seq yet), with their nodes: the kernel's loop emits them with the
+    # sequences' matches.
+    cdef readonly list made
+    cdef list made_q
     # Counters for tests and profiles: conjunctions assembled here (their pools made),
     # and handed back to the network.
     cdef public long long assembled, handed
 
     cdef Klass klass(self, object cls)
-    cdef int note_bits(self, object e, object cls, Bits bits) except -1
-    cdef object complete_bits(self, Klass k, object e, Bits own, double hclock, list completed)
-    cdef int _room(self, Py_ssize_t n) except -1
+    cdef _Query query(self, Py_ssize_t bitno)
+    cdef _QC *qc(self, Py_ssize_t bitno) except NULL
+    cdef double low(self, Py_ssize_t cid, double hclock) except? -1.0
+    cdef int note_bits(self, object e, Py_ssize_t cid, Bits bits) except -1
+    cdef object complete_bits(self, Klass k, object e, Bits own, double hclock, list completed, bint direct)
+    cdef int hand_made(self, object x, list completed) except -1
+    cdef int _room(self, _Pick **buf, Py_ssize_t *cap, Py_ssize_t n) except -1
+    cdef int _gather(self, Py_ssize_t si, _Present p, double low, long long xm, long long xa) except -1
     cdef int _assemble(
-        self, _Query q, Py_ssize_t bitno, object x, dict present, dict horizons, double hclock, list out
+        self, _Query q, Py_ssize_t bitno, Py_ssize_t xi, object x, _Source s, double hclock,
+        list out, bint direct
     ) except -2
+    cdef int _slots(self, _Source s) except -1
     cdef int _combine(
         self, _Query q, Py_ssize_t xi, object x, double xs, double xe, double xprob,
         Py_ssize_t start, Py_ssize_t depth, Py_ssize_t m, unsigned long long used, double lo, double hi,
-        Py_ssize_t *chosen, list out
+        Py_ssize_t *chosen, list out, bint direct
     ) except -1
     cdef int _emit(
         self, _Query q, Py_ssize_t xi, object x, double xs, double xe, double xprob,
-        Py_ssize_t *chosen, Py_ssize_t m, list out
+        Py_ssize_t *chosen, Py_ssize_t m, list out, bint direct
     ) except -1

@@ -1,6 +1,6 @@
 # The compiled kernel's Python-facing class (ecq/kernel/_kernel.pyx), for mypy: it is
 # checked against ecq.kernel.interface.Kernel where ecq.kernel.select makes it.
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from ecq.candidate import Cand
@@ -34,7 +34,7 @@ class CompiledKernel:
     def complete_conjunctions(
         self, ecq: ECQ, e: Event, own: int, hclock: float, completed: list[tuple[QState, Cand]]
     ) -> int: ...
-    def prune_conjunctions(self, horizon: Callable[[str], float]) -> None: ...
+    def prune_conjunctions(self, clock: float) -> None: ...
     @property
     def conjunctions(self) -> Conjunctions: ...
     def test_phase(self, ecq: ECQ, e: Event, passed: object, hclock: float, probe: Probe) -> Tested: ...

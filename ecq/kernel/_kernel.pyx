@@ -25,7 +25,7 @@ from ecq.kernel._summary cimport Ent, Row, SrcSummary, is_empty, prune, remove_b
 
 from ecq.event import Event
 from ecq.kernel._events import EventBase
-from ecq.kernel._conjunction cimport Conjunctions, Klass
+from ecq.kernel._conjunction cimport Conjunctions, Klass, _Query
 from ecq.kernel._negation cimport Waiting
 from ecq.kernel._filters cimport slot_passing
 from ecq.kernel._filters import slot_bits
@@ -59,7 +59,7 @@ cdef class CompiledKernel:
         self.network = network
         self.s = State()
         self.net = None
-        self.conjunctions = Conjunctions(network)
+        self.conjunctions = Conjunctions(network, self.s.classes)
 
     cdef Net current(self):
         if self.net is None:
@@ -114,8 +114,8 @@ cdef class CompiledKernel:
     def complete_conjunctions(self, ecq, e, own, double hclock, list completed):
         return self.conjunctions.complete(ecq, e, own, hclock, completed)
 
-    def prune_conjunctions(self, horizon):
-        self.conjunctions.prune(horizon)
+    def prune_conjunctions(self, double clock):
+        self.conjunctions.prune(clock)
 
     def test_phase(self, ecq, e, passed, double hclock, probe):
         cdef bint direct
@@ -267,7 +267,7 @@ cdef class CompiledKernel:
                 if c.clock > waiting.earliest() and not c.clock > c.deadline:
                     # Phase 0: the kernel's waiting matches (trailing negation) that
                     # are due; the network's own (c.deadline) take Network.on_event.
-                    _release(c, engine, net, n, s, before, arrival, out)
+                    _release(c, engine, net, n, s, s_conj, before, arrival, out)
                 cls = ev_get(f.type, "type")
                 q = ecq_in(n, cls)
                 k = None if q.plain else s_conj.klass(cls)
@@ -286,19 +286,25 @@ cdef class CompiledKernel:
                     conj = None
                     if k is not None:
                         # Conjunctions (_conjunction.pyx), between the test and insert
-                        # phases as in Network._test_phase and _insert_phase.
+                        # phases as in Network._test_phase and _insert_phase: matches
+                        # that need nothing more go to s_conj.made, others to conj.
                         own = slot_passing(k.index, e)
                         if own.n:
                             conj = []
-                            rest = s_conj.complete_bits(k, e, own, c.clock, conj)
+                            rest = s_conj.complete_bits(k, e, own, c.clock, conj, True)
                             if rest:
                                 c.put(engine, net)
                                 net.assemble_conjunctions(k.ecq, e, rest, c.clock, conj)
                                 c.get(engine, net)
-                            s_conj.note_bits(e, cls, own)
+                            s_conj.note_bits(e, k.cid, own)
                     insert(s, n, q, e, src, summary, cls, ev_float(f.start, "start"), static, extended, c.clock)
-                    if conj:
-                        # Matches of conjunctions: settled with the sequences' in Python.
+                    if s_conj.made and not conj and (direct or not found.n):
+                        # Conjunctions' and sequences' matches that need nothing more.
+                        _emit_simple(c, found, s_conj, src, arrival, out)
+                        found.clear()
+                    elif conj or s_conj.made:
+                        # Some match needs Python: all are settled there.
+                        s_conj.hand_made(e, conj)
                         pairs = found.pairs() if found.n else []
                         found.clear()
                         c.put(engine, net)
@@ -308,7 +314,7 @@ cdef class CompiledKernel:
                         c.get(engine, net)
                     elif found.n:
                         if direct:
-                            _emit_simple(c, found, src, arrival, out)
+                            _emit_simple(c, found, s_conj, src, arrival, out)
                             found.clear()
                         else:
                             pairs = found.pairs()
@@ -325,6 +331,8 @@ cdef class CompiledKernel:
                     c.since = engine.since_clean
         finally:
             found.clear()
+            s_conj.made = []
+            s_conj.made_q = []
             c.put(engine, net)
             engine.since_clean = c.since
         return out
@@ -406,10 +414,12 @@ cdef class _Ahead:
 # ------------------------------------------------------------------ emission
 
 
-cdef int _release(_Counters c, engine, net, Net n, State s, double before, object arrival, list out) except -1:
+cdef int _release(
+    _Counters c, engine, net, Net n, State s, Conjunctions cj, double before, object arrival, list out
+) except -1:
     # Phase 0 of an event op in the compiled loop: the kernel's due waiting matches,
-    # emitted as found (ordered as _emit_simple orders), or through
-    # Network.release when one of them needs Python.
+    # emitted as found (ordered as _emit_simple orders; no conjunction's match is made
+    # yet: cj.made is empty), or through Network.release when one of them needs Python.
     cdef Found due = s.assembly.due
     rest = release(s.assembly, n, before, c.clock, False)
     if rest:
@@ -420,7 +430,7 @@ cdef int _release(_Counters c, engine, net, Net n, State s, double before, objec
         c.get(engine, net)
     elif due.n:
         try:
-            _emit_simple(c, due, None, arrival, out)
+            _emit_simple(c, due, cj, None, arrival, out)
         finally:
             due.clear()
     return 0
@@ -430,57 +440,66 @@ cdef enum:
     _FEW = 64  # matches of one instance sorted on the stack
 
 
-cdef int _emit_simple(_Counters c, Found found, object src, object arrival, list out) except -1:
-    # Network._finish + matches_of for matches that need nothing more: ordered by the
-    # node's registration, then the events' arrival indexes (docs/semantics.md).
-    cdef Py_ssize_t n = found.n, i, j, m = 0
-    cdef double prob
+cdef int _emit_simple(_Counters c, Found found, Conjunctions cj, object src, object arrival, list out) except -1:
+    # Network._finish + matches_of for matches that need nothing more, the sequences'
+    # (found) and the conjunctions' (cj.made, compiled already): ordered by the node's
+    # registration, then the events' arrival indexes (Emission.sort_key).
+    cdef list made = cj.made, nodes = cj.made_q
+    cdef Py_ssize_t nf = found.n, nm = PyList_GET_SIZE(made), i, j, m = 0
     cdef long long order
     cdef long long orders[_FEW]
-    cdef Py_ssize_t idx[_FEW]
-    if n > _FEW:
-        return _emit_sorted(c, found, src, arrival, out)
-    for i in range(n):
-        if not found.prob[i] > 0.0:
-            continue
-        # Insertion by the node's registration order (stable: one match per node is
-        # the common case).
-        order = (<Plan>found.plan[i]).order
-        j = m
-        while j > 0 and orders[j - 1] > order:
-            orders[j] = orders[j - 1]
-            idx[j] = idx[j - 1]
-            j -= 1
-        if j > 0 and orders[j - 1] == order:
-            # A node with several matches (MODE ALL): their events' arrivals decide.
-            return _emit_sorted(c, found, src, arrival, out)
-        orders[j] = order
-        idx[j] = i
-        m += 1
+    cdef Py_ssize_t idx[_FEW]  # i < nf: found's match i; else made[i - nf]
+    cdef bint tie = nf + nm > _FEW
+    if not tie:
+        for i in range(nf + nm):
+            if i < nf:
+                if not found.prob[i] > 0.0:
+                    continue
+                order = (<Plan>found.plan[i]).order
+            else:
+                order = (<_Query>PyList_GET_ITEM(nodes, i - nf)).order
+            j = m
+            while j > 0 and orders[j - 1] > order:
+                orders[j] = orders[j - 1]
+                idx[j] = idx[j - 1]
+                j -= 1
+            if j > 0 and orders[j - 1] == order:
+                # A node with several matches (MODE ALL): their events' arrivals decide.
+                tie = True
+                break
+            orders[j] = order
+            idx[j] = i
+            m += 1
+    cdef list keyed
+    if tie:
+        keyed = []
+        for i in range(nf):
+            if found.prob[i] > 0.0:
+                arrivals = tuple([
+                    ev_get(ev(<object>found.ev[j]).arrival, "arrival") for j in range(found.off[i], found.off[i + 1])
+                ])
+                keyed.append(((<Plan>found.plan[i]).order, arrivals, i))
+        for i in range(nm):
+            arrivals = tuple([ev_get(ev(x).arrival, "arrival") for x in (<Match>made[i]).events])
+            keyed.append(((<_Query>nodes[i]).order, arrivals, nf + i))
+        keyed.sort()
+        m = len(keyed)
     cdef long long seq = c.seq
+    cdef Match match
     for j in range(m):
-        _emit_one(found, idx[j], src, seq, arrival, out)
+        i = <Py_ssize_t>keyed[j][2] if tie else idx[j]
+        if i < nf:
+            _emit_one(found, i, src, seq, arrival, out)
+        else:
+            match = <Match>made[i - nf]
+            match.seq = seq
+            out.append(match)
+            (<_Query>nodes[i - nf]).qs.counted += 1
         seq += 1
     c.seq = seq
-    return 0
-
-
-cdef int _emit_sorted(_Counters c, Found found, object src, object arrival, list out) except -1:
-    # _emit_simple for many matches, or several of one node: sorted by the node's
-    # registration, then the events' arrival indexes.
-    cdef list keyed = []
-    cdef Py_ssize_t i, k
-    for i in range(found.n):
-        if not found.prob[i] > 0.0:
-            continue
-        arrivals = tuple([ev_get(ev(<object>found.ev[k]).arrival, "arrival") for k in range(found.off[i], found.off[i + 1])])
-        keyed.append(((<Plan>found.plan[i]).order, arrivals, i))
-    keyed.sort()
-    cdef long long seq = c.seq
-    for key in keyed:
-        _emit_one(found, key[2], src, seq, arrival, out)
-        seq += 1
-    c.seq = seq
+    if nm:
+        cj.made = []
+        cj.made_q = []
     return 0
 
 

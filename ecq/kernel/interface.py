@@ -19,7 +19,7 @@ The two implementations: ``ecq.kernel.pure.PureKernel`` and the compiled
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -221,8 +221,9 @@ class Kernel(Protocol):
         assemble (ecq.composite). ``hclock`` sets the drop horizons."""
         ...
 
-    def prune_conjunctions(self, horizon: Callable[[str], float]) -> None:
-        """Forget the instances of each class below its drop horizon ``horizon(cls)``."""
+    def prune_conjunctions(self, clock: float) -> None:
+        """Forget the instances of each class below its drop horizon at ``clock``
+        (``ECQ.horizon``). O(classes + dropped)."""
         ...
 
     def test_phase(self, ecq: ECQ, e: Event, passed: Passed, hclock: float, probe: Probe) -> Tested:

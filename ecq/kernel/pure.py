@@ -13,13 +13,13 @@ bound: it prunes, and every match is verified when it is assembled.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from ecq.assembly import assemble_seq
 from ecq.composite import bound_ok
-from ecq.conjunction import Presence, candidates, note, prune
+from ecq.conjunction import Presences, candidates
 from ecq.ecq import ECQ, SlotFilter
 from ecq.event import Event
 from ecq.kernel.interface import Groups, LoopHost, NetworkView, Passed, Probe, SummaryView, Tested
@@ -59,8 +59,8 @@ class PureKernel:
         # Per source, at level "summary": (latest (start, bits) per class for first
         # components, and for each later position one latest-first list of groups).
         self.summaries: dict[Any, SummaryView] = {}
-        # Per source, the conjunctions' presence (ecq.conjunction).
-        self.presence: dict[Any, Presence] = {}
+        # The conjunctions' presence (ecq.conjunction).
+        self.presence = Presences()
 
     # ------------------------------------------------------------- registration
 
@@ -110,7 +110,7 @@ class PureKernel:
     # ------------------------------------------------------------- conjunctions
 
     def note_conjunction(self, e: Event, cls: str, own: int) -> None:
-        note(self.presence, e.src, cls, e.start, own)
+        self.presence.note(e.src, cls, e.start, own)
 
     def complete_conjunctions(
         self, ecq: ECQ, e: Event, own: int, hclock: float, completed: list[tuple[QState, Cand]]
@@ -118,9 +118,9 @@ class PureKernel:
         # The presence count only: the network assembles every candidate.
         return candidates(ecq, self.presence.get(e.src), e.end, self.network.windows, own)
 
-    def prune_conjunctions(self, horizon: Callable[[str], float]) -> None:
-        if self.presence:
-            prune(self.presence, horizon)
+    def prune_conjunctions(self, clock: float) -> None:
+        ecqs = self.network.ecqs
+        self.presence.prune(lambda cls: ecqs[cls].horizon(clock) if cls in ecqs else math.inf)
 
     def test_phase(self, ecq: ECQ, e: Event, passed: Passed, hclock: float, probe: Probe) -> Tested:
         seq_pass = cast(dict[int, int], passed)

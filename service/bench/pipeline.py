@@ -92,8 +92,8 @@ class PipelineScale:
     events: int = 200_000
     queries: int = 1000
     batch: int = 10_000
-    # Events per micro-batch of this build's Spark job (scemon stream --batch-events); the
-    # baseline's job takes one file of ``batch`` events per micro-batch, as it did.
+    # Events per micro-batch of the Spark job (scemon stream --batch-events); a baseline's
+    # job that predates that option takes one file of ``batch`` events per micro-batch.
     spark_batch: int = 100_000
     subscribers: tuple[int, ...] = (0, 1, 10)
     workloads: tuple[str, ...] = WORKLOADS
@@ -416,9 +416,10 @@ def spark_row(
 ) -> Row:
     """``scemon stream --once`` over the stream as files of ``batch`` events into a fresh
     server with one subscriber: this build's job with micro-batches of about
-    ``spark_batch`` events, a ``checkout``'s (the baseline's) with one file per
-    micro-batch, as that build did. The micro-batches up to the one that completes the
-    warm-up (and at least the first, with Spark's start) are not timed."""
+    ``spark_batch`` events, and so a ``checkout``'s (the baseline's) that has the option;
+    one from before it with one file per micro-batch, as that build did. The
+    micro-batches up to the one that completes the warm-up (and at least the first,
+    with Spark's start) are not timed."""
     tag = "-baseline" if checkout is not None else ""
     source = folder / f"in-{load.name}{tag}"
     source.mkdir()
@@ -442,7 +443,7 @@ def spark_row(
             command = [sys.executable, "-m", "service.cli", "stream", "--source", str(source)]
             command += ["--service", server.url, "--checkpoint", str(folder / f"checkpoint-{load.name}{tag}")]
             command += ["--dead-letter", str(folder / f"dead-{load.name}{tag}"), "--once"]
-            if checkout is None:
+            if checkout is None or _sizes_by_events(checkout):
                 command += ["--batch-events", str(spark_batch)]
             else:
                 command += ["--max-files-per-trigger", "1", "--max-batch-events", str(batch)]
@@ -509,6 +510,14 @@ def spark_row(
         row.spark_ms["job: toArrow (Spark tasks, collect)"] = 1000 * sum(c for c, _ in splits) / len(splits)
         row.spark_ms["job: sort, encode, POST"] = 1000 * sum(p for _, p in splits) / len(splits)
     return row
+
+
+def _sizes_by_events(checkout: Path) -> bool:
+    """Whether a checkout's job sizes micro-batches by events (``--batch-events``, from
+    1926e9c on): then its baseline row runs with the same micro-batches as this build's,
+    and the two rows differ only by their code."""
+    sources = checkout / "service" / "pipeline" / "sources.py"
+    return sources.exists() and "maxBytesPerTrigger" in sources.read_text()
 
 
 def _spark_phases(progress_log: Path, warm: int) -> dict[str, float]:

@@ -442,7 +442,8 @@ def pipeline(
         typer.Option(
             min=100,
             help="Events per micro-batch of this build's Spark job (its --batch-events) [100,000; quick "
-            "2,000]; a --baseline's job takes one file of --batch events per micro-batch.",
+            "2,000]; a --baseline's job takes the same, or one file of --batch events per micro-batch where "
+            "it predates --batch-events.",
         ),
     ] = None,
     workload: Annotated[

@@ -10,7 +10,9 @@ JSON/CSV readers, is what lets the job keep two promises those readers cannot:
   a stable id (``<file name>:<number>``) that survives a restart and can be compared
   with a replay of the same file;
 * a row is valid exactly when ``scemon replay`` and the service would accept it: the
-  cells are read with replay's rules and checked by :meth:`ecq.event.Event.from_dict`,
+  cells are read with replay's rules and checked by :meth:`ecq.event.Event.from_dict`
+  (through its compiled twin where the kernel is built: well-formed rows are checked
+  natively, the rest go to ``from_dict``, which names the mistake in the same words),
   so no event the job passes is turned away by the service, and every row it does not
   pass carries the same one-line reason replay would print.
 
@@ -35,6 +37,7 @@ import pyarrow as pa
 
 from ecq.errors import EventError
 from ecq.event import Event
+from ecq.kernel.make import event_reader
 from service.files.events import csv_columns, csv_ident, csv_value  # replay's cell rules, shared on purpose
 
 __all__ = [
@@ -129,6 +132,7 @@ def parse_file(
     """Every event (or reason for rejecting it) of one file, in file order."""
     kind = file_format(path, fmt)
     name = file_name(path)
+    from_dict = event_reader()  # about half a worker's CPU an event was Event.from_dict
     columns = _columns(mapping)
     if kind == "jsonl":
         records = _jsonl_records(content, mapping is not None)
@@ -141,8 +145,8 @@ def parse_file(
             yield _bad(path, index, line, str(record), raw)
             continue
         try:
-            event = Event.from_dict(
-                record if columns is None and kind == "jsonl" else _from_flat(record, columns)
+            event = from_dict(
+                record if columns is None and kind == "jsonl" else _from_flat(record, columns), None
             )
         except EventError as err:
             yield _bad(path, index, line, str(err), raw)

@@ -10,10 +10,15 @@ A client that stops reading altogether leaves its connection's send waiting on a
 socket: it is *blocked* (:meth:`Hub.blocked`) from then until the connection goes
 (uvicorn's keep-alive pings close it within about a minute).
 
-The hub lives on the event loop. The EngineHost's thread hands it each batch's matches
-through ``loop.call_soon_threadsafe`` *after* they are committed to the store, in
-``seq`` order; a subscriber registers with the hub before reading its backlog from the
-store, so every match reaches it by one path or both (it skips ``seq`` it has sent).
+The hub lives on the event loop. The EngineHost's thread hands it each operation's
+matches as one :class:`~service.server.blocks.Block` through
+``loop.call_soon_threadsafe`` *after* they are committed to the store, in ``seq``
+order; a subscriber registers with the hub before reading its backlog from the store,
+so every match reaches it by one path or both (it skips ``seq`` it has sent). A
+subscriber of every query takes the block itself (O(1), whatever its size): its frames
+are cut once and sent to every such subscriber; one of some queries takes a copy of
+their matches (found through the block's index by query, built once for all of them),
+so what it queues is bounded by its own matches.
 """
 
 from __future__ import annotations
@@ -23,10 +28,9 @@ import time
 from collections import deque
 from collections.abc import Sequence
 
-__all__ = ["BLOCKED_AFTER", "Hub", "Published", "Subscriber"]
+from service.server.blocks import Block, Run
 
-# (seq, query, the match's JSON text)
-Published = tuple[int, str, str]
+__all__ = ["BLOCKED_AFTER", "Hub", "Subscriber"]
 
 # A send pending longer than this (seconds) means the client is not reading.
 BLOCKED_AFTER = 1.0
@@ -38,37 +42,57 @@ class Subscriber:
     def __init__(self, queries: frozenset[str] | None, limit: int) -> None:
         self.queries = queries
         self.limit = limit
-        self.buffer: deque[tuple[int, str]] = deque()
+        self.buffer: deque[Run] = deque()
+        # Matches in ``buffer`` (what the bound is checked against).
+        self.count = 0
         self.overflowed = False
         self.wake = asyncio.Event()
         # When the send in progress began (monotonic seconds), or None between sends.
         self.sending_since: float | None = None
 
-    def offer(self, items: Sequence[Published]) -> bool:
-        """Queue the matches this subscriber wants; False if that overflowed it. O(len(items))."""
+    def offer(self, blocks: Sequence[Block]) -> bool:
+        """Queue the matches this subscriber wants; False if that overflowed it. O(1) a
+        block for a subscriber of every query, O(its matches) for one of some queries."""
         if self.overflowed:
             return False
         queries = self.queries
-        wanted = [(seq, text) for seq, query, text in items if queries is None or query in queries]
+        runs = [
+            Run(block, range(len(block))) if queries is None else _wanted(block, queries) for block in blocks
+        ]
+        wanted = sum(len(run) for run in runs)
         if not wanted:
             return True
         # An empty buffer takes a whole batch however large, so a subscriber that keeps
         # up is never cut off by one big batch; memory stays within limit + one batch.
-        if self.buffer and len(self.buffer) + len(wanted) > self.limit:
+        if self.count and self.count + wanted > self.limit:
             self.overflowed = True
             self.buffer.clear()
+            self.count = 0
             self.wake.set()
             return False
-        self.buffer.extend(wanted)
+        self.buffer.extend(run for run in runs if run.picks)
+        self.count += wanted
         self.wake.set()
         return True
 
-    def take(self) -> list[tuple[int, str]]:
+    def take(self) -> list[Run]:
         """Everything buffered, oldest first."""
         out = list(self.buffer)
         self.buffer.clear()
+        self.count = 0
         self.wake.clear()
         return out
+
+
+def _wanted(block: Block, queries: frozenset[str]) -> Run:
+    """A filtered subscriber's part of a block: the block itself when every match is
+    wanted, else a copy of just the wanted ones (its memory is then bounded by its
+    matches, not by the blocks they came in)."""
+    picks = block.of_queries(queries)
+    if len(picks) == len(block):
+        return Run(block, range(len(block)))
+    chosen = block.select(picks) if picks else block
+    return Run(chosen, range(len(picks)))
 
 
 class Hub:
@@ -103,10 +127,10 @@ class Hub:
             if sub.overflowed or (sub.sending_since is not None and now - sub.sending_since > BLOCKED_AFTER)
         )
 
-    def publish(self, items: Sequence[Published]) -> None:
-        """Hand committed matches (in ``seq`` order) to every subscriber."""
+    def publish(self, blocks: Sequence[Block]) -> None:
+        """Hand committed matches (blocks in ``seq`` order) to every subscriber."""
         for sub in tuple(self.subscribers):
-            if not sub.offer(items):
+            if not sub.offer(blocks):
                 self.overflows += 1
                 self.subscribers.discard(sub)
 
@@ -119,7 +143,7 @@ class Hub:
     def backlog(self) -> tuple[int, int]:
         """Matches queued and not yet sent: over all subscribers, and the longest one
         queue (what the overflow bound is checked against). O(subscribers)."""
-        lengths = [len(sub.buffer) for sub in self.subscribers]
+        lengths = [sub.count for sub in self.subscribers]
         return sum(lengths), max(lengths, default=0)
 
     def __len__(self) -> int:

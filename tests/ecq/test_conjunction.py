@@ -16,15 +16,13 @@ from ecq import network
 from ecq.candidate import Cand
 from ecq.composite import Context, complete
 from ecq.conjunction import (
-    Presence,
+    Presences,
     _by_count,
     _by_query,
     by_presence,
     candidates,
     link,
-    note,
     own_bits,
-    prune,
     unlink,
 )
 from ecq.ecq import ECQ
@@ -39,6 +37,7 @@ from tests.ecq.harness import attr, cmp, comp, feed, ids, lit, make_events, quer
 
 if TYPE_CHECKING:
     from ecq.kernel._kernel import CompiledKernel
+    from ecq.kernel.pure import PureKernel
 
 COMPILED = pytest.mark.skipif(not status().compiled, reason=str(status().reason))
 
@@ -176,10 +175,10 @@ def test_candidates_are_the_queries_whose_filters_and_other_classes_are_met(
             gone = live.pop(min(live))
             for cls in {c for i in gone.cq.positives for c in gone.cq.comps[i].classes}:
                 unlink(ecqs[cls], gone)
-    presence: dict[object, Presence] = {}
+    presence = Presences()
     for cls, items in values.items():
         for t, v in items:
-            note(presence, "s", cls, t, own_bits(ecqs[cls], Event("s", cls, t, attrs={"v": v})))
+            presence.note("s", cls, t, own_bits(ecqs[cls], Event("s", cls, t, attrs={"v": v})))
     present = presence.get("s")
     windows = Windows({w: sum(q.bit for q in live.values() if q.cq.window == w) for w in WINDOWS})
     ecq = ecqs["A"]
@@ -219,11 +218,11 @@ def test_an_instance_outside_a_query_s_filter_does_not_make_it_a_candidate() -> 
     windows = Windows({10.0: qs.bit})
     assert own_bits(a, Event("s", "A", 20.0, attrs={"v": 1})) == 0
     assert own_bits(a, Event("s", "A", 20.0, attrs={"v": 3})) == qs.bit
-    presence: dict[object, Presence] = {}
-    note(presence, "s", "B", 15.0, own_bits(b, Event("s", "B", 15.0, attrs={"v": 7})))
-    assert presence == {}  # an instance passing no filter is not noted
+    presence = Presences()
+    presence.note("s", "B", 15.0, own_bits(b, Event("s", "B", 15.0, attrs={"v": 7})))
+    assert presence.sources == {}  # an instance passing no filter is not noted
     assert candidates(a, presence.get("s"), 20.0, windows, qs.bit) == 0
-    note(presence, "s", "B", 16.0, own_bits(b, Event("s", "B", 16.0, attrs={"v": 4})))
+    presence.note("s", "B", 16.0, own_bits(b, Event("s", "B", 16.0, attrs={"v": 4})))
     assert candidates(a, presence.get("s"), 20.0, windows, qs.bit) == qs.bit
 
 
@@ -316,14 +315,107 @@ def test_sub_patterns_and_named_classes_are_not_counted() -> None:
 
 
 def test_presence_keeps_the_latest_start_and_the_union_of_bits_and_goes_below_the_horizon() -> None:
-    presence: dict[object, Presence] = {}
-    note(presence, 1, "A", 5.0, 0b01)
-    note(presence, 1, "A", 3.0, 0b10)  # a late instance: the latest start stays
-    note(presence, 1, "B", 2.0, 0b11)
-    note(presence, 1, "C", 2.0, 0)  # passes no filter: not noted
-    note(presence, 2, "B", 9.0, 0b01)
-    assert presence == {1: {"A": (5.0, 0b11), "B": (2.0, 0b11)}, 2: {"B": (9.0, 0b01)}}
-    prune(presence, lambda cls: 4.0)
-    assert presence == {1: {"A": (5.0, 0b11)}, 2: {"B": (9.0, 0b01)}}
-    prune(presence, lambda cls: 10.0)
-    assert presence == {}
+    presence = Presences()
+    presence.note(1, "A", 5.0, 0b01)
+    presence.note(1, "A", 3.0, 0b10)  # a late instance: the latest start stays
+    presence.note(1, "B", 2.0, 0b11)
+    presence.note(1, "C", 2.0, 0)  # passes no filter: not noted
+    presence.note(2, "B", 9.0, 0b01)
+    assert presence.sources == {1: {"A": (5.0, 0b11), "B": (2.0, 0b11)}, 2: {"B": (9.0, 0b01)}}
+    presence._check()
+    presence.prune(lambda cls: 4.0)
+    presence._check()
+    # A's notes leave from the front while below: (1, 5.0) stops them, so the late one
+    # (3.0) behind it stays, and A with it; B's first note goes, and B at source 1.
+    assert presence.sources == {1: {"A": (5.0, 0b11)}, 2: {"B": (9.0, 0b01)}}
+    presence.prune(lambda cls: {"A": 5.5, "B": 9.0}[cls])
+    assert presence.sources == {2: {"B": (9.0, 0b01)}}
+    presence._check()
+    presence.prune(lambda cls: 10.0)
+    assert presence.sources == {} and presence.notes == {} and presence.count == {}
+
+
+@pytest.mark.parametrize(
+    "compiled",
+    [pytest.param(True, marks=COMPILED), False],
+)
+def test_cleaning_drops_a_class_s_noted_instances_as_its_siq_drops_them(compiled: bool) -> None:
+    """Both kernels forget the noted instances of a class from the front of its queue
+    while below its horizon, a source's entry with the last of them (O(dropped)): the
+    same presence, and the same matches, as cleaning goes along."""
+    text = "AND(A, B) WITHIN 10 s"
+    engine = Engine(clean_every=10**9, compiled=compiled)
+    engine.register("q", text)
+    events = [Event(s, c, t) for s, c, t in [(1, "A", 0.0), (2, "A", 1.0), (1, "B", 30.0), (1, "A", 31.0)]]
+    matches = engine.process(events)
+    assert [[e.start for e in m.events] for m in matches] == [[31.0, 30.0]]
+    kernel = engine.network.kernel
+
+    def present() -> dict[object, dict[str, tuple[float, int]]]:
+        if compiled:
+            return cast("CompiledKernel", kernel).conjunctions.sources()
+        return cast("PureKernel", kernel).presence.sources
+
+    bit = engine.query_state("q").bit
+    assert present() == {1: {"A": (31.0, bit), "B": (30.0, bit)}, 2: {"A": (1.0, bit)}}
+    engine.clean()  # the horizon is 31 - 10: both A's before it go, and source 2
+    assert present() == {1: {"A": (31.0, bit), "B": (30.0, bit)}}
+    engine.process([Event(1, "B", 45.0)])
+    engine.clean()
+    assert present() == {1: {"B": (45.0, bit)}}
+
+
+MIXED = [
+    ("seq_first", "SEQ(A, B) WITHIN 10 s"),
+    ("cnj_all", "AND(A, B) WITHIN 10 s MODE ALL"),
+    ("cnj_recent", "AND(B, C, A) WITHIN 10 s"),
+    ("cnj_return", "AND(A, B) WITHIN 10 s RETURN A.v + B.v AS total"),
+    ("cnj_bound", "AND(A, B) WITHIN 10 s PROBABILITY >= 0.5"),
+    ("cnj_read", "AND(C, B) WITHIN 10 s"),
+    ("reader", "SEQ(@cnj_read, A) WITHIN 20 s"),
+    ("seq_last", "SEQ(C, B) WITHIN 10 s"),
+]
+
+
+@pytest.mark.parametrize("names", [["seq_first", "cnj_all", "cnj_recent", "seq_last"], [n for n, _ in MIXED]])
+def test_conjunctions_matches_are_numbered_with_the_sequences_in_emission_order(names: list[str]) -> None:
+    """One event completes sequences and conjunctions, some of several matches (MODE
+    ALL), some needing Python (RETURN, a probability clause, an ``@name`` reader): the
+    compiled kernel's loop numbers them in the order of ``Emission.sort_key`` (the
+    node's registration, then the events' arrival indexes), as the pure kernel does,
+    and counts each query's matches."""
+    texts = dict(MIXED)
+    events = make_events("a1 c2 b3 a4 b5 c6 b7 a8")
+    for k, e in enumerate(events):
+        e["attrs"] = {"v": k}
+        e["prob"] = 0.6 if k == 3 else 1.0
+    got = []
+    for compiled in [True, False] if status().compiled else [False]:
+        engine = Engine(clean_every=2, compiled=compiled)
+        matches = feed([(n, texts[n]) for n in names], events, engine)
+        rows = [
+            (m.query, m.event_ids(), m.seq, m.prob, m.start, m.end, m.trigger, dict(m.attrs)) for m in matches
+        ]
+        got.append((rows, {n: engine.query_state(n).matches for n in names}))
+        if compiled:
+            # The conjunctions were assembled in C (none handed back to Python).
+            conj = cast("CompiledKernel", engine.network.kernel).conjunctions
+            assert conj.assembled > 0 and conj.handed == 0
+    rows, counts = got[-1]
+    assert [r[2] for r in rows] == list(range(len(rows)))
+    assert counts == {n: sum(r[0] == n for r in rows) for n in names}
+    assert {r[0] for r in rows} >= {"seq_first", "cnj_all", "cnj_recent"}
+    assert all(g == got[-1] for g in got)
+
+
+@COMPILED
+def test_conjunctions_handed_back_beyond_the_first_64_bits_are_the_right_ones() -> None:
+    """The bits the compiled kernel hands back to Python are Python ints: a conjunction
+    with bit 64 or more (a C shift of 1 gave a wrong bit there, and the network a
+    KeyError) is assembled as the pure kernel assembles it."""
+    fillers = [(f"f{i}", f"AND(D, E) WHERE D.v > {i} WITHIN 10 s") for i in range(70)]
+    # One class in two overlapping components: always handed back to Python.
+    queries = [*fillers, ("q", "AND(A, ANY(A, B)) WITHIN 10 s MODE ALL")]
+    events = make_events("a1 b2 a3")
+    got = [ids(feed(queries, events, Engine(compiled=c))) for c in (True, False)]
+    assert got[0] == got[1] == [["a1", "b2"], ["a1", "a3"], ["a3", "b2"]]

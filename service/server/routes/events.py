@@ -124,7 +124,7 @@ async def post_events(
             f"cannot read a body of type {media!r}: send application/json or {ARROW_MEDIA_TYPE}"
         )
     del body  # an Arrow body lives on in batch.arrow, until it is logged
-    outcome = await host.ingest(batch.producer, batch.batch_id, batch.events, batch.arrow)
+    outcome = await host.ingest(batch.producer, batch.batch_id, batch.events, batch.arrow, batch.ordered)
     metrics.ingest_seconds.observe(time.perf_counter() - started)
     return BatchResult(
         accepted=outcome.accepted,

@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from api.models import NAME_MAX, NAME_PATTERN, MatchPage
 from ecq.errors import ScemonError, UnknownQueryError
 from service.server.auth import READER, authorize, websocket_credentials
+from service.server.blocks import Run, frames_of
 from service.server.deps import Reader, RuntimeDep, StoreDep, runtime_of
 from service.server.errors import ForbiddenError, GoneError, InvalidInputError
 from service.server.guard import foreign_origin
@@ -93,14 +94,13 @@ async def get_matches(
     names = frozenset({query}) if query is not None else None
     if names is not None:
         await _check_queries(store, runtime.host, names)
-    rows, next_seq, first_seq = await run_in_threadpool(store.read_matches, from_seq, limit, names)
+    runs, next_seq, first_seq = await run_in_threadpool(store.read_runs, from_seq, limit, names)
     _check_seq(from_seq, next_seq, first_seq)
-    if len(rows) == limit:
-        next_seq = rows[-1][0] + 1
-    body = (
-        b'{"matches":[' + b",".join(row[1] for row in rows) + b'],"next_seq":' + str(next_seq).encode() + b"}"
-    )
-    return Response(body, media_type="application/json")
+    if sum(len(run) for run in runs) == limit:
+        next_seq = runs[-1].last_seq + 1
+    inside = ",".join(run.inside() for run in runs)
+    body = '{"matches":[' + inside + '],"next_seq":' + str(next_seq) + "}"
+    return Response(body.encode(), media_type="application/json")
 
 
 def _parse_from_seq(text: str | None) -> int:
@@ -206,9 +206,9 @@ async def _stream(
     """Send the backlog, then live matches, until overflow, shutdown or the client
     leaves; returns the last ``seq`` sent."""
     while not sub.overflowed and not receiver.done():
-        rows, _, _ = await run_in_threadpool(store.read_matches, last + 1, BACKLOG_PAGE, queries)
-        last = await _send(ws, sub, [(seq, body.decode()) for seq, body in rows], last, batch)
-        if len(rows) < BACKLOG_PAGE:
+        runs, _, _ = await run_in_threadpool(store.read_runs, last + 1, BACKLOG_PAGE, queries, True)
+        last = await _send(ws, sub, runs, last, batch)
+        if sum(len(run) for run in runs) < BACKLOG_PAGE:
             break
     hub_closing = False
     while not sub.overflowed and not receiver.done() and not hub_closing:
@@ -222,22 +222,14 @@ async def _stream(
     return last
 
 
-async def _send(ws: WebSocket, sub: Subscriber, items: list[tuple[int, str]], last: int, batch: int) -> int:
+async def _send(ws: WebSocket, sub: Subscriber, runs: list[Run], last: int, batch: int) -> int:
     """Send the matches after ``last`` (the backlog and the hub may both hold one), one
     per message or ``batch`` to an array, noting how long each send waits
     (``Hub.blocked``); returns the last ``seq`` sent. A message is whole or not at all
-    on the client's side, so it resumes after the last one it got."""
-    fresh = [(seq, text) for seq, text in items if seq > last]
-    frames = fresh
-    if batch > 1:
-        frames = [
-            (
-                fresh[min(begin + batch, len(fresh)) - 1][0],
-                "[" + ",".join(t for _, t in fresh[begin : begin + batch]) + "]",
-            )
-            for begin in range(0, len(fresh), batch)
-        ]
-    for seq, text in frames:
+    on the client's side, so it resumes after the last one it got. A block taken whole
+    goes out as its cached frames: the same text for every subscriber."""
+    fresh = [cut for run in runs if (cut := run.after(last)) is not None]
+    for seq, text, _ in frames_of(fresh, batch):
         sub.sending_since = time.monotonic()
         await ws.send_text(text)
         sub.sending_since = None

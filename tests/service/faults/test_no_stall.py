@@ -97,7 +97,7 @@ def write_store(data: Path, batches: int, size: int) -> None:
             for i in range(size)
         ]
         store.commit_batch(
-            "old", str(b), orjson.dumps(events), size, t0 + size, [], {}, 0, Clocks(t0 + size, t0 + size)
+            "old", str(b), orjson.dumps(events), size, t0 + size, None, {}, 0, Clocks(t0 + size, t0 + size)
         )
     store.close()
 

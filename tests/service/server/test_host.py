@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from ecq.event import Event
+from service.server.blocks import Block
 from service.server.host import EngineHost
-from service.server.hub import Published
 from service.server.metrics import Metrics
 from service.server.store import Store
 
@@ -17,7 +17,7 @@ from service.server.store import Store
 def run_host(data: Path, script: Any, trim_every: int = 1) -> Any:
     """Run ``await script(host)`` on a fresh host over ``data``; returns its result and
     what the host published."""
-    published: list[Published] = []
+    published: list[Block] = []
 
     async def main() -> Any:
         store = Store(data)
@@ -57,7 +57,9 @@ def test_a_trimmed_log_keeps_what_a_live_query_reads_through_at_name(tmp_path: P
 
     names, published = run_host(tmp_path, after)
     assert names == ["reads", "ab"]
-    assert [query for _, query, _ in published] == ["reads"]  # the @ab match of before the restart
+    assert [query for block in published for query in block.queries] == [
+        "reads"
+    ]  # the @ab match of before the restart
 
 
 def test_replay_emits_nothing_and_seq_continues(tmp_path: Path) -> None:
@@ -67,7 +69,7 @@ def test_replay_emits_nothing_and_seq_continues(tmp_path: Path) -> None:
         return host.next_seq
 
     seq, published = run_host(tmp_path, first, trim_every=1000)
-    assert seq == 2 and [s for s, _, _ in published] == [0, 1]
+    assert seq == 2 and [block.first + i for block in published for i in range(len(block))] == [0, 1]
 
     async def second(host: EngineHost) -> tuple[int, bool]:
         duplicate = (await host.ingest("p", "1", [ev(1, "A", 1)])).duplicate
@@ -76,4 +78,22 @@ def test_replay_emits_nothing_and_seq_continues(tmp_path: Path) -> None:
 
     (seq, duplicate), published = run_host(tmp_path, second, trim_every=1000)
     assert duplicate and seq == 3
-    assert [s for s, _, _ in published] == [2]  # nothing re-emitted by the replay
+    # nothing re-emitted by the replay
+    assert [block.first + i for block in published for i in range(len(block))] == [2]
+
+
+def test_engine_stats_are_walked_when_asked_not_after_every_operation(tmp_path: Path) -> None:
+    """Nobody asking, no walk of the network (it cost ~25 ms with a thousand queries);
+    an ask gets figures that include every operation before it."""
+
+    async def script(host: EngineHost) -> tuple[int, int, int, int]:
+        await host.register([("ab", {"text": "SEQ(A, B) WITHIN 5 s"})])
+        walked = host.stats_snapshot()["next_seq"]
+        for k in range(3):
+            await host.ingest("p", str(k), [ev(1, "A", 10.0 * k), ev(1, "B", 10.0 * k + 1)])
+        stale = host.stats_snapshot()["next_seq"]
+        asked = await asyncio.gather(host.stats(), host.stats())  # two askers share one walk
+        return walked, stale, asked[0]["next_seq"], asked[1]["next_seq"]
+
+    (walked, stale, fresh, again), _ = run_host(tmp_path, script)
+    assert (walked, stale, fresh, again) == (0, 0, 3, 3)

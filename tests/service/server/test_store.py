@@ -13,8 +13,9 @@ import orjson
 import pyarrow as pa
 import pytest
 
+from service.server.blocks import Block
 from service.server.faults import StoreFault
-from service.server.store import BATCH, LATENESS, REGISTER, TIME, UNREGISTER, Clocks, MatchRow, Meta, Store
+from service.server.store import BATCH, LATENESS, REGISTER, TIME, UNREGISTER, Clocks, Meta, Store
 
 Q1 = {"text": "SEQ(A, B) WITHIN 10 s"}
 Q2 = {"text": "SEQ(B, C) WITHIN 5 s"}
@@ -27,15 +28,14 @@ def store(tmp_path: Path) -> Iterator[Store]:
     opened.close()
 
 
-def rows(first_seq: int, *queries: str) -> list[MatchRow]:
-    return [
-        (first_seq + n, q, orjson.dumps({"query": q, "seq": first_seq + n})) for n, q in enumerate(queries)
-    ]
+def rows(first_seq: int, *queries: str) -> Block:
+    texts = [orjson.dumps({"query": q, "seq": first_seq + n}).decode() for n, q in enumerate(queries)]
+    return Block.of(first_seq, queries, texts)
 
 
-def batch(store: Store, batch_id: str, max_end: float, matches: list[MatchRow], next_seq: int) -> None:
+def batch(store: Store, batch_id: str, max_end: float, matches: Block | None, next_seq: int) -> None:
     counts: dict[str, tuple[int, float]] = {}
-    for _, q, _ in matches:
+    for q in matches.queries if matches is not None else ():
         n, _ = counts.get(q, (0, max_end))
         counts[q] = (n + 1, max_end)
     store.commit_batch("p", batch_id, b"[]", 2, max_end, matches, counts, next_seq, Clocks(max_end, max_end))
@@ -100,15 +100,16 @@ def test_trim_drops_what_replay_no_longer_needs(store: Store) -> None:
     store.commit_register([("q1", Q1), ("gone", Q2)])
     batch(store, "b1", 5.0, rows(0, "q1", "q1"), next_seq=2)
     store.commit_unregister("gone")
-    store.commit_time(8.0, [], {}, next_seq=2, clocks=Clocks(8.0, 8.0))
+    store.commit_time(8.0, None, {}, next_seq=2, clocks=Clocks(8.0, 8.0))
     batch(store, "b2", 30.0, rows(2, "q1", "q1", "q1"), next_seq=5)
     # Batches before the first one reaching the horizon go, with the time advances
     # among them and a registration that was undone there; live q1's stays.
     dropped = store.trim(horizon=20.0, keep={"q1"}, match_log_max=2, next_seq=5)
     assert dropped == 4
     assert [(op.kind, op.name) for op in store.ops()] == [(REGISTER, "q1"), (BATCH, None)]
-    assert [seq for seq, _ in store.read_matches(0, 10)[0]] == [3, 4]
-    assert store.read_matches(0, 10)[2] == 3  # the oldest seq still kept
+    # The match log keeps the latest 2 matches in whole blocks: b2's block, 2..4.
+    assert [seq for seq, _ in store.read_matches(0, 10)[0]] == [2, 3, 4]
+    assert store.read_matches(0, 10)[2] == 2  # the oldest seq still kept
 
 
 def test_a_reopened_store_holds_everything_committed(tmp_path: Path) -> None:
@@ -131,7 +132,7 @@ def test_trim_keeps_a_registration_that_a_live_query_reads(store: Store) -> None
     store.commit_register([("gone", Q1)])
     store.commit_register([("reader", {"text": "SEQ(@gone, A) WITHIN 5 s"})])
     store.commit_unregister("gone")
-    batch(store, "b1", 30.0, [], next_seq=0)
+    batch(store, "b1", 30.0, None, next_seq=0)
     assert store.trim(horizon=20.0, keep={"reader", "gone"}, match_log_max=10, next_seq=0) == 0
     assert [(op.kind, op.name) for op in store.ops()] == [
         (REGISTER, "gone"),
@@ -143,12 +144,12 @@ def test_trim_keeps_a_registration_that_a_live_query_reads(store: Store) -> None
 
 def test_trimming_keeps_only_the_last_lateness_change_before_the_cut(store: Store) -> None:
     none: dict[str, tuple[int, float]] = {}
-    store.commit_time(10.0, [], none, 0, Clocks(0.0, 0.0), kind=LATENESS)
-    batch(store, "b1", 1.0, [], 0)
-    store.commit_time(5.0, [], none, 0, Clocks(1.0, 1.0), kind=LATENESS)
-    batch(store, "b2", 2.0, [], 0)
-    batch(store, "b3", 50.0, [], 0)
-    store.commit_time(0.0, [], none, 0, Clocks(50.0, 50.0), kind=LATENESS)
+    store.commit_time(10.0, None, none, 0, Clocks(0.0, 0.0), kind=LATENESS)
+    batch(store, "b1", 1.0, None, 0)
+    store.commit_time(5.0, None, none, 0, Clocks(1.0, 1.0), kind=LATENESS)
+    batch(store, "b2", 2.0, None, 0)
+    batch(store, "b3", 50.0, None, 0)
+    store.commit_time(0.0, None, none, 0, Clocks(50.0, 50.0), kind=LATENESS)
     store.trim(horizon=10.0, keep=set(), match_log_max=10, next_seq=0)
     assert [(op.kind, op.time) for op in store.ops()] == [(LATENESS, 5.0), (BATCH, 50.0), (LATENESS, 0.0)]
 
@@ -156,8 +157,8 @@ def test_trimming_keeps_only_the_last_lateness_change_before_the_cut(store: Stor
 def test_a_batch_keeps_its_late_events_and_the_clocks_both_survive_a_reopen(tmp_path: Path) -> None:
     first = Store(tmp_path / "data")
     late = orjson.dumps([[1, "a1", 9.0]])
-    first.commit_batch("p", "b1", b"[]", 2, 20.0, [], {}, 0, Clocks(10.0, 20.0), late)
-    first.commit_batch("p", "b2", b"[]", 1, 21.0, [], {}, 0, Clocks(10.5, 21.0))
+    first.commit_batch("p", "b1", b"[]", 2, 20.0, None, {}, 0, Clocks(10.0, 20.0), late)
+    first.commit_batch("p", "b2", b"[]", 1, 21.0, None, {}, 0, Clocks(10.5, 21.0))
     first.close()
     again = Store(tmp_path / "data")
     try:
@@ -186,7 +187,7 @@ def test_a_store_from_before_late_events_is_upgraded_and_reads_its_clock_as_both
     old = Store(folder)
     try:
         assert old.meta() == Meta(3, 42.0, 42.0)
-        old.commit_batch("p", "b", b"[]", 0, 43.0, [], {}, 3, Clocks(43.0, 43.0), b"[]")
+        old.commit_batch("p", "b", b"[]", 0, 43.0, None, {}, 3, Clocks(43.0, 43.0), b"[]")
         assert [op.kind for op in old.ops()] == [BATCH]
     finally:
         old.close()
@@ -222,3 +223,86 @@ def test_an_arrow_batch_is_logged_as_posted_and_read_back_as_applied() -> None:
     assert [e.to_dict() for e in read] == [e.to_dict() for e in applied]
     assert [e.id for e in read] == ["x", f"{batch_id}:2", f"{batch_id}:3", f"{batch_id}:0"]
     assert [e.to_dict() for e in events_of(events_body(applied))] == [e.to_dict() for e in read]
+
+
+def test_the_match_log_is_one_block_per_batch_read_across_blocks(store: Store) -> None:
+    """One row per batch, not per match; reads start mid-block, run across blocks, cut
+    at ``limit``, and skip blocks that hold none of the queries asked for."""
+    store.commit_register([("q1", Q1), ("q2", Q2)])
+    batch(store, "b1", 5.0, rows(0, "q1", "q2", "q1"), next_seq=3)
+    batch(store, "b2", 6.0, rows(3, "q1", "q1"), next_seq=5)
+    batch(store, "b3", 7.0, rows(5, "q2"), next_seq=6)
+    with closing(sqlite3.connect(store.path)) as db:
+        assert db.execute("SELECT first_seq, next_seq FROM match_blocks").fetchall() == [
+            (0, 3),
+            (3, 5),
+            (5, 6),
+        ]
+        assert db.execute("SELECT COUNT(*) FROM matches").fetchone()[0] == 0
+    got, next_seq, first_seq = store.read_matches(1, 4)
+    assert [seq for seq, _ in got] == [1, 2, 3, 4] and (next_seq, first_seq) == (6, 0)
+    assert [orjson.loads(text)["seq"] for _, text in got] == [1, 2, 3, 4]
+    assert [seq for seq, _ in store.read_matches(2, 10, frozenset({"q2"}))[0]] == [5]
+    assert [seq for seq, _ in store.read_matches(0, 10, frozenset({"q1", "q2"}))[0]] == list(range(6))
+    runs, _, _ = store.read_runs(4, 1, whole=True)  # a backlog takes whole blocks
+    assert [run.seqs() for run in runs] == [[4]]
+    runs, _, _ = store.read_runs(3, 1, whole=True)
+    assert [run.seqs() for run in runs] == [[3, 4]]
+    assert store.has_matches_of("q1") and store.has_matches_of("q2") and not store.has_matches_of("q")
+
+
+def test_a_store_with_a_match_row_per_match_is_moved_into_blocks(tmp_path: Path) -> None:
+    """A store of the builds that logged one row per match reads the same after it is
+    opened: its rows become blocks (split where seqs are not consecutive)."""
+    folder = tmp_path / "data"
+    Store(folder).close()
+    texts = {seq: orjson.dumps({"query": f"q{seq % 2}", "seq": seq}).decode() for seq in (4, 5, 6, 9)}
+    with closing(sqlite3.connect(folder / "scemon.sqlite3")) as db:
+        db.execute("DROP TABLE match_blocks")
+        db.execute("CREATE INDEX matches_by_query ON matches (query, seq)")
+        db.executemany(
+            "INSERT INTO matches VALUES (?, ?, ?)",
+            [(seq, f"q{seq % 2}", t.encode()) for seq, t in texts.items()],
+        )
+        db.execute("INSERT INTO meta VALUES ('next_seq', '10')")
+        db.commit()
+    old = Store(folder)
+    try:
+        got, next_seq, first_seq = old.read_matches(0, 10)
+        assert got == sorted(texts.items()) and (next_seq, first_seq) == (10, 4)
+        assert [seq for seq, _ in old.read_matches(0, 10, frozenset({"q1"}))[0]] == [5, 9]
+        with closing(sqlite3.connect(folder / "scemon.sqlite3")) as db:
+            assert db.execute("SELECT first_seq, next_seq FROM match_blocks").fetchall() == [(4, 7), (9, 10)]
+            assert db.execute("SELECT COUNT(*) FROM matches").fetchone()[0] == 0
+    finally:
+        old.close()
+
+
+def test_match_counts_survive_a_reopen_and_start_again_for_a_name_registered_again(tmp_path: Path) -> None:
+    """The counts are one row of meta rewritten with each batch, not an UPDATE per
+    query: reopened, they read the same; an unregistered name registered again counts
+    from 0; a store of an older build reads its counts from the queries table."""
+    first = Store(tmp_path / "data")
+    first.commit_register([("q1", Q1), ("q2", Q2)])
+    batch(first, "b1", 5.0, rows(0, "q1", "q2", "q1"), next_seq=3)
+    batch(first, "b2", 8.0, rows(3, "q2"), next_seq=4)
+    first.commit_unregister("q1")
+    first.commit_register([("q1", Q1)])
+    first.close()
+    again = Store(tmp_path / "data")
+    try:
+        assert {q.name: (q.matches, q.last_match) for q in again.queries()} == {
+            "q2": (2, 8.0),
+            "q1": (0, None),
+        }
+    finally:
+        again.close()
+    with closing(sqlite3.connect(tmp_path / "data" / "scemon.sqlite3")) as db:
+        db.execute("DELETE FROM meta WHERE key = 'counts'")
+        db.execute("UPDATE queries SET matches = 7, last_match = 3.5 WHERE name = 'q2'")
+        db.commit()
+    old = Store(tmp_path / "data")
+    try:
+        assert {q.name: (q.matches, q.last_match) for q in old.queries()} == {"q2": (7, 3.5), "q1": (0, None)}
+    finally:
+        old.close()

@@ -47,12 +47,12 @@ def test_a_commit_that_fails_is_reported_as_its_fault_not_as_the_rollback(tmp_pa
     store = Store(tmp_path)
     store.commit_register([("a", {"text": "A"})])
     with no_file_can_grow(), pytest.raises(StoreFault) as caught:
-        store.commit_batch("p", "1", b"[]" * 100_000, 0, 0.0, [], {}, 0, Clocks(0.0, 0.0))
+        store.commit_batch("p", "1", b"[]" * 100_000, 0, 0.0, None, {}, 0, Clocks(0.0, 0.0))
     fault = caught.value
     assert fault.kind == IO and fault.code is not None and fault.code.startswith("SQLITE_IOERR")
     assert "cannot rollback" not in str(fault)
     assert str(tmp_path) in str(fault) and "I/O error" in str(fault)
-    store.commit_batch("p", "1", b"[]", 0, 0.0, [], {}, 0, Clocks(0.0, 0.0))  # writes again
+    store.commit_batch("p", "1", b"[]", 0, 0.0, None, {}, 0, Clocks(0.0, 0.0))  # writes again
     assert store.is_applied("p", "1")
     store.close()
 
@@ -61,7 +61,7 @@ def test_a_store_at_its_size_cap_is_full(tmp_path: Path) -> None:
     Store(tmp_path).close()
     store = Store(tmp_path, max_bytes=64 * 1024)
     with pytest.raises(StoreFault) as caught:
-        store.commit_batch("p", "1", bytes(256 * 1024), 0, 0.0, [], {}, 0, Clocks(0.0, 0.0))
+        store.commit_batch("p", "1", bytes(256 * 1024), 0, 0.0, None, {}, 0, Clocks(0.0, 0.0))
     assert caught.value.kind == FULL and "disk is full" in str(caught.value)
     assert not store.is_applied("p", "1")
     store.close()
