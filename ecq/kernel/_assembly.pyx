@@ -275,7 +275,6 @@ cdef class Assembly:
             self.found.add(plan, self.env, plan.length, t, start)
         return 0 if self.mode_all else 1
 
-
     cdef int _hold(self, double prob, double start) except -2:
         # A match of a node with trailing negation (``plan.held``), selected: it waits for
         # the clock to pass its deadline in the kernel's heap (Network._settle's rule),
