@@ -25,6 +25,7 @@ MODULES = [
     "_events",
     "_filters",
     "_constants",
+    "_negation",
     "_assembly",
     "_conjunction",
     "_phases",

@@ -19,8 +19,9 @@ import heapq
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ecq.composite import bound_ok
 from ecq.event import Event
-from ecq.skeleton import leaf
+from ecq.skeleton import leaf, negation_factor
 
 if TYPE_CHECKING:
     from ecq.qstate import QState
@@ -49,8 +50,9 @@ def assemble_seq(qs: QState, last: Event, probe: Probe) -> list[tuple[list[Any],
     """The matches of ``qs`` that ``last`` completes, as (entries, probability): one
     (RECENT) or all (ALL). The node's skeleton (``QState.slots``) is bound as a plain
     sequence, from the last position back, into an environment indexed by component;
-    a node with negation before its last positive component or Kleene closure hands
-    each skeleton match to ``ecq.skeleton.leaf``. Cost: the predecessors visited."""
+    a node with Kleene closure (or negation the kernels do not check themselves) hands
+    each skeleton match to ``ecq.skeleton.leaf``; the others' middle and leading
+    negations are ``ecq.skeleton.negation_factor``. Cost: the predecessors visited."""
     cq = qs.cq
     slots = qs.slots
     n = qs.steps
@@ -61,6 +63,7 @@ def assemble_seq(qs: QState, last: Event, probe: Probe) -> list[tuple[list[Any],
     mode_all = cq.mode_all
     min_prob = cq.probability
     leafy = qs.leafy
+    inner = any(neg.right >= 0 for neg in qs.negs)
     latest_only = qs.latest_only
     env: list[Any] = [last] * cq.length
     found: list[tuple[list[Any], float]] = []
@@ -75,7 +78,12 @@ def assemble_seq(qs: QState, last: Event, probe: Probe) -> list[tuple[list[Any],
         else:
             ents = env.copy() if n == cq.length else [env[i] for i in slots]
             prob = _probability(ents)
-            if min_prob is not None and prob < min_prob:
+            if inner:
+                # Middle and leading negation, checked here (ecq.skeleton).
+                prob *= negation_factor(qs, env, last, probe)
+                if not bound_ok(cq, prob):
+                    return False
+            elif min_prob is not None and prob < min_prob:
                 return False
             found.append((ents, prob))
         return not mode_all

@@ -1,5 +1,7 @@
 """The matches waiting for the clock (trailing negation, docs/semantics.md §5): one
-time-ordered heap for the whole network.
+time-ordered heap for the whole network (the compiled kernel keeps the matches of the
+queries whose negation it checks itself in a heap of its own, ``_negation.Waiting``,
+and ``Network.fire`` takes the due ones of both).
 
 A match of ``SEQ(A, B, !C) WITHIN T`` is selected when its last positive event arrives
 and waits until the clock first exceeds ``start + T``; only then is it known that no

@@ -397,15 +397,26 @@ class Network:
 
     @property
     def next_deadline(self) -> float:
-        """The earliest deadline of a waiting trailing-negation match (infinity: none)."""
+        """The earliest deadline of a waiting trailing-negation match (infinity: none),
+        the network's own or the kernel's."""
+        own = self.deadlines.earliest
+        held = self.kernel.next_deadline
+        return own if own < held else held
+
+    @property
+    def own_deadline(self) -> float:
+        """The earliest deadline of the waiting matches the network holds itself (the
+        kernel holds those of the queries whose negation it checks: ``QState.negs``)."""
         return self.deadlines.earliest
 
     def fire(self, moment: int, clock_before: float, clock: float, arrival: int, out: list[Emission]) -> None:
         """Phase 0: every pending trailing-negation match whose deadline the clock now
-        exceeds is checked for blockers that arrived before this moment and finished.
-        O(k log n) for k due matches of n waiting (``ecq.deadlines``)."""
+        exceeds is checked for blockers that arrived before this moment and finished,
+        the network's and the kernel's. O(k log n) for k due matches of n waiting
+        (``ecq.deadlines``)."""
         due = self.deadlines.due(clock)
-        if not due:
+        held = self.kernel.due(moment, clock_before, clock)
+        if not due and not held:
             return
         made: list[Event] = []
         probes: dict[Any, ChainProbe] = {}
@@ -417,6 +428,35 @@ class Network:
                 probe = probes[src] = ChainProbe(self.ecqs, src, clock_before, self.timers)
             factor = trailing_factor(qs, cand, Context(moment, probe))
             self._finish(qs, cand, cand.prob * factor, moment, 0, arrival, made, out)
+        self._release(held, moment, clock_before, clock, arrival, made, out)
+
+    def release(
+        self,
+        held: list[tuple[QState, list[Any], float]],
+        moment: int,
+        clock_before: float,
+        clock: float,
+        arrival: int,
+    ) -> list[Emission]:
+        """Phase 0 of the compiled event loop when some of the kernel's due matches
+        (``(node, entries, probability)``, blockers checked) need Python: some query
+        reads their node's ``@name`` class."""
+        out: list[Emission] = []
+        self._release(held, moment, clock_before, clock, arrival, [], out)
+        return out
+
+    def _release(
+        self,
+        held: list[tuple[QState, list[Any], float]],
+        moment: int,
+        clock_before: float,
+        clock: float,
+        arrival: int,
+        made: list[Event],
+        out: list[Emission],
+    ) -> None:
+        for qs, ents, prob in held:
+            self._finish(qs, fast_cand(qs, ents, prob, ents[-1]), prob, moment, 0, arrival, made, out)
         if made:
             made.sort(key=inst_key)
             self._run(made, moment, clock_before, clock, 0, arrival, out)
@@ -678,7 +718,7 @@ class Network:
         return sum(e.pmb.size() for ecq in self.ecqs.values() for e in ecq.siq if e.pmb is not None)
 
     def pending(self) -> int:
-        return sum(qs.waiting for qs in self._nodes())
+        return sum(qs.waiting for qs in self._nodes()) + self.kernel.pending()
 
     def _check(self) -> None:
         for cls, ecq in self.ecqs.items():
@@ -698,6 +738,7 @@ class Network:
                 by_window[qs.cq.window] = by_window.get(qs.cq.window, 0) | qs.bit
         assert by_window == self._window_bits, "window bits must follow the nodes"
         self.deadlines._check()
+        self.kernel.check()
 
 
 def _clear(masks: dict[int, int], k: int, bit: int) -> None:

@@ -8,12 +8,26 @@ it, and the network makes it; it imports none of them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from ecq.conditions import PredFn
 from ecq.query import KIND_OR, CompiledQuery
 
-__all__ = ["QState", "NodePlan"]
+__all__ = ["QState", "NodePlan", "Neg"]
+
+
+class Neg(NamedTuple):
+    """A negated component of one primitive class that the kernels check themselves
+    (docs/semantics.md §5): its component, its class, the nearest positive components
+    before and after it (-1: none; ``right`` -1 for trailing negation) and the
+    conditions that mention it (called with the match's binding, the candidate blocker
+    at ``comp``; a missing attribute makes them true)."""
+
+    comp: int
+    cls: str
+    left: int
+    right: int
+    conds: tuple[PredFn, ...]
 
 
 class NodePlan(Protocol):
@@ -53,8 +67,12 @@ class QState:
     # classes of each position.
     checks_at: list[list[PredFn]] = field(default_factory=list)
     classes_at: list[tuple[str, ...]] = field(default_factory=list)
-    # A skeleton match needs ``ecq.skeleton.leaf`` to become a candidate (negation
-    # before the last positive component, Kleene closure).
+    # The negated components the kernels check themselves (:class:`Neg`, in
+    # component order): every one of them, when the node has no Kleene component and
+    # each negated component has one class; else none.
+    negs: tuple[Neg, ...] = ()
+    # A skeleton match needs ``ecq.skeleton.leaf`` to become a candidate (Kleene
+    # closure, or negation before the last positive component that ``negs`` lacks).
     leafy: bool = False
     classes: tuple[str, ...] = ()
     waiting: int = 0
@@ -95,8 +113,16 @@ class QState:
         )
         self.classes = tuple(sorted(cq.classes()))
         trailing = set(cq.trailing)
+        negated = [c for c in cq.comps if c.negated]
+        if cq.skeletal and not self.kleene and all(len(c.classes) == 1 for c in negated):
+            self.negs = tuple(
+                Neg(
+                    c.index, next(iter(c.classes)), *cq.neighbours(c.index), cq.blocker_conds.get(c.index, ())
+                )
+                for c in negated
+            )
         self.leafy = cq.skeletal and (
-            bool(self.kleene) or any(c.negated and c.index not in trailing for c in cq.comps)
+            bool(self.kleene) or (not self.negs and any(c.index not in trailing for c in negated))
         )
 
     @property

@@ -26,6 +26,14 @@ or rejects it:
 
 Conditions that read a Kleene group (aggregates, equivalence tests) wait for the leaf;
 every other condition is checked where the skeleton binds its components.
+
+A node without Kleene closure whose negated components have one class each
+(``QState.negs``) needs no leaf: :func:`negation_factor` checks its middle and leading
+negations on the skeleton match itself, walking each negated class's chain latest first
+from the right neighbour back to the left one (or the registration) and stopping there,
+as the compiled kernel does in C (``ecq/kernel/_negation.pyx``); trailing negation's
+check at the deadline is :func:`ecq.composite.trailing_factor` here and the compiled
+kernel's own in C.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from ecq.event import Event
 if TYPE_CHECKING:
     from ecq.qstate import QState
 
-__all__ = ["leaf", "fast_cand"]
+__all__ = ["leaf", "fast_cand", "negation_factor"]
 
 
 def leaf(
@@ -79,6 +87,51 @@ def leaf(
     if cand is None:
         return None
     return cand.entries(qs.cq), cand.prob
+
+
+def negation_factor(qs: QState, env: list[Any], last: Event, probe: Callable[[str], list[Event]]) -> float:
+    """docs/semantics.md §5, middle and leading negation of a node the kernels check
+    (``QState.negs``), on its skeleton match bound in ``env`` (indexed by component;
+    ``last`` completed it): the product of ``1 - prob`` of the blockers, component by
+    component, each class's chain latest first (the order of ``ecq.composite.blockers``,
+    so the last bits agree); 0 when a certain blocker exists. A blocker arrived after
+    the left neighbour (or the registration) and before the right one, ends before the
+    right one starts and starts after the left one ends (leading: no earlier than the
+    match's end minus the window). Cost: the chains' instances between the neighbours."""
+    factor = 1.0
+    low = last.end - (qs.cq.window or 0.0)
+    reg = qs.reg
+    for j, cls, left, right, conds in qs.negs:
+        if right < 0:
+            continue  # trailing: checked at the deadline
+        rb = env[right]
+        rb_moment, rb_start = rb.moment, rb.start
+        if left >= 0:
+            lb = env[left]
+            floor, lb_end = lb.moment, lb.end
+        else:
+            floor, lb_end = reg, low
+        for x in probe(cls):
+            moment = x.moment
+            if moment >= rb_moment:
+                continue
+            if moment <= floor:
+                break  # the chain is in arrival order: the rest came before
+            if x.end > rb_start or lb_end > x.start:
+                continue
+            if conds:
+                # The binding as ecq.composite.blockers gives it: the other negated
+                # components keep what they hold (an equivalence test reads them).
+                held = env[j]
+                env[j] = x
+                passed = all(c(env) for c in conds)
+                env[j] = held
+                if not passed:
+                    continue
+            factor *= 1.0 - x.prob
+            if factor == 0.0:
+                return factor  # a certain blocker: 0 times anything left is 0
+    return factor
 
 
 def fast_cand(qs: QState, entries: list[Any], prob: float, trigger: Event) -> Cand:

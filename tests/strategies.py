@@ -87,14 +87,21 @@ def _event(draw: st.DrawFn, now: float, src: int, cls: str, calm: bool = False, 
 
 
 def _timed(
-    draw: st.DrawFn, tokens: list[tuple[int, str, bool]], in_order: bool, mixed: bool = False
+    draw: st.DrawFn,
+    tokens: list[tuple[int, str, bool]],
+    in_order: bool,
+    mixed: bool = False,
+    ties: bool = False,
 ) -> list[J]:
     """Events for ``(source, class, calm)`` tokens, times moving forward in steps of 0,
-    0.5, 1 or 2 (so many timestamps are equal)."""
+    0.5, 1 or 2 (so many timestamps are equal; ``ties``: an acted-out event, a calm
+    one, as often as not at the time of the event before it, so that a blocker meets
+    its neighbours' bounds exactly)."""
     now = 0.0
     out: list[J] = []
     for src, cls, calm in tokens:
-        now += draw(st.sampled_from((0, 0.5, 0.5, 1, 1, 2)))
+        steps = (0, 0, 0, 0.5, 1, 2) if ties and calm else (0, 0.5, 0.5, 1, 1, 2)
+        now += draw(st.sampled_from(steps))
         out.append(draw(_event(now, src, cls, calm, mixed)))
     if in_order:
         out.sort(key=lambda e: (e.get("end", e["start"]), e["start"]))
@@ -119,19 +126,19 @@ def streams(
     return _timed(draw, tokens, in_order, mixed)
 
 
-def _acted(draw: st.DrawFn, pattern: J, named: dict[str, J], depth: int = 0) -> list[str]:
+def _acted(draw: st.DrawFn, pattern: J, named: dict[str, J], depth: int = 0, blockers: int = 4) -> list[str]:
     """The classes of events that act out ``pattern`` once, in an order that matches it:
     a sequence's positive components in order (a Kleene component one to three times
-    over its minimum), now and then an event of a negated component where it blocks,
-    a conjunction's in any order, one component of a disjunction; sub-patterns and
-    ``@name`` classes acted out in place."""
+    over its minimum), one time in ``blockers`` an event of a negated component where
+    it blocks, a conjunction's in any order, one component of a disjunction;
+    sub-patterns and ``@name`` classes acted out in place."""
     items = pattern["items"]
     if pattern["kind"] == "or":
         return _acted_item(draw, draw(st.sampled_from(items)), named, depth)
     parts: list[list[str]] = []
     for item in items:
         if item.get("negated"):
-            if draw(st.integers(0, 3)) == 0:
+            if draw(st.integers(0, blockers - 1)) == 0:
                 parts.append(_acted_item(draw, item, named, depth))
             continue
         times = 1
@@ -165,11 +172,14 @@ def planted_streams(
     max_len: int = 14,
     in_order: bool = False,
     mixed: bool = False,
+    blockers: int = 4,
+    ties: bool = False,
 ) -> list[J]:
-    """A stream in which one to three of ``queries`` are acted out (``_acted``) at one
-    source each, interleaved with random events: random streams rarely hold a negation
-    or a Kleene closure with its neighbours in order, and a property test is only as
-    good as the share of its examples that produce matches."""
+    """A stream in which one to three of ``queries`` are acted out (``_acted``: one time
+    in ``blockers`` with a blocker where a negated component is) at one source each,
+    interleaved with random events: random streams rarely hold a negation or a Kleene
+    closure with its neighbours in order, and a property test is only as good as the
+    share of its examples that produce matches. ``ties``: see ``_timed``."""
     named = dict(queries)
     noise = [
         (draw(st.integers(0, n_sources - 1)), draw(st.sampled_from(classes)), False)
@@ -180,13 +190,13 @@ def planted_streams(
         _, query = draw(st.sampled_from(queries))
         src = draw(st.integers(0, n_sources - 1))
         at = draw(st.integers(0, len(tokens)))
-        for cls in _acted(draw, query["pattern"], named):
+        for cls in _acted(draw, query["pattern"], named, blockers=blockers):
             # Acted-out events go in order, with noise between them now and then.
             at += draw(st.sampled_from((0, 0, 1)))
             at = min(at, len(tokens))
             tokens.insert(at, (src, cls, True))
             at += 1
-    return _timed(draw, tokens[: max_len + 6], in_order, mixed)
+    return _timed(draw, tokens[: max_len + 6], in_order, mixed, ties)
 
 
 # ================================================================ expressions

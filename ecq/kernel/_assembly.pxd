@@ -4,6 +4,7 @@
 from cpython.ref cimport PyObject
 
 from ecq.kernel._constants cimport INLINE_POS, Net, Plan
+from ecq.kernel._negation cimport Blockers, Waiting
 from ecq.kernel._pmb cimport NativePMB
 from ecq.kernel._summary cimport SrcSummary
 
@@ -31,6 +32,7 @@ cdef class Chains:
     cdef object src
     cdef double hclock
     cdef SrcSummary summary
+    cdef Blockers blk  # the negated classes' instances, as C records (_negation.pyx)
     cdef void at(self, Net n, object src, double hclock, SrcSummary summary) noexcept
     cdef PyObject *head(self, Py_ssize_t cid, object cls, double *horizon) except? NULL
     cdef list chain(self, object cls)
@@ -44,6 +46,9 @@ cdef class Assembly:
     cdef list env
     cdef list envs  # env lists by length, reused (they never leave the assembly)
     cdef Found found
+    cdef Waiting waiting  # trailing negation's matches waiting for the clock
+    cdef Found due  # the waiting matches a release of phase 0 emits
+    cdef double last_end
     cdef double *probs
     cdef double small_probs[INLINE_POS]
     cdef double bound
@@ -56,7 +61,9 @@ cdef class Assembly:
     cdef int _try(self, Py_ssize_t i, object p, long long nxt_moment, double nxt_start) except -2
     cdef int _bind(self, Py_ssize_t i, object p, double prob, long long moment, double start) except -2
     cdef int _complete(self, double start) except -2
+    cdef int _hold(self, double prob, double start) except -2
 
 
+cdef list release(Assembly a, Net n, double clock_before, double clock, bint python)
 cdef int assemble(Assembly a, Plan plan, object last, double last_end, double last_start, double last_prob,
                   long long last_moment) except -1

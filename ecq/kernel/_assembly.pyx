@@ -10,13 +10,14 @@ its class at the source (``NativePMB.prev``), so an event is touched only when i
 bound. A match's events go into ``Found`` (owned references); the lists the assembly
 binds them in never leave it, and are reused."""
 
-from cpython.list cimport PyList_GET_ITEM
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.mem cimport PyMem_Free
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 
-from ecq.kernel._bitset cimport bits_has, grow
+from ecq.kernel._bitset cimport bits_has, grow, prefetch_lines
 from ecq.kernel._constants cimport INLINE_POS, Ecq, Net, Plan, ecq_at, ecq_in
 from ecq.kernel._events cimport ev, ev_float, ev_get, ev_int
+from ecq.kernel._negation cimport Blockers, Wait, Waiting, bound_ok, inner_factor, trailing_factor
 from ecq.kernel._pmb cimport Groups, NativePMB, find_in
 from ecq.kernel._summary cimport SrcSummary, summary_head
 
@@ -96,12 +97,16 @@ cdef class Chains:
     source's visible instances of a class (start at or above the class's horizon),
     latest first. One per kernel, moved on to each instance by ``at``."""
 
+    def __cinit__(self):
+        self.blk = Blockers()
+
     cdef void at(self, Net n, object src, double hclock, SrcSummary summary) noexcept:
         self.n = n
         self.chains = None
         self.src = src
         self.hclock = hclock
         self.summary = summary
+        self.blk.reset(n, src, hclock)
 
     cdef PyObject *head(self, Py_ssize_t cid, object cls, double *horizon) except? NULL:
         # The head of the source's chain of ``cls`` (class id ``cid``) as its summary
@@ -148,6 +153,8 @@ cdef class Assembly:
         self.probe = Chains()
         self.pyprobe = ChainsProbe(self.probe)
         self.found = Found()
+        self.waiting = Waiting()
+        self.due = Found()
 
     cdef bint fill(self, Py_ssize_t i, long long nxt_moment, double nxt_start) except -1:
         # Bind position i (each earlier one recursively) to the latest valid candidate
@@ -252,14 +259,99 @@ cdef class Assembly:
         t = 1.0
         for k in range(plan.length):
             t *= self.probs[k]
-        if self.min_prob is not None and t < <double>self.min_prob:
+        if plan.inner:
+            # Middle and leading negation, checked here (_negation.pyx).
+            t *= inner_factor(self.probe.blk, plan, self.env, self.last_end)
+            if not bound_ok(plan, t):
+                return 0
+        elif self.min_prob is not None and t < <double>self.min_prob:
             return 0
+        if plan.held:
+            return self._hold(t, start)
         if plan.remap:
             ents = [self.env[plan.pos[k].slot] for k in range(plan.length)]
             self.found.add(plan, ents, plan.length, t, start)
         else:
             self.found.add(plan, self.env, plan.length, t, start)
         return 0 if self.mode_all else 1
+
+    cdef int _hold(self, double prob, double start) except -2:
+        # A match of a node with trailing negation (``plan.held``), selected: it waits for
+        # the clock to pass its deadline in the kernel's heap (Network._settle's rule),
+        # or, past it already (an event late in time), goes to found for Python to settle.
+        cdef Plan plan = self.plan
+        cdef Py_ssize_t k
+        cdef double deadline = start + plan.window
+        cdef list ents = [self.env[plan.pos[k].slot] for k in range(plan.length)]
+        if self.probe.hclock > deadline:
+            self.found.add(plan, ents, plan.length, prob, start)
+        else:
+            self.waiting.push(deadline, plan, ents, prob, start)
+        return 0 if self.mode_all else 1
+
+
+cdef list release(Assembly a, Net n, double clock_before, double clock, bint python):
+    # Phase 0 of an op (docs/semantics.md): the waiting matches whose deadline ``clock``
+    # exceeds, in deadline order, checked for trailing blockers with the horizons of
+    # ``clock_before``; those of unregistered nodes are dropped. Without ``python`` they
+    # go to ``a.due`` (their probability bound checked) and None is returned, unless one
+    # needs Python (some query reads its node's @name class); then, as with ``python``,
+    # all are returned as [(node, events, probability)] for Network.release.
+    cdef Waiting w = a.waiting
+    cdef Blockers b = a.probe.blk
+    cdef Wait *taken = NULL
+    cdef Py_ssize_t i, m = 0, cap = 0
+    cdef Plan plan
+    cdef double prob
+    cdef list rest = None
+    cdef bint at_src = False
+    cur = None
+    try:
+        while w.n and clock > w.h[0].deadline:
+            if m == cap:
+                cap = 2 * cap + 8
+                taken = <Wait *>grow(taken, cap * sizeof(Wait))
+            w.pop(&taken[m])
+            m += 1
+            plan = <Plan>taken[m - 1].plan
+            if not python and not plan.dead and plan.derived_class in n.ecqs:
+                python = True
+        if python:
+            rest = []
+        # What the checks read is cold (the matches came in a window ago): asked for
+        # all at once, so that the misses overlap.
+        for i in range(m):
+            prefetch_lines(<const void *>taken[i].ents, 1)
+            prefetch_lines(<const void *>taken[i].plan, 1)
+        for i in range(m):
+            ents = <list>taken[i].ents
+            last = <PyObject *>PyList_GET_ITEM(ents, PyList_GET_SIZE(ents) - 1)
+            prefetch_lines(<const void *>last, 1)
+            prefetch_lines(<const void *>PyList_GET_ITEM(ents, 0), 1)
+            if ev(<object>last).pmb != NULL:
+                prefetch_lines(<const void *>ev(<object>last).pmb, 1)
+        for i in range(m):
+            plan = <Plan>taken[i].plan
+            if plan.dead:
+                continue
+            ents = <list>taken[i].ents
+            src = ev_get(ev(<object>PyList_GET_ITEM(ents, 0)).src, "src")
+            if not at_src or src != cur:
+                # Due matches of one source share the walk of its chains.
+                b.reset(n, src, clock_before)
+                at_src = True
+                cur = src
+            prob = taken[i].prob * trailing_factor(b, plan, ents, taken[i].deadline)
+            if python:
+                rest.append((plan.qs, ents, prob))
+            elif bound_ok(plan, prob):
+                a.due.add(plan, ents, len(ents), prob, taken[i].start)
+    finally:
+        for i in range(m):
+            Py_XDECREF(taken[i].plan)
+            Py_XDECREF(taken[i].ents)
+        PyMem_Free(taken)
+    return rest
 
 
 cdef class ChainsProbe:
@@ -300,6 +392,7 @@ cdef int assemble(Assembly a, Plan plan, object last, double last_end, double la
     cdef Py_ssize_t n = plan.length, k
     a.plan = plan
     a.last = last
+    a.last_end = last_end
     a.env = _env(a, plan.nslots, last)
     a.probs = &a.small_probs[0] if n <= INLINE_POS else <double *>grow(NULL, n * sizeof(double))
     try:

@@ -25,6 +25,15 @@ cdef struct Pos:
     bint checked  # conditions are checked there
 
 
+cdef struct Neg:
+    # A negated component the kernel checks itself (ecq.qstate.Neg; _negation.pyx).
+    Py_ssize_t index  # the component
+    Py_ssize_t left, right  # its positive neighbours' components (-1: none)
+    Py_ssize_t cid  # its class's number; set by plan_at
+    PyObject *cls  # its class (borrowed from Plan.negs)
+    PyObject *conds  # the conditions that mention it (a tuple, borrowed), NULL: none
+
+
 cdef enum:
     INLINE_POS = 4  # positions kept inside the plan object
     BTAB_KEYS = 8  # positions whose buckets Net tables (further ones: from the plan)
@@ -50,6 +59,14 @@ cdef class Plan:
     cdef Pos inline_pos[INLINE_POS]
     cdef object qs, derived_class
     cdef list classes_at, checks_at
+    # Negation checked in C (QState.negs): ``inner`` some before the last positive
+    # component, checked on each skeleton match; ``held`` a trailing one whose matches
+    # wait in the kernel's own heap (_negation.Waiting): a query without RETURN.
+    cdef Neg *neg
+    cdef Py_ssize_t nneg
+    cdef bint inner, held
+    cdef bint dead  # the node is unregistered: its waiting matches are dropped
+    cdef object negs  # QState.negs, which Neg's pointers borrow from
 
 
 cdef class PairTable:

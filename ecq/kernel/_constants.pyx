@@ -57,6 +57,7 @@ cdef class Plan:
     def __dealloc__(self):
         if self.pos != &self.inline_pos[0]:
             PyMem_Free(self.pos)
+        PyMem_Free(self.neg)
 
 
 cdef Plan _plan_of(qs):
@@ -97,8 +98,30 @@ cdef Plan _plan_of(qs):
         p.pos[i].slot = slots[i]
         p.remap = p.remap or p.pos[i].slot != i
         p.pos[i].checked = i < len(p.checks_at) and len(<list>p.checks_at[i]) > 0
+    _negs_of(p, qs, cq)
     qs.plan = p
     return p
+
+
+cdef int _negs_of(Plan p, object qs, object cq) except -1:
+    # The negated components the kernel checks itself (QState.negs).
+    cdef Py_ssize_t i
+    negs = qs.negs
+    p.negs = negs
+    p.nneg = len(negs)
+    p.neg = <Neg *>grow(NULL, p.nneg * sizeof(Neg)) if p.nneg else NULL
+    p.inner = False
+    for i in range(p.nneg):
+        g = negs[i]
+        p.neg[i].index = g.comp
+        p.neg[i].left = g.left
+        p.neg[i].right = g.right
+        p.neg[i].cid = -1
+        p.neg[i].cls = <PyObject *>g.cls
+        p.neg[i].conds = <PyObject *>g.conds if g.conds else NULL
+        p.inner = p.inner or g.right >= 0
+    p.held = p.nneg > 0 and bool(cq.trailing) and cq.top and not cq.returns
+    return 0
 
 
 cdef class PairTable:
@@ -259,6 +282,8 @@ cdef Plan plan_at(Net n, Py_ssize_t bitno):
         for i in range(p.length):
             if p.pos[i].cls != NULL:
                 p.pos[i].cid = class_id(n.classes, <object>p.pos[i].cls)
+        for i in range(p.nneg):
+            p.neg[i].cid = class_id(n.classes, <object>p.neg[i].cls)
         p.cids = True
     while len(plans) <= bitno:
         plans.append(None)

@@ -15,7 +15,7 @@ from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.ref cimport PyObject, Py_INCREF
 from libc.stdint cimport uint32_t
 
-from ecq.kernel._assembly cimport Found
+from ecq.kernel._assembly cimport Found, release
 from ecq.kernel._bitset cimport Bits, WindowMasks, bits_from_int, prefetch_lines
 from ecq.kernel._constants cimport Ecq, Net, Plan, class_id, ecq_in, net_new, passing
 from ecq.kernel._events cimport INLINE_EVENTS, Match, ev, ev_float, ev_get, ev_int, ev_put
@@ -26,6 +26,7 @@ from ecq.kernel._summary cimport Ent, Row, SrcSummary, is_empty, prune, remove_b
 from ecq.event import Event
 from ecq.kernel._events import EventBase
 from ecq.kernel._conjunction cimport Conjunctions, Klass, _Query
+from ecq.kernel._negation cimport Waiting
 from ecq.kernel._filters cimport slot_passing
 from ecq.kernel._filters import slot_bits
 
@@ -80,6 +81,24 @@ cdef class CompiledKernel:
     def remove_node(self, Py_ssize_t bitno):
         for summary in self.s.summaries.values():
             remove_bit(<SrcSummary>summary, bitno)
+        self.s.assembly.waiting.forget(bitno)
+
+    # ------------------------------------------------------------ trailing negation
+
+    @property
+    def next_deadline(self):
+        return self.s.assembly.waiting.earliest()
+
+    def due(self, long long moment, double clock_before, double clock):
+        if not clock > self.s.assembly.waiting.earliest():
+            return []
+        return release(self.s.assembly, self.current(), clock_before, clock, True)
+
+    def pending(self):
+        return self.s.assembly.waiting.live()
+
+    def check(self):
+        self.s.assembly.waiting._check()
 
     # ------------------------------------------------------------ the phases
 
@@ -219,6 +238,7 @@ cdef class CompiledKernel:
         cdef SrcSummary summary
         cdef State s = self.s
         cdef Found found = s.assembly.found
+        cdef Waiting waiting = s.assembly.waiting
         cdef _Ahead ahead = _Ahead()
         cdef Conjunctions s_conj = self.conjunctions
         cdef Klass k
@@ -244,6 +264,10 @@ cdef class CompiledKernel:
                 end = ev_float(f.end, "end")
                 if end > before:
                     c.clock = end
+                if c.clock > waiting.earliest() and not c.clock > c.deadline:
+                    # Phase 0: the kernel's waiting matches (trailing negation) that
+                    # are due; the network's own (c.deadline) take Network.on_event.
+                    _release(c, engine, net, n, s, s_conj, before, arrival, out)
                 cls = ev_get(f.type, "type")
                 q = ecq_in(n, cls)
                 k = None if q.plain else s_conj.klass(cls)
@@ -340,7 +364,7 @@ cdef class _Counters:
         # What Python code may have changed.
         self.seq = engine.next_seq
         self.seen = net.seen
-        self.deadline = net.next_deadline
+        self.deadline = net.own_deadline
         return 0
 
 
@@ -388,6 +412,28 @@ cdef class _Ahead:
 
 
 # ------------------------------------------------------------------ emission
+
+
+cdef int _release(
+    _Counters c, engine, net, Net n, State s, Conjunctions cj, double before, object arrival, list out
+) except -1:
+    # Phase 0 of an event op in the compiled loop: the kernel's due waiting matches,
+    # emitted as found (ordered as _emit_simple orders; no conjunction's match is made
+    # yet: cj.made is empty), or through Network.release when one of them needs Python.
+    cdef Found due = s.assembly.due
+    rest = release(s.assembly, n, before, c.clock, False)
+    if rest:
+        c.put(engine, net)
+        emitted = net.release(rest, 2 * c.ops, before, c.clock, arrival)
+        if emitted:
+            engine.emit(emitted, arrival, out)
+        c.get(engine, net)
+    elif due.n:
+        try:
+            _emit_simple(c, due, cj, None, arrival, out)
+        finally:
+            due.clear()
+    return 0
 
 
 cdef enum:
@@ -459,12 +505,12 @@ cdef int _emit_simple(_Counters c, Found found, Conjunctions cj, object src, obj
 
 cdef int _emit_one(Found found, Py_ssize_t i, object src, long long seq, object arrival, list out) except -1:
     # Match(name, src, start, end, events, None, prob, seq, arrival), field by field; the
-    # match takes found's references to its events.
+    # match takes found's references to its events. ``src`` None: its events'.
     cdef Plan plan = <Plan>found.plan[i]
     cdef Py_ssize_t k, lo = found.off[i], ln = found.off[i + 1] - found.off[i]
     cdef Match m = Match.__new__(Match)
     m.query = plan.name
-    m.src = src
+    m.src = src if src is not None else ev_get(ev(<object>found.ev[lo]).src, "src")
     m.start = found.start[i]
     m.end = ev_float(ev(<object>found.ev[lo + ln - 1]).end, "end")
     if ln <= INLINE_EVENTS:

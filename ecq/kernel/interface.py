@@ -7,9 +7,11 @@ over the instance's class's CLT/R-CLT, then the insert phase into its SIQ and PM
 for cleaning (summaries, then each SIQ below its horizon) and for the event loop. The
 kernel owns the per-source summaries, the conjunctions' presence (the compiled one
 assembles the conjunctions of primitive classes too) and whatever it derives from the registered
-queries; the network tells it when queries change. Other composite patterns,
-disjunctions, trailing negation and emission stay in the network (ecq/network.py), in
-Python.
+queries; the network tells it when queries change. A kernel may hold the matches of
+trailing negation that wait for the clock (the compiled one does, for the nodes whose
+negation it checks itself: ``QState.negs``); the network asks it for the due ones in
+phase 0. Other composite patterns, disjunctions, the rest of trailing negation and
+emission stay in the network (ecq/network.py), in Python.
 
 The two implementations: ``ecq.kernel.pure.PureKernel`` and the compiled
 ``ecq.kernel._kernel.CompiledKernel`` (``_kernel.pyi`` types it for mypy).
@@ -90,7 +92,24 @@ class NetworkView(Protocol):
 
     @property
     def next_deadline(self) -> float:
-        """The earliest deadline of a pending trailing-negation match."""
+        """The earliest deadline of a pending trailing-negation match (the network's
+        own or its kernel's)."""
+        ...
+
+    @property
+    def own_deadline(self) -> float:
+        """The earliest deadline of the pending matches the network holds itself."""
+        ...
+
+    def release(
+        self,
+        held: list[tuple[QState, list[Any], float]],
+        moment: int,
+        clock_before: float,
+        clock: float,
+        arrival: int,
+    ) -> list[Emission]:
+        """Phase 0 in Python for due matches the kernel held (``Kernel.due``'s form)."""
         ...
 
     def on_event(self, e: Event, clock_before: float, clock: float) -> list[Emission] | None:
@@ -151,6 +170,28 @@ class Kernel(Protocol):
 
     def remove_node(self, bitno: int) -> None:
         """A node's bit leaves every summary (its partial matches go with it)."""
+        ...
+
+    # -- trailing negation: matches the kernel holds until the clock passes their deadline
+
+    @property
+    def next_deadline(self) -> float:
+        """The earliest deadline of a match the kernel holds (infinity: none)."""
+        ...
+
+    def due(self, moment: int, clock_before: float, clock: float) -> list[tuple[QState, list[Any], float]]:
+        """Phase 0 at ``moment``: the held matches whose deadline ``clock`` exceeds, taken
+        out in deadline order, each with its probability times ``1 - prob`` of its
+        trailing blockers (horizons at ``clock_before``): ``(node, entries,
+        probability)``, for ``Network`` to finish (those of unregistered nodes dropped)."""
+        ...
+
+    def pending(self) -> int:
+        """Matches held for registered nodes."""
+        ...
+
+    def check(self) -> None:
+        """Assert the invariants of what the kernel holds (tests call it)."""
         ...
 
     # -- test and insert phases (plain sequences and single-component filters)

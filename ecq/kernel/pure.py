@@ -78,6 +78,24 @@ class PureKernel:
             for groups in later:
                 groups[:] = [(t, b & keep) for t, b in groups if b & keep]
 
+    # ------------------------------------------------------------- trailing negation
+
+    # The pure kernel holds no waiting matches: the network keeps them all
+    # (ecq.deadlines) and checks them with ecq.composite.trailing_factor.
+
+    @property
+    def next_deadline(self) -> float:
+        return math.inf
+
+    def due(self, moment: int, clock_before: float, clock: float) -> list[tuple[QState, list[Any], float]]:
+        return []
+
+    def pending(self) -> int:
+        return 0
+
+    def check(self) -> None:
+        """Nothing of its own to check beyond the summaries' invariants (tests)."""
+
     # ------------------------------------------------------------- test phase
 
     def passing(self, ecq: ECQ, e: Event) -> Passed:
