@@ -57,8 +57,8 @@ cdef class Assembly:
     cdef bint mode_all
     cdef object min_prob
     cdef bint fill(self, Py_ssize_t i, long long nxt_moment, double nxt_start) except -1
-    cdef int _try_native(self, Py_ssize_t i, NativePMB pmb, long long nxt_moment, double nxt_start) except -2
-    cdef int _try(self, Py_ssize_t i, object p, long long nxt_moment, double nxt_start) except -2
+    cdef int _try_native(self, Py_ssize_t i, NativePMB pmb, long long nxt_moment, double nxt_start, double *later) except -2
+    cdef int _try(self, Py_ssize_t i, object p, long long nxt_moment, double nxt_start, double *later) except -2
     cdef int _bind(self, Py_ssize_t i, object p, double prob, long long moment, double start) except -2
     cdef int _complete(self, double start) except -2
     cdef int _hold(self, double prob, double start) except -2

@@ -13,6 +13,7 @@ binds them in never leave it, and are reused."""
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.mem cimport PyMem_Free
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
+from libc.math cimport INFINITY
 
 from ecq.kernel._bitset cimport bits_has, grow, prefetch_lines
 from ecq.kernel._constants cimport INLINE_POS, Ecq, Net, Plan, ecq_at, ecq_in
@@ -165,12 +166,19 @@ cdef class Assembly:
         cdef PyObject *p
         cdef double horizon
         cdef int r
+        # A Kleene group's latest element only (QState.latest_only, as
+        # ecq.assembly.assemble_seq): the largest start of the later candidates, which
+        # any group holding an older one with a start no later would hold too, so the
+        # leaf would reject it. Without this, B+ in MODE ALL tries every B of the window
+        # as the group's latest element.
+        cdef double later_start = -INFINITY
+        cdef double *later = &later_start if self.plan.pos[i].latest_only else NULL
         if one != NULL:
             # The source's chain of the class, from PMB to PMB.
             p = self.probe.head(self.plan.pos[i].cid, <object>one, &horizon)
             while p != NULL:
                 if (<NativePMB>p).start >= horizon:
-                    r = self._try_native(i, <NativePMB>p, nxt_moment, nxt_start)
+                    r = self._try_native(i, <NativePMB>p, nxt_moment, nxt_start, later)
                     if r:
                         return r > 0
                 p = <PyObject *>(<NativePMB>p).prev
@@ -179,14 +187,17 @@ cdef class Assembly:
             return False
         classes = <tuple>PyList_GET_ITEM(self.plan.classes_at, i)
         for c in _by_recency([self.probe.chain(cls) for cls in classes]):
-            r = self._try(i, c, nxt_moment, nxt_start)
+            r = self._try(i, c, nxt_moment, nxt_start, later)
             if r:
                 return r > 0
         return False
 
-    cdef int _try_native(self, Py_ssize_t i, NativePMB pmb, long long nxt_moment, double nxt_start) except -2:
+    cdef int _try_native(
+        self, Py_ssize_t i, NativePMB pmb, long long nxt_moment, double nxt_start, double *later
+    ) except -2:
         # Candidate ``pmb``'s instance at position i: 1 when the assembly is over, 0 to
         # go on to the next (older) candidate, -1 when no older candidate can do.
+        # ``later``: the latest-element rule's running start (fill), NULL without it.
         cdef double t
         if pmb.event is None:
             return 0  # dropped
@@ -196,6 +207,10 @@ cdef class Assembly:
             return -1  # everything further back arrived before the query existed
         if pmb.end > nxt_start:
             return 0
+        if later != NULL:
+            if later[0] >= pmb.start:
+                return 0  # any group holding it holds a later candidate too
+            later[0] = pmb.start
         if i == 0 and bits_has(pmb.init_bits, self.bitno):
             if pmb.start < self.bound:
                 return 0
@@ -210,13 +225,13 @@ cdef class Assembly:
                 return 0
         return self._bind(i, pmb.event, pmb.prob, pmb.moment, pmb.start)
 
-    cdef int _try(self, Py_ssize_t i, object p, long long nxt_moment, double nxt_start) except -2:
+    cdef int _try(self, Py_ssize_t i, object p, long long nxt_moment, double nxt_start, double *later) except -2:
         # Candidate event ``p`` (a position of several classes): as _try_native, on its
         # PMB (every instance the kernel stores has a native PMB; None once dropped).
         pmb = ev_get(ev(p).pmb, "pmb")
         if pmb is None:
             return 0
-        return self._try_native(i, <NativePMB?>pmb, nxt_moment, nxt_start)
+        return self._try_native(i, <NativePMB?>pmb, nxt_moment, nxt_start, later)
 
     cdef int _bind(self, Py_ssize_t i, object p, double prob, long long moment, double start) except -2:
         # ``p`` (its probability, moment and start given) takes position i: the

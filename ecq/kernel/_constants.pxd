@@ -23,6 +23,7 @@ cdef struct Pos:
     Py_ssize_t cid  # that class's number, else -1; set by plan_at
     Py_ssize_t slot  # the component it binds (the environment is indexed by component)
     bint checked  # conditions are checked there
+    bint latest_only  # a Kleene group's latest element only (QState.latest_only)
 
 
 cdef struct Neg:

@@ -23,7 +23,7 @@ from ecq.kernel._bitset cimport (
 from ecq.kernel._filters cimport SlotIndex, slot_index, slot_passing
 from ecq.kernel._summary cimport NO_BUCKET
 
-from ecq.skeleton import leaf as _leaf
+import ecq.skeleton as _skeleton
 
 __all__ = ["ClassIds", "Plan"]
 
@@ -74,7 +74,8 @@ cdef Plan _plan_of(qs):
     p.simple = qs.simple
     p.length = qs.steps
     p.nslots = cq.length
-    p.leaf = _leaf if qs.leafy else None
+    # Looked up when the plan is made, not bound at import: tests count its calls.
+    p.leaf = _skeleton.leaf if qs.leafy else None
     p.single = qs.steps == 1 and not cq.skeletal and not qs.checks_at[0]
     p.bitno = qs.bitno
     p.reg = qs.reg
@@ -98,6 +99,7 @@ cdef Plan _plan_of(qs):
         p.pos[i].slot = slots[i]
         p.remap = p.remap or p.pos[i].slot != i
         p.pos[i].checked = i < len(p.checks_at) and len(<list>p.checks_at[i]) > 0
+        p.pos[i].latest_only = bool(qs.latest_only[i])
     _negs_of(p, qs, cq)
     qs.plan = p
     return p

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
+import pytest
+
+from ecq import assembly, skeleton
 from ecq.engine import Engine
 from ecq.event import Event
 
@@ -35,3 +39,29 @@ def test_kleene_plus_with_a_wide_window_keeps_storage_bounded() -> None:
     late = samples[len(samples) // 2 :]
     assert max(late) - min(late) <= 0.2 * max(late)  # flat: no growth with stream length
     assert eng.stats()["pmb_entries"] <= 2 * max(samples)
+
+
+@pytest.mark.parametrize("compiled", [False, None])  # the pure kernel, then the default one
+def test_kleene_leaf_takes_one_skeleton_match_per_latest_element(
+    monkeypatch: pytest.MonkeyPatch, compiled: bool | None
+) -> None:
+    """A Kleene group's latest element only (``QState.latest_only``): with 30 ``B`` between
+    two ``A`` and a ``C``, ``A; B+; C`` in MODE ALL hands the leaf one skeleton match per
+    ``A`` (the latest ``B``), not one per ``B`` of the window, which the leaf would then
+    reject — on both kernels (the compiled one tried every ``B``: cubic in the window)."""
+    real = skeleton.leaf
+    calls: list[object] = []
+
+    def counting(*args: Any) -> Any:
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(skeleton, "leaf", counting)
+    monkeypatch.setattr(assembly, "leaf", counting)
+    eng = Engine(compiled=compiled)
+    eng.register("groups", "PATTERN A; B+; C WITHIN 1000 MODE ALL")
+    events = [Event(1, "A", 0.0), Event(1, "A", 1.0)]
+    events += [Event(1, "B", 2.0 + i) for i in range(30)] + [Event(1, "C", 100.0)]
+    matches = eng.process(events)
+    assert [(m.events[0].start, len(m.events[1])) for m in matches] == [(0.0, 30), (1.0, 30)]
+    assert len(calls) == 2
