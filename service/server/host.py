@@ -771,21 +771,20 @@ class EngineHost:
         when there are none) that the store logs and the hub fans out as it is."""
         if not matches:
             return None, {}
-        texts: list[bytes] = []
+        wires: list[dict[str, Any]] = []
         queries: list[str] = []
         last: dict[str, float] = {}
         seq = self.next_seq
-        dumps = orjson.dumps
         to_dict = match_writer()
         for m in matches:
             wire = to_dict(m)
             wire["seq"] = seq
-            texts.append(dumps(wire))
+            wires.append(wire)
             queries.append(m.query)
             last[m.query] = m.end
             seq += 1
         counts = {query: (n, last[query]) for query, n in Counter(queries).items()}
-        return Block.of_json(self.next_seq, queries, texts), counts
+        return Block.of_wire(self.next_seq, queries, wires), counts
 
     def _committed(self, next_seq: int, counts: dict[str, tuple[int, float]], block: Block | None) -> None:
         self.next_seq = next_seq

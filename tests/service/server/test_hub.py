@@ -145,6 +145,27 @@ def test_a_block_from_utf8_json_has_character_offsets() -> None:
     assert ascii_only.text == "[" + texts[0].decode() + "]" and ascii_only.match(0) == texts[0].decode()
 
 
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {},
+        {"query": "x"},  # a nested object whose first key is query: not a boundary
+        {"n": [{"query": "y"}, {"query": "z"}]},  # boundary-like text inside a match
+        {"city": "Zürich"},  # not ASCII
+    ],
+)
+def test_a_block_written_in_one_dump_is_the_block_of_each_matchs_json(attrs: dict[str, object]) -> None:
+    wires = [
+        {"query": f"q{i % 3}", "src": i, "attrs": attrs if i == 2 else {}, "seq": 7 + i} for i in range(6)
+    ]
+    queries = [str(w["query"]) for w in wires]
+    made = Block.of_wire(7, queries, wires)
+    expected = Block.of_json(7, queries, [orjson.dumps(w) for w in wires])
+    assert (made.text, list(made.starts)) == (expected.text, list(expected.starts))
+    assert [orjson.loads(made.match(i)) for i in range(6)] == wires
+    assert Block.of_wire(3, [], []).text == "[]"
+
+
 def test_a_filtered_subscriber_keeps_only_its_matches_text_not_the_blocks() -> None:
     """Bounded memory: a subscriber of one query that does not read holds the text of
     its own matches, however large the blocks they came in."""
