@@ -244,7 +244,10 @@ def _good_batch(
     text = pa.string()
     index = pa.array(indexes, pa.int64())
     ids = [f"{name}:{i}" if x is None else str(x) for i, x in zip(indexes, map(_ID, events), strict=True)]
-    attrs = [dumps(a) if a else None for a in map(_ATTRS, events)]
+    # Decoded at once: orjson's output buffer is ~1 KB however short the text, and
+    # keeping thousands of them alive (as bytes) cost 6 µs an event in page faults
+    # against 0.6 for a short str each.
+    attrs = [dumps(a).decode() if a else None for a in map(_ATTRS, events)]
     arrays = [
         pa.array([path] * n, text),
         index,
