@@ -21,22 +21,15 @@ from __future__ import annotations
 import sys
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from heapq import merge
 from itertools import accumulate
-from typing import Any
-
-import orjson
 
 __all__ = ["Block", "Frame", "Run", "frames_of", "u32_bytes", "u32_list"]
 
 # (the seq of its last match, the message's text, how many matches it holds)
 Frame = tuple[int, str, int]
-
-# How a block written by Block.of_wire begins, and how each match after the first does.
-_FIRST = b'[{"query":'
-_NEXT = b',{"query":'
 
 
 def u32_bytes(values: Iterable[int]) -> bytes:
@@ -92,39 +85,6 @@ class Block:
         text = "[" + ",".join(texts) + "]"
         starts = list(accumulate((len(t) + 1 for t in texts), initial=1))
         return cls(first, queries, text, starts)
-
-    @classmethod
-    def of_json(cls, first: int, queries: Sequence[str], texts: Sequence[bytes]) -> Block:
-        """:meth:`of` from the matches' UTF-8 JSON (as orjson writes it): joined and
-        decoded once, not once per match; where every match is ASCII (the usual case)
-        the byte offsets are the character offsets."""
-        data = b"[" + b",".join(texts) + b"]"
-        if not data.isascii():
-            return cls.of(first, queries, [t.decode() for t in texts])
-        starts = list(accumulate((len(t) + 1 for t in texts), initial=1))
-        return cls(first, queries, data.decode("ascii"), starts)
-
-    @classmethod
-    def of_wire(cls, first: int, queries: Sequence[str], wires: Sequence[Mapping[str, Any]]) -> Block:
-        """:meth:`of_json` from the matches' wire dicts, written as one array by one
-        ``orjson.dumps`` — a call per match, each with its own output buffer, cost twice
-        as much — and cut where each match begins: every wire dict's first key is
-        ``query`` (``Match.to_dict``), so each match after the first begins at a
-        ``,{"query":`` of the text. The text holds that many of them exactly when they
-        are all beginnings (any other would be one too many: such a sequence inside a
-        match, in a nested object, is not one of the n - 1 boundaries); otherwise, or
-        for a text that is not ASCII, each match is written on its own. O(total length)."""
-        data = orjson.dumps(wires)
-        n = len(wires)
-        if n and data.startswith(_FIRST) and data.isascii() and data.count(_NEXT) == n - 1:
-            starts = [1]  # where each match's "{" is
-            find, at = data.find, 1
-            for _ in range(n - 1):
-                at = find(_NEXT, at) + 1
-                starts.append(at)
-            starts.append(len(data))
-            return cls(first, queries, data.decode("ascii"), starts)
-        return cls.of_json(first, queries, [orjson.dumps(w) for w in wires])
 
     def __len__(self) -> int:
         return len(self.queries)

@@ -20,6 +20,16 @@ def _events(batch: int, size: int) -> list[dict[str, object]]:
     return [{"src": i % 7, "type": "A", "start": float(batch * size + i)} for i in range(size)]
 
 
+def _posted(start_server: StartServer, batches: int, size: int) -> Server:
+    """A server whose one query matches every event, after ``batches`` posts of ``size``."""
+    server = start_server()
+    client = server.client()
+    client.register("all", "OR(A)")
+    for k in range(batches):
+        client.post_events("p", k, _events(k, size))
+    return server
+
+
 def _ws(server: Server, query: str) -> ClientConnection:
     return connect(server.url.replace("http", "ws") + "/v1/matches/ws?" + query, proxy=None, max_size=None)
 
@@ -77,11 +87,7 @@ def test_a_bad_batch_is_refused_at_the_handshake(start_server: StartServer, valu
 
 
 def test_a_subscriber_resumes_after_the_last_whole_frame(start_server: StartServer) -> None:
-    server = start_server()
-    client = server.client()
-    client.register("all", "OR(A)")
-    for k in range(4):
-        client.post_events("p", k, _events(k, 50))
+    server = _posted(start_server, 4, 50)
     with _ws(server, "from_seq=0&batch=64") as ws:
         first = orjson.loads(ws.recv(timeout=10))
     # Gone after one frame; the client resumes after its last seq and gets the rest once.
@@ -104,11 +110,7 @@ def test_the_client_takes_objects_and_arrays_and_drops_what_it_has_seen() -> Non
 
 
 def test_batches_give_each_messages_matches_once_in_seq_order(start_server: StartServer) -> None:
-    server = start_server()
-    client = server.client()
-    client.register("all", "OR(A)")
-    for k in range(3):
-        client.post_events("p", k, _events(k, 40))
+    server = _posted(start_server, 3, 40)
     batches = list(SyncSubscription(server.url, from_seq=10, batch=25, idle_timeout=1).batches())
     assert all(1 <= len(b) <= 25 for b in batches) and len(batches) >= 4  # as the server framed them
     assert [m["seq"] for b in batches for m in b] == list(range(10, 120))
