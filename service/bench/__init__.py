@@ -9,7 +9,7 @@
 - ``replay``: ``scemon replay`` end to end, in a process of its own; ``server``: a real
   server's ingest rate with subscribers; ``pipeline``: the whole path (replay, the
   service with subscribers, the Spark job) against the engine alone, its subscribers
-  in a process of their own (``subscribers``).
+  in processes of their own (``subscribers``).
 
 May import ``ecq``, ``api``, ``service.server`` and ``service.files``; never
 ``service.cli`` (the commands call in, with their progress bars).

@@ -8,7 +8,8 @@ events for every row) one table, each row a path the events take:
   rate is divided by this one: what the path around the engine costs.
 - **service, N subscribers**: a real server (a child process on 127.0.0.1, a fresh
   store) fed Arrow posts of ``batch`` events one after another (as one Spark task
-  posts), with N WebSocket subscribers in another process, each reading every match
+  posts), with N WebSocket subscribers in processes of their own (one per core at
+  most), each reading every match
   (:mod:`service.bench.subscribers`). Timed from the first post to the last match
   received by the last subscriber.
 - **Spark job**: the events as JSON Lines files of ``batch`` events, ``scemon stream
@@ -231,8 +232,6 @@ def _proc_status(pid: int, key: str) -> float:
 
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process so far (``/proc/<pid>/stat``; 0 off Linux)."""
-    import os
-
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
@@ -241,50 +240,65 @@ def _cpu_seconds(pid: int) -> float:
 
 
 class _Subscribers:
-    """The subscriber process (:mod:`service.bench.subscribers`)."""
+    """The subscriber processes (:mod:`service.bench.subscribers`): ``n`` subscribers
+    shared among at most one process per core, the first subscriber (in the first
+    process) noting when each match arrived."""
 
     def __init__(self, url: str, n: int, from_seq: int, folder: Path) -> None:
         self.n = n
-        self.record = folder / f"subscribers-{n}-{from_seq}.json"
-        self.process: subprocess.Popen[str] | None = None
-        if n == 0:
-            return
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "service.bench.subscribers", url, str(n), str(from_seq), str(self.record)],
-            cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        self.processes: list[tuple[subprocess.Popen[str], Path]] = []
+        shares = [len(range(k, n, _processes(n))) for k in range(_processes(n))]
+        for k, share in enumerate(shares):
+            record = folder / f"subscribers-{n}-{from_seq}-{k}.json"
+            command = [sys.executable, "-m", "service.bench.subscribers", url, str(share), str(from_seq)]
+            process = subprocess.Popen(
+                [*command, str(record), "1" if k == 0 else "0"],
+                cwd=ROOT,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            self.processes.append((process, record))
 
     def finish(self, expected: int) -> dict[str, Any]:
-        """Tell it how many matches to wait for; its record once every subscriber has them."""
-        if self.process is None:
+        """Tell them how many matches to wait for; their records, joined, once every
+        subscriber has them."""
+        if not self.processes:
             return {"received": [], "last": [], "seqs": [], "times": []}
-        stdin, stdout = self.process.stdin, self.process.stdout
-        assert stdin is not None and stdout is not None
-        stdin.write(f"{expected}\n")
-        stdin.flush()
+        for process, _ in self.processes:
+            assert process.stdin is not None
+            process.stdin.write(f"{expected}\n")
+            process.stdin.flush()
         try:
-            self.process.wait(timeout=_JOB_TIMEOUT)
+            for process, _ in self.processes:
+                process.wait(timeout=_JOB_TIMEOUT)
         finally:
             self.stop()
-        data: dict[str, Any] = orjson.loads(self.record.read_bytes())
+        records = [orjson.loads(record.read_bytes()) for _, record in self.processes]
+        data: dict[str, Any] = {
+            "received": [r for record in records for r in record["received"]],
+            "last": [t for record in records for t in record["last"]],
+            "seqs": records[0]["seqs"],
+            "times": records[0]["times"],
+        }
         short = [r for r in data["received"] if r < expected]
         if short:
             raise RuntimeError(f"a subscriber received {min(short)} of {expected} matches")
         return data
 
     def stop(self) -> None:
-        process = self.process
-        if process is None:
-            return
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        for pipe in (process.stdin, process.stdout):
-            if pipe is not None:
-                pipe.close()
+        for process, _ in self.processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            for pipe in (process.stdin, process.stdout):
+                if pipe is not None:
+                    pipe.close()
+
+
+def _processes(n: int) -> int:
+    """Subscriber processes for ``n`` subscribers: one per core at most."""
+    return min(n, os.cpu_count() or 1)
 
 
 def _wait_subscribed(client: Client, n: int) -> None:
@@ -562,8 +576,9 @@ def _table(load: Load, scale: PipelineScale, rows: list[Row]) -> Table:
         notes=[
             f"{load.name}: {len(load.queries):,} queries, {load.measured:,} events measured after a warm-up "
             f"of {load.warmup:,}; posts, files and micro-batches of {scale.batch:,} events (Arrow); "
-            "subscribers read every match in a process of their own; cpu_s: the server's CPU seconds "
-            "(replay: its own); latency: a batch's post to its matches' frames at the first subscriber",
+            "subscribers read every match in processes of their own (one per core at most); cpu_s: the "
+            "server's CPU seconds (replay: its own); latency: a batch's post to its matches' frames at the "
+            "first subscriber",
         ],
     )
     for row in rows:

@@ -64,6 +64,7 @@ from service.pipeline.checks import check_job
 from service.pipeline.dead_letters import DeadLetters
 from service.pipeline.options import JobError, JobOptions, local_path
 from service.pipeline.pending import PendingBatches
+from service.pipeline.rows import unpack
 from service.pipeline.sources import event_rows
 
 if TYPE_CHECKING:
@@ -225,7 +226,7 @@ class Pipeline:
             if self._failure is not None:
                 raise self._failure
             began = time.monotonic()
-            table = df.toArrow()
+            table = unpack(df.toArrow())
             collected = time.monotonic() - began
             bad = table.filter(pc.is_valid(table.column("error")))
             good = table.filter(pc.is_null(table.column("error")))

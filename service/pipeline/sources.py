@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from service.pipeline.options import JobOptions, local_path
-from service.pipeline.rows import ROW_SCHEMA, file_format, parse_batches
+from service.pipeline.rows import PACKED_SCHEMA, file_format, parse_batches
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -26,7 +26,10 @@ _SPARE = 1.05
 
 
 def event_rows(spark: SparkSession, opts: JobOptions) -> DataFrame:
-    """The stream of parsed rows (:data:`ROW_SCHEMA`), good and bad."""
+    """The stream of parsed rows, good and bad: for files, one row per file holding its
+    rows packed (:data:`~service.pipeline.rows.PACKED_SCHEMA`); for the ``rate``
+    source, the rows themselves (:data:`~service.pipeline.rows.ROW_SCHEMA`).
+    :func:`~service.pipeline.rows.unpack` makes either the rows."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     rate = opts.rate
@@ -48,7 +51,7 @@ def event_rows(spark: SparkSession, opts: JobOptions) -> DataFrame:
         reader = reader.option("maxBytesPerTrigger", limit)
     files = reader.load(opts.source).select("path", "content")
     parse = partial(parse_batches, fmt=opts.fmt, mapping=opts.mapping)
-    return files.mapInArrow(parse, from_arrow_schema(ROW_SCHEMA))
+    return files.mapInArrow(parse, from_arrow_schema(PACKED_SCHEMA))
 
 
 def bytes_per_event(opts: JobOptions) -> float:

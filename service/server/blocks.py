@@ -86,17 +86,6 @@ class Block:
         starts = list(accumulate((len(t) + 1 for t in texts), initial=1))
         return cls(first, queries, text, starts)
 
-    @classmethod
-    def of_json(cls, first: int, queries: Sequence[str], texts: Sequence[bytes]) -> Block:
-        """:meth:`of` from the matches' UTF-8 JSON (as orjson writes it): joined and
-        decoded once, not once per match; where every match is ASCII (the usual case)
-        the byte offsets are the character offsets."""
-        data = b"[" + b",".join(texts) + b"]"
-        if not data.isascii():
-            return cls.of(first, queries, [t.decode() for t in texts])
-        starts = list(accumulate((len(t) + 1 for t in texts), initial=1))
-        return cls(first, queries, data.decode("ascii"), starts)
-
     def __len__(self) -> int:
         return len(self.queries)
 

@@ -771,7 +771,7 @@ class EngineHost:
         when there are none) that the store logs and the hub fans out as it is."""
         if not matches:
             return None, {}
-        texts: list[bytes] = []
+        texts: list[str] = []
         queries: list[str] = []
         last: dict[str, float] = {}
         seq = self.next_seq
@@ -780,12 +780,15 @@ class EngineHost:
         for m in matches:
             wire = to_dict(m)
             wire["seq"] = seq
-            texts.append(dumps(wire))
+            # Decoded at once: orjson's output buffer is ~1 KB however short the text,
+            # and thousands of them kept alive until the join cost page faults (a match
+            # 5-7 µs; as text, 2-3 µs with its wire dict).
+            texts.append(dumps(wire).decode())
             queries.append(m.query)
             last[m.query] = m.end
             seq += 1
         counts = {query: (n, last[query]) for query, n in Counter(queries).items()}
-        return Block.of_json(self.next_seq, queries, texts), counts
+        return Block.of(self.next_seq, queries, texts), counts
 
     def _committed(self, next_seq: int, counts: dict[str, tuple[int, float]], block: Block | None) -> None:
         self.next_seq = next_seq

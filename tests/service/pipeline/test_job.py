@@ -17,6 +17,8 @@ import pytest
 from api.spark_sink import RetryPolicy, ServiceSink, shard_of
 from service.pipeline.job import Pipeline
 from service.pipeline.options import JobError, JobOptions
+from service.pipeline.rows import PACKED_SCHEMA, ROW_SCHEMA, unpack
+from service.pipeline.sources import event_rows
 from tests.api.fake_service import fake_service
 from tests.service.pipeline.conftest import RunJob
 
@@ -56,6 +58,33 @@ def test_files_become_time_sorted_events_with_stable_ids(tmp_path: Path, run_job
     ]
     assert service.events()[2]["attrs"] == '{"payment":9.5}'
     assert (progress.batches, progress.events, progress.bad_rows) == (1, 4, 0)
+
+
+def test_files_cross_spark_packed_one_cell_a_file_and_come_back_as_rows(spark: Any, tmp_path: Path) -> None:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    source = tmp_path / "in"
+    write(source / "a.jsonl", jsonl(*({"src": 1, "type": "A", "start": i} for i in range(5))) + b"oops\n")
+    write(source / "b.jsonl", jsonl({"src": 2, "type": "B", "start": 9}))
+    options = JobOptions(source=str(source), services=["http://x"], checkpoint="-", dead_letter="-")
+    stream = event_rows(spark, options)
+    assert stream.schema == from_arrow_schema(PACKED_SCHEMA)
+    received: list[pa.Table] = []
+    query = stream.writeStream.foreachBatch(lambda df, _: received.append(df.toArrow())).trigger(
+        availableNow=True
+    )
+    query.option("checkpointLocation", str(tmp_path / "checkpoint")).start().awaitTermination(120)
+    [table] = received
+    assert table.num_rows == 2  # one packed cell per file, not one row per event
+    rows = unpack(table).sort_by([("path", "ascending"), ("index", "ascending")])
+    assert rows.schema == ROW_SCHEMA
+    assert rows.column("id").to_pylist() == [f"a.jsonl:{i}" for i in range(5)] + [None, "b.jsonl:0"]
+    assert rows.column("error").to_pylist()[5].startswith("invalid JSON")
+
+
+def test_the_local_jvm_compiles_at_the_first_tier_only(spark: Any) -> None:
+    runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    assert "-XX:TieredStopAtLevel=1" in list(runtime.getInputArguments())
 
 
 def test_bad_rows_land_in_the_dead_letter_folder_with_reasons(tmp_path: Path, run_job: RunJob) -> None:

@@ -12,7 +12,25 @@ import pytest
 
 from service.files.events import read_events
 from service.pipeline.options import JobError, parse_mapping
-from service.pipeline.rows import ROW_SCHEMA, file_name, parse_file, rows_to_batch
+from service.pipeline.rows import (
+    PACKED_SCHEMA,
+    ROW_SCHEMA,
+    file_name,
+    pack,
+    parse_batches,
+    rows_to_batch,
+    unpack,
+)
+from service.pipeline.rows import parse_file as parse_batch
+
+
+def parse_file(path: str, content: bytes, mapping: dict[str, str] | None = None) -> list[tuple]:
+    """The file's rows as tuples of ROW_SCHEMA's columns, in file order."""
+    batch = parse_batch(path, content, mapping=mapping)
+    assert batch.schema == ROW_SCHEMA
+    columns = [batch.column(k).to_pylist() for k in range(batch.num_columns)]
+    return list(zip(*columns, strict=True))
+
 
 JSONL = (
     b'{"id": "a1", "src": 1, "type": "A", "start": 1, "attrs": {"payment": 30}}\n'
@@ -31,7 +49,7 @@ def bad(rows: list[tuple]) -> list[tuple[int, str]]:
 
 
 def test_jsonl_rows_carry_replays_line_numbers_and_derived_ids() -> None:
-    rows = list(parse_file("file:/in/day%201.jsonl", JSONL))
+    rows = parse_file("file:/in/day%201.jsonl", JSONL)
     assert [(r["index"], r["id"], r["src"], r["end"], r["prob"]) for r in good(rows)] == [
         (0, "a1", "1", 1.0, 1.0),
         (2, "day 1.jsonl:2", "s2", 3.0, 0.5),
@@ -44,7 +62,7 @@ def test_a_valid_file_gives_the_events_replay_reads(tmp_path: Path) -> None:
     path = tmp_path / "e.csv"
     path.write_text(csv_text)
     replayed = read_events(path)
-    rows = good(list(parse_file(str(path), csv_text.encode())))
+    rows = good(parse_file(str(path), csv_text.encode()))
     assert [r["src"] for r in rows] == [str(e.src) for e in replayed]
     assert [r["type"] for r in rows] == [e.type for e in replayed]
     assert [orjson.loads(r["attrs"]) for r in rows] == [e.attrs for e in replayed]
@@ -65,7 +83,7 @@ def test_a_valid_file_gives_the_events_replay_reads(tmp_path: Path) -> None:
     ],
 )
 def test_a_bad_jsonl_line_is_a_dead_row_with_its_reason(line: bytes, reason: str) -> None:
-    rows = list(parse_file("x.jsonl", b'{"src": 1, "type": "A", "start": 1}\n' + line + b"\n"))
+    rows = parse_file("x.jsonl", b'{"src": 1, "type": "A", "start": 1}\n' + line + b"\n")
     assert len(good(rows)) == 1
     [(where, why)] = bad(rows)
     assert where == 2
@@ -75,7 +93,7 @@ def test_a_bad_jsonl_line_is_a_dead_row_with_its_reason(line: bytes, reason: str
 
 def test_bad_csv_rows_name_their_line_and_the_rest_goes_on() -> None:
     text = b"src,type,start\n1,A,1\n2,B\n\n3,C,x\n4,D,4\n"
-    rows = list(parse_file("x.csv", text))
+    rows = parse_file("x.csv", text)
     assert [r["id"] for r in good(rows)] == ["x.csv:0", "x.csv:3"]
     assert bad(rows) == [
         (3, "has 2 cells, the header has 3"),
@@ -84,13 +102,13 @@ def test_bad_csv_rows_name_their_line_and_the_rest_goes_on() -> None:
 
 
 def test_a_csv_without_the_required_columns_is_one_dead_row() -> None:
-    rows = list(parse_file("x.csv", b"src,kind,start\n1,A,1\n"))
+    rows = parse_file("x.csv", b"src,kind,start\n1,A,1\n")
     assert bad(rows) == [(1, "field 'type': missing column in the header; the file is skipped")]
 
 
 def test_a_mapping_turns_a_flat_csv_into_events() -> None:
     text = b"card,merchant,ts,amount,city\n42,CNMA_A,3600,25.5,Oslo\n43,BAR_C,3700,,\n"
-    rows = good(list(parse_file("p.csv", text, mapping={"src": "card", "type": "merchant", "start": "ts"})))
+    rows = good(parse_file("p.csv", text, mapping={"src": "card", "type": "merchant", "start": "ts"}))
     assert [(r["src"], r["type"], r["start"], r["attrs"]) for r in rows] == [
         ("42", "CNMA_A", 3600.0, '{"amount":25.5,"city":"Oslo"}'),
         ("43", "BAR_C", 3700.0, None),
@@ -98,10 +116,8 @@ def test_a_mapping_turns_a_flat_csv_into_events() -> None:
 
 
 def test_a_mapped_column_that_is_missing_is_a_dead_row_saying_so() -> None:
-    rows = list(
-        parse_file(
-            "p.jsonl", b'{"card": 1, "kind": "A"}\n', mapping={"src": "card", "type": "kind", "start": "ts"}
-        )
+    rows = parse_file(
+        "p.jsonl", b'{"card": 1, "kind": "A"}\n', mapping={"src": "card", "type": "kind", "start": "ts"}
     )
     assert bad(rows) == [(1, "field 'start': missing (the --map column 'ts' is empty or absent)")]
 
@@ -118,7 +134,7 @@ def test_a_mapping_reads_parquet_with_timestamps_as_seconds() -> None:
     out = io.BytesIO()
     pq.write_table(table, out)
     rows = good(
-        list(parse_file("t.parquet", out.getvalue(), mapping={"src": "card", "type": "kind", "start": "at"}))
+        parse_file("t.parquet", out.getvalue(), mapping={"src": "card", "type": "kind", "start": "at"})
     )
     assert [(r["id"], r["src"], r["start"], r["attrs"]) for r in rows] == [
         ("t.parquet:0", "1", 0.0, '{"amount":1.5}'),
@@ -127,15 +143,50 @@ def test_a_mapping_reads_parquet_with_timestamps_as_seconds() -> None:
 
 
 def test_an_unreadable_parquet_file_is_one_dead_row() -> None:
-    [(line, reason)] = bad(list(parse_file("t.parquet", b"not parquet")))
+    [(line, reason)] = bad(parse_file("t.parquet", b"not parquet"))
     assert line == 1 and "not a readable Parquet file" in reason
 
 
 def test_rows_become_one_arrow_batch_of_the_declared_schema() -> None:
-    batch = rows_to_batch(parse_file("x.jsonl", JSONL + b"oops\n"))
+    batch = parse_batch("x.jsonl", JSONL + b"oops\n")
     assert batch.schema == ROW_SCHEMA
     assert batch.num_rows == 3
     assert rows_to_batch([]).num_rows == 0
+    assert parse_batch("x.jsonl", b"").num_rows == 0
+
+
+def test_good_and_bad_rows_keep_file_order_and_match_the_row_by_row_form() -> None:
+    content = (
+        b'[1]\n{"src": 1, "type": "A", "start": 1}\n\noops\n{"src": "b", "type": "B", "start": 2, "id": 7}\n'
+    )
+    rows = parse_file("f.jsonl", content)
+    assert [(r[1], r[2], r[3], r[10] is None) for r in rows] == [
+        (0, 1, None, False),
+        (1, 2, "f.jsonl:1", True),
+        (3, 4, None, False),
+        (4, 5, "7", True),
+    ]
+    assert rows_to_batch(rows).equals(parse_batch("f.jsonl", content))
+
+
+def test_a_spark_task_packs_each_files_rows_and_the_driver_unpacks_them_in_order() -> None:
+    files = pa.record_batch(
+        [
+            pa.array(["a.jsonl", "b.jsonl"]),
+            pa.array([JSONL, b'{"src": 9, "type": "Z", "start": 5}\n'], pa.binary()),
+        ],
+        names=["path", "content"],
+    )
+    packed = list(parse_batches([files]))
+    assert [b.schema for b in packed] == [PACKED_SCHEMA, PACKED_SCHEMA]
+    assert [b.num_rows for b in packed] == [1, 1]  # one cell per file
+    table = unpack(pa.Table.from_batches(packed))
+    assert table.schema == ROW_SCHEMA
+    assert table.column("id").to_pylist() == ["a1", "a.jsonl:2", "b.jsonl:0"]
+    # A table of rows already (the rate source's) passes as it is; no files, no rows.
+    assert unpack(table) is table
+    assert unpack(PACKED_SCHEMA.empty_table()).num_rows == 0
+    assert unpack(pa.Table.from_batches([pack(rows_to_batch([]))])).num_rows == 0
 
 
 def test_file_names_come_from_paths_and_uris() -> None:

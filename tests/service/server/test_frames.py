@@ -4,6 +4,7 @@ message stays the default. (A slow subscriber of batched messages: test_subscrib
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -17,6 +18,16 @@ from tests.service.conftest import Server, StartServer
 
 def _events(batch: int, size: int) -> list[dict[str, object]]:
     return [{"src": i % 7, "type": "A", "start": float(batch * size + i)} for i in range(size)]
+
+
+def _posted(start_server: StartServer, batches: int, size: int) -> Server:
+    """A server whose one query matches every event, after ``batches`` posts of ``size``."""
+    server = start_server()
+    client = server.client()
+    client.register("all", "OR(A)")
+    for k in range(batches):
+        client.post_events("p", k, _events(k, size))
+    return server
 
 
 def _ws(server: Server, query: str) -> ClientConnection:
@@ -76,11 +87,7 @@ def test_a_bad_batch_is_refused_at_the_handshake(start_server: StartServer, valu
 
 
 def test_a_subscriber_resumes_after_the_last_whole_frame(start_server: StartServer) -> None:
-    server = start_server()
-    client = server.client()
-    client.register("all", "OR(A)")
-    for k in range(4):
-        client.post_events("p", k, _events(k, 50))
+    server = _posted(start_server, 4, 50)
     with _ws(server, "from_seq=0&batch=64") as ws:
         first = orjson.loads(ws.recv(timeout=10))
     # Gone after one frame; the client resumes after its last seq and gets the rest once.
@@ -96,3 +103,23 @@ def test_the_client_takes_objects_and_arrays_and_drops_what_it_has_seen() -> Non
     assert [m["seq"] for m in sub.accept(b'[{"seq": 2}, {"seq": 3}, {"seq": 4}]')] == [3, 4]
     assert [m["seq"] for m in sub.accept(b'{"seq": 5}')] == [5]
     assert sub.next_seq == 6
+    # A message wholly new is taken whole; one that starts below next_seq is filtered.
+    assert [m["seq"] for m in sub.accept(b'[{"seq": 6}, {"seq": 9}]')] == [6, 9]
+    assert [m["seq"] for m in sub.accept(b'[{"seq": 8}, {"seq": 9}, {"seq": 10}]')] == [10]
+    assert sub.accept(b"[]") == [] and sub.next_seq == 11
+
+
+def test_batches_give_each_messages_matches_once_in_seq_order(start_server: StartServer) -> None:
+    server = _posted(start_server, 3, 40)
+    batches = list(SyncSubscription(server.url, from_seq=10, batch=25, idle_timeout=1).batches())
+    assert all(1 <= len(b) <= 25 for b in batches) and len(batches) >= 4  # as the server framed them
+    assert [m["seq"] for b in batches for m in b] == list(range(10, 120))
+
+    async def read() -> list[list[int]]:
+        out = []
+        async for matches in Subscription(server.url, from_seq=100, batch=8, idle_timeout=1).batches():
+            out.append([m["seq"] for m in matches])
+        return out
+
+    got = asyncio.run(read())
+    assert all(1 <= len(b) <= 8 for b in got) and sum(got, []) == list(range(100, 120))
