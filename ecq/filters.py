@@ -51,6 +51,8 @@ __all__ = [
     "Bounds",
     "Constraint",
     "FilterIndex",
+    "LocalSlots",
+    "bit_numbers",
     "filter_key",
     "residual_predicate",
     "split_filter",
@@ -388,6 +390,13 @@ class FilterIndex:
         constraints: dict[str, Constraint] = {}
         for atom in atoms:
             constraints.setdefault(atom.attr, Constraint()).add(atom)
+        self.add_constraints(fid, bits, constraints, residual)
+
+    def add_constraints(
+        self, fid: int, bits: int, constraints: dict[str, Constraint], residual: PredFn | None
+    ) -> None:
+        """Add filter ``fid`` (new) with ``bits``, its atoms already merged per
+        attribute (``constraints``, not copied: they are not changed once added)."""
         self._attrs_of[fid] = constraints
         self.bits[fid] = bits
         for name, c in constraints.items():
@@ -443,6 +452,10 @@ class FilterIndex:
                 out &= ~bits
         return out
 
+    def constraints(self, fid: int) -> dict[str, Constraint]:
+        """What filter ``fid`` asks of each attribute it reads."""
+        return self._attrs_of[fid]
+
     def __len__(self) -> int:
         return len(self.bits)
 
@@ -455,6 +468,89 @@ class FilterIndex:
         for bits in self.bits.values():
             total |= bits
         assert total == self.all
+
+
+def bit_numbers(bits: int) -> list[int]:
+    """The numbers of the set bits of ``bits``, ascending. O(bits' words + set bits)."""
+    out = []
+    base = 0
+    while bits:
+        word = bits & 0xFFFFFFFFFFFFFFFF
+        while word:
+            low = word & -word
+            out.append(base + low.bit_length() - 1)
+            word ^= low
+        bits >>= 64
+        base += 64
+    return out
+
+
+class LocalSlots:
+    """The filters of several places (the positions one class fills in the sequences,
+    or a single place) as one :class:`FilterIndex` over **local numbers**: the queries
+    of each place numbered densely (ascending by query number; each place's from a
+    multiple of 64), so that a set of them is as wide as the class's own queries, not
+    as all the registered queries.
+
+    Why: over query numbers, the cumulative bitsets of a family of F thresholds are
+    F sets as wide as every query registered: at 10,000 queries a family of a hundred
+    thresholds is 120 KB, the look-up of one event reads a cold 1.2 KB set, and the
+    search grows with the number of queries though its work (a bisect, an OR) does not.
+    Over local numbers the same family is a few KB and one set a cache line or two;
+    the passing queries of a place are then put back at their query numbers
+    (``glob``), O(result). The compiled kernel's index (``ecq.kernel._filters``) is
+    made from this; the pure kernel's stays over query numbers (a Python int of any
+    width is one C operation, and putting bits back one by one is not)."""
+
+    __slots__ = ("index", "glob", "starts", "always")
+
+    def __init__(self, places: list[tuple[int, FilterIndex]]) -> None:
+        """``places``: per place, the queries without a filter there (bits) and the
+        index of its filters. O(filters' atoms + queries)."""
+        self.index = FilterIndex()
+        # Local number -> query number (-1: padding between two places).
+        self.glob: list[int] = []
+        # Place i's local numbers are starts[i] .. starts[i + 1] - 1.
+        self.starts: list[int] = []
+        self.always: list[int] = []
+        fid = 0
+        for always, index in places:
+            start = -(-len(self.glob) // 64) * 64
+            self.glob += [-1] * (start - len(self.glob))
+            local = {}
+            for g in bit_numbers(index.all):
+                local[g] = len(self.glob)
+                self.glob.append(g)
+            for f, bits in index.bits.items():
+                mine = 0
+                for g in bit_numbers(bits):
+                    mine |= 1 << local[g]
+                residual = index.residual.get(f)
+                self.index.add_constraints(fid, mine, index.constraints(f), residual[0] if residual else None)
+                fid += 1
+            self.starts.append(start)
+            self.always.append(always)
+        self.starts.append(len(self.glob))
+
+    def passing(self, event: Any) -> list[int]:
+        """Per place, the queries whose filter ``event`` passes (query numbers): what
+        each place's own index gives, through the local numbers. O(attributes · log F
+        + result) big-integer operations on sets of local numbers."""
+        passed = self.index.passing(event)
+        out = []
+        for i, always in enumerate(self.always):
+            lo, hi = self.starts[i], self.starts[i + 1]
+            for j in bit_numbers((passed >> lo) & ((1 << (hi - lo)) - 1)):
+                always |= 1 << self.glob[lo + j]
+            out.append(always)
+        return out
+
+    def _check(self) -> None:
+        self.index._check()
+        assert self.starts == sorted(self.starts) and all(s % 64 == 0 for s in self.starts[:-1])
+        for i, always in enumerate(self.always):
+            mine = [g for g in self.glob[self.starts[i] : self.starts[i + 1]] if g >= 0]
+            assert mine == sorted(set(mine)) and not any(always >> g & 1 for g in mine)
 
 
 def residual_predicate(rest: list[Expr]) -> PredFn | None:
