@@ -287,6 +287,8 @@ class AttrIndex:
         "cmp_all",
         "not_num",
         "not_str",
+        "cuts",
+        "cells",
     )
 
     def __init__(self, name: str) -> None:
@@ -305,6 +307,12 @@ class AttrIndex:
         self.cmp_all = 0  # filters with a bound (a boolean, NaN or other value fails them)
         self.not_num = 0  # filters with a bound a number fails by kind (a string bound)
         self.not_str = 0
+        # The numeric thresholds of both families, distinct and ascending, and per cell
+        # of the line they cut (2i: below cuts[i] and above cuts[i - 1]; 2i + 1: cuts[i]
+        # itself) the filters a number there fails, so a number is one bisect and one
+        # lookup however many families: the numbers' side of ``failed``.
+        self.cuts: list[Any] = []
+        self.cells: list[int] = []
 
     def build(self) -> None:
         """Sort the thresholds and make the cumulative bitsets. O(F log F + F·w)."""
@@ -328,7 +336,25 @@ class AttrIndex:
         self.not_num = has[2] | has[3]
         self.not_str = has[0] | has[1]
         self.cmp_all = self.not_num | self.not_str
+        self._cells()
         self.dirty = False
+
+    def _cells(self) -> None:
+        """The cells of the numeric thresholds (see ``__init__``): in the open cell
+        below ``u`` no threshold lies between the value and ``u``, so each family is
+        cut where ``u`` is (``bisect_left``); at ``u`` itself, as ``Bounds.at`` says.
+        O(D·w) for D distinct thresholds."""
+        lo, up = self.bounds[0], self.bounds[1]
+        self.cuts = sorted({*(lo.t if lo else ()), *(up.t if up else ())})
+        self.cells = []
+
+        def cell(i: int, j: int) -> int:
+            return self.not_num | (lo.fail[i] if lo else 0) | (up.fail[j] if up else 0)
+
+        for u in self.cuts:
+            self.cells.append(cell(bisect_left(lo.t, u) if lo else 0, bisect_left(up.t, u) if up else 0))
+            self.cells.append(cell(lo.at(u) if lo else 0, up.at(u) if up else 0))
+        self.cells.append(cell(len(lo.t) if lo else 0, len(up.t) if up else 0))
 
     def failed(self, event: Any) -> int:
         """The filters (bits) that ``event`` fails on this attribute. O(log F)."""
@@ -343,8 +369,11 @@ class AttrIndex:
         if t is int or t is float:
             if v != v:  # NaN: every comparison false, unequal to everything
                 return self.cmp_all | self.has_equal
-            out = self.not_num
-            lo, up = self.bounds[0], self.bounds[1]
+            # The cell of v: one bisect for both families of bounds.
+            cuts = self.cuts
+            i = bisect_left(cuts, v)
+            out = self.cells[2 * i + 1 if i < len(cuts) and cuts[i] == v else 2 * i]
+            lo = up = None
         elif t is str:
             out = self.not_str
             lo, up = self.bounds[2], self.bounds[3]

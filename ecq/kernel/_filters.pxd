@@ -2,23 +2,12 @@
 """The filter index in the compiled kernel: ecq.filters' index of one or several places
 (the positions a class fills in the sequences: one index for all of them; or the
 conjunctions' filters of a class), over the local numbers of ecq.filters.LocalSlots,
-its sets in one block of words and its numeric thresholds as C doubles (see
-_filters.pyx). Made once per change of the places' filters."""
+its sets in one block of words and its numeric cuts as C doubles (see _filters.pyx). Made once per change of the places' filters."""
 
 from cpython.ref cimport PyObject
 from libc.stdint cimport uint32_t, uint64_t
 
 from ecq.kernel._bitset cimport Bits
-
-
-cdef struct NumFamily:
-    # One family of numeric half-lines (ecq.filters.Bounds): n thresholds ascending
-    # (SlotIndex.t + t), whether each is inclusive (SlotIndex.inclusive + t), and the
-    # n + 1 failure sets (SlotIndex.sets + fail + i * L). n == 0: no such bound.
-    Py_ssize_t n
-    Py_ssize_t t
-    Py_ssize_t fail
-    bint lower
 
 
 cdef struct AttrC:
@@ -35,23 +24,26 @@ cdef struct AttrC:
     bint exact  # every numeric threshold is a double exactly
     Py_ssize_t has, cmp_all, not_num, not_str, has_equal, cmp_or_equal
     Py_ssize_t eq_true, eq_false, ne_true, ne_false
-    NumFamily lo, up
+    # The numeric thresholds' cuts (ecq.filters.AttrIndex.cuts: SlotIndex.t + cuts,
+    # ncuts of them) and the 2 * ncuts + 1 sets of their cells (from offset cells, L
+    # words each; -1: no numeric threshold, a number fails not_num only).
+    Py_ssize_t ncuts, cuts, cells
 
 
 cdef class StrBounds:
     # A family of string half-lines: Python's bisect on the thresholds.
     cdef list t, inclusive
-    cdef Py_ssize_t fail  # as NumFamily.fail
+    cdef Py_ssize_t fail  # offset of the first of its n + 1 cumulative failure sets
     cdef bint lower
 
 
 cdef class SlotIndex:
     # The filters of ``nplaces`` places (keys: their positions) over L words of local
     # numbers; per place its local numbers start[p] .. start[p + 1] - 1, their query
-    # numbers (glob), its queries without a filter (always) and the words of its
-    # passing sets (width).
+    # numbers (glob), its queries without a filter (always), all its queries (every)
+    # and the words of its passing sets (width).
     cdef Py_ssize_t nplaces, L, nattrs
-    cdef list keys, always, residual, refs  # residual: [(predicate, offset), ...]
+    cdef list keys, always, every, residual, refs  # residual: [(predicate, offset), ...]
     cdef Py_ssize_t *start
     cdef Py_ssize_t *width
     cdef uint32_t *glob
@@ -59,7 +51,6 @@ cdef class SlotIndex:
     cdef uint64_t *sets  # every set of local numbers, L words each
     cdef Py_ssize_t valid  # the local numbers in use
     cdef double *t
-    cdef char *inclusive
     cdef uint64_t *failed  # scratch: an event's failures, L words
 
 

@@ -6,11 +6,12 @@ all of them), its sets L words wide where L is the class's own queries / 64, not
 the registered queries'.
 
 Everything an event reads lies in a few arrays: the attributes (C structs), the numeric
-thresholds (C doubles, bisected in C) and every set (the cumulative failure sets of
-each family of thresholds, the hash tables' sets, ...) in one block of words. Per
-event: one bisect per family, an OR of L words per family, the residual predicates of
-the filters still passing, then each place's passing queries put back at their query
-numbers (O(result)) beside its queries without a filter.
+cuts (C doubles, bisected in C) and every set (per cell of the numeric cuts, the
+failures there; the string families' cumulative failure sets, the hash tables' sets,
+...) in one block of words. Per event and attribute: one bisect and an OR of L words
+(a number), plus the hash tables when the attribute has = or != atoms; then the
+residual predicates of the filters still passing, then each place's passing queries
+put back at their query numbers (O(result)) beside its queries without a filter.
 
 A numeric threshold or event value that a double cannot hold exactly (an integer
 beyond 2**53) is left to the Python index of its attribute (over the same local
@@ -62,7 +63,6 @@ cdef class SlotIndex:
         PyMem_Free(self.attrs)
         PyMem_Free(self.sets)
         PyMem_Free(self.t)
-        PyMem_Free(self.inclusive)
         PyMem_Free(self.failed)
 
 
@@ -145,13 +145,12 @@ cdef int _attr(SlotIndex x, AttrC *c, object a, _Sets sets, list numeric) except
     x.refs += [equal, unequal]
     c.equal = <PyObject *>equal if equal else NULL
     c.unequal = <PyObject *>unequal if unequal else NULL
-    num_lo, num_up, str_lo, str_up = a.bounds
-    c.exact = all(_exact_number(t) for b in (num_lo, num_up) if b is not None for t in b.t)
-    c.lo.n = c.up.n = 0
-    if c.exact:
-        for b, lower in ((num_lo, True), (num_up, False)):
-            if b is not None:
-                numeric.append((<Py_ssize_t>&c.lo if lower else <Py_ssize_t>&c.up, b))
+    str_lo, str_up = a.bounds[2], a.bounds[3]
+    c.exact = all(_exact_number(t) for t in a.cuts)
+    c.ncuts = len(a.cuts)
+    c.cells = -1
+    if c.exact and a.cuts:
+        numeric.append((<Py_ssize_t>c, a))
     c.str_lo = _str_bounds(x, str_lo, sets)
     c.str_up = _str_bounds(x, str_up, sets)
     return 0
@@ -177,13 +176,17 @@ cdef SlotIndex _made(list keys, list places):
     cdef SlotIndex x = SlotIndex.__new__(SlotIndex)
     cdef Py_ssize_t i, p, n, top, at
     cdef Bits alw
-    cdef NumFamily *f
+    cdef AttrC *c
     local = LocalSlots(places)
     x.nplaces = len(keys)
     x.keys = keys
     x.refs = []
     x.always = [bits_from_int(a) for a in local.always]
     glob = local.glob
+    x.every = [
+        bits_from_int(a | sum([1 << g for g in glob[local.starts[i] : local.starts[i + 1]] if g >= 0]))
+        for i, a in enumerate(local.always)
+    ]
     x.L = (len(glob) + 63) >> 6
     cdef _Sets sets = _Sets(x.L)
     x.start = <Py_ssize_t *>grow(NULL, (x.nplaces + 1) * sizeof(Py_ssize_t))
@@ -205,21 +208,17 @@ cdef SlotIndex _made(list keys, list places):
     cdef list numeric = []
     for i, a in enumerate(index.attrs.values()):
         _attr(x, &x.attrs[i], a, sets, numeric)
-    n = sum([len(b.t) for _, b in numeric])
+    n = sum([len(a.cuts) for _, a in numeric])
     x.t = <double *>grow(NULL, (n + 1) * sizeof(double))
-    x.inclusive = <char *>grow(NULL, (n + 1) * sizeof(char))
     at = 0
-    for address, b in numeric:
-        f = <NumFamily *><Py_ssize_t>address
-        f.n = len(b.t)
-        f.t = at
-        f.lower = b.lower
-        for i in range(f.n):
-            x.t[at + i] = <double>b.t[i]
-            x.inclusive[at + i] = 1 if b.inclusive[i] else 0
-        at += f.n
-        f.fail = sets.always(b.fail[0])
-        for bits in b.fail[1:]:
+    for address, a in numeric:
+        c = <AttrC *><Py_ssize_t>address
+        c.cuts = at
+        for i in range(c.ncuts):
+            x.t[at + i] = <double>a.cuts[i]
+        at += c.ncuts
+        c.cells = sets.always(a.cells[0])
+        for bits in a.cells[1:]:
             sets.always(bits)
     x.residual = [(pred, sets.put(bits)) for pred, bits in index.residual.values()]
     x.sets = sets.block()
@@ -298,30 +297,19 @@ cdef int _or_int(SlotIndex x, object bits) except -1:
     return 0
 
 
-cdef inline Py_ssize_t _num_at(SlotIndex x, NumFamily *b, double v) noexcept:
-    # ecq.filters.Bounds.at for a double.
-    cdef const double *t = x.t + b.t
-    cdef const char *inclusive = x.inclusive + b.t
-    cdef Py_ssize_t lo = 0, hi = b.n, mid
-    if b.lower:
-        while lo < hi:  # bisect_left
-            mid = (lo + hi) >> 1
-            if t[mid] < v:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo < b.n and t[lo] == v and inclusive[lo]:
-            lo += 1
-        return lo
-    while lo < hi:  # bisect_right
-        mid = (lo + hi) >> 1
-        if v < t[mid]:
-            hi = mid
-        else:
-            lo = mid + 1
-    if lo > 0 and t[lo - 1] == v and inclusive[lo - 1]:
-        lo -= 1
-    return lo
+cdef inline Py_ssize_t _cell(SlotIndex x, AttrC *a, double v) noexcept:
+    # The cell of number v among a's cuts (ecq.filters.AttrIndex.failed): bisect_left,
+    # without branches on the comparisons (a conditional move each step: the values
+    # of events are unpredictable, a mispredicted branch per step was most of it).
+    cdef const double *t = x.t + a.cuts
+    cdef const double *base = t
+    cdef Py_ssize_t n = a.ncuts, half, i
+    while n > 1:
+        half = n >> 1
+        base = base + half if base[half] < v else base
+        n -= half
+    i = (base - t) + (base[0] < v)
+    return 2 * i + 1 if i < a.ncuts and t[i] == v else 2 * i
 
 
 cdef int _str_fail(SlotIndex x, PyObject *p, object v) except -1:
@@ -379,11 +367,10 @@ cdef int _failed(SlotIndex x, AttrC *a, object e, object attrs) except -1:
             d = <double>i
         if not a.exact:
             return _or_int(x, (<object>a.index).failed(e))
-        _or(x, a.not_num)
-        if a.lo.n:
-            _or(x, a.lo.fail + _num_at(x, &a.lo, d) * x.L)
-        if a.up.n:
-            _or(x, a.up.fail + _num_at(x, &a.up, d) * x.L)
+        if a.cells < 0:
+            _or(x, a.not_num)
+        else:
+            _or(x, a.cells + _cell(x, a, d) * x.L)
     elif PyUnicode_CheckExact(v):
         _or(x, a.not_str)
         _str_fail(x, a.str_lo, v)
@@ -425,31 +412,48 @@ cdef int _fail(SlotIndex x, object e) except -1:
     return 0
 
 
+cdef inline Py_ssize_t _ones(uint64_t w) noexcept:
+    # The number of set bits of w (SWAR: no instruction the build may not have).
+    w = w - ((w >> 1) & 0x5555555555555555ULL)
+    w = (w & 0x3333333333333333ULL) + ((w >> 2) & 0x3333333333333333ULL)
+    w = (w + (w >> 4)) & 0x0F0F0F0F0F0F0F0FULL
+    return <Py_ssize_t>((w * 0x0101010101010101ULL) >> 56)
+
+
 cdef Bits _place(SlotIndex x, Py_ssize_t p):
-    # The queries of place p whose filter passed (x.failed made): its queries without a
-    # filter, and the passing local numbers put back at their query numbers.
-    cdef Py_ssize_t lo = x.start[p], hi = x.start[p + 1], n = x.width[p], i, j
-    cdef Bits alw = <Bits>x.always[p]
-    cdef Bits b
-    cdef uint64_t word
+    # The queries of place p whose filter passed (x.failed made), as query numbers:
+    # when fewer of its filtered queries pass than fail, its queries without a filter
+    # with the passing ones put back at their numbers; else all its queries with the
+    # failing ones taken out. O(words + min(passing, failing)).
+    cdef Py_ssize_t lo = x.start[p] >> 6, hi = (x.start[p + 1] + 63) >> 6, n = x.width[p], i, j
+    cdef Py_ssize_t passing = 0, failing = 0
+    cdef Bits b, base
+    cdef uint64_t word, flip
     cdef uint32_t g
-    cdef const uint64_t *valid
+    cdef const uint64_t *valid = x.sets + x.valid
     if lo == hi:
-        return alw
+        return <Bits>x.always[p]
+    for i in range(lo, hi):
+        passing += _ones(valid[i] & ~x.failed[i])
+        failing += _ones(valid[i] & x.failed[i])
+    if passing <= failing:
+        base = <Bits>x.always[p]
+        flip = 0  # the passing ones are set
+    else:
+        base = <Bits>x.every[p]
+        flip = ~(<uint64_t>0)  # the failing ones are cleared
     b = Bits.__new__(Bits)
     b.w = <uint64_t *>PyMem_Malloc(n * sizeof(uint64_t))
     if b.w == NULL:
         raise MemoryError()
-    memset(b.w, 0, n * sizeof(uint64_t))
-    if alw.n:
-        memcpy(b.w, alw.w, alw.n * sizeof(uint64_t))
-    valid = x.sets + x.valid
-    for i in range(lo >> 6, (hi + 63) >> 6):
-        word = valid[i] & ~x.failed[i]
+    memset(b.w + base.n, 0, (n - base.n) * sizeof(uint64_t))
+    memcpy(b.w, base.w, base.n * sizeof(uint64_t))
+    for i in range(lo, hi):
+        word = valid[i] & (~x.failed[i] ^ flip)
         while word:
             j = (i << 6) + ctz64(word)
             g = x.glob[j]
-            b.w[g >> 6] |= (<uint64_t>1) << (g & 63)
+            b.w[g >> 6] ^= (<uint64_t>1) << (g & 63)
             word &= word - 1
     while n > 0 and b.w[n - 1] == 0:
         n -= 1
