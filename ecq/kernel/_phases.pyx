@@ -119,10 +119,12 @@ cdef dict extend(State s, Net n, Ecq q, SrcSummary summary, double e_end, dict p
             either = m
             filtered = None
         else:
+            # The passing queries of position k are among its queries (final | more):
+            # each has a filter there, or is one of those without one.
             either = <Bits?>q.either.get(key)
             if either is None:
                 continue
-            m = bits_and(<Bits>got, either)
+            m = <Bits>got
             filtered = m
         if m.n == 0:
             continue
