@@ -130,6 +130,8 @@ cdef dict extend(State s, Net n, Ecq q, SrcSummary summary, double e_end, dict p
             continue
         builder_reset(raw)
         if k == 1:
+            if filtered is not None:
+                _prefetch_pairs(n, q, starts, either)
             i = 0
             while i < starts.n:  # one row per class
                 t = starts.r[i].t
@@ -160,6 +162,23 @@ cdef dict extend(State s, Net n, Ecq q, SrcSummary summary, double e_end, dict p
                 else:
                     out[key] = raw.finish()  # later positions' groups are disjoint already
     return out
+
+
+cdef int _prefetch_pairs(Net n, Ecq q, Rows starts, Bits either) except -1:
+    # The words of the source's rows that the pair queries will be looked up in, asked
+    # for at once: with filters, each row is an instance's own set of passing queries
+    # (as wide as every query, cold), not a set shared by the class's instances, and
+    # looking the few queries up one row after the other waited for each miss in turn.
+    cdef Py_ssize_t i, j, count
+    cdef const uint32_t *pair
+    cdef Bits row
+    for i in range(starts.n):
+        row = <Bits>starts.r[i].b
+        pair = pair_ids(n, q, starts.r[i].tag, either, &count)
+        for j in range(count):
+            if (pair[j] >> 6) < <uint32_t>row.n:
+                prefetch_lines(<const void *>(row.w + (pair[j] >> 6)), 1)
+    return 0
 
 
 cdef inline bint _none(object bits):
