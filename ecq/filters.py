@@ -10,7 +10,9 @@ bitsets: a filter is split into **atoms** on one attribute compared with a const
   with a **cumulative bitset** per position: the filters whose lower bounds a value
   passes are a prefix of the lower bounds sorted ascending, those whose upper bounds it
   passes a suffix, so each is one bisect and one lookup (a bound pair is two
-  half-lines, both of which must hold);
+  half-lines, both of which must hold); for numbers, the thresholds of both families
+  together cut the line into **cells** (between two thresholds, or at one), each with
+  the filters a number there fails, so a number is one bisect and one lookup for both;
 - **hash tables** for ``=`` (and ``IN`` lists) and ``!=`` on numbers, strings and
   booleans (``true`` is not ``1``: docs/semantics.md §7).
 
@@ -28,7 +30,9 @@ other pair is unequal (``!=`` true, everything else false); booleans are equal o
 unequal only to booleans; NaN equals nothing and compares false.
 
 Bits here are *filter* bits: the caller (:class:`ecq.ecq.SlotFilter`) gives each filter
-a bitset (its queries' bits) and reads the union of the passing filters' bitsets.
+a bitset (its queries' bits) and reads the union of the passing filters' bitsets. The
+compiled kernel indexes the same filters over local numbers (:class:`LocalSlots`), so
+that its sets are as wide as one class's queries rather than all of them.
 Registering is O(atoms); the sorted arrays and cumulative bitsets of an attribute are
 rebuilt, once, the first time an event reads them after a change (O(F log F + F·w)
 for F filters on the attribute, w words per bitset), so a burst of registrations costs
@@ -52,7 +56,6 @@ __all__ = [
     "Constraint",
     "FilterIndex",
     "LocalSlots",
-    "bit_numbers",
     "filter_key",
     "residual_predicate",
     "split_filter",
@@ -499,7 +502,7 @@ class FilterIndex:
         assert total == self.all
 
 
-def bit_numbers(bits: int) -> list[int]:
+def _bit_numbers(bits: int) -> list[int]:
     """The numbers of the set bits of ``bits``, ascending. O(bits' words + set bits)."""
     out = []
     base = 0
@@ -547,12 +550,12 @@ class LocalSlots:
             start = -(-len(self.glob) // 64) * 64
             self.glob += [-1] * (start - len(self.glob))
             local = {}
-            for g in bit_numbers(index.all):
+            for g in _bit_numbers(index.all):
                 local[g] = len(self.glob)
                 self.glob.append(g)
             for f, bits in index.bits.items():
                 mine = 0
-                for g in bit_numbers(bits):
+                for g in _bit_numbers(bits):
                     mine |= 1 << local[g]
                 residual = index.residual.get(f)
                 self.index.add_constraints(fid, mine, index.constraints(f), residual[0] if residual else None)
@@ -569,7 +572,7 @@ class LocalSlots:
         out = []
         for i, always in enumerate(self.always):
             lo, hi = self.starts[i], self.starts[i + 1]
-            for j in bit_numbers((passed >> lo) & ((1 << (hi - lo)) - 1)):
+            for j in _bit_numbers((passed >> lo) & ((1 << (hi - lo)) - 1)):
                 always |= 1 << self.glob[lo + j]
             out.append(always)
         return out
