@@ -23,7 +23,6 @@ from ecq.kernel._bitset cimport (
     Bits,
     WindowMasks,
     Words,
-    and_ids,
     bits_and,
     bits_empty,
     bits_has,
@@ -53,9 +52,7 @@ from ecq.kernel._pmb cimport (
     Groups,
     NativePMB,
     add_ids_in,
-    builder_close,
     builder_reset,
-    builder_used,
     keep_of,
     resolve,
 )
