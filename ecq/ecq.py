@@ -106,8 +106,9 @@ class SlotFilter:
         self.groups: dict[tuple[object, ...], list[int]] = {}
         self.index = FilterIndex()
         self._next = 0
-        # The compiled kernel's form of the index, made on first use (ecq.kernel._filters
-        # slot_bits); None after any change.
+        # The compiled kernel's form of the index, made on first use (ecq.kernel._filters:
+        # of this slot alone, or shared by every sequence position of the class); None
+        # after any change.
         self.native: object = None
 
     def add(

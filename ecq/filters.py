@@ -10,7 +10,9 @@ bitsets: a filter is split into **atoms** on one attribute compared with a const
   with a **cumulative bitset** per position: the filters whose lower bounds a value
   passes are a prefix of the lower bounds sorted ascending, those whose upper bounds it
   passes a suffix, so each is one bisect and one lookup (a bound pair is two
-  half-lines, both of which must hold);
+  half-lines, both of which must hold); for numbers, the thresholds of both families
+  together cut the line into **cells** (between two thresholds, or at one), each with
+  the filters a number there fails, so a number is one bisect and one lookup for both;
 - **hash tables** for ``=`` (and ``IN`` lists) and ``!=`` on numbers, strings and
   booleans (``true`` is not ``1``: docs/semantics.md §7).
 
@@ -28,7 +30,9 @@ other pair is unequal (``!=`` true, everything else false); booleans are equal o
 unequal only to booleans; NaN equals nothing and compares false.
 
 Bits here are *filter* bits: the caller (:class:`ecq.ecq.SlotFilter`) gives each filter
-a bitset (its queries' bits) and reads the union of the passing filters' bitsets.
+a bitset (its queries' bits) and reads the union of the passing filters' bitsets. The
+compiled kernel indexes the same filters over local numbers (:class:`LocalSlots`), so
+that its sets are as wide as one class's queries rather than all of them.
 Registering is O(atoms); the sorted arrays and cumulative bitsets of an attribute are
 rebuilt, once, the first time an event reads them after a change (O(F log F + F·w)
 for F filters on the attribute, w words per bitset), so a burst of registrations costs
@@ -51,6 +55,7 @@ __all__ = [
     "Bounds",
     "Constraint",
     "FilterIndex",
+    "LocalSlots",
     "filter_key",
     "residual_predicate",
     "split_filter",
@@ -285,6 +290,8 @@ class AttrIndex:
         "cmp_all",
         "not_num",
         "not_str",
+        "cuts",
+        "cells",
     )
 
     def __init__(self, name: str) -> None:
@@ -303,6 +310,12 @@ class AttrIndex:
         self.cmp_all = 0  # filters with a bound (a boolean, NaN or other value fails them)
         self.not_num = 0  # filters with a bound a number fails by kind (a string bound)
         self.not_str = 0
+        # The numeric thresholds of both families, distinct and ascending, and per cell
+        # of the line they cut (2i: below cuts[i] and above cuts[i - 1]; 2i + 1: cuts[i]
+        # itself) the filters a number there fails, so a number is one bisect and one
+        # lookup however many families: the numbers' side of ``failed``.
+        self.cuts: list[Any] = []
+        self.cells: list[int] = []
 
     def build(self) -> None:
         """Sort the thresholds and make the cumulative bitsets. O(F log F + F·w)."""
@@ -326,7 +339,25 @@ class AttrIndex:
         self.not_num = has[2] | has[3]
         self.not_str = has[0] | has[1]
         self.cmp_all = self.not_num | self.not_str
+        self._cells()
         self.dirty = False
+
+    def _cells(self) -> None:
+        """The cells of the numeric thresholds (see ``__init__``): in the open cell
+        below ``u`` no threshold lies between the value and ``u``, so each family is
+        cut where ``u`` is (``bisect_left``); at ``u`` itself, as ``Bounds.at`` says.
+        O(D·w) for D distinct thresholds."""
+        lo, up = self.bounds[0], self.bounds[1]
+        self.cuts = sorted({*(lo.t if lo else ()), *(up.t if up else ())})
+        self.cells = []
+
+        def cell(i: int, j: int) -> int:
+            return self.not_num | (lo.fail[i] if lo else 0) | (up.fail[j] if up else 0)
+
+        for u in self.cuts:
+            self.cells.append(cell(bisect_left(lo.t, u) if lo else 0, bisect_left(up.t, u) if up else 0))
+            self.cells.append(cell(lo.at(u) if lo else 0, up.at(u) if up else 0))
+        self.cells.append(cell(len(lo.t) if lo else 0, len(up.t) if up else 0))
 
     def failed(self, event: Any) -> int:
         """The filters (bits) that ``event`` fails on this attribute. O(log F)."""
@@ -341,8 +372,11 @@ class AttrIndex:
         if t is int or t is float:
             if v != v:  # NaN: every comparison false, unequal to everything
                 return self.cmp_all | self.has_equal
-            out = self.not_num
-            lo, up = self.bounds[0], self.bounds[1]
+            # The cell of v: one bisect for both families of bounds.
+            cuts = self.cuts
+            i = bisect_left(cuts, v)
+            out = self.cells[2 * i + 1 if i < len(cuts) and cuts[i] == v else 2 * i]
+            lo = up = None
         elif t is str:
             out = self.not_str
             lo, up = self.bounds[2], self.bounds[3]
@@ -388,6 +422,13 @@ class FilterIndex:
         constraints: dict[str, Constraint] = {}
         for atom in atoms:
             constraints.setdefault(atom.attr, Constraint()).add(atom)
+        self.add_constraints(fid, bits, constraints, residual)
+
+    def add_constraints(
+        self, fid: int, bits: int, constraints: dict[str, Constraint], residual: PredFn | None
+    ) -> None:
+        """Add filter ``fid`` (new) with ``bits``, its atoms already merged per
+        attribute (``constraints``, not copied: they are not changed once added)."""
         self._attrs_of[fid] = constraints
         self.bits[fid] = bits
         for name, c in constraints.items():
@@ -443,6 +484,10 @@ class FilterIndex:
                 out &= ~bits
         return out
 
+    def constraints(self, fid: int) -> dict[str, Constraint]:
+        """What filter ``fid`` asks of each attribute it reads."""
+        return self._attrs_of[fid]
+
     def __len__(self) -> int:
         return len(self.bits)
 
@@ -455,6 +500,89 @@ class FilterIndex:
         for bits in self.bits.values():
             total |= bits
         assert total == self.all
+
+
+def _bit_numbers(bits: int) -> list[int]:
+    """The numbers of the set bits of ``bits``, ascending. O(bits' words + set bits)."""
+    out = []
+    base = 0
+    while bits:
+        word = bits & 0xFFFFFFFFFFFFFFFF
+        while word:
+            low = word & -word
+            out.append(base + low.bit_length() - 1)
+            word ^= low
+        bits >>= 64
+        base += 64
+    return out
+
+
+class LocalSlots:
+    """The filters of several places (the positions one class fills in the sequences,
+    or a single place) as one :class:`FilterIndex` over **local numbers**: the queries
+    of each place numbered densely (ascending by query number; each place's from a
+    multiple of 64), so that a set of them is as wide as the class's own queries, not
+    as all the registered queries.
+
+    Why: over query numbers, the cumulative bitsets of a family of F thresholds are
+    F sets as wide as every query registered: at 10,000 queries a family of a hundred
+    thresholds is 120 KB, the look-up of one event reads a cold 1.2 KB set, and the
+    search grows with the number of queries though its work (a bisect, an OR) does not.
+    Over local numbers the same family is a few KB and one set a cache line or two;
+    the passing queries of a place are then put back at their query numbers
+    (``glob``), O(result). The compiled kernel's index (``ecq.kernel._filters``) is
+    made from this; the pure kernel's stays over query numbers (a Python int of any
+    width is one C operation, and putting bits back one by one is not)."""
+
+    __slots__ = ("index", "glob", "starts", "always")
+
+    def __init__(self, places: list[tuple[int, FilterIndex]]) -> None:
+        """``places``: per place, the queries without a filter there (bits) and the
+        index of its filters. O(filters' atoms + queries)."""
+        self.index = FilterIndex()
+        # Local number -> query number (-1: padding between two places).
+        self.glob: list[int] = []
+        # Place i's local numbers are starts[i] .. starts[i + 1] - 1.
+        self.starts: list[int] = []
+        self.always: list[int] = []
+        fid = 0
+        for always, index in places:
+            start = -(-len(self.glob) // 64) * 64
+            self.glob += [-1] * (start - len(self.glob))
+            local = {}
+            for g in _bit_numbers(index.all):
+                local[g] = len(self.glob)
+                self.glob.append(g)
+            for f, bits in index.bits.items():
+                mine = 0
+                for g in _bit_numbers(bits):
+                    mine |= 1 << local[g]
+                residual = index.residual.get(f)
+                self.index.add_constraints(fid, mine, index.constraints(f), residual[0] if residual else None)
+                fid += 1
+            self.starts.append(start)
+            self.always.append(always)
+        self.starts.append(len(self.glob))
+
+    def passing(self, event: Any) -> list[int]:
+        """Per place, the queries whose filter ``event`` passes (query numbers): what
+        each place's own index gives, through the local numbers. O(attributes · log F
+        + result) big-integer operations on sets of local numbers."""
+        passed = self.index.passing(event)
+        out = []
+        for i, always in enumerate(self.always):
+            lo, hi = self.starts[i], self.starts[i + 1]
+            for j in _bit_numbers((passed >> lo) & ((1 << (hi - lo)) - 1)):
+                always |= 1 << self.glob[lo + j]
+            out.append(always)
+        return out
+
+    def _check(self) -> None:
+        self.index._check()
+        assert self.starts == sorted(self.starts) and all(s % 64 == 0 for s in self.starts[:-1])
+        for i, always in enumerate(self.always):
+            mine = [g for g in self.glob[self.starts[i] : self.starts[i + 1]] if g >= 0]
+            assert mine == sorted(set(mine)) and not any(always >> g & 1 for g in mine)
 
 
 def residual_predicate(rest: list[Expr]) -> PredFn | None:

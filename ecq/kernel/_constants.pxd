@@ -82,7 +82,7 @@ cdef class Ecq:
     cdef dict final, more  # {position: Bits}
     cdef dict static  # the filter-free positions' sets {position: Bits}, or None
     cdef dict either  # {position: final | more}
-    cdef list filters  # [(position, _filters.SlotIndex), ...]
+    cdef object filters  # the _filters.SlotIndex of its positions (None: static)
     cdef Bits init  # static[0] & more[0]: the initial entries of an unfiltered instance
     cdef Bits more0  # more[0], or the empty set
     cdef bint plain  # every use of the class is a plain sequence (or a one-event filter)

@@ -20,7 +20,7 @@ from ecq.kernel._bitset cimport (
     bits_or,
     grow,
 )
-from ecq.kernel._filters cimport SlotIndex, slot_index, slot_passing
+from ecq.kernel._filters cimport SlotIndex, class_index, slots_passing
 from ecq.kernel._summary cimport NO_BUCKET
 
 import ecq.skeleton as _skeleton
@@ -191,14 +191,14 @@ cdef Ecq _ecq_of(ecq):
         q.either[k] = bits_or(q.final.get(k, q.more0), q.more.get(k, q.more0))
     q.more0 = q.more.get(0, q.more0)
     static = ecq.static_pass
-    q.filters = []
+    q.filters = None
     if static is not None:
         q.static = _bits_by_position(static)
         if 0 in q.static:
             q.init = bits_and(<Bits>q.static[0], q.more0)
     else:
         q.static = None
-        q.filters = [(k, slot_index(slot)) for k, slot in ecq.seq_filters.items()]
+        q.filters = class_index(ecq.seq_filters)
     q.plain = not ecq.general_final and not ecq.disj and not ecq.cnj_final
     q.general_uses = bool(ecq.general_uses)
     siq = ecq.siq
@@ -212,14 +212,11 @@ cdef Ecq _ecq_of(ecq):
 
 cdef dict passing(Ecq q, object e):
     # The queries at each position whose filter ``e`` passes (SlotFilter.passing, from
-    # the slot's filter index in the kernel's form), as Bits; the static sets when no
-    # position has a filter.
+    # the class's filter index in the kernel's form: one for all its positions), as
+    # Bits; the static sets when no position has a filter.
     if q.static is not None:
         return q.static
-    cdef dict out = {}
-    for k, x in q.filters:
-        out[k] = slot_passing(<SlotIndex>x, e)
-    return out
+    return slots_passing(<SlotIndex>q.filters, e)
 
 
 cdef class Net:

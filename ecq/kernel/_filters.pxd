@@ -1,47 +1,60 @@
 # cython: language_level=3
-"""The filter index in the compiled kernel: ecq.filters' index of one place (a class's
-position in the sequences) with its bitsets as the kernel's Bits and its numeric
-thresholds as C doubles, made once per generation of queries (see _filters.pyx)."""
+"""The filter index in the compiled kernel: ecq.filters' index of one or several places
+(the positions a class fills in the sequences: one index for all of them; or the
+conjunctions' filters of a class), over the local numbers of ecq.filters.LocalSlots,
+its sets in one block of words and its numeric cuts as C doubles (see _filters.pyx). Made once per change of the places' filters."""
 
-from ecq.kernel._bitset cimport Bits, Words
+from cpython.ref cimport PyObject
+from libc.stdint cimport uint32_t, uint64_t
+
+from ecq.kernel._bitset cimport Bits
 
 
-cdef class NumBounds:
-    # One family of numeric half-lines (ecq.filters.Bounds): n thresholds ascending,
-    # whether each is inclusive, and the n + 1 failure sets.
-    cdef double *t
-    cdef char *inclusive
-    cdef Py_ssize_t n
-    cdef bint lower
-    cdef list fail  # Bits
+cdef struct AttrC:
+    # The atoms of every filter on one attribute (ecq.filters.AttrIndex). Sets are
+    # offsets into SlotIndex.sets (-1: the empty set); the objects are owned by
+    # SlotIndex.refs.
+    PyObject *name
+    PyObject *index  # the AttrIndex: asked for what doubles cannot say exactly
+    PyObject *equal  # value key -> offset of the filters that must equal it, or NULL
+    PyObject *unequal  # value key -> offset of those that must not, or NULL
+    PyObject *str_lo  # StrBounds, or NULL
+    PyObject *str_up
+    bint fallback  # an event field of that name is read when the attribute is absent
+    bint exact  # every numeric threshold is a double exactly
+    Py_ssize_t has, cmp_all, not_num, not_str, has_equal, cmp_or_equal
+    Py_ssize_t eq_true, eq_false, ne_true, ne_false
+    # The numeric thresholds' cuts (ecq.filters.AttrIndex.cuts: SlotIndex.t + cuts,
+    # ncuts of them) and the 2 * ncuts + 1 sets of their cells (from offset cells, L
+    # words each; -1: no numeric threshold, a number fails not_num only).
+    Py_ssize_t ncuts, cuts, cells
 
 
 cdef class StrBounds:
-    # The same for strings: Python's bisect on the thresholds, the failure sets as Bits.
-    cdef list t, inclusive, fail
+    # A family of string half-lines: Python's bisect on the thresholds.
+    cdef list t, inclusive
+    cdef Py_ssize_t fail  # offset of the first of its n + 1 cumulative failure sets
     cdef bint lower
 
 
-cdef class NativeAttr:
-    cdef object name  # the attribute
-    cdef object index  # its ecq.filters.AttrIndex: asked for what doubles cannot say exactly
-    cdef bint fallback  # an event field of that name is read when the attribute is absent
-    cdef bint exact  # every numeric threshold is a double exactly
-    cdef Bits has, cmp_all, not_num, not_str, has_equal, cmp_or_equal
-    cdef NumBounds num_lo, num_up
-    cdef StrBounds str_lo, str_up
-    cdef dict equal, unequal  # number or string -> Bits
-    cdef Bits equal_true, equal_false, unequal_true, unequal_false
-
-
 cdef class SlotIndex:
-    # One SlotFilter: its unfiltered queries and filters (``all``), the attributes, the
-    # residual predicates with their queries, and a scratch set for the failures.
-    cdef Bits all
-    cdef list attrs  # NativeAttr
-    cdef list residual  # [(predicate, Bits), ...]
-    cdef Words failed, out  # scratch: the failures, the passing set being made
+    # The filters of ``nplaces`` places (keys: their positions) over L words of local
+    # numbers; per place its local numbers start[p] .. start[p + 1] - 1, their query
+    # numbers (glob), its queries without a filter (always), all its queries (every)
+    # and the words of its passing sets (width).
+    cdef Py_ssize_t nplaces, L, nattrs
+    cdef list keys, always, every, residual, refs  # residual: [(predicate, offset), ...]
+    cdef Py_ssize_t *start
+    cdef Py_ssize_t *width
+    cdef uint32_t *glob
+    cdef AttrC *attrs
+    cdef uint64_t *sets  # every set of local numbers, L words each
+    cdef Py_ssize_t valid  # the local numbers in use
+    cdef double *t
+    cdef uint64_t *failed  # scratch: an event's failures, L words
 
 
 cdef SlotIndex slot_index(object slot)
 cdef Bits slot_passing(SlotIndex x, object e)
+cdef SlotIndex class_index(dict slots)
+cdef dict slots_passing(SlotIndex x, object e)

@@ -1,35 +1,35 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """The filter index in the compiled kernel (ecq/filters.py has the algorithm and the
-semantics): per attribute, numeric thresholds as C doubles bisected in C, string
-thresholds through Python's bisect, hash tables of the kernel's Bits; the failures of
-an event gathered in a scratch set of words, the passing set made once. Nothing is
-converted per event.
+semantics), over the local numbers of ecq.filters.LocalSlots: one index for all the
+positions a class fills in the sequences (one event's values are looked up once for
+all of them), its sets L words wide where L is the class's own queries / 64, not all
+the registered queries'.
+
+Everything an event reads lies in a few arrays: the attributes (C structs), the numeric
+cuts (C doubles, bisected in C) and every set (per cell of the numeric cuts, the
+failures there; the string families' cumulative failure sets, the hash tables' sets,
+...) in one block of words. Per event and attribute: one bisect and an OR of L words
+(a number), plus the hash tables when the attribute has = or != atoms; then the
+residual predicates of the filters still passing, then each place's passing queries
+put back at their query numbers (O(result)) beside its queries without a filter.
 
 A numeric threshold or event value that a double cannot hold exactly (an integer
-beyond 2**53) is left to the Python index of its attribute, whose answer is converted:
-such values do not occur in practice, and the result stays exact when they do."""
+beyond 2**53) is left to the Python index of its attribute (over the same local
+numbers), whose answer is converted: such values do not occur in practice, and the
+result stays exact when they do."""
 
 from cpython.dict cimport PyDict_GetItem
-from cpython.list cimport PyList_GET_ITEM
-from cpython.mem cimport PyMem_Free
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.ref cimport PyObject
-from libc.stdint cimport uint64_t
+from libc.stdint cimport uint32_t, uint64_t
+from libc.string cimport memcpy, memset
 
-from ecq.kernel._bitset cimport (
-    Bits,
-    Words,
-    bits_from_int,
-    bits_from_words,
-    bits_meet,
-    bits_to_int,
-    grow,
-    words_clear,
-    words_free,
-    words_room,
-)
+from ecq.kernel._bitset cimport Bits, bits_from_int, bits_to_int, ctz64, grow
 from ecq.kernel._events cimport ev, ev_get
 
 from bisect import bisect_left as _py_bisect_left, bisect_right as _py_bisect_right
+
+from ecq.filters import LocalSlots
 
 __all__ = ["SlotIndex", "slot_bits"]
 
@@ -39,6 +39,7 @@ cdef extern from "Python.h":
     bint PyLong_CheckExact(object o)
     bint PyUnicode_CheckExact(object o)
     long long PyLong_AsLongLongAndOverflow(object o, int *overflow) except? -1
+    Py_ssize_t PyLong_AsSsize_t(object o) except? -1
 
 cdef object _bisect_left = _py_bisect_left
 cdef object _bisect_right = _py_bisect_right
@@ -48,26 +49,56 @@ cdef object _BOOL_TRUE = ("bool", True)
 cdef object _BOOL_FALSE = ("bool", False)
 
 
-cdef class NumBounds:
-    def __dealloc__(self):
-        PyMem_Free(self.t)
-        PyMem_Free(self.inclusive)
-
-
 cdef class StrBounds:
     pass
 
 
-cdef class NativeAttr:
-    pass
-
-
 cdef class SlotIndex:
-    """One SlotFilter's index in the kernel's form (see _filters.pxd)."""
+    """The compiled index of one or several places (see _filters.pxd)."""
 
     def __dealloc__(self):
-        words_free(&self.failed)
-        words_free(&self.out)
+        PyMem_Free(self.start)
+        PyMem_Free(self.width)
+        PyMem_Free(self.glob)
+        PyMem_Free(self.attrs)
+        PyMem_Free(self.sets)
+        PyMem_Free(self.t)
+        PyMem_Free(self.failed)
+
+
+# ------------------------------------------------------------------- making
+
+
+cdef class _Sets:
+    # The sets of an index being made (Python ints of local numbers), each given its
+    # offset in the block of words it becomes.
+    cdef list made
+    cdef Py_ssize_t L
+
+    def __cinit__(self, Py_ssize_t L):
+        self.made = []
+        self.L = L
+
+    cdef Py_ssize_t put(self, object bits) except -2:
+        # The offset of ``bits`` (-1: the empty set, stored nowhere).
+        if not bits:
+            return -1
+        return self.always(bits)
+
+    cdef Py_ssize_t always(self, object bits) except -2:
+        # As put, the empty set stored too (a family's failure sets are indexed).
+        self.made.append(bits)
+        return (len(self.made) - 1) * self.L
+
+    cdef uint64_t *block(self) except NULL:
+        cdef uint64_t *w = <uint64_t *>grow(NULL, len(self.made) * self.L * sizeof(uint64_t))
+        cdef Py_ssize_t i
+        cdef Bits b
+        memset(w, 0, len(self.made) * self.L * sizeof(uint64_t))
+        for i in range(len(self.made)):
+            b = bits_from_int(self.made[i])
+            memcpy(w + i * self.L, b.w, b.n * sizeof(uint64_t))
+        return w
 
 
 cdef inline bint _exact_number(object t):
@@ -79,238 +110,375 @@ cdef inline bint _exact_number(object t):
     return not overflow and -_EXACT <= i <= _EXACT
 
 
-cdef NumBounds _num_bounds(object b):
-    # ecq.filters.Bounds of numbers, its thresholds as doubles.
-    cdef NumBounds x = NumBounds.__new__(NumBounds)
-    cdef Py_ssize_t i, n = len(b.t)
-    x.n = n
-    x.lower = b.lower
-    x.t = <double *>grow(NULL, n * sizeof(double))
-    x.inclusive = <char *>grow(NULL, n * sizeof(char))
-    for i in range(n):
-        x.t[i] = <double>b.t[i]
-        x.inclusive[i] = 1 if b.inclusive[i] else 0
-    x.fail = [bits_from_int(f) for f in b.fail]
-    return x
-
-
-cdef StrBounds _str_bounds(object b):
-    cdef StrBounds x = StrBounds.__new__(StrBounds)
-    x.t = list(b.t)
-    x.inclusive = list(b.inclusive)
-    x.lower = b.lower
-    x.fail = [bits_from_int(f) for f in b.fail]
-    return x
-
-
-cdef NativeAttr _attr(object a):
-    # An ecq.filters.AttrIndex (built) in the kernel's form.
-    cdef NativeAttr x = NativeAttr.__new__(NativeAttr)
-    if a.dirty:
-        a.build()
-    x.name = a.name
-    x.index = a
-    x.fallback = a.fallback
-    x.has = bits_from_int(a.has)
-    x.cmp_all = bits_from_int(a.cmp_all)
-    x.not_num = bits_from_int(a.not_num)
-    x.not_str = bits_from_int(a.not_str)
-    x.has_equal = bits_from_int(a.has_equal)
-    x.cmp_or_equal = bits_from_int(a.cmp_all | a.has_equal)
-    x.exact = True
-    num_lo, num_up, str_lo, str_up = a.bounds
-    for b in (num_lo, num_up):
-        if b is not None and not all(_exact_number(t) for t in b.t):
-            x.exact = False
-    x.num_lo = _num_bounds(num_lo) if num_lo is not None and x.exact else None
-    x.num_up = _num_bounds(num_up) if num_up is not None and x.exact else None
-    x.str_lo = _str_bounds(str_lo) if str_lo is not None else None
-    x.str_up = _str_bounds(str_up) if str_up is not None else None
-    x.equal, x.equal_true, x.equal_false = _by_key(a.equal)
-    x.unequal, x.unequal_true, x.unequal_false = _by_key(a.unequal)
-    return x
-
-
-cdef tuple _by_key(dict table):
-    """A Python hash table of =/!= keys as Bits: (the other keys, true's, false's), the
-    booleans apart so that a test of a boolean value reads a field, not the table."""
+cdef dict _table(dict table, _Sets sets, Py_ssize_t *true_at, Py_ssize_t *false_at):
+    """A hash table of =/!= keys as offsets, the booleans apart (``true_at``,
+    ``false_at``) so that a test of a boolean value reads a field, not the table."""
     cdef dict rest = {}
-    true_bits = false_bits = None
+    true_at[0] = false_at[0] = -1
     for key, bits in table.items():
         if key == _BOOL_TRUE:
-            true_bits = bits_from_int(bits)
+            true_at[0] = sets.put(bits)
         elif key == _BOOL_FALSE:
-            false_bits = bits_from_int(bits)
+            false_at[0] = sets.put(bits)
         else:
-            rest[key] = bits_from_int(bits)
-    return rest, true_bits, false_bits
+            rest[key] = sets.put(bits)
+    return rest
+
+
+cdef int _attr(SlotIndex x, AttrC *c, object a, _Sets sets, list numeric) except -1:
+    # c: the AttrIndex ``a`` (over local numbers) in the kernel's form; its numeric
+    # families are noted in ``numeric`` (thresholds written once all are known).
+    if a.dirty:
+        a.build()
+    x.refs += [a.name, a]
+    c.name = <PyObject *>a.name
+    c.index = <PyObject *>a
+    c.fallback = a.fallback
+    c.has = sets.put(a.has)
+    c.cmp_all = sets.put(a.cmp_all)
+    c.not_num = sets.put(a.not_num)
+    c.not_str = sets.put(a.not_str)
+    c.has_equal = sets.put(a.has_equal)
+    c.cmp_or_equal = sets.put(a.cmp_all | a.has_equal)
+    equal = _table(a.equal, sets, &c.eq_true, &c.eq_false)
+    unequal = _table(a.unequal, sets, &c.ne_true, &c.ne_false)
+    x.refs += [equal, unequal]
+    c.equal = <PyObject *>equal if equal else NULL
+    c.unequal = <PyObject *>unequal if unequal else NULL
+    str_lo, str_up = a.bounds[2], a.bounds[3]
+    c.exact = all(_exact_number(t) for t in a.cuts)
+    c.ncuts = len(a.cuts)
+    c.cells = -1
+    if c.exact and a.cuts:
+        numeric.append((<Py_ssize_t>c, a))
+    c.str_lo = _str_bounds(x, str_lo, sets)
+    c.str_up = _str_bounds(x, str_up, sets)
+    return 0
+
+
+cdef PyObject *_str_bounds(SlotIndex x, object b, _Sets sets) except? NULL:
+    if b is None:
+        return NULL
+    cdef StrBounds s = StrBounds.__new__(StrBounds)
+    s.t = list(b.t)
+    s.inclusive = list(b.inclusive)
+    s.lower = b.lower
+    s.fail = sets.always(b.fail[0])
+    for f in b.fail[1:]:
+        sets.always(f)
+    x.refs.append(s)
+    return <PyObject *>s
+
+
+cdef SlotIndex _made(list keys, list places):
+    """The compiled index of ``places`` ((queries without a filter, FilterIndex) per
+    place; ``keys`` their positions). O(F log F + F·L) for F filters."""
+    cdef SlotIndex x = SlotIndex.__new__(SlotIndex)
+    cdef Py_ssize_t i, p, n, top, at
+    cdef Bits alw
+    cdef AttrC *c
+    local = LocalSlots(places)
+    x.nplaces = len(keys)
+    x.keys = keys
+    x.refs = []
+    x.always = [bits_from_int(a) for a in local.always]
+    glob = local.glob
+    x.every = [
+        bits_from_int(a | sum([1 << g for g in glob[local.starts[i] : local.starts[i + 1]] if g >= 0]))
+        for i, a in enumerate(local.always)
+    ]
+    x.L = (len(glob) + 63) >> 6
+    cdef _Sets sets = _Sets(x.L)
+    x.start = <Py_ssize_t *>grow(NULL, (x.nplaces + 1) * sizeof(Py_ssize_t))
+    x.width = <Py_ssize_t *>grow(NULL, (x.nplaces + 1) * sizeof(Py_ssize_t))
+    x.glob = <uint32_t *>grow(NULL, (len(glob) + 1) * sizeof(uint32_t))
+    for i in range(len(glob)):
+        x.glob[i] = <uint32_t>(glob[i] if glob[i] >= 0 else 0)
+    for p in range(x.nplaces + 1):
+        x.start[p] = local.starts[p]
+    for p in range(x.nplaces):
+        alw = <Bits>x.always[p]
+        top = max([alw.n * 64 - 1] + [g for g in glob[x.start[p] : x.start[p + 1]] if g >= 0])
+        x.width[p] = (top >> 6) + 1 if top >= 0 else 0
+    index = local.index
+    x.valid = sets.put(index.all)
+    x.nattrs = len(index.attrs)
+    x.attrs = <AttrC *>grow(NULL, (x.nattrs + 1) * sizeof(AttrC))
+    memset(x.attrs, 0, (x.nattrs + 1) * sizeof(AttrC))
+    cdef list numeric = []
+    for i, a in enumerate(index.attrs.values()):
+        _attr(x, &x.attrs[i], a, sets, numeric)
+    n = sum([len(a.cuts) for _, a in numeric])
+    x.t = <double *>grow(NULL, (n + 1) * sizeof(double))
+    at = 0
+    for address, a in numeric:
+        c = <AttrC *><Py_ssize_t>address
+        c.cuts = at
+        for i in range(c.ncuts):
+            x.t[at + i] = <double>a.cuts[i]
+        at += c.ncuts
+        c.cells = sets.always(a.cells[0])
+        for bits in a.cells[1:]:
+            sets.always(bits)
+    x.residual = [(pred, sets.put(bits)) for pred, bits in index.residual.values()]
+    x.sets = sets.block()
+    x.failed = <uint64_t *>grow(NULL, (x.L + 1) * sizeof(uint64_t))
+    return x
 
 
 cdef SlotIndex slot_index(object slot):
-    """The compiled form of an ecq.ecq.SlotFilter (its index built first)."""
-    cdef SlotIndex x = SlotIndex.__new__(SlotIndex)
-    index = slot.index
-    x.all = bits_from_int(slot.always | index.all)
-    x.attrs = [_attr(a) for a in index.attrs.values()]
-    x.residual = [(pred, bits_from_int(bits)) for pred, bits in index.residual.values()]
+    """The compiled form of an ecq.ecq.SlotFilter (one place), kept on the slot
+    (``SlotFilter.native``, which it drops whenever a filter comes or goes)."""
+    native = slot.native
+    if native is not None and (<SlotIndex>native).nplaces == 1:
+        return <SlotIndex>native
+    cdef SlotIndex x = _made([0], [(slot.always, slot.index)])
+    slot.native = x
+    return x
+
+
+cdef SlotIndex class_index(dict slots):
+    """The compiled form of a class's sequence positions (ECQ.seq_filters: position ->
+    SlotFilter), one index for all of them. Kept on the SlotFilters (``native``, which
+    each drops when one of its filters comes or goes), so a class whose filters did not
+    change keeps its index when other queries come and go."""
+    cdef list keys = list(slots)
+    cached = None
+    for k in keys:
+        native = slots[k].native
+        if native is None or (cached is not None and native is not cached):
+            cached = None
+            break
+        cached = native
+    if cached is not None and (<SlotIndex>cached).keys == keys:
+        return <SlotIndex>cached
+    cdef SlotIndex x = _made(keys, [(slots[k].always, slots[k].index) for k in keys])
+    for k in keys:
+        slots[k].native = x
     return x
 
 
 # ------------------------------------------------------------------ per event
 
 
-cdef inline int _or(Words *f, object b) except -1:
-    # f |= b (b a Bits, or None for the empty set).
-    cdef Bits x
+cdef inline void _or(SlotIndex x, Py_ssize_t at) noexcept:
+    # failed |= the set at ``at`` (-1: the empty set).
     cdef Py_ssize_t i
-    if b is None:
+    cdef const uint64_t *s
+    if at < 0:
+        return
+    s = x.sets + at
+    for i in range(x.L):
+        x.failed[i] |= s[i]
+
+
+cdef inline void _or_andnot(SlotIndex x, Py_ssize_t a, Py_ssize_t b) noexcept:
+    # failed |= a & ~b (offsets; -1: the empty set).
+    cdef Py_ssize_t i
+    cdef const uint64_t *s
+    cdef const uint64_t *u
+    if a < 0:
+        return
+    if b < 0:
+        _or(x, a)
+        return
+    s = x.sets + a
+    u = x.sets + b
+    for i in range(x.L):
+        x.failed[i] |= s[i] & ~u[i]
+
+
+cdef int _or_int(SlotIndex x, object bits) except -1:
+    # failed |= a Python int of local numbers (what the Python index answered).
+    cdef Bits b = bits_from_int(bits)
+    cdef Py_ssize_t i
+    for i in range(b.n):
+        x.failed[i] |= b.w[i]
+    return 0
+
+
+cdef inline Py_ssize_t _cell(SlotIndex x, AttrC *a, double v) noexcept:
+    # The cell of number v among a's cuts (ecq.filters.AttrIndex.failed): bisect_left,
+    # without branches on the comparisons (a conditional move each step: the values
+    # of events are unpredictable, a mispredicted branch per step was most of it).
+    cdef const double *t = x.t + a.cuts
+    cdef const double *base = t
+    cdef Py_ssize_t n = a.ncuts, half, i
+    while n > 1:
+        half = n >> 1
+        base = base + half if base[half] < v else base
+        n -= half
+    i = (base - t) + (base[0] < v)
+    return 2 * i + 1 if i < a.ncuts and t[i] == v else 2 * i
+
+
+cdef int _str_fail(SlotIndex x, PyObject *p, object v) except -1:
+    # failed |= the failure set of string family p (or nothing, p NULL) for v.
+    cdef StrBounds b
+    cdef Py_ssize_t i, n
+    if p == NULL:
         return 0
-    x = <Bits>b
-    if x.n > f.cap:
-        words_room(f, x.n)
-    for i in range(x.n):
-        f.w[i] |= x.w[i]
-    if x.n > f.n:
-        f.n = x.n
-    return 0
-
-
-cdef inline int _or_andnot(Words *f, Bits a, object b) except -1:
-    # f |= a & ~b (b a Bits or None).
-    cdef Bits x
-    cdef Py_ssize_t i
-    if b is None:
-        return _or(f, a)
-    x = <Bits>b
-    if a.n > f.cap:
-        words_room(f, a.n)
-    for i in range(a.n):
-        f.w[i] |= a.w[i] & ~(x.w[i] if i < x.n else 0)
-    if a.n > f.n:
-        f.n = a.n
-    return 0
-
-
-cdef inline Py_ssize_t _num_at(NumBounds b, double v) noexcept:
-    # ecq.filters.Bounds.at for a double.
-    cdef Py_ssize_t lo = 0, hi = b.n, mid
-    if b.lower:
-        while lo < hi:  # bisect_left
-            mid = (lo + hi) >> 1
-            if b.t[mid] < v:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo < b.n and b.t[lo] == v and b.inclusive[lo]:
-            lo += 1
-        return lo
-    while lo < hi:  # bisect_right
-        mid = (lo + hi) >> 1
-        if v < b.t[mid]:
-            hi = mid
-        else:
-            lo = mid + 1
-    if lo > 0 and b.t[lo - 1] == v and b.inclusive[lo - 1]:
-        lo -= 1
-    return lo
-
-
-cdef inline Py_ssize_t _str_at(StrBounds b, object v) except -1:
-    cdef Py_ssize_t i, n = len(b.t)
+    b = <StrBounds>p
+    n = len(b.t)
     if b.lower:
         i = _bisect_left(b.t, v)
         if i < n and b.t[i] == v and b.inclusive[i]:
             i += 1
-        return i
-    i = _bisect_right(b.t, v)
-    if i > 0 and b.t[i - 1] == v and b.inclusive[i - 1]:
-        i -= 1
-    return i
+    else:
+        i = _bisect_right(b.t, v)
+        if i > 0 and b.t[i - 1] == v and b.inclusive[i - 1]:
+            i -= 1
+    _or(x, b.fail + i * x.L)
+    return 0
 
 
-cdef int _failed(NativeAttr a, object e, object attrs, Words *f) except -1:
-    # f |= the filters e fails on attribute a (ecq.filters.AttrIndex.failed).
-    cdef PyObject *p = PyDict_GetItem(attrs, a.name)
+cdef inline Py_ssize_t _offset(PyObject *table, object key) except? -2:
+    # The offset the hash table gives ``key`` (-1: none).
+    cdef PyObject *got
+    if table == NULL:
+        return -1
+    got = PyDict_GetItem(<object>table, key)
+    return PyLong_AsSsize_t(<object>got) if got != NULL else -1
+
+
+cdef int _failed(SlotIndex x, AttrC *a, object e, object attrs) except -1:
+    # failed |= the filters e fails on attribute a (ecq.filters.AttrIndex.failed).
+    cdef PyObject *p = PyDict_GetItem(attrs, <object>a.name)
     cdef double d
     cdef long long i
     cdef int overflow = 0
-    cdef object got
     if p == NULL:
         if not a.fallback:
-            return _or(f, a.has)
-        v = getattr(e, a.name)
+            _or(x, a.has)
+            return 0
+        v = getattr(e, <object>a.name)
     else:
         v = <object>p
     if PyFloat_CheckExact(v) or PyLong_CheckExact(v):
         if PyFloat_CheckExact(v):
             d = PyFloat_AS_DOUBLE(v)
             if d != d:  # NaN: every comparison false, unequal to everything
-                return _or(f, a.cmp_or_equal)
+                _or(x, a.cmp_or_equal)
+                return 0
         else:
             i = PyLong_AsLongLongAndOverflow(v, &overflow)
-            if overflow or not (-_EXACT <= i <= _EXACT) or not a.exact:
-                return _or(f, bits_from_int(a.index.failed(e)))
+            if overflow or not (-_EXACT <= i <= _EXACT):
+                return _or_int(x, (<object>a.index).failed(e))
             d = <double>i
         if not a.exact:
-            return _or(f, bits_from_int(a.index.failed(e)))
-        _or(f, a.not_num)
-        if a.num_lo is not None:
-            _or(f, a.num_lo.fail[_num_at(a.num_lo, d)])
-        if a.num_up is not None:
-            _or(f, a.num_up.fail[_num_at(a.num_up, d)])
+            return _or_int(x, (<object>a.index).failed(e))
+        if a.cells < 0:
+            _or(x, a.not_num)
+        else:
+            _or(x, a.cells + _cell(x, a, d) * x.L)
     elif PyUnicode_CheckExact(v):
-        _or(f, a.not_str)
-        if a.str_lo is not None:
-            _or(f, a.str_lo.fail[_str_at(a.str_lo, v)])
-        if a.str_up is not None:
-            _or(f, a.str_up.fail[_str_at(a.str_up, v)])
+        _or(x, a.not_str)
+        _str_fail(x, a.str_lo, v)
+        _str_fail(x, a.str_up, v)
     elif v is True or v is False:
-        _or(f, a.cmp_all)
-        if a.has_equal.n:
-            _or_andnot(f, a.has_equal, a.equal_true if v is True else a.equal_false)
-        return _or(f, a.unequal_true if v is True else a.unequal_false)
+        _or(x, a.cmp_all)
+        _or_andnot(x, a.has_equal, a.eq_true if v is True else a.eq_false)
+        _or(x, a.ne_true if v is True else a.ne_false)
+        return 0
     else:
-        return _or(f, a.cmp_or_equal)  # another kind: only != holds
-    if a.has_equal.n:
-        got = a.equal.get(v)
-        _or_andnot(f, a.has_equal, got)
-    if a.unequal:
-        _or(f, a.unequal.get(v))
+        _or(x, a.cmp_or_equal)  # another kind: only != holds
+        return 0
+    _or_andnot(x, a.has_equal, _offset(a.equal, v))
+    _or(x, _offset(a.unequal, v))
     return 0
 
 
-cdef Bits slot_passing(SlotIndex x, object e):
-    """The queries of the slot whose filter ``e`` passes (SlotFilter.passing)."""
-    cdef Words *f = &x.failed
-    cdef Words *o = &x.out
-    cdef Bits passed = x.all
-    cdef Bits rb
-    cdef Py_ssize_t i
-    if x.attrs:
-        words_clear(f)
+cdef int _fail(SlotIndex x, object e) except -1:
+    # x.failed: the local numbers whose filter e fails.
+    cdef Py_ssize_t i, k, at
+    cdef const uint64_t *s
+    cdef bint live
+    memset(x.failed, 0, x.L * sizeof(uint64_t))
+    if x.nattrs:
         attrs = ev_get(ev(e).attrs, "attrs")
-        for a in x.attrs:
-            _failed(<NativeAttr>a, e, attrs, f)
-        if f.n:
-            words_room(o, passed.n)
-            for i in range(passed.n):
-                o.w[i] = passed.w[i] & ~(f.w[i] if i < f.n else 0)
-            passed = bits_from_words(o.w, passed.n)
-    for pred, r in x.residual:
-        rb = <Bits>r
-        if bits_meet(passed, rb) and not pred(e):
-            words_room(o, passed.n)
-            for i in range(passed.n):
-                o.w[i] = passed.w[i] & ~(rb.w[i] if i < rb.n else 0)
-            passed = bits_from_words(o.w, passed.n)
-    return passed
+        for i in range(x.nattrs):
+            _failed(x, &x.attrs[i], e, attrs)
+    for pred, off in x.residual:
+        # Only the filters whose atoms passed (and are not failed yet) are asked.
+        at = off
+        s = x.sets + at
+        live = False
+        for k in range(x.L):
+            if s[k] & ~x.failed[k]:
+                live = True
+                break
+        if live and not pred(e):
+            _or(x, at)
+    return 0
+
+
+cdef inline Py_ssize_t _ones(uint64_t w) noexcept:
+    # The number of set bits of w (SWAR: no instruction the build may not have).
+    w = w - ((w >> 1) & 0x5555555555555555ULL)
+    w = (w & 0x3333333333333333ULL) + ((w >> 2) & 0x3333333333333333ULL)
+    w = (w + (w >> 4)) & 0x0F0F0F0F0F0F0F0FULL
+    return <Py_ssize_t>((w * 0x0101010101010101ULL) >> 56)
+
+
+cdef Bits _place(SlotIndex x, Py_ssize_t p):
+    # The queries of place p whose filter passed (x.failed made), as query numbers:
+    # when fewer of its filtered queries pass than fail, its queries without a filter
+    # with the passing ones put back at their numbers; else all its queries with the
+    # failing ones taken out. O(words + min(passing, failing)).
+    cdef Py_ssize_t lo = x.start[p] >> 6, hi = (x.start[p + 1] + 63) >> 6, n = x.width[p], i, j
+    cdef Py_ssize_t passing = 0, failing = 0
+    cdef Bits b, base
+    cdef uint64_t word, flip
+    cdef uint32_t g
+    cdef const uint64_t *valid = x.sets + x.valid
+    if lo == hi:
+        return <Bits>x.always[p]
+    for i in range(lo, hi):
+        passing += _ones(valid[i] & ~x.failed[i])
+        failing += _ones(valid[i] & x.failed[i])
+    if passing <= failing:
+        base = <Bits>x.always[p]
+        flip = 0  # the passing ones are set
+    else:
+        base = <Bits>x.every[p]
+        flip = ~(<uint64_t>0)  # the failing ones are cleared
+    b = Bits.__new__(Bits)
+    b.w = <uint64_t *>PyMem_Malloc(n * sizeof(uint64_t))
+    if b.w == NULL:
+        raise MemoryError()
+    memset(b.w + base.n, 0, (n - base.n) * sizeof(uint64_t))
+    memcpy(b.w, base.w, base.n * sizeof(uint64_t))
+    for i in range(lo, hi):
+        word = valid[i] & (~x.failed[i] ^ flip)
+        while word:
+            j = (i << 6) + ctz64(word)
+            g = x.glob[j]
+            b.w[g >> 6] ^= (<uint64_t>1) << (g & 63)
+            word &= word - 1
+    while n > 0 and b.w[n - 1] == 0:
+        n -= 1
+    b.n = n
+    return b
+
+
+cdef Bits slot_passing(SlotIndex x, object e):
+    """The queries of a one-place index whose filter ``e`` passes (SlotFilter.passing)."""
+    _fail(x, e)
+    return _place(x, 0)
+
+
+cdef dict slots_passing(SlotIndex x, object e):
+    """Per place (position), the queries whose filter ``e`` passes, as Bits."""
+    cdef dict out = {}
+    cdef Py_ssize_t p
+    _fail(x, e)
+    for p in range(x.nplaces):
+        out[x.keys[p]] = _place(x, p)
+    return out
 
 
 def slot_bits(object slot, object e):
     """``slot.passing(e)`` (an ecq.ecq.SlotFilter: the conjunctions' filters of a class)
     in C, as a Python int. The compiled index is made on first use and kept on the
     slot (``SlotFilter.native``), which drops it whenever a filter comes or goes."""
-    native = slot.native
-    if native is None:
-        native = slot.native = slot_index(slot)
-    return bits_to_int(slot_passing(<SlotIndex>native, e))
+    return bits_to_int(slot_passing(slot_index(slot), e))

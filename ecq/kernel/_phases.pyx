@@ -23,7 +23,6 @@ from ecq.kernel._bitset cimport (
     Bits,
     WindowMasks,
     Words,
-    and_ids,
     bits_and,
     bits_empty,
     bits_has,
@@ -53,9 +52,7 @@ from ecq.kernel._pmb cimport (
     Groups,
     NativePMB,
     add_ids_in,
-    builder_close,
     builder_reset,
-    builder_used,
     keep_of,
     resolve,
 )
@@ -104,28 +101,34 @@ cdef dict extend(State s, Net n, Ecq q, SrcSummary summary, double e_end, dict p
     cdef double full = wins.least
     cdef double oldest = e_end - wins.most
     cdef dict static = q.static
-    cdef Py_ssize_t k, i, count, used, bq
+    cdef Py_ssize_t k, i, count, bq
     cdef double t
     cdef Bits m, wm, row
     cdef Builder raw = s.groups.raw
     cdef const uint32_t *pair
-    cdef bint pairs
+    cdef Bits either, filtered
     for key, got in passed.items():
         k = key
         if k == 0 or k > summary.nlater + 1:
             continue
         if passed is static:
             m = <Bits>got  # no filters: the position's queries, all in final | more
+            either = m
+            filtered = None
         else:
-            either = q.either.get(key)
+            # The passing queries of position k are among its queries (final | more):
+            # each has a filter there, or is one of those without one.
+            either = <Bits?>q.either.get(key)
             if either is None:
                 continue
-            m = bits_and(<Bits>got, <Bits>either)
+            m = <Bits>got
+            filtered = m
         if m.n == 0:
             continue
         builder_reset(raw)
         if k == 1:
-            pairs = passed is static
+            if filtered is not None:
+                _prefetch_pairs(n, q, starts, either)
             i = 0
             while i < starts.n:  # one row per class
                 t = starts.r[i].t
@@ -134,19 +137,11 @@ cdef dict extend(State s, Net n, Ecq q, SrcSummary summary, double e_end, dict p
                     continue
                 wm = window_mask(wins, e_end - t) if e_end - t > full else None
                 row = <Bits>starts.r[i].b
-                if pairs:
-                    # The row & m through the class pair's few queries.
-                    pair = pair_ids(n, q, starts.r[i].tag, m, &count)
-                    add_ids_in(pair, count, row.w, row.n, wm, raw, t)
-                else:
-                    raw.reserve((row.n if row.n < m.n else m.n) * 64)
-                    used = builder_used(raw)
-                    count = and_ids(
-                        row.w, row.n, m.w, m.n, wm.w if wm is not None else NULL, wm.n if wm is not None else 0,
-                        raw.ids + used,
-                    )
-                    if count:
-                        builder_close(raw, t, used + count)
+                # The row & m through the class pair's few queries (those of the row's
+                # class at position 0 and of this one at 1: a few, where the row and m
+                # are as wide as every query), the filters' passing set checked per query.
+                pair = pair_ids(n, q, starts.r[i].tag, either, &count)
+                add_ids_in(pair, count, row.w, row.n, wm, filtered, raw, t)
                 i += 1
             if raw.n:
                 if to_done and _none(q.more.get(key)):
@@ -164,6 +159,23 @@ cdef dict extend(State s, Net n, Ecq q, SrcSummary summary, double e_end, dict p
                 else:
                     out[key] = raw.finish()  # later positions' groups are disjoint already
     return out
+
+
+cdef int _prefetch_pairs(Net n, Ecq q, Rows starts, Bits either) except -1:
+    # The words of the source's rows that the pair queries will be looked up in, asked
+    # for at once: with filters, each row is an instance's own set of passing queries
+    # (as wide as every query, cold), not a set shared by the class's instances, and
+    # looking the few queries up one row after the other waited for each miss in turn.
+    cdef Py_ssize_t i, j, count
+    cdef const uint32_t *pair
+    cdef Bits row
+    for i in range(starts.n):
+        row = <Bits>starts.r[i].b
+        pair = pair_ids(n, q, starts.r[i].tag, either, &count)
+        for j in range(count):
+            if (pair[j] >> 6) < <uint32_t>row.n:
+                prefetch_lines(<const void *>(row.w + (pair[j] >> 6)), 1)
+    return 0
 
 
 cdef inline bint _none(object bits):

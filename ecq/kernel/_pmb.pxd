@@ -82,7 +82,7 @@ cdef Groups resolve(Builder raw, GroupScratch s)
 cdef object keep_of(Groups g, Bits more, GroupScratch s)
 cdef Groups groups_of_list(list groups, GroupScratch s)
 cdef int add_ids_in(
-    const uint32_t *ids, Py_ssize_t count, const uint64_t *d, Py_ssize_t nd, Bits wm, Builder b, double t
+    const uint32_t *ids, Py_ssize_t count, const uint64_t *d, Py_ssize_t nd, Bits wm, Bits also, Builder b, double t
 ) except -1
 
 

@@ -135,16 +135,20 @@ cdef class GroupScratch:
 
 
 cdef int add_ids_in(
-    const uint32_t *ids, Py_ssize_t count, const uint64_t *d, Py_ssize_t nd, Bits wm, Builder b, double t
+    const uint32_t *ids, Py_ssize_t count, const uint64_t *d, Py_ssize_t nd, Bits wm, Bits also, Builder b, double t
 ) except -1:
-    # The queries among ``ids`` that are in the set ``d`` (and in ``wm``, when not None)
-    # become a group of ``b`` starting at ``t`` (none when empty).
+    # The queries among ``ids`` that are in the set ``d`` (and in ``wm`` and ``also``,
+    # each when not None) become a group of ``b`` starting at ``t`` (none when empty).
     cdef Py_ssize_t j, w = builder_used(b)
     cdef uint32_t k
     b.reserve(count)
     for j in range(count):
         k = ids[j]
-        if words_has(d, nd, k) and (wm is None or words_has(wm.w, wm.n, k)):
+        if (
+            words_has(d, nd, k)
+            and (wm is None or words_has(wm.w, wm.n, k))
+            and (also is None or words_has(also.w, also.n, k))
+        ):
             b.ids[w] = k
             w += 1
     if w > builder_used(b):
@@ -252,7 +256,7 @@ cdef object keep_of(Groups g, Bits more, GroupScratch s):
         return g
     builder_reset(made)
     for i in range(g.n):
-        add_ids_in(g.ids + g.off[i], g.off[i + 1] - g.off[i], more.w, more.n, None, made, g.t[i])
+        add_ids_in(g.ids + g.off[i], g.off[i + 1] - g.off[i], more.w, more.n, None, None, made, g.t[i])
     return made.finish() if made.n else None
 
 

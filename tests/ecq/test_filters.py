@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from ecq.conditions import compile_predicate
 from ecq.ecq import SlotFilter
 from ecq.event import Event
-from ecq.filters import Atom, FilterIndex, filter_key, split_filter
+from ecq.filters import Atom, FilterIndex, LocalSlots, filter_key, split_filter
 from ecq.language import parse_query
 from ecq.language.ast import Arith, AttrRef, BoolOp, Compare, Expr, Func, InList, Lit, Not
 from ecq.query import compile_query
@@ -176,29 +176,79 @@ def _rename(expr: Any, cls: str) -> Any:
 @min_share(0.25)
 @SETTINGS
 @given(
-    st.lists(filters, min_size=1, max_size=10),
+    st.lists(st.tuples(st.integers(0, 4), st.lists(filters, min_size=1, max_size=6)), min_size=1, max_size=3),
+    st.lists(events(), min_size=1, max_size=6),
+)
+def test_local_numbers_give_each_place_what_its_index_gives(
+    places: list[tuple[int, list[tuple[Expr, ...]]]], evs: list[Event]
+) -> None:
+    """LocalSlots (several places' filters over local numbers, the compiled kernel's
+    layout) passes, per place, exactly what that place's own index passes: queries
+    without a filter, filters shared by several queries, query numbers far apart."""
+    slots = []
+    for always, fs in places:
+        slot = SlotFilter()
+        for i in range(always):
+            slot.add(1 << (3 * i), None, ())
+        for bit, f in enumerate(fs):
+            # Query numbers spread out (words apart), two queries on the first filter.
+            add(slot, 100 * bit + 1, f)
+            if bit == 0:
+                add(slot, 2, f)
+        slots.append(slot)
+    local = LocalSlots([(slot.always, slot.index) for slot in slots])
+    local._check()
+    passed = []
+    for e in evs:
+        want = [slot.passing(e) for slot in slots]
+        assert local.passing(e) == want, e.attrs
+        passed += [bits for bits in want if bits]
+    record(passed)
+
+
+# Patterns with class A at one place (0 or 1) or two (0 and 2): a class's places are one
+# index in the compiled kernel.
+_SHAPES = (("A", "B"), ("B", "A"), ("A", "B", "A"))
+
+
+def _register(engine: Any, name: str, shape: int, f: tuple[Expr, ...], extra: tuple[Expr, ...]) -> None:
+    from ecq.language.ast import Component, Query, Seq
+
+    classes = _SHAPES[shape]
+    comps = tuple(Component(classes=(c,), alias=f"c{i}") for i, c in enumerate(classes))
+    # The filter on the first A, the extra one on the second when there is one.
+    first = classes.index("A")
+    conjuncts = tuple(_rename(c, f"c{first}") for c in f)
+    if len(classes) == 3:
+        conjuncts += tuple(_rename(c, "c2") for c in (extra or f[:1]))
+    else:
+        conjuncts += tuple(_rename(c, f"c{first}") for c in extra)
+    engine.register(name, Query(Seq(comps), BoolOp("and", conjuncts), within=10.0))
+
+
+@min_share(0.25)
+@SETTINGS
+@given(
+    st.lists(st.tuples(st.integers(0, 2), filters), min_size=1, max_size=10),
     st.lists(events(), min_size=1, max_size=6),
     st.sampled_from((0, 2**53, 2**60, -(2**70))),
 )
 def test_the_compiled_kernel_passes_what_the_index_passes(
-    fs: list[tuple[Expr, ...]], evs: list[Event], big: int
+    fs: list[tuple[int, tuple[Expr, ...]]], evs: list[Event], big: int
 ) -> None:
-    """The compiled kernel's form of the index (thresholds as doubles, Bits) gives the
-    Python index's sets, integers beyond what a double holds exactly included."""
+    """The compiled kernel's form of the index (one for all the places of a class, over
+    local numbers, thresholds as doubles) gives the Python index's sets at every place,
+    integers beyond what a double holds exactly included."""
     from ecq.engine import Engine
     from ecq.kernel.select import status
-    from ecq.language.ast import Component, Query, Seq
 
     if not status().compiled:
         pytest.skip(f"no compiled kernel: {status().reason}")
     engine = Engine(compiled=True)
     passed = []
-    pattern = Seq((Component(classes=("A",)), Component(classes=("B",))))
     extra = (Compare("<", ref("x"), Lit(big)),) if big else ()
-    for i, f in enumerate(fs):
-        conjuncts = f + extra if i % 3 == 0 else f
-        where = BoolOp("and", tuple(_rename(c, "A") for c in conjuncts))
-        engine.register(f"q{i}", Query(pattern, where, within=10.0))
+    for i, (shape, f) in enumerate(fs):
+        _register(engine, f"q{i}", shape, f, extra if i % 3 == 0 else ())
     ecq = engine.network.ecqs["A"]
     kernel = engine.network.kernel
     odd = [big + 1, big, 2**60, -(2**70)]
@@ -206,6 +256,57 @@ def test_the_compiled_kernel_passes_what_the_index_passes(
         want = {k: slot.passing(e) for k, slot in ecq.seq_filters.items()}
         got = {k: bits.to_int() for k, bits in cast(dict[int, Any], kernel.passing(ecq, e)).items()}
         assert got == want, e.attrs
+        passed += [bits for bits in want.values() if bits]
+    record(passed)
+
+
+@min_share(0.25)
+@SETTINGS
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(("add", "add", "remove", "other")), st.integers(0, 2), filters, events()),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_the_compiled_index_follows_registrations(
+    steps: list[tuple[str, int, tuple[Expr, ...], Event]],
+) -> None:
+    """Queries come and go (some on another class only) between events: the compiled
+    index of a class is made anew when one of its filters changed, kept otherwise, and
+    always gives what the Python index gives."""
+    from ecq.engine import Engine
+    from ecq.kernel.select import status
+
+    if not status().compiled:
+        pytest.skip(f"no compiled kernel: {status().reason}")
+    engine = Engine(compiled=True)
+    kernel = engine.network.kernel
+    live: list[str] = []
+    passed = []
+    made: list[object] = []  # the class's compiled index after the last event
+    for i, (action, shape, f, e) in enumerate(steps):
+        if action == "add":
+            _register(engine, f"q{i}", shape, f, ())
+            live.append(f"q{i}")
+        elif action == "remove" and live:
+            engine.unregister(live.pop(shape % len(live)))
+        elif action == "other":
+            engine.register(f"o{i}", "SEQ(C, B) WHERE C.x > 1 WITHIN 10")
+        ecq = engine.network.ecqs.get("A")
+        if ecq is None:
+            made = []
+            continue
+        want = {k: slot.passing(e) for k, slot in ecq.seq_filters.items()}
+        got = kernel.passing(ecq, e)
+        assert {k: bits.to_int() for k, bits in cast(dict[int, Any], got).items()} == want, e.attrs
+        natives = [slot.native for slot in ecq.seq_filters.values()]
+        if ecq.static_pass is None:
+            # One index for every place; kept when only another class's queries changed.
+            assert natives[0] is not None and all(x is natives[0] for x in natives)
+            if action == "other" and made:
+                assert natives[0] is made[0]
+        made = natives
         passed += [bits for bits in want.values() if bits]
     record(passed)
 
