@@ -50,25 +50,30 @@ appender.console.layout.pattern = spark %p %c{1}: %m%n
 """
 
 
-# The JVM's just-in-time compiler stops at its first tier (C1): in a local job the JVM
-# only reads the files, schedules the Python tasks and moves one packed cell per file
-# (service.pipeline.rows), and the optimising tier's compiler threads were most of its
-# CPU — on a 110,000-event micro-batch of seq, 4-6.5 µs an event of JVM CPU after 15
-# micro-batches (0.2-0.4 s each still compiling) against 2.4-2.8 with C1 alone, and its
-# start-up 7.6 s of CPU against 5.1 (docs/benchmarks.md, "Issue 18, round 2").
-_JIT = "-XX:TieredStopAtLevel=1"
+# The local JVM's flags. Its just-in-time compiler stops at the first tier (C1): in a
+# local job the JVM only reads the files, schedules the Python tasks and moves one packed
+# cell per file (service.pipeline.rows), and the optimising tier's compiler threads were
+# most of its CPU — on a 110,000-event micro-batch of seq, 4-6.5 µs an event of JVM CPU
+# after 15 micro-batches (0.2-0.4 s each still compiling) against 2.4-2.8 with C1 alone,
+# and its start-up 7.6 s of CPU against 5.1 (docs/benchmarks.md, "Issue 18, round 2").
+# Its collector is the throughput one (parallel, stop-the-world) rather than G1, the
+# default on a machine of 2 cores or more: the job's heap is mostly short-lived file
+# bytes, and G1's concurrent marking and refinement threads took CPU the service beside
+# it needed — on ``scemon demo``'s 120,000 events the JVM's CPU went from 2.3-2.6 s to
+# 1.6-1.8 s (docs/benchmarks.md, "make demo").
+_JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
 
 
 def _quiet_local_jvm() -> None:
     """Settings that must reach the JVM before it starts: the Python workers run this
     interpreter (they import scemon and pyarrow too), Spark binds to loopback, it logs
     errors only — a terminal running ``scemon demo`` shows the demo, not Spark's
-    start-up chatter — and its JIT compiles at the first tier only (:data:`_JIT`)."""
+    start-up chatter — and its JIT and collector are set for a short local job (:data:`_JVM_FLAGS`)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if "PYSPARK_SUBMIT_ARGS" not in os.environ:
         config = Path(tempfile.gettempdir()) / "scemon-spark-log4j2.properties"
         config.write_text(_LOG4J2)
         os.environ["PYSPARK_SUBMIT_ARGS"] = (
-            f"--driver-java-options '-Dlog4j2.configurationFile=file:{config} {_JIT}' pyspark-shell"
+            f"--driver-java-options '-Dlog4j2.configurationFile=file:{config} {_JVM_FLAGS}' pyspark-shell"
         )

@@ -118,6 +118,9 @@ def test_the_demo_runs_end_to_end_and_exits_0(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "events streamed" in result.stdout and "3,000" in result.stdout
     assert "matches (posts said · WebSocket got)" in result.stdout
+    # Spark's one-time start (session, workers warmed on a sample) is shown apart from
+    # the stream's rate.
+    assert "Spark start-up (once: session, workers, plan)" in result.stdout
 
 
 @pytest.mark.spark
