@@ -69,4 +69,3 @@ def test_warm_up_leaves_the_python_workers_started_with_scemon_loaded(tmp_path: 
     # Its streaming query ended and its sample, checkpoint and dead letters are gone.
     assert out["active"] == 0
     assert out["left"] == []
-
