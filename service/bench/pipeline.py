@@ -5,7 +5,13 @@ events for every row) one table, each row a path the events take:
 
 - **replay**: the engine behind a time keeper, fed in chunks as ``scemon replay`` feeds
   it — processing only (no file reading, matches built and dropped). Every other row's
-  rate is divided by this one: what the path around the engine costs.
+  rate is divided by replay's: what the path around the engine costs. Replay runs
+  before the first row and again after every row, and a row's ratio is to the mean of
+  the two replays around it (its ``replay_per_s``): the rows run one after another for
+  minutes, and on this shared VM replay alone measured 45,896 and 69,651 events/s on
+  demo in two runs a few minutes apart, so one replay at the start made the later
+  rows' ratios say as much about the machine's moment as about the path. The replay
+  row shows the mean of all its runs, their range in the notes.
 - **service, N subscribers**: a real server (a child process on 127.0.0.1, a fresh
   store) fed Arrow posts of ``batch`` events one after another (as one Spark task
   posts), with N WebSocket subscribers in processes of their own (one per core at
@@ -553,8 +559,32 @@ def _spark_phases(progress_log: Path, warm: int) -> dict[str, float]:
 # --------------------------------------------------------------------------- table
 
 
-def _table(load: Load, scale: PipelineScale, rows: list[Row]) -> Table:
-    replay = rows[0].rate
+class _Bracketed:
+    """A workload's rows, each with replay run right before and right after it."""
+
+    def __init__(self, load: Load) -> None:
+        self.load = load
+        self.replays = [replay_row(load)]
+        self.rows: list[Row] = []
+        self.around: list[float] = []  # per row: the mean replay rate before and after it
+
+    def add(self, row: Row) -> None:
+        self.rows.append(row)
+        self.replays.append(replay_row(self.load))
+        self.around.append((self.replays[-2].rate + self.replays[-1].rate) / 2)
+
+    def replay(self) -> Row:
+        """The replay runs as one row: their mean time and CPU."""
+        n = len(self.replays)
+        first = self.replays[0]
+        seconds = sum(r.seconds for r in self.replays) / n
+        cpu = sum(r.cpu_seconds for r in self.replays) / n
+        return Row(first.path, 0, first.events, first.matches, seconds, cpu)
+
+
+def _table(load: Load, scale: PipelineScale, measured: _Bracketed) -> Table:
+    replay = measured.replay()
+    rates = [r.rate for r in measured.replays]
     table = Table(
         name=f"pipeline_{load.name}",
         title=f"The whole path against the engine: {load.name} workload",
@@ -567,6 +597,7 @@ def _table(load: Load, scale: PipelineScale, rows: list[Row]) -> Table:
             "ratio",
             "target",
             "met",
+            "replay_per_s",
             "cpu_s",
             "peak_rss_mb",
             "p50_ms",
@@ -578,10 +609,27 @@ def _table(load: Load, scale: PipelineScale, rows: list[Row]) -> Table:
             f"of {load.warmup:,}; posts, files and micro-batches of {scale.batch:,} events (Arrow); "
             "subscribers read every match in processes of their own (one per core at most); cpu_s: the "
             "server's CPU seconds (replay: its own); latency: a batch's post to its matches' frames at the "
-            "first subscriber",
+            "first subscriber; ratio: a row's events/s over replay_per_s, the mean of the replay runs right "
+            f"before and after it (replay ran {len(rates)} times: {min(rates):,.0f}-{max(rates):,.0f} events/s; "
+            "its row shows their mean)",
         ],
     )
-    for row in rows:
+    table.add(
+        path=replay.path,
+        events=replay.events,
+        matches=replay.matches,
+        seconds=round(replay.seconds, 3),
+        events_per_s=round(replay.rate),
+        ratio=1.0,
+        target="-",
+        met="-",
+        replay_per_s=round(replay.rate),
+        cpu_s=round(replay.cpu_seconds, 2),
+        peak_rss_mb="-",
+        p50_ms="-",
+        p99_ms="-",
+    )
+    for row, reference in zip(measured.rows, measured.around, strict=True):
         if row.spark_ms:
             phases = sorted(row.spark_ms.items(), key=lambda kv: -kv[1])
             table.notes.append(
@@ -589,7 +637,7 @@ def _table(load: Load, scale: PipelineScale, rows: list[Row]) -> Table:
                 "own split of addBatch): " + ", ".join(f"{name} {ms:,.0f}" for name, ms in phases)
             )
         target = TARGETS.get(row.path)
-        ratio = row.rate / replay if replay else 0.0
+        ratio = row.rate / reference if reference else 0.0
         table.add(
             path=row.path,
             events=row.events,
@@ -599,6 +647,7 @@ def _table(load: Load, scale: PipelineScale, rows: list[Row]) -> Table:
             ratio=round(ratio, 3),
             target=f">= {target}" if target is not None else "-",
             met="-" if target is None else ("yes" if ratio >= target else "NO"),
+            replay_per_s=round(reference),
             cpu_s=round(row.cpu_seconds, 2),
             peak_rss_mb="-" if row.rss_mb is None else round(row.rss_mb, 1),
             p50_ms=round(1000 * _percentile(row.latencies, 0.5), 1) if row.latencies else "-",
@@ -610,7 +659,7 @@ def _table(load: Load, scale: PipelineScale, rows: list[Row]) -> Table:
 def pipeline_tables(scale: PipelineScale, progress: Progress | None = None) -> list[Table]:
     """One table per workload of ``scale``; see the module docstring."""
     builds: list[Path | None] = [None] if scale.baseline is None else [scale.baseline, None]
-    per_load = 1 + (len(scale.subscribers) + int(scale.spark)) * len(builds)
+    per_load = 1 + (len(scale.subscribers) + int(scale.spark)) * len(builds)  # a replay with each row
     steps = per_load * len(scale.workloads)
     step = 0
 
@@ -626,7 +675,7 @@ def pipeline_tables(scale: PipelineScale, progress: Progress | None = None) -> l
         for name in scale.workloads:
             load = make_load(name, scale)
             tick(f"{name}: replay")
-            rows = [replay_row(load)]
+            measured = _Bracketed(load)
             cuts = range(0, len(load.events), scale.batch)
             bodies = [arrow_body(load.events[k : k + scale.batch]) for k in cuts]
             sizes = [len(load.events[k : k + scale.batch]) for k in cuts]
@@ -635,16 +684,16 @@ def pipeline_tables(scale: PipelineScale, progress: Progress | None = None) -> l
             for n in scale.subscribers:
                 for checkout in builds:
                     tick(f"{name}: service, {n} subscribers")
-                    rows.append(service_row(load, bodies, sizes, n, warm, folder, scale.profile, checkout))
+                    measured.add(service_row(load, bodies, sizes, n, warm, folder, scale.profile, checkout))
             if scale.spark:
                 for checkout in builds:
                     tick(f"{name}: Spark job")
-                    rows.append(
+                    measured.add(
                         spark_row(load, scale.batch, scale.spark_batch, folder, scale.profile, checkout)
                     )
-            tables.append(_table(load, scale, rows))
+            tables.append(_table(load, scale, measured))
             if scale.profile:
-                tables.append(_profile_table(load, rows))
+                tables.append(_profile_table(load, [measured.replay(), *measured.rows]))
     if progress is not None:
         progress(1.0, "done")
     return tables

@@ -109,6 +109,10 @@ def test_the_pipeline_bench_runs_every_path_on_the_same_events(tmp_path: Path) -
     for path, row in table.items():
         assert (row["events"], row["matches"]) == (replay["events"], replay["matches"]), path
         assert float(row["events_per_s"]) > 0
+        # Each ratio is to the replays run right before and after its row (the machine's
+        # speed moves between rows): the column says which rate it was divided by.
+        expected = float(row["events_per_s"]) / float(row["replay_per_s"])
+        assert float(row["ratio"]) == pytest.approx(expected, rel=0.01, abs=0.002), path
     for path in ("service, 1 sub", "service, 10 subs", "Spark job, 1 sub"):
         assert table[path]["met"] in ("yes", "NO")
         assert float(table[path]["peak_rss_mb"]) > 0
@@ -117,6 +121,7 @@ def test_the_pipeline_bench_runs_every_path_on_the_same_events(tmp_path: Path) -
     # Spark's per-batch phases and the job's own split of its delivery, in the notes.
     notes = (tmp_path / "pipeline_demo.csv").read_text()
     assert "triggerExecution" in notes and "job: toArrow (Spark tasks, collect)" in notes
+    assert "replay ran 5 times" in notes  # before the first row and after each of the four
 
 
 def test_the_pipeline_bench_refuses_an_unknown_workload(tmp_path: Path) -> None:
