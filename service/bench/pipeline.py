@@ -614,22 +614,8 @@ def _table(load: Load, scale: PipelineScale, measured: _Bracketed) -> Table:
             "its row shows their mean)",
         ],
     )
-    table.add(
-        path=replay.path,
-        events=replay.events,
-        matches=replay.matches,
-        seconds=round(replay.seconds, 3),
-        events_per_s=round(replay.rate),
-        ratio=1.0,
-        target="-",
-        met="-",
-        replay_per_s=round(replay.rate),
-        cpu_s=round(replay.cpu_seconds, 2),
-        peak_rss_mb="-",
-        p50_ms="-",
-        p99_ms="-",
-    )
-    for row, reference in zip(measured.rows, measured.around, strict=True):
+    # The replay row is its own reference (ratio 1).
+    for row, reference in [(replay, replay.rate), *zip(measured.rows, measured.around, strict=True)]:
         if row.spark_ms:
             phases = sorted(row.spark_ms.items(), key=lambda kv: -kv[1])
             table.notes.append(
