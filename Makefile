@@ -57,7 +57,7 @@ typecheck: install
 pytest: install
 	$(BIN)/pytest
 
-# The whole system: generated card payments → Spark job → service → WebSocket, ~2 min.
+# The whole system: generated card payments → Spark job → service → WebSocket, ~30 s.
 # Run from a terminal, the service then stays up with its web console (the address is
 # printed) until Ctrl-C; from a script, CI or a pipe (stdin not a TTY) nobody would press
 # Ctrl-C, so the demo ends after the run. KEEP=1 or KEEP=0 decides either way;

@@ -365,7 +365,7 @@ def demo(
         int | None, typer.Option(min=1, max=65535, help="The service's port (default: a free one).")
     ] = None,
 ) -> None:
-    """Run the whole system end to end on this machine, in about two minutes.
+    """Run the whole system end to end on this machine, in about half a minute.
 
     Generates the SCEMon paper's credit-card workload (1,000 card holders, 50 merchant
     classes, payments), starts a scemon service on a free loopback port, registers the
