@@ -1,5 +1,5 @@
-"""Start Spark's parts before the data comes: :func:`warm_up` runs the job's own plan once
-on a two-event sample, with nothing posted.
+"""Start Spark's parts before the data comes: :func:`warm_up` runs the job's own plan on
+a sample of a few one-event files, with nothing posted.
 
 Why: a local job's first micro-batch paid Spark's start-up on top of its events — the
 Python workers forked and importing pyarrow and scemon (one per core), the JVM loading
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = ["warm_up"]
 
-# One file per Python worker to start: local[2] runs two tasks at once.
+# The sample's one event (each file holds it once).
 _SAMPLE_EVENT = {"src": "warm-up", "type": "W", "start": 0.0, "end": 0.0, "attrs": {"x": 1}}
 
 
@@ -80,7 +80,10 @@ def warm_up(spark: SparkSession, workers: int | None = None, batches: int = 3) -
         )
         query.awaitTermination()
         if sum(rows for rows, _ in seen) != n * batches or any(bad for _, bad in seen):
-            raise JobError(f"Spark's warm-up run did not parse its {n} sample events as expected: {seen}")
+            raise JobError(
+                f"Spark's warm-up run did not parse its {n * batches} sample events as expected: "
+                f"(rows, bad rows) per micro-batch {seen}"
+            )
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return time.monotonic() - began
