@@ -206,3 +206,34 @@ def test_parse_mapping_reads_pairs_and_refuses_mistakes() -> None:
     ]:
         with pytest.raises(JobError, match=message):
             parse_mapping(text)
+
+
+def test_a_task_parses_each_file_with_the_cyclic_collector_paused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The collector walked a file's fresh events again and again (a fifth of a worker's
+    CPU): it is off while a file is parsed, and back on for everything else."""
+    import gc
+
+    import service.pipeline.rows as rows_module
+
+    seen: list[bool] = []
+    parse = rows_module.parse_file
+
+    def watched(*args: object) -> pa.RecordBatch:
+        seen.append(gc.isenabled())
+        return parse(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rows_module, "parse_file", watched)
+    files = pa.record_batch(
+        [pa.array(["a.jsonl", "b.jsonl"]), pa.array([JSONL, JSONL], pa.binary())], names=["path", "content"]
+    )
+    assert gc.isenabled()
+    packed = list(parse_batches([files]))
+    assert seen == [False, False] and len(packed) == 2
+    assert gc.isenabled()
+    # Off stays off: a caller that had paused it gets it back paused.
+    gc.disable()
+    try:
+        list(parse_batches([files]))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
