@@ -79,8 +79,11 @@ def test_separate_equals_shared(ops: list[tuple[Any, ...]], clean_every: int) ->
     assert separate == shared
 
 
+# 300 and 150 examples below (were 500 and 250, 75 s of `make test` together): the
+# engine itself is held to the reference on these query sets by test_properties on both
+# kernels; here the baseline is held to the engine, and a quarter must match (min_share).
 @min_share(0.25)
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(query_sets_full(CLASSES)))
 def test_separate_equals_shared_with_negation_kleene_and_nesting(ops: list[tuple[Any, ...]]) -> None:
     shared, separate = both(ops)
@@ -88,7 +91,7 @@ def test_separate_equals_shared_with_negation_kleene_and_nesting(ops: list[tuple
 
 
 @min_share(0.25)
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.one_of(query_sets(CLASSES), query_sets_full(CLASSES)),
     streams(CLASSES, n_sources=3, max_len=30, min_len=10),
