@@ -33,7 +33,6 @@ batch k holds the seqs after those of batches before it.
 
 from __future__ import annotations
 
-import gc
 import itertools
 import math
 import os
@@ -62,6 +61,7 @@ from ecq.timekeeper import TimeKeeper
 from service.bench.profile import LAYERS, Sampler, py_spy
 from service.bench.runner import fresh
 from service.bench.table import Plot, Table
+from service.cli.collector import freeze_so_far, tuned_collector
 from service.server.process import ServerProcess
 
 __all__ = [
@@ -181,16 +181,14 @@ class Row:
 def replay_row(load: Load) -> Row:
     """The engine alone, as ``scemon replay`` runs it: a time keeper, chunks of
     :data:`REPLAY_CHUNK`, the collector tuned as replay tunes it (see
-    ``service.cli.replay.batch_collector``). Only the measured events are timed."""
+    ``service.cli.collector``). Only the measured events are timed."""
     keeper = TimeKeeper(Engine(), max_ahead=math.inf)
     for name, text in load.queries:
         keeper.engine.register(name, text)
     events = fresh(load.events)
     warm, measured = events[: load.warmup], events[load.warmup :]
-    old = gc.get_threshold()
-    gc.set_threshold(100_000, 50, 100)
-    gc.freeze()
-    try:
+    with tuned_collector():
+        freeze_so_far()
         for k in range(0, len(warm), REPLAY_CHUNK):
             keeper.process(warm[k : k + REPLAY_CHUNK])
         matches = 0
@@ -198,9 +196,6 @@ def replay_row(load: Load) -> Row:
         for k in range(0, len(measured), REPLAY_CHUNK):
             matches += len(keeper.process(measured[k : k + REPLAY_CHUNK])[0])
         seconds, cpu = time.perf_counter() - began, time.process_time() - began_cpu
-    finally:
-        gc.set_threshold(*old)
-        gc.unfreeze()
     return Row("replay (engine only)", 0, len(measured), matches, seconds, cpu)
 
 

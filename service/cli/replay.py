@@ -8,12 +8,10 @@ the garbage collector tuned for one big batch.
 
 from __future__ import annotations
 
-import gc
 import math
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import islice
@@ -25,6 +23,7 @@ import typer
 from ecq.errors import AheadError, EventError
 from ecq.event import Event
 from ecq.timekeeper import MAX_AHEAD, TimeKeeper
+from service.cli.collector import freeze_so_far, tuned_collector
 from service.cli.errors import user_errors, warn_if_pure
 from service.cli.options import QueriesOption
 from service.cli.progress import LazyProgress
@@ -35,7 +34,7 @@ from service.files.queries import build_engine, read_queries
 if TYPE_CHECKING:
     from service.files.queries import AnyEngine
 
-__all__ = ["CHUNK_SIZE", "Replayed", "batch_collector", "freeze_so_far", "replay", "run"]
+__all__ = ["CHUNK_SIZE", "Replayed", "replay", "run"]
 
 # Events handed to Engine.process per call: big enough to amortise the call, small
 # enough that matches reach the output steadily.
@@ -126,7 +125,7 @@ def replay(
     number of late events (an end below the clock when the event was taken: matches
     with events already let go are lost) and the first few.
     """
-    with user_errors(), LazyProgress() as progress, batch_collector():
+    with user_errors(), LazyProgress() as progress, tuned_collector():
         if not math.isfinite(lateness):
             raise EventError("--lateness must be a finite number of seconds")
         specs = read_queries(queries)
@@ -186,27 +185,3 @@ def run(
             progress(min(begin + chunk_size, len(events)))
     write_matches(out, keeper.advance_time(math.inf), counts)
     return done
-
-
-@contextmanager
-def batch_collector() -> Iterator[None]:
-    """The cyclic garbage collector tuned for one big batch: a replay holds every event
-    it read and the engine's state, millions of long-lived objects with hardly a
-    reference cycle among them, and with the default thresholds the collector walked
-    them again and again (a quarter of a replay's time, measured). Inside the block it
-    runs a hundred times less often; :func:`freeze_so_far` exempts what is already
-    read. Reference counting still frees everything as usual. Restored on exit."""
-    old = gc.get_threshold()
-    gc.set_threshold(100_000, 50, 100)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*old)
-        gc.unfreeze()
-
-
-def freeze_so_far() -> None:
-    """Leave the objects alive now (the events read, the engine) out of later
-    collections (``gc.freeze``; undone when :func:`batch_collector` ends). Reading makes
-    no reference cycles, so nothing is collected first."""
-    gc.freeze()

@@ -17,6 +17,7 @@ import orjson
 import typer
 
 from ecq.errors import ScemonError
+from service.cli.collector import freeze_so_far, tuned_collector
 from service.cli.errors import SPARK_MISSING, user_errors
 from service.cli.options import ServiceOption, TokenOption
 
@@ -166,7 +167,9 @@ def stream(
         spark = spark_session(master)
         pipeline = Pipeline(spark, options, on_batch=_log_batch)
         try:
-            totals = pipeline.run()
+            with tuned_collector():
+                freeze_so_far()  # the driver's modules and the session
+                totals = pipeline.run()
         except KeyboardInterrupt:
             typer.echo("stopped; restart with the same --checkpoint to resume", err=True)
             raise typer.Exit(130) from None

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from service.cli.replay import batch_collector, freeze_so_far, run
+from service.cli.collector import freeze_so_far, tuned_collector
+from service.cli.replay import run
 from service.files.events import read_events
 from service.files.queries import build_engine, read_queries
 from tests import reference
@@ -54,18 +55,19 @@ def test_replay_output_equals_reference(
     assert normalise(written) == normalise(expected)
 
 
-def test_batch_collector_restores_the_collector() -> None:
-    """``scemon replay`` tunes the cyclic collector for its batch (a quarter of its
-    time went to walking the events it holds); the process gets it back as it was."""
+def test_the_tuned_collector_is_restored() -> None:
+    """``scemon replay``, ``stream`` and ``demo`` tune the cyclic collector (a quarter of
+    a replay's time went to walking the events it holds); the process gets it back as
+    it was."""
     before = gc.get_threshold()
-    with batch_collector():
+    with tuned_collector():
         assert gc.get_threshold()[0] > before[0]
         kept = [object() for _ in range(10)]
         freeze_so_far()
         assert gc.get_freeze_count() >= len(kept)
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
-    with pytest.raises(RuntimeError), batch_collector():
+    with pytest.raises(RuntimeError), tuned_collector():
         raise RuntimeError("a failed replay")
     assert gc.get_threshold() == before
 

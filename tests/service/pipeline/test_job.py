@@ -82,9 +82,12 @@ def test_files_cross_spark_packed_one_cell_a_file_and_come_back_as_rows(spark: A
     assert rows.column("error").to_pylist()[5].startswith("invalid JSON")
 
 
-def test_the_local_jvm_compiles_at_the_first_tier_only(spark: Any) -> None:
-    runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
-    assert "-XX:TieredStopAtLevel=1" in list(runtime.getInputArguments())
+def test_the_local_jvm_compiles_at_the_first_tier_only_and_collects_in_parallel(spark: Any) -> None:
+    management = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    assert "-XX:TieredStopAtLevel=1" in list(management.getRuntimeMXBean().getInputArguments())
+    # The throughput collector, not G1 (whose concurrent threads took the server's CPU).
+    collectors = {bean.getName() for bean in management.getGarbageCollectorMXBeans()}
+    assert collectors == {"PS Scavenge", "PS MarkSweep"}, collectors
 
 
 def test_bad_rows_land_in_the_dead_letter_folder_with_reasons(tmp_path: Path, run_job: RunJob) -> None:

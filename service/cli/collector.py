@@ -1,0 +1,45 @@
+"""The cyclic garbage collector tuned for a command that holds many long-lived objects
+and makes many short-lived ones without cycles: ``scemon replay`` (every event it read
+and the engine's state), ``scemon stream`` and ``scemon demo`` (the Spark driver's
+modules — pyspark, py4j, pyarrow — and, in the demo, a WebSocket listener decoding every
+match).
+
+With the default thresholds the collector walked those objects again and again while
+the command's own objects came and went: measured, a quarter of a replay's time, and a
+third of the demo's driver CPU over its stream (0.75-1.13 s against 0.53-0.74 with the
+collector tuned, 120,000 events). Inside :func:`tuned_collector` it runs a hundred times
+less often, and :func:`freeze_so_far` exempts what is alive already. Reference counting
+still frees everything as usual; cycles are still collected."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = ["freeze_so_far", "tuned_collector"]
+
+# Allocations before a young collection, and young (then middle) collections before the
+# next generation's: a hundred times less often than Python's default (700, 10, 10).
+THRESHOLDS = (100_000, 50, 100)
+
+
+@contextmanager
+def tuned_collector() -> Iterator[None]:
+    """The collector at :data:`THRESHOLDS` for the block; the thresholds it had, and no
+    frozen objects, after it (an exception included)."""
+    old = gc.get_threshold()
+    gc.set_threshold(*THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
+
+
+def freeze_so_far() -> None:
+    """Leave the objects alive now out of later collections (``gc.freeze``; undone when
+    :func:`tuned_collector` ends). Call it once what stays is built (events read, the
+    engine, the Spark session): those make no reference cycles, so nothing is
+    collected first."""
+    gc.freeze()
