@@ -6,7 +6,7 @@ match).
 
 With the default thresholds the collector walked those objects again and again while
 the command's own objects came and went: measured, a quarter of a replay's time, and a
-third of the demo's driver CPU over its stream (0.75-1.13 s against 0.53-0.74 with the
+third of the demo's driver CPU over its stream (0.75-1.13 s against 0.53-0.82 with the
 collector tuned, 120,000 events). Inside :func:`tuned_collector` it runs a hundred times
 less often, and :func:`freeze_so_far` exempts what is alive already. Reference counting
 still frees everything as usual; cycles are still collected."""
