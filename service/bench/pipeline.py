@@ -33,6 +33,7 @@ batch k holds the seqs after those of batches before it.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import math
 import os
@@ -61,7 +62,6 @@ from ecq.timekeeper import TimeKeeper
 from service.bench.profile import LAYERS, Sampler, py_spy
 from service.bench.runner import fresh
 from service.bench.table import Plot, Table
-from service.cli.collector import freeze_so_far, tuned_collector
 from service.server.process import ServerProcess
 
 __all__ = [
@@ -187,8 +187,11 @@ def replay_row(load: Load) -> Row:
         keeper.engine.register(name, text)
     events = fresh(load.events)
     warm, measured = events[: load.warmup], events[load.warmup :]
-    with tuned_collector():
-        freeze_so_far()
+    # Tuned as service.cli.collector tunes it for replay (this room may not import the CLI's).
+    old = gc.get_threshold()
+    gc.set_threshold(100_000, 50, 100)
+    gc.freeze()
+    try:
         for k in range(0, len(warm), REPLAY_CHUNK):
             keeper.process(warm[k : k + REPLAY_CHUNK])
         matches = 0
@@ -196,6 +199,9 @@ def replay_row(load: Load) -> Row:
         for k in range(0, len(measured), REPLAY_CHUNK):
             matches += len(keeper.process(measured[k : k + REPLAY_CHUNK])[0])
         seconds, cpu = time.perf_counter() - began, time.process_time() - began_cpu
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
     return Row("replay (engine only)", 0, len(measured), matches, seconds, cpu)
 
 
