@@ -567,12 +567,14 @@ class _Bracketed:
         self.load = load
         self.replays = [replay_row(load)]
         self.rows: list[Row] = []
-        self.around: list[float] = []  # per row: the mean replay rate before and after it
 
     def add(self, row: Row) -> None:
         self.rows.append(row)
         self.replays.append(replay_row(self.load))
-        self.around.append((self.replays[-2].rate + self.replays[-1].rate) / 2)
+
+    def around(self) -> list[float]:
+        """Per row, the mean rate of the replays right before and right after it."""
+        return [(before.rate + after.rate) / 2 for before, after in itertools.pairwise(self.replays)]
 
     def replay(self) -> Row:
         """The replay runs as one row: their mean time and CPU."""
@@ -616,7 +618,7 @@ def _table(load: Load, scale: PipelineScale, measured: _Bracketed) -> Table:
         ],
     )
     # The replay row is its own reference (ratio 1).
-    for row, reference in [(replay, replay.rate), *zip(measured.rows, measured.around, strict=True)]:
+    for row, reference in [(replay, replay.rate), *zip(measured.rows, measured.around(), strict=True)]:
         if row.spark_ms:
             phases = sorted(row.spark_ms.items(), key=lambda kv: -kv[1])
             table.notes.append(
@@ -646,7 +648,7 @@ def _table(load: Load, scale: PipelineScale, measured: _Bracketed) -> Table:
 def pipeline_tables(scale: PipelineScale, progress: Progress | None = None) -> list[Table]:
     """One table per workload of ``scale``; see the module docstring."""
     builds: list[Path | None] = [None] if scale.baseline is None else [scale.baseline, None]
-    per_load = 1 + (len(scale.subscribers) + int(scale.spark)) * len(builds)  # a replay with each row
+    per_load = 1 + (len(scale.subscribers) + int(scale.spark)) * len(builds)
     steps = per_load * len(scale.workloads)
     step = 0
 

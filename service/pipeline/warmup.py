@@ -41,7 +41,7 @@ __all__ = ["warm_up"]
 _SAMPLE_EVENT = {"src": "warm-up", "type": "W", "start": 0.0, "end": 0.0, "attrs": {"x": 1}}
 
 
-def warm_up(spark: SparkSession, workers: int | None = None, batches: int = 3) -> float:
+def warm_up(spark: SparkSession, batches: int = 3) -> float:
     """Run the job's plan on a tiny sample, ``batches`` micro-batches of one file per
     worker (so every Python worker starts); return the seconds it took. More than one
     micro-batch: the JVM compiles the per-batch paths (planning, the offset and commit
@@ -50,7 +50,7 @@ def warm_up(spark: SparkSession, workers: int | None = None, batches: int = 3) -
     sample's rows do not come back whole: a Spark that cannot run the job should say so
     before the job starts."""
     began = time.monotonic()
-    n = workers or spark.sparkContext.defaultParallelism
+    n = spark.sparkContext.defaultParallelism
     root = Path(tempfile.mkdtemp(prefix="scemon-warm-up-"))
     try:
         source = root / "in"
