@@ -106,6 +106,8 @@ class Scale:
     cond_events: int = 20_000
     op_queries: tuple[int, ...] = (100, 1000, 5000)
     op_events: int = 5000
+    # SP above this many queries runs on a sample of them (service/bench/operators.py).
+    sp_sample: int = 1000
     families: tuple[str, ...] = tuple(FAMILIES)
 
     def setting(self, template: str = "seq", **changes: int) -> Setting:
@@ -146,6 +148,7 @@ QUICK = Scale(
     cond_events=600,
     op_queries=(20, 50, 100),
     op_events=400,
+    sp_sample=50,
 )
 
 

@@ -26,9 +26,10 @@ Pure: no I/O; the CLI prints and plots what this returns.
 from __future__ import annotations
 
 import gc
+import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ecq.baseline import PHASES, SeparateEngine
 from ecq.engine import Engine
@@ -45,6 +46,7 @@ __all__ = [
     "Progress",
     "Setting",
     "Variant",
+    "extrapolate",
     "fresh",
     "make_engine",
     "measure",
@@ -71,12 +73,16 @@ class Variant:
     ``level``, default the full engine) or ``separate`` (the SP baseline); ``profile``
     turns the per-phase timers on (they cost a little time themselves); ``queries``
     registers only the first that many of the setting's queries (query sets of the
-    workload are prefixes of each other, so several sizes can share one stream)."""
+    workload are prefixes of each other, so several sizes can share one stream);
+    ``sample`` registers only that many of those, drawn at random (seeded by
+    ``queries``): the SP baseline's measurement at sizes too slow to run whole, from
+    which :func:`extrapolate` estimates the whole."""
 
     engine: str = "shared"
     level: str | None = None
     profile: bool = False
     queries: int | None = None
+    sample: int | None = None
     # The shared engine on its pure-Python code only (False), else compiled when built.
     compiled: bool | None = None
 
@@ -89,6 +95,8 @@ class Variant:
             label += ":python"
         if self.queries is not None:
             label += f"@{self.queries}"
+        if self.sample is not None:
+            label += f"~{self.sample}"
         return label
 
 
@@ -130,6 +138,8 @@ class Measurement:
     stored_samples: list[int] = field(default_factory=list)
     # Seconds per phase (profiled variants only), measured events only.
     timers: dict[str, float] = field(default_factory=dict)
+    # Not run whole: estimated from a run of this many of its queries (extrapolate).
+    estimated_from: int | None = None
 
     @property
     def label(self) -> str:
@@ -214,6 +224,42 @@ def _boundaries(total: int, chunk: int, marks: Sequence[int]) -> list[int]:
     return sorted(ends)
 
 
+def _chosen(queries: list[tuple[str, str]], sample: int | None) -> list[tuple[str, str]]:
+    """``sample`` of ``queries`` at random, in their order (all when None or not fewer)."""
+    if sample is None or sample >= len(queries):
+        return queries
+    picked = sorted(random.Random(len(queries)).sample(range(len(queries)), sample))
+    return [queries[i] for i in picked]
+
+
+def extrapolate(sampled: Measurement, empty: Measurement) -> Measurement:
+    """The SP baseline's measurement at ``sampled.variant.queries`` queries, estimated
+    from a run of ``sampled.variant.sample`` of them and a run of none.
+
+    Why it holds: SP gives every query its own plan and its own store, so its time per
+    event is what it costs with no query at all (the event loop, the query index) plus
+    each query's own cost, and its matches and stored copies are each query's own; a
+    random sample's costs, less the empty run's, scaled by queries/sample, estimate
+    the whole (the per-query parts of time, matches and storage). Not for the shared
+    engine, whose queries share work."""
+    variant = sampled.variant
+    if variant.engine != "separate" or variant.sample is None or variant.queries is None:
+        raise ValueError(f"{variant.label} is not a sampled SP measurement")
+    if empty.variant.queries != 0 or empty.events != sampled.events:
+        raise ValueError(f"{empty.label} is not an SP run without queries over the same events")
+    scale = variant.queries / variant.sample
+    stored_avg = empty.stored_avg + scale * (sampled.stored_avg - empty.stored_avg)
+    return Measurement(
+        replace(variant, sample=None),
+        events=sampled.events,
+        seconds=empty.seconds + scale * (sampled.seconds - empty.seconds),
+        clean_seconds=empty.clean_seconds + scale * (sampled.clean_seconds - empty.clean_seconds),
+        matches=round(scale * sampled.matches),
+        stored_samples=[round(stored_avg)],
+        estimated_from=variant.sample,
+    )
+
+
 # An event as every engine gets its own copy of it: (src, type, start, end, attrs).
 Row = tuple[int | str, str, float, float, dict[str, AttrValue] | None]
 
@@ -250,7 +296,7 @@ def measure(
     engines = [make_engine(v) for v in variants]
     results = [Measurement(v) for v in variants]
     for engine, variant in zip(engines, variants, strict=True):
-        for name, text in queries[: variant.queries]:
+        for name, text in _chosen(queries[: variant.queries], variant.sample):
             engine.register(name, text)
     every = setting.clean_every
     ends = _boundaries(total, setting.chunk, [warm, *range(every, total, every)])

@@ -39,6 +39,7 @@ TINY_SCALE = replace(
     cond_events=200,
     op_queries=(5, 10, 20),
     op_events=200,
+    sp_sample=10,
 )
 
 PAIR = [

@@ -54,6 +54,7 @@ BEYOND: dict[Figure, dict[str, list[str]]] = {
             "shared_matches_per_s",
             "separate_matches_per_s",
             "matches_per_event",
+            "separate_ran",
         ],
         "operators_targets": TARGETS,
     },
@@ -102,6 +103,9 @@ def test_the_operators_table_has_a_row_per_family_and_count() -> None:
         (f, n) for f in TINY_SCALE.families for n in TINY_SCALE.op_queries
     ]
     assert all(r["shared_events_per_s"] and r["separate_events_per_s"] for r in table.records())
+    # SP above sp_sample queries ran on a sample of them, and the table says so.
+    assert {r["queries"]: r["separate_ran"] for r in table.records()} == {5: 5, 10: 10, 20: 10}
+    assert any("SP above 10 queries" in note for note in table.notes)
     assert table.plot is not None and table.plot.group == "family"
     # The targets at the middle count, each met or missed.
     assert {r["met"] for r in targets.records()} <= {"yes", "NO"}

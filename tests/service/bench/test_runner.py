@@ -9,7 +9,16 @@ import pytest
 
 from ecq.network import LEVELS
 from ecq.workload import Workload
-from service.bench.runner import PHASES, SEPARATE, SHARED, Setting, Variant, make_engine, measure
+from service.bench.runner import (
+    PHASES,
+    SEPARATE,
+    SHARED,
+    Setting,
+    Variant,
+    extrapolate,
+    make_engine,
+    measure,
+)
 
 TINY = Setting(Workload(n_queries=40, n_sources=20), clean_every=200, events=800, warmup=400, chunk=150)
 
@@ -31,6 +40,33 @@ def test_variants_with_fewer_queries_register_a_prefix() -> None:
     few, all_ = measure(TINY, [replace(SHARED, queries=5), SHARED])
     assert few.label == "shared@5"
     assert few.matches <= all_.matches
+
+
+def test_sp_on_a_sample_of_the_queries_estimates_the_whole() -> None:
+    """SP shares nothing between queries: its matches and stored copies are sums over
+    them, so a half sample's, scaled up, land near the whole run's (the sample's
+    queries are drawn at random, not a prefix)."""
+    whole, half, none = measure(
+        TINY,
+        [
+            replace(SEPARATE, queries=40),
+            replace(SEPARATE, queries=40, sample=20),
+            replace(SEPARATE, queries=0),
+        ],
+    )
+    assert half.label == "separate@40~20" and none.matches == 0
+    estimate = extrapolate(half, none)
+    assert estimate.estimated_from == 20 and estimate.label == "separate@40"
+    assert estimate.events == whole.events and estimate.seconds > 0
+    assert estimate.matches == 2 * half.matches
+    assert 0.5 * whole.matches <= estimate.matches <= 1.5 * whole.matches
+    assert 0.5 * whole.stored_avg <= estimate.stored_avg <= 1.5 * whole.stored_avg
+    # The empty run's own time is counted once, not scaled up with the queries'.
+    assert estimate.seconds == pytest.approx(none.seconds + 2 * (half.seconds - none.seconds))
+    with pytest.raises(ValueError, match="not a sampled SP measurement"):
+        extrapolate(whole, none)
+    with pytest.raises(ValueError, match="without queries"):
+        extrapolate(half, whole)
 
 
 @pytest.mark.parametrize("variant", [Variant("separate", profile=True), Variant("shared", LEVELS[0], True)])
