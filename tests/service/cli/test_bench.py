@@ -38,11 +38,13 @@ def test_operators_command_takes_families_and_counts_and_rejects_unknown_familie
     result = CliRunner().invoke(
         app,
         ["bench", "operators", "--quick", "--family", "cnj3", "--queries", "30", "--queries", "10"]
-        + ["--out", str(tmp_path)],
+        + ["--sp-sample", "15", "--out", str(tmp_path)],
     )
     assert result.exit_code == 0, result.output
     header, rows = read_csv(tmp_path / "operators.csv")
     assert [(row[0], row[1]) for row in rows] == [("cnj3", "10"), ("cnj3", "30")]
+    # SP at 30 queries ran on 15 of them (--sp-sample), at 10 on all.
+    assert [row[header.index("separate_ran")] for row in rows] == ["10", "15"]
     header, rows = read_csv(tmp_path / "operators_targets.csv")
     assert rows and all(", 30 queries" in row[0] for row in rows)  # the middle of two counts
     result = CliRunner().invoke(app, ["bench", "operators", "--quick", "--family", "nonsense"])
