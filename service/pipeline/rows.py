@@ -148,9 +148,10 @@ def collector_paused() -> Iterator[None]:
 
     Why: a file's parse makes tens of thousands of container objects (events, their
     attribute dicts) that form no reference cycles, and with the default thresholds the
-    collector walked them again every 700 allocations (2,000 from 3.13) — measured on a 10,000-event file
-    of the demo's payments, 9.1-9.7 µs an event with it against 7.0-7.5 without, a fifth
-    of a Spark worker's CPU. Reference counting frees everything as usual."""
+    collector walked them again every 700 allocations (2,000 from CPython 3.13) —
+    measured on a 10,000-event file of the demo's payments, 9.1-9.7 µs an event with it
+    against 7.0-7.5 without, a fifth of a Spark worker's CPU. Reference counting frees
+    everything as usual."""
     was = gc.isenabled()
     gc.disable()
     try:
