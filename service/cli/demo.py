@@ -36,6 +36,8 @@ from service.cli.errors import SPARK_MISSING, user_errors
 __all__ = ["Demo", "MatchListener", "demo"]
 
 _PAPER = {name for name, _ in PAPER_CARD_QUERIES}
+# Seconds between the kept service's checks for Ctrl-C (Demo._serve).
+_SERVE_TICK = 0.25
 
 
 class MatchListener:
@@ -249,8 +251,13 @@ class Demo:
             f"(API at {url}/docs); Ctrl-C stops it"
         )
         try:
+            # Short sleeps, not one long one: Ctrl-C's SIGINT may be delivered to any of
+            # the process's threads (the WebSocket listener's, py4j's, pyarrow's), and
+            # Python runs the handler in the main thread only when it next wakes, so a
+            # sleep of an hour slept on (the likely cause of the one time the demo's
+            # Ctrl-C test waited a minute for the demo to stop).
             while True:
-                time.sleep(3600)
+                time.sleep(_SERVE_TICK)
         except KeyboardInterrupt:
             self.console.print("stopping the service")
 

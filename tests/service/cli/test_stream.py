@@ -165,6 +165,35 @@ def test_the_demo_keeps_its_service_and_console_up_until_ctrl_c(tmp_path: Path) 
             demo.wait()
 
 
+# The kept service's wait (Demo._serve) with Ctrl-C's SIGINT delivered to another thread
+# of the process than the main one, as the kernel may when the demo runs its WebSocket
+# listener, py4j's and pyarrow's threads beside it.
+_CTRL_C_ELSEWHERE = """
+import signal, sys, threading, time
+from pathlib import Path
+from rich.console import Console
+from service.cli.demo import Demo
+
+def ctrl_c_to_this_thread():
+    time.sleep(0.5)
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+
+threading.Thread(target=ctrl_c_to_this_thread, daemon=True).start()
+Demo(workdir=Path(sys.argv[1]), console=Console(width=200))._serve("http://127.0.0.1:1")
+print("served")
+"""
+
+
+def test_the_kept_service_stops_on_ctrl_c_whichever_thread_gets_the_signal(tmp_path: Path) -> None:
+    """Python runs a signal's handler in the main thread when that thread next wakes; a
+    wait that slept an hour at a time did not see a SIGINT the kernel handed to another
+    thread for that hour (likely why the demo's Ctrl-C test above once timed out)."""
+    command = [sys.executable, "-c", _CTRL_C_ELSEWHERE, str(tmp_path)]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "stopping the service" in result.stdout and result.stdout.rstrip().endswith("served")
+
+
 # Runs `scemon stream` in a process of its own with a spy on the job's run: the real
 # command, Spark and service; the spy only records the collector's state it runs under.
 _COLLECTOR_SPY = """
