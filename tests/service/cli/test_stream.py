@@ -178,6 +178,9 @@ def ctrl_c_to_this_thread():
     time.sleep(0.5)
     signal.pthread_kill(threading.get_ident(), signal.SIGINT)
 
+# As the demo has it by then (service.pipeline.session): a test run started in the
+# background by a shell without job control inherits SIGINT ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 threading.Thread(target=ctrl_c_to_this_thread, daemon=True).start()
 Demo(workdir=Path(sys.argv[1]), console=Console(width=200))._serve("http://127.0.0.1:1")
 print("served")
