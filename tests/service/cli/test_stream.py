@@ -161,7 +161,9 @@ def test_the_demo_keeps_its_service_and_console_up_until_ctrl_c(tmp_path: Path) 
             httpx.get(f"{url}/healthz", timeout=2)
     finally:
         if demo.poll() is None:
-            demo.kill()
+            # The demo's whole session (its own process group): its service and Spark's
+            # JVM too, which a SIGKILL of the demo alone would leave running.
+            os.killpg(demo.pid, signal.SIGKILL)
             demo.wait()
 
 
