@@ -179,7 +179,7 @@ def operators(scale: Scale = FULL, progress: Progress | None = None) -> list[Tab
     table.notes = notes_of(
         scale, setting, "operator families (ecq.workload.FAMILIES); ratio = shared/SP events/s"
     )
-    if any(n > scale.sp_sample for n in sizes):
+    if any(separate.estimated_from for _, separate in by.values()):
         table.notes.append(
             f"SP above {scale.sp_sample:,} queries: run on {scale.sp_sample:,} of them drawn at random "
             "and on none, the per-query part scaled up (separate_ran; SP shares nothing between "
