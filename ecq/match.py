@@ -16,7 +16,17 @@ from typing import TYPE_CHECKING, Any
 from ecq.event import AttrValue, Event
 from ecq.kernel.select import compiled_match
 
-__all__ = ["Match", "PyMatch", "EventRef", "event_ids", "arrivals", "to_dict", "describe", "fields"]
+__all__ = [
+    "Match",
+    "PyMatch",
+    "EventRef",
+    "event_ids",
+    "arrivals",
+    "to_dict",
+    "write_block",
+    "describe",
+    "fields",
+]
 
 # An entry of ``Match.events``: an event, the list of a Kleene group's events, or the
 # list of a nested sub-pattern's entries.
@@ -128,6 +138,22 @@ def to_dict(m: Match, name: Callable[[Event], Any] | None = None) -> dict[str, A
         "prob": m.prob,
         "seq": m.seq,
     }
+
+
+def write_block(matches: list[Match], first: int, dumps: Callable[[Any], str]) -> tuple[str, list[int]]:
+    """The wire text of ``matches`` numbered ``first, first + 1, ...``: one JSON array of
+    each match's ``to_dict()`` (its ``seq`` set) as ``dumps`` writes it, and where each
+    match starts in it and one start more (the text's length; 1 for no match). The compiled kernel's
+    ``write_block`` gives the same text without a dict per match."""
+    texts = []
+    for seq, m in enumerate(matches, first):
+        wire = m.to_dict()
+        wire["seq"] = seq
+        texts.append(dumps(wire))
+    starts = [1]
+    for text in texts:
+        starts.append(starts[-1] + len(text) + 1)
+    return "[" + ",".join(texts) + "]", starts
 
 
 if not TYPE_CHECKING:

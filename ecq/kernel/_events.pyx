@@ -8,7 +8,8 @@
   accepts or rejects it and names the mistake. ``EventReader.columns``: the same events
   from a batch's columns (the service's Arrow posts), no dict per row.
 - ``Match``: ``ecq.match.Match`` when the kernel is compiled; ``write_match``: its wire
-  form (``Match.to_dict``) built natively for matches of primitive events.
+  form (``Match.to_dict``) built natively for matches of primitive events;
+  ``write_block``: a batch's matches as one JSON text, numbered.
 """
 
 cimport cython
@@ -22,7 +23,7 @@ cdef extern from "Python.h":
     ctypedef struct PyTypeObject
     object PyType_GenericAlloc(PyTypeObject *cls, Py_ssize_t n)
 
-__all__ = ["EventBase", "EventReader", "Match", "write_match"]
+__all__ = ["BlockText", "EventBase", "EventReader", "Match", "write_match"]
 
 EventBase = scemon_event_type_new()
 cdef type _EventBase = EventBase
@@ -344,3 +345,282 @@ def write_match(m):
         "prob": c.prob,
         "seq": c.seq,
     }
+
+
+# ------------------------------------------------------------ a block of matches as text
+
+cdef extern from "Python.h":
+    const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
+    Py_ssize_t PyUnicode_GET_LENGTH(object s)
+    object PyUnicode_DecodeUTF8(const char *s, Py_ssize_t size, const char *errors)
+    long long PyLong_AsLongLongAndOverflow(object o, int *overflow) except? -1
+    void *PyMem_Malloc(size_t n)
+    void *PyMem_Realloc(void *p, size_t n)
+    void PyMem_Free(void *p)
+
+from libc.string cimport memcpy
+
+
+@cython.final
+cdef class _Text:
+    # A growing UTF-8 buffer and its length in characters (what ``str`` indexes count).
+    cdef char *buf
+    cdef Py_ssize_t size, cap, chars
+
+    def __cinit__(self, Py_ssize_t cap):
+        self.cap = cap if cap > 64 else 64
+        self.buf = <char *>PyMem_Malloc(self.cap)
+        if self.buf == NULL:
+            raise MemoryError()
+        self.size = 0
+        self.chars = 0
+
+    def __dealloc__(self):
+        PyMem_Free(self.buf)
+
+    cdef inline int room(self, Py_ssize_t n) except -1:
+        if self.size + n <= self.cap:
+            return 0
+        return self.grow(n)
+
+    cdef int grow(self, Py_ssize_t n) except -1:
+        cdef Py_ssize_t cap = self.cap
+        cdef char *grown
+        while self.size + n > cap:
+            cap *= 2
+        grown = <char *>PyMem_Realloc(self.buf, cap)
+        if grown == NULL:
+            raise MemoryError()
+        self.buf = grown
+        self.cap = cap
+        return 0
+
+    cdef inline int ascii(self, const char *s, Py_ssize_t n) except -1:
+        self.room(n)
+        memcpy(self.buf + self.size, s, n)
+        self.size += n
+        self.chars += n
+        return 0
+
+    cdef int text(self, str s) except -1:
+        # Any str, already JSON (a fragment ``dumps`` wrote).
+        cdef Py_ssize_t n
+        cdef const char *u = PyUnicode_AsUTF8AndSize(s, &n)
+        self.room(n)
+        memcpy(self.buf + self.size, u, n)
+        self.size += n
+        self.chars += PyUnicode_GET_LENGTH(s)
+        return 0
+
+    cdef int string(self, str s, object dumps) except -1:
+        # A JSON string: printable ASCII with nothing to escape is written as it is;
+        # anything else (escapes, non-ASCII) as ``dumps`` writes it.
+        cdef Py_ssize_t n, k
+        cdef const char *u = PyUnicode_AsUTF8AndSize(s, &n)
+        cdef unsigned char c
+        if n != PyUnicode_GET_LENGTH(s):
+            return self.text(dumps(s))
+        for k in range(n):
+            c = <unsigned char>u[k]
+            if c < 0x20 or c == 0x22 or c == 0x5C or c >= 0x7F:
+                return self.text(dumps(s))
+        self.room(n + 2)
+        self.buf[self.size] = b'"'
+        memcpy(self.buf + self.size + 1, u, n)
+        self.buf[self.size + n + 1] = b'"'
+        self.size += n + 2
+        self.chars += n + 2
+        return 0
+
+    cdef int integer(self, object v, object dumps) except -1:
+        cdef int overflow = 0
+        cdef long long x = PyLong_AsLongLongAndOverflow(v, &overflow)
+        if overflow:
+            return self.text(dumps(v))  # beyond 64 bits: as the encoder decides
+        return self.decimal(x)
+
+    cdef int decimal(self, long long x) except -1:
+        cdef char digits[24]
+        cdef int k = 24
+        cdef unsigned long long u = <unsigned long long>x
+        if x < 0:
+            u = 0 - u
+        while True:
+            k -= 1
+            digits[k] = <char>(48 + u % 10)
+            u //= 10
+            if u == 0:
+                break
+        if x < 0:
+            k -= 1
+            digits[k] = b'-'
+        return self.ascii(digits + k, 24 - k)
+
+    cdef int scalar(self, object v, object dumps) except -1:
+        # An event's id or a match's source: a str or an int as written natively.
+        if type(v) is str:
+            return self.string(<str>v, dumps)
+        if type(v) is int:
+            return self.integer(v, dumps)
+        return self.text(dumps(v))
+
+
+cdef int _ids(_Text out, Match c, object dumps) except -1:
+    # The ids of a match of primitive events (as ``write_match`` names them) written
+    # as a JSON array; 0 (nothing kept) for anything else (groups, nested matches).
+    cdef Py_ssize_t k, ne = c.nev if c._events is None else len(<list?>c._events)
+    cdef scemon_event *f
+    out.ascii("[", 1)
+    for k in range(ne):
+        e = <object>c.held[k] if c._events is None else (<list>c._events)[k]
+        if not isinstance(e, _EventBase):
+            return 0
+        f = ev(e)
+        if f.parts == NULL or <object>f.parts is not None:
+            return 0
+        if k:
+            out.ascii(",", 1)
+        eid = ev_get(f.id, "id")
+        out.scalar(eid if eid is not None else ev_get(f.arrival, "arrival"), dumps)
+    out.ascii("]", 1)
+    return 1
+
+
+cdef class _Floats:
+    # The text of each float of a chunk of matches (start, end, prob of each compiled
+    # one), all written by one ``dumps`` of them: exactly as the encoder writes floats.
+    cdef object text
+    cdef const char *nums
+    cdef Py_ssize_t *spans
+    cdef Py_ssize_t count
+
+    def __cinit__(self):
+        self.spans = NULL
+
+    def __dealloc__(self):
+        PyMem_Free(self.spans)
+
+    cdef int read(self, list matches, Py_ssize_t lo, Py_ssize_t hi, object dumps) except -1:
+        cdef list floats = []
+        cdef Match c
+        cdef Py_ssize_t k, at, end, nlen
+        cdef const char *nums
+        for k in range(lo, hi):
+            m = matches[k]
+            if type(m) is Match:
+                c = <Match>m
+                floats.append(c.start)
+                floats.append(c.end)
+                floats.append(c.prob)
+        self.text = dumps(floats)
+        nums = self.nums = PyUnicode_AsUTF8AndSize(self.text, &nlen)
+        PyMem_Free(self.spans)
+        self.count = len(floats)
+        self.spans = <Py_ssize_t *>PyMem_Malloc((2 * self.count + 1) * sizeof(Py_ssize_t))
+        if self.spans == NULL:
+            raise MemoryError()
+        # Each number's text: between '[' or ',' and the next ',' or ']', spaces aside.
+        at = 0
+        while at < nlen and nums[at] != b'[':
+            at += 1
+        for k in range(self.count):
+            at += 1
+            while at < nlen and (nums[at] == b' ' or nums[at] == b'\n'):
+                at += 1
+            end = at
+            while end < nlen and nums[end] != b',' and nums[end] != b']' and nums[end] != b' ' and nums[end] != b'\n':
+                end += 1
+            self.spans[2 * k] = at
+            self.spans[2 * k + 1] = end - at
+            at = end
+            while at < nlen and nums[at] != b',' and nums[at] != b']':
+                at += 1
+        return 0
+
+    cdef inline int write(self, _Text out, Py_ssize_t k) except -1:
+        return out.ascii(self.nums + self.spans[2 * k], self.spans[2 * k + 1])
+
+
+cdef class BlockText:
+    """The wire text of a batch's matches, written a chunk at a time: one JSON array
+    (``"[m0,m1,...]"``, each ``m`` the text of ``Match.to_dict()`` with its ``seq``) and
+    where each match starts in it, in characters, with one start more (the text's
+    length; 1 for no match): what ``service.server.blocks.Block`` takes.
+
+    The same text as ``dumps`` of each wire dict joined, with no dict, list or text per
+    match: the floats are written by one ``dumps`` of a chunk's floats (so exactly as
+    the encoder writes floats), plain ASCII strings and 64-bit integers here, anything
+    else (strings to escape, larger integers, matches of groups or with attributes) by
+    ``dumps`` itself. O(total length). ``ecq.kernel.make.block_writer`` drives it in
+    chunks; ``ecq.match.write_block`` is the pure twin."""
+
+    cdef _Text out
+    cdef _Floats floats
+    cdef list starts
+    cdef object dumps
+    cdef bint done
+
+    def __init__(self, dumps, Py_ssize_t expected=0):
+        self.out = _Text(expected * 128 + 2)
+        self.floats = _Floats()
+        self.starts = []
+        self.dumps = dumps
+        self.out.ascii("[", 1)
+
+    def add(self, list matches, Py_ssize_t lo, Py_ssize_t hi, long long first):
+        """Write ``matches[lo:hi]``, numbered from ``first``."""
+        cdef _Text out = self.out
+        cdef _Floats floats = self.floats
+        cdef list starts = self.starts
+        cdef object dumps = self.dumps
+        cdef Py_ssize_t k, at = 0, size, chars  # at: the chunk's next float
+        cdef long long seq = first
+        cdef Match c
+        if lo < 0 or hi > len(matches) or lo > hi:
+            raise IndexError(f"no matches [{lo}:{hi}] of {len(matches)}")
+        if self.done:
+            raise ValueError("the block's text is finished")
+        floats.read(matches, lo, hi, dumps)
+        for k in range(lo, hi):
+            m = matches[k]
+            if len(starts):
+                out.ascii(",", 1)
+            starts.append(out.chars)
+            size, chars = out.size, out.chars
+            if type(m) is Match:
+                c = <Match>m
+                at += 3
+                if c._attrs is None or not len(c._attrs):
+                    out.ascii('{"query":', 9)
+                    out.scalar(c.query, dumps)
+                    out.ascii(',"src":', 7)
+                    out.scalar(c.src, dumps)
+                    out.ascii(',"start":', 9)
+                    floats.write(out, at - 3)
+                    out.ascii(',"end":', 7)
+                    floats.write(out, at - 2)
+                    out.ascii(',"events":', 10)
+                    if _ids(out, c, dumps):
+                        out.ascii(',"attrs":{},"prob":', 19)
+                        floats.write(out, at - 1)
+                        out.ascii(',"seq":', 7)
+                        out.decimal(seq)
+                        out.ascii("}", 1)
+                        seq += 1
+                        continue
+                    out.size, out.chars = size, chars  # not plain after all: start again
+            wire = m.to_dict()
+            wire["seq"] = seq
+            out.text(dumps(wire))
+            seq += 1
+
+    def finish(self):
+        """The text and the starts; nothing can be added after."""
+        if self.done:
+            raise ValueError("the block's text is finished")
+        self.done = True
+        if not self.starts:
+            return "[]", [1]  # as ``Block.of`` has it
+        self.out.ascii("]", 1)
+        self.starts.append(self.out.chars)
+        return PyUnicode_DecodeUTF8(self.out.buf, self.out.size, NULL), self.starts

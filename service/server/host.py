@@ -64,7 +64,7 @@ from ecq.errors import (
     UnknownQueryError,
 )
 from ecq.event import Event
-from ecq.kernel.make import match_writer
+from ecq.kernel.make import block_writer
 from ecq.language import format_query
 from ecq.language.ast import Query, from_json
 from ecq.match import Match
@@ -181,6 +181,11 @@ def spec_query(spec: QuerySpec) -> str | Query:
 _UNNAMED = "-"
 
 
+def _dumps(value: Any) -> str:
+    # The wire's JSON encoder for the block writer: orjson's compact text.
+    return orjson.dumps(value).decode()
+
+
 def _compile(name: str, spec: QuerySpec) -> CompiledQuery:
     """Check a spec's size, parse and compile it, without an engine. Raises
     QueryError subclasses, and 413/422 for a pattern over its size limits."""
@@ -258,6 +263,7 @@ class EngineHost:
         self._stats_ops = -1
         self._stats_job: asyncio.Future[None] | None = None
         self._ops = 0
+        self._write_block = block_writer()
         self._startup: asyncio.Future[None] | None = None
         self._watch: asyncio.Task[None] | None = None
         self.rates = MatchRates()
@@ -771,24 +777,16 @@ class EngineHost:
         when there are none) that the store logs and the hub fans out as it is."""
         if not matches:
             return None, {}
-        texts: list[str] = []
-        queries: list[str] = []
+        # One text for the whole block, written natively when the kernel is compiled:
+        # a dict and a ``dumps`` per match cost 2-3 µs each, most of the match rows'
+        # share of the server's time (docs/benchmarks.md, "the match rows' text").
+        text, starts = self._write_block(matches, self.next_seq, _dumps)
+        queries = [m.query for m in matches]
         last: dict[str, float] = {}
-        seq = self.next_seq
-        dumps = orjson.dumps
-        to_dict = match_writer()
         for m in matches:
-            wire = to_dict(m)
-            wire["seq"] = seq
-            # Decoded at once: orjson's output buffer is ~1 KB however short the text,
-            # and thousands of them kept alive until the join cost page faults (a match
-            # 5-7 µs; as text, 2-3 µs with its wire dict).
-            texts.append(dumps(wire).decode())
-            queries.append(m.query)
             last[m.query] = m.end
-            seq += 1
         counts = {query: (n, last[query]) for query, n in Counter(queries).items()}
-        return Block.of(self.next_seq, queries, texts), counts
+        return Block(self.next_seq, queries, text, starts), counts
 
     def _committed(self, next_seq: int, counts: dict[str, tuple[int, float]], block: Block | None) -> None:
         self.next_seq = next_seq

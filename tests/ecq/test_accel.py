@@ -13,6 +13,7 @@ import random
 import subprocess
 import sys
 from typing import Any
+from unittest.mock import patch
 
 import orjson
 import pytest
@@ -22,9 +23,10 @@ from hypothesis import strategies as st
 from ecq.engine import Engine
 from ecq.errors import EventError
 from ecq.event import FIELDS, Event
-from ecq.kernel.make import column_reader, event_reader, match_writer
+from ecq.kernel import make as kernel_make
+from ecq.kernel.make import block_writer, column_reader, event_reader, match_writer
 from ecq.kernel.select import compiled_module, status
-from ecq.match import Match, PyMatch
+from ecq.match import Match, PyMatch, write_block
 from ecq.network import Network
 from ecq.pmb import PMB
 from ecq.workload import Workload, events, sequence_queries
@@ -487,6 +489,126 @@ def test_compiled_match_writer_writes_what_to_dict_writes() -> None:
         assert write(m) == m.to_dict()
     plain = [m for m in matches if m.query == "seq"]
     assert [write(m)["events"] for m in plain] == [["a1", 7, "c1"], [4, 5, 6]]
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _one_by_one(matches: list[Any], first: int) -> str:
+    """The block as the service wrote it before the block writer: one ``dumps`` of each
+    match's wire dict."""
+    texts = []
+    for seq, m in enumerate(matches, first):
+        wire = m.to_dict()
+        wire["seq"] = seq
+        texts.append(orjson.dumps(wire).decode())
+    return "[" + ",".join(texts) + "]"
+
+
+def _check_block(matches: list[Any], first: int) -> None:
+    text, starts = block_writer()(matches, first, _dumps)
+    assert (text, starts) == write_block(matches, first, _dumps)
+    with patch.object(kernel_make, "BLOCK_CHUNK", 3):  # chunks end mid-block
+        assert block_writer()(matches, first, _dumps) == (text, starts)
+    assert text == _one_by_one(matches, first)
+    assert len(starts) == len(matches) + 1 and starts[-1] == (len(text) if matches else 1)
+    for k, m in enumerate(matches):
+        wire = m.to_dict()
+        wire["seq"] = first + k
+        assert orjson.loads(text[starts[k] : starts[k + 1] - 1]) == orjson.loads(orjson.dumps(wire))
+
+
+def test_compiled_block_writer_writes_what_dumps_writes_on_the_engines_matches() -> None:
+    """A batch's matches as one text (what the service logs and sends): the compiled
+    writer, the pure one and one ``orjson.dumps`` per wire dict give the same text,
+    on matches the kernel made (events held inline, ids and arrivals, Kleene groups and
+    ``@name`` readers, which go through ``to_dict``)."""
+    eng = Engine()
+    eng.register("seq", "PATTERN SEQ(A a, B b, C c) WITHIN 1 hour")
+    eng.register("kln", "PATTERN SEQ(A a, B+ b, C c) WITHIN 1 hour")
+    eng.register("src", "PATTERN SEQ(A a, B b) WITHIN 1 hour")
+    eng.register("use", "PATTERN SEQ(@src x, C c) WITHIN 1 hour")
+    eng.register("ret", "PATTERN SEQ(A a, C c) WITHIN 1 hour RETURN a.v AS v")
+    stream = [
+        Event(1, "A", 1.0, id="a1", attrs={"v": 2}),
+        Event(1, "B", 2.0),
+        Event(1, "B", 3.0, id=7),
+        Event(1, "C", 4.0, id='c\u00e9"1'),
+        Event("s\u00e9", "A", 5.5, id=2**62),
+        Event("s\u00e9", "B", 6.000001),
+        Event("s\u00e9", "C", 7.125, prob=0.3),
+    ]
+    matches = eng.process(stream) + eng.advance_time(float("inf"))
+    assert {m.query for m in matches} == {"seq", "kln", "src", "use", "ret"}
+    assert {m.src for m in matches} == {1, "s\u00e9"}
+    assert all(type(m) is Match for m in matches)
+    _check_block(matches, 0)
+    _check_block(matches, 2**40)
+    _check_block([], 5)
+
+
+_json_text = st.text(st.characters(codec="utf-8"), max_size=6) | st.sampled_from(
+    ["q1", 'a"b', "a\\b", "\x7f", "\n"]
+)
+_ints = st.integers(min_value=-(2**63), max_value=2**64 - 1)
+
+
+@st.composite
+def _matches(draw: st.DrawFn) -> Any:
+    events: list[Any] = []
+    for k in range(draw(st.integers(0, 4))):
+        e = Event(1, "A", 0.0, id=draw(st.none() | _json_text | _ints))
+        e.arrival = k
+        events.append(e)
+    grouped = draw(st.booleans())
+    if events and grouped:
+        events = [events[0], events[1:]]  # a Kleene group
+    attrs: Any = draw(
+        st.none() | st.dictionaries(st.sampled_from(["v", "w"]), _ints | st.floats(allow_nan=False))
+    )
+    return Match(
+        draw(_json_text),
+        draw(_json_text | _ints),
+        draw(st.floats()),
+        draw(st.floats()),
+        events,
+        attrs,
+        draw(st.floats(allow_nan=False, allow_infinity=False)),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_matches(), max_size=8), st.integers(0, 2**62))
+def test_compiled_block_writer_writes_what_dumps_writes_on_any_match(matches: list[Any], first: int) -> None:
+    """Any strings (escapes, non-ASCII), any 64-bit integers, any floats (exponents,
+    -0.0, infinities, NaN, written by the encoder), groups and attributes: the same text
+    as one ``dumps`` per match, and the same as the pure writer."""
+    _check_block(matches, first)
+
+
+def test_block_writers_fail_as_the_encoder_fails() -> None:
+    """An integer beyond 64 bits is the encoder's to refuse: both writers raise its error."""
+    m = Match("q", 2**70, 1.0, 2.0, [])
+    for write in (block_writer(), write_block):
+        with pytest.raises(orjson.JSONEncodeError):
+            write([m], 0, _dumps)
+
+
+def test_a_finished_block_text_takes_nothing_more() -> None:
+    """The compiled block text is written once: adding after ``finish`` (or finishing
+    twice) is an error, not a second text over the first one's buffer."""
+    text = _module("_events").BlockText(_dumps, 1)
+    m = Match("q", 1, 1.0, 2.0, [])
+    text.add([m], 0, 1, 0)
+    one = '{"query":"q","src":1,"start":1.0,"end":2.0,"events":[],"attrs":{},"prob":1.0,"seq":0}'
+    assert text.finish() == ("[" + one + "]", [1, 1 + len(one) + 1])
+    with pytest.raises(ValueError, match="finished"):
+        text.add([m], 0, 1, 1)
+    with pytest.raises(ValueError, match="finished"):
+        text.finish()
+    with pytest.raises(IndexError):
+        _module("_events").BlockText(_dumps).add([m], 0, 2, 0)
 
 
 _MATCH_FIELDS = ("query", "src", "start", "end", "events", "attrs", "prob", "seq", "trigger")
