@@ -143,8 +143,8 @@ def to_dict(m: Match, name: Callable[[Event], Any] | None = None) -> dict[str, A
 def write_block(matches: list[Match], first: int, dumps: Callable[[Any], str]) -> tuple[str, list[int]]:
     """The wire text of ``matches`` numbered ``first, first + 1, ...``: one JSON array of
     each match's ``to_dict()`` (its ``seq`` set) as ``dumps`` writes it, and where each
-    match starts in it and one start more (the text's length; 1 for no match). The compiled kernel's
-    ``write_block`` gives the same text without a dict per match."""
+    match starts in it and one start more (the text's length; 1 for no match). The
+    compiled kernel's ``BlockText`` writes the same text without a dict per match."""
     texts = []
     for seq, m in enumerate(matches, first):
         wire = m.to_dict()

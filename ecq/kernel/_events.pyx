@@ -9,7 +9,8 @@
   from a batch's columns (the service's Arrow posts), no dict per row.
 - ``Match``: ``ecq.match.Match`` when the kernel is compiled; ``write_match``: its wire
   form (``Match.to_dict``) built natively for matches of primitive events;
-  ``write_block``: a batch's matches as one JSON text, numbered.
+  ``BlockText``: a batch's matches as one JSON text, numbered (what the service logs
+  and sends).
 """
 
 cimport cython
@@ -467,7 +468,8 @@ cdef class _Text:
 
 cdef int _ids(_Text out, Match c, object dumps) except -1:
     # The ids of a match of primitive events (as ``write_match`` names them) written
-    # as a JSON array; 0 (nothing kept) for anything else (groups, nested matches).
+    # as a JSON array; 0 for anything else (groups, nested matches), whose partial
+    # text the caller then takes back.
     cdef Py_ssize_t k, ne = c.nev if c._events is None else len(<list?>c._events)
     cdef scemon_event *f
     out.ascii("[", 1)
