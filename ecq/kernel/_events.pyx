@@ -318,6 +318,28 @@ cdef class Match:
         return to_dict(self, name)
 
 
+cdef inline Py_ssize_t _event_count(Match c) except -1:
+    return c.nev if c._events is None else len(<list?>c._events)
+
+
+cdef inline object _event_at(Match c, Py_ssize_t k):
+    # Entry k of the match's events, held inline or in its list.
+    return <object>c.held[k] if c._events is None else (<list>c._events)[k]
+
+
+cdef inline object _plain_id(object e):
+    # How the wire names a primitive event (its id, else its arrival index); _ABSENT
+    # for anything else (a Kleene group's list, a derived instance), which only
+    # ``Match.to_dict`` writes.
+    if not isinstance(e, _EventBase):
+        return _ABSENT
+    cdef scemon_event *f = ev(e)
+    if f.parts == NULL or <object>f.parts is not None:
+        return _ABSENT
+    eid = ev_get(f.id, "id")
+    return eid if eid is not None else ev_get(f.arrival, "arrival")
+
+
 def write_match(m):
     """``Match.to_dict()``: for a match of primitive events, its wire form built here
     (events named by id, or arrival index); anything else goes to ``to_dict``."""
@@ -325,17 +347,12 @@ def write_match(m):
         return m.to_dict()
     cdef Match c = <Match>m
     cdef list ids = []
-    cdef Py_ssize_t k, ne = c.nev if c._events is None else len(<list?>c._events)
-    cdef scemon_event *f
-    for k in range(ne):
-        e = <object>c.held[k] if c._events is None else (<list>c._events)[k]
-        if not isinstance(e, _EventBase):
+    cdef Py_ssize_t k
+    for k in range(_event_count(c)):
+        eid = _plain_id(_event_at(c, k))
+        if eid is _ABSENT:
             return m.to_dict()
-        f = ev(e)
-        if f.parts == NULL or <object>f.parts is not None:
-            return m.to_dict()
-        eid = ev_get(f.id, "id")
-        ids.append(eid if eid is not None else ev_get(f.arrival, "arrival"))
+        ids.append(eid)
     return {
         "query": c.query,
         "src": c.src,
@@ -470,20 +487,15 @@ cdef int _ids(_Text out, Match c, object dumps) except -1:
     # The ids of a match of primitive events (as ``write_match`` names them) written
     # as a JSON array; 0 for anything else (groups, nested matches), whose partial
     # text the caller then takes back.
-    cdef Py_ssize_t k, ne = c.nev if c._events is None else len(<list?>c._events)
-    cdef scemon_event *f
+    cdef Py_ssize_t k
     out.ascii("[", 1)
-    for k in range(ne):
-        e = <object>c.held[k] if c._events is None else (<list>c._events)[k]
-        if not isinstance(e, _EventBase):
-            return 0
-        f = ev(e)
-        if f.parts == NULL or <object>f.parts is not None:
+    for k in range(_event_count(c)):
+        eid = _plain_id(_event_at(c, k))
+        if eid is _ABSENT:
             return 0
         if k:
             out.ascii(",", 1)
-        eid = ev_get(f.id, "id")
-        out.scalar(eid if eid is not None else ev_get(f.arrival, "arrival"), dumps)
+        out.scalar(eid, dumps)
     out.ascii("]", 1)
     return 1
 

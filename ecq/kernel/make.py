@@ -17,14 +17,14 @@ if TYPE_CHECKING:
 
 __all__ = ["make_kernel", "event_reader", "column_reader", "match_writer", "block_writer"]
 
-# (srcs, types, starts, ends, attrs texts, probs, ids, loads) -> the events, or None at
-# the first row that is not plainly valid: see ``EventReader.columns``.
 # Matches a compiled block writer writes in one call (~1-3 ms here).
 BLOCK_CHUNK = 2048
 
 # (matches, first seq, dumps) -> (the JSON array text, where each match starts in it).
 BlockWriter = Callable[[list[Match], int, Callable[[Any], str]], tuple[str, list[int]]]
 
+# (srcs, types, starts, ends, attrs texts, probs, ids, loads) -> the events, or None at
+# the first row that is not plainly valid: see ``EventReader.columns``.
 ColumnReader = Callable[
     [
         list[Any],
