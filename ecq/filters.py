@@ -528,9 +528,11 @@ class LocalSlots:
     F sets as wide as every query registered: at 10,000 queries a family of a hundred
     thresholds is 120 KB, the look-up of one event reads a cold 1.2 KB set, and the
     search grows with the number of queries though its work (a bisect, an OR) does not.
-    Over local numbers the same family is a few KB and one set a cache line or two;
-    the passing queries of a place are then put back at their query numbers
-    (``glob``), O(result). The compiled kernel's index (``ecq.kernel._filters``) is
+    Over local numbers the same family is a few KB and one set a cache line or two.
+    The compiled kernel's test phase reads a place's passing queries in place, each by
+    its local number (its place's start plus its rank there: ``glob`` is ascending
+    within a place), and puts back at their query numbers only position 0's, which the
+    summaries store. The compiled kernel's index (``ecq.kernel._filters``) is
     made from this; the pure kernel's stays over query numbers (a Python int of any
     width is one C operation, and putting bits back one by one is not)."""
 

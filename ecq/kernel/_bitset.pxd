@@ -12,6 +12,7 @@ from libc.stdint cimport uint32_t, uint64_t
 
 cdef extern from "_portable.h":
     int ctz64 "scemon_ctz64"(uint64_t x) noexcept nogil
+    int popcount64 "scemon_popcount64"(uint64_t x) noexcept nogil
     void prefetch_lines "scemon_prefetch_lines"(const void *p, int lines) noexcept nogil
 
 
@@ -50,6 +51,50 @@ cdef inline bint words_has(const uint64_t *w, Py_ssize_t n, size_t k) noexcept n
 
 cdef inline bint bits_has(Bits b, size_t k) noexcept:
     return words_has(b.w, b.n, k)
+
+
+cdef struct QuerySet:
+    # A set of query numbers read in place, without being made: those of ``base`` (nbase
+    # words), and those of ``mem`` (nmem words) whose local number is not in ``fail``.
+    # The local number of the i-th query of mem (ascending) is start + i, found by its
+    # rank: ``rank[w]`` queries of mem lie below word w. This is how the test phase reads
+    # which queries pass a filtered position (_filters.Passing): base its queries
+    # without a filter, mem those with one, fail the filters the instance failed (the
+    # class's own local numbers, ~10 words at 10,000 queries), so the passing queries
+    # are never put back at their query numbers one by one. With mem empty it is just
+    # the set base (a position without filters).
+    const uint64_t *base
+    Py_ssize_t nbase
+    const uint64_t *mem
+    const uint32_t *rank
+    Py_ssize_t nmem
+    const uint64_t *fail
+    Py_ssize_t start
+
+
+cdef inline bint qset_has(const QuerySet *s, size_t k) noexcept nogil:
+    cdef Py_ssize_t w = <Py_ssize_t>(k >> 6), j
+    cdef uint64_t bit = (<uint64_t>1) << (k & 63), word
+    if w < s.nbase and s.base[w] & bit:
+        return True
+    if w >= s.nmem:
+        return False
+    word = s.mem[w]
+    if not word & bit:
+        return False
+    j = s.start + s.rank[w] + popcount64(word & (bit - 1))
+    return not (s.fail[j >> 6] >> (j & 63)) & 1
+
+
+cdef inline void qset_of_bits(QuerySet *s, Bits b) noexcept:
+    # s: the set b (no filtered queries).
+    s.base = b.w
+    s.nbase = b.n
+    s.mem = NULL
+    s.rank = NULL
+    s.nmem = 0
+    s.fail = NULL
+    s.start = 0
 
 
 cdef inline bint bits_meet(Bits a, Bits b) noexcept:

@@ -111,4 +111,4 @@ cdef Ecq ecq_at(Net n, Py_ssize_t cid, object cls)
 cdef Plan plan_at(Net n, Py_ssize_t bitno)
 cdef Py_ssize_t bucket(Net n, Py_ssize_t k, uint32_t q) except -1
 cdef const uint32_t *pair_ids(Net n, Ecq q, Py_ssize_t cid, Bits second, Py_ssize_t *count) except? NULL
-cdef dict passing(Ecq q, object e)
+cdef object passing(Ecq q, object e)

@@ -210,10 +210,10 @@ cdef Ecq _ecq_of(ecq):
     return q
 
 
-cdef dict passing(Ecq q, object e):
+cdef object passing(Ecq q, object e):
     # The queries at each position whose filter ``e`` passes (SlotFilter.passing, from
-    # the class's filter index in the kernel's form: one for all its positions), as
-    # Bits; the static sets when no position has a filter.
+    # the class's filter index in the kernel's form: one for all its positions), as a
+    # _filters.Passing; the static sets (a dict of Bits) when no position has a filter.
     if q.static is not None:
         return q.static
     return slots_passing(<SlotIndex>q.filters, e)

@@ -4,10 +4,11 @@
 conjunctions' filters of a class), over the local numbers of ecq.filters.LocalSlots,
 its sets in one block of words and its numeric cuts as C doubles (see _filters.pyx). Made once per change of the places' filters."""
 
+from cpython.list cimport PyList_GET_ITEM
 from cpython.ref cimport PyObject
 from libc.stdint cimport uint32_t, uint64_t
 
-from ecq.kernel._bitset cimport Bits
+from ecq.kernel._bitset cimport Bits, QuerySet
 
 
 cdef struct AttrC:
@@ -52,9 +53,45 @@ cdef class SlotIndex:
     cdef Py_ssize_t valid  # the local numbers in use
     cdef double *t
     cdef uint64_t *failed  # scratch: an event's failures, L words
+    cdef Py_ssize_t *key  # keys as C integers
+    # Per place its filtered queries over query numbers (mn[p] words from moff[p] in
+    # mem), and beside each word how many of them lie below it (rank): a query's local
+    # number is start[p] + its rank (see QuerySet).
+    cdef uint64_t *mem
+    cdef uint32_t *rank
+    cdef Py_ssize_t *moff
+    cdef Py_ssize_t *mn
+    cdef Py_ssize_t p0  # the place of position 0, -1: none
+    cdef Passing spare  # the last Passing made, made again only while another holds it
+
+
+cdef class Passing:
+    # What one instance passes at each place of a class index (slots_passing): the
+    # filters it failed (L words of local numbers), per place whether any query passes
+    # (live), and position 0's passing queries put back at their query numbers
+    # (``first``, None when no place is position 0: its set is stored in the summary's
+    # rows, over query numbers). The other places are read in place (passing_at).
+    cdef SlotIndex x
+    cdef uint64_t *fail
+    cdef unsigned char *live
+    cdef Bits first
+
+
+cdef inline void passing_at(Passing P, Py_ssize_t p, QuerySet *s) noexcept:
+    # s: the queries passing place p (those without a filter there, and those whose
+    # filter P did not fail).
+    cdef SlotIndex x = P.x
+    cdef Bits alw = <Bits>PyList_GET_ITEM(x.always, p)
+    s.base = alw.w
+    s.nbase = alw.n
+    s.mem = x.mem + x.moff[p]
+    s.rank = x.rank + x.moff[p]
+    s.nmem = x.mn[p]
+    s.fail = P.fail
+    s.start = x.start[p]
 
 
 cdef SlotIndex slot_index(object slot)
 cdef Bits slot_passing(SlotIndex x, object e)
 cdef SlotIndex class_index(dict slots)
-cdef dict slots_passing(SlotIndex x, object e)
+cdef Passing slots_passing(SlotIndex x, object e)

@@ -10,8 +10,10 @@ cuts (C doubles, bisected in C) and every set (per cell of the numeric cuts, the
 failures there; the string families' cumulative failure sets, the hash tables' sets,
 ...) in one block of words. Per event and attribute: one bisect and an OR of L words
 (a number), plus the hash tables when the attribute has = or != atoms; then the
-residual predicates of the filters still passing, then each place's passing queries
-put back at their query numbers (O(result)) beside its queries without a filter.
+residual predicates of the filters still passing. What the event passes (Passing) is
+those L words of failures, which the test phase reads in place (passing_at, QuerySet);
+only position 0's passing queries are put back at their query numbers (O(result)),
+since the summaries' rows keep them.
 
 A numeric threshold or event value that a double cannot hold exactly (an integer
 beyond 2**53) is left to the Python index of its attribute (over the same local
@@ -19,8 +21,9 @@ numbers), whose answer is converted: such values do not occur in practice, and t
 result stays exact when they do."""
 
 from cpython.dict cimport PyDict_GetItem
+from cpython.list cimport PyList_GET_ITEM
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from cpython.ref cimport PyObject
+from cpython.ref cimport Py_REFCNT, PyObject
 from libc.stdint cimport uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 
@@ -31,7 +34,7 @@ from bisect import bisect_left as _py_bisect_left, bisect_right as _py_bisect_ri
 
 from ecq.filters import LocalSlots
 
-__all__ = ["SlotIndex", "slot_bits"]
+__all__ = ["Passing", "SlotIndex", "slot_bits"]
 
 cdef extern from "Python.h":
     bint PyFloat_CheckExact(object o)
@@ -64,6 +67,25 @@ cdef class SlotIndex:
         PyMem_Free(self.sets)
         PyMem_Free(self.t)
         PyMem_Free(self.failed)
+        PyMem_Free(self.key)
+        PyMem_Free(self.mem)
+        PyMem_Free(self.rank)
+        PyMem_Free(self.moff)
+        PyMem_Free(self.mn)
+
+
+cdef class Passing:
+    """An instance's filters evaluated over a class index (see _filters.pxd)."""
+
+    def __dealloc__(self):
+        PyMem_Free(self.fail)
+        PyMem_Free(self.live)
+
+    def by_position(self):
+        """Per position, the queries that pass it, as a Python int of query numbers
+        (what the pure kernel's ``passing`` gives; for tests and readers)."""
+        cdef Py_ssize_t p
+        return {self.x.keys[p]: bits_to_int(_place(self.x, self.fail, p)) for p in range(self.x.nplaces)}
 
 
 # ------------------------------------------------------------------- making
@@ -223,7 +245,40 @@ cdef SlotIndex _made(list keys, list places):
     x.residual = [(pred, sets.put(bits)) for pred, bits in index.residual.values()]
     x.sets = sets.block()
     x.failed = <uint64_t *>grow(NULL, (x.L + 1) * sizeof(uint64_t))
+    _members(x, glob)
     return x
+
+
+cdef int _members(SlotIndex x, list glob) except -1:
+    # Per place, its filtered queries over query numbers with their ranks (mem, rank),
+    # and the keys as C integers.
+    cdef Py_ssize_t p, i, w, total = 0, at
+    cdef list members = []
+    x.key = <Py_ssize_t *>grow(NULL, (x.nplaces + 1) * sizeof(Py_ssize_t))
+    x.moff = <Py_ssize_t *>grow(NULL, (x.nplaces + 1) * sizeof(Py_ssize_t))
+    x.mn = <Py_ssize_t *>grow(NULL, (x.nplaces + 1) * sizeof(Py_ssize_t))
+    x.p0 = -1
+    for p in range(x.nplaces):
+        x.key[p] = x.keys[p]
+        if x.key[p] == 0:
+            x.p0 = p
+        mine = [g for g in glob[x.start[p] : x.start[p + 1]] if g >= 0]
+        members.append(mine)
+        x.moff[p] = total
+        x.mn[p] = (mine[len(mine) - 1] >> 6) + 1 if mine else 0  # (no wraparound here)
+        total += x.mn[p]
+    x.mem = <uint64_t *>grow(NULL, (total + 1) * sizeof(uint64_t))
+    x.rank = <uint32_t *>grow(NULL, (total + 1) * sizeof(uint32_t))
+    memset(x.mem, 0, (total + 1) * sizeof(uint64_t))
+    for p in range(x.nplaces):
+        at = x.moff[p]
+        for g in members[p]:
+            x.mem[at + (g >> 6)] |= (<uint64_t>1) << (g & 63)
+        i = 0
+        for w in range(x.mn[p]):
+            x.rank[at + w] = <uint32_t>i
+            i += _ones(x.mem[at + w])
+    return 0
 
 
 cdef SlotIndex slot_index(object slot):
@@ -420,8 +475,8 @@ cdef inline Py_ssize_t _ones(uint64_t w) noexcept:
     return <Py_ssize_t>((w * 0x0101010101010101ULL) >> 56)
 
 
-cdef Bits _place(SlotIndex x, Py_ssize_t p):
-    # The queries of place p whose filter passed (x.failed made), as query numbers:
+cdef Bits _place(SlotIndex x, const uint64_t *failed, Py_ssize_t p):
+    # The queries of place p whose filter passed (``failed``: the filters failed), as query numbers:
     # when fewer of its filtered queries pass than fail, its queries without a filter
     # with the passing ones put back at their numbers; else all its queries with the
     # failing ones taken out. O(words + min(passing, failing)).
@@ -434,8 +489,8 @@ cdef Bits _place(SlotIndex x, Py_ssize_t p):
     if lo == hi:
         return <Bits>x.always[p]
     for i in range(lo, hi):
-        passing += _ones(valid[i] & ~x.failed[i])
-        failing += _ones(valid[i] & x.failed[i])
+        passing += _ones(valid[i] & ~failed[i])
+        failing += _ones(valid[i] & failed[i])
     if passing <= failing:
         base = <Bits>x.always[p]
         flip = 0  # the passing ones are set
@@ -449,7 +504,7 @@ cdef Bits _place(SlotIndex x, Py_ssize_t p):
     memset(b.w + base.n, 0, (n - base.n) * sizeof(uint64_t))
     memcpy(b.w, base.w, base.n * sizeof(uint64_t))
     for i in range(lo, hi):
-        word = valid[i] & (~x.failed[i] ^ flip)
+        word = valid[i] & (~failed[i] ^ flip)
         while word:
             j = (i << 6) + ctz64(word)
             g = x.glob[j]
@@ -464,17 +519,37 @@ cdef Bits _place(SlotIndex x, Py_ssize_t p):
 cdef Bits slot_passing(SlotIndex x, object e):
     """The queries of a one-place index whose filter ``e`` passes (SlotFilter.passing)."""
     _fail(x, e)
-    return _place(x, 0)
+    return _place(x, x.failed, 0)
 
 
-cdef dict slots_passing(SlotIndex x, object e):
-    """Per place (position), the queries whose filter ``e`` passes, as Bits."""
-    cdef dict out = {}
-    cdef Py_ssize_t p
+cdef Passing slots_passing(SlotIndex x, object e):
+    """What ``e`` passes at each place (position) of the class index ``x``: its failed
+    filters over local numbers, read in place by the test phase (passing_at), and
+    position 0's passing queries as query numbers (kept in the summary's rows).
+    O(attributes · log F + L words + position 0's result), not O(result) per place.
+    The Passing of the previous instance is reused when nothing holds it any more."""
+    cdef Passing P = x.spare
+    cdef Py_ssize_t p, i, lo, hi
+    cdef const uint64_t *valid = x.sets + x.valid
+    if P is None or Py_REFCNT(P) > 2:  # held by x.spare and by P, and by nothing else
+        P = Passing.__new__(Passing)
+        P.x = x
+        P.fail = <uint64_t *>grow(NULL, (x.L + 1) * sizeof(uint64_t))
+        P.live = <unsigned char *>grow(NULL, x.nplaces + 1)
+        x.spare = P
     _fail(x, e)
+    memcpy(P.fail, x.failed, x.L * sizeof(uint64_t))
     for p in range(x.nplaces):
-        out[x.keys[p]] = _place(x, p)
-    return out
+        P.live[p] = (<Bits>PyList_GET_ITEM(x.always, p)).n > 0
+        if not P.live[p]:
+            lo = x.start[p] >> 6
+            hi = (x.start[p + 1] + 63) >> 6
+            for i in range(lo, hi):
+                if valid[i] & ~x.failed[i]:
+                    P.live[p] = 1
+                    break
+    P.first = _place(x, x.failed, x.p0) if x.p0 >= 0 else None
+    return P
 
 
 def slot_bits(object slot, object e):

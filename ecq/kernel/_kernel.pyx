@@ -26,8 +26,8 @@ from ecq.kernel._summary cimport Ent, Row, SrcSummary, is_empty, prune, remove_b
 from ecq.event import Event
 from ecq.kernel._events import EventBase
 from ecq.kernel._conjunction cimport Conjunctions, Klass, _Query
-from ecq.kernel._negation cimport Waiting
-from ecq.kernel._filters cimport slot_passing
+from ecq.kernel._negation cimport Waiting, bound_ok
+from ecq.kernel._filters cimport Passing, slot_passing
 from ecq.kernel._filters import slot_bits
 
 __all__ = ["CompiledKernel", "Tested"]
@@ -36,11 +36,19 @@ cdef type _Event = Event
 cdef type _EventBase = EventBase
 
 
+cdef object _passed(object passed):
+    # ``passing``'s result, checked: the phases read it without further checks.
+    if type(passed) is not dict and type(passed) is not Passing:
+        raise TypeError(f"passed must be what passing() returns, not {type(passed).__name__}")
+    return passed
+
+
 cdef class Tested:
     """The compiled test phase's result for one instance: what its insert phase needs,
     and the matches it completes (``completed``, as ``(node, events)``)."""
 
-    cdef dict passed, extended
+    cdef object passed  # a dict of Bits (no filters) or a _filters.Passing
+    cdef dict extended
     cdef public list completed
 
 
@@ -123,7 +131,7 @@ cdef class CompiledKernel:
         _check(e)
         src = ev_get(ev(e).src, "src")
         cdef Tested t = Tested.__new__(Tested)
-        t.passed = <dict?>passed
+        t.passed = _passed(passed)
         t.extended = test(
             self.s, n, ecq_in(n, ecq.cls), e, src, self.s.summaries.get(src), ev_float(ev(e).end, "end"),
             t.passed, hclock, &direct
@@ -185,7 +193,7 @@ cdef class CompiledKernel:
         _check(e)
         src = ev_get(ev(e).src, "src")
         return extend(
-            self.s, n, ecq_in(n, ecq.cls), self.s.summaries.get(src), ev_float(ev(e).end, "end"), <dict?>passed,
+            self.s, n, ecq_in(n, ecq.cls), self.s.summaries.get(src), ev_float(ev(e).end, "end"), _passed(passed),
             False
         )
 
@@ -453,8 +461,8 @@ cdef int _emit_simple(_Counters c, Found found, Conjunctions cj, object src, obj
     if not tie:
         for i in range(nf + nm):
             if i < nf:
-                if not found.prob[i] > 0.0:
-                    continue
+                if not bound_ok(<Plan>found.plan[i], found.prob[i]):
+                    continue  # (a match of instances whose probability is 0)
                 order = (<Plan>found.plan[i]).order
             else:
                 order = (<_Query>PyList_GET_ITEM(nodes, i - nf)).order
@@ -474,7 +482,7 @@ cdef int _emit_simple(_Counters c, Found found, Conjunctions cj, object src, obj
     if tie:
         keyed = []
         for i in range(nf):
-            if found.prob[i] > 0.0:
+            if bound_ok(<Plan>found.plan[i], found.prob[i]):
                 arrivals = tuple([
                     ev_get(ev(<object>found.ev[j]).arrival, "arrival") for j in range(found.off[i], found.off[i + 1])
                 ])

@@ -19,13 +19,13 @@ cdef class State:
     cdef Assembly assembly
 
 
-cdef dict extend(State s, Net n, Ecq q, SrcSummary summary, double e_end, dict passed, bint to_done)
+cdef dict extend(State s, Net n, Ecq q, SrcSummary summary, double e_end, object passed, bint to_done)
 cdef dict test(
-    State s, Net n, Ecq q, object e, object src, SrcSummary summary, double end, dict passed, double hclock,
+    State s, Net n, Ecq q, object e, object src, SrcSummary summary, double end, object passed, double hclock,
     bint *direct
 )
 cdef bint insert(
-    State s, Net n, Ecq q, object e, object src, SrcSummary summary, object cls, double start, dict passed,
+    State s, Net n, Ecq q, object e, object src, SrcSummary summary, object cls, double start, object passed,
     dict extended, double hclock
 ) except -1
 cdef int summarise(

@@ -21,12 +21,14 @@ from libc.stdint cimport int32_t, uint16_t, uint32_t
 from ecq.kernel._assembly cimport Assembly, Found, assemble
 from ecq.kernel._bitset cimport (
     Bits,
+    QuerySet,
     WindowMasks,
     Words,
     bits_and,
     bits_empty,
     bits_has,
     prefetch_lines,
+    qset_of_bits,
     window_mask,
     words_clear,
     words_free,
@@ -46,6 +48,7 @@ from ecq.kernel._constants cimport (
     plan_at,
 )
 from ecq.kernel._events cimport ev, ev_float, ev_get, ev_int, ev_put
+from ecq.kernel._filters cimport Passing, SlotIndex, passing_at
 from ecq.kernel._pmb cimport (
     Builder,
     GroupScratch,
@@ -88,77 +91,94 @@ cdef class State:
 # ------------------------------------------------------------------ test phase
 
 
-cdef dict extend(State s, Net n, Ecq q, SrcSummary summary, double e_end, dict passed, bint to_done):
+cdef dict extend(State s, Net n, Ecq q, SrcSummary summary, double e_end, object passed, bint to_done):
     # For each position k of q's class, the groups of queries whose partial match at
     # k - 1 (at the instance's source) the instance extends within their window, from
     # the source's summary. With ``to_done``, a position where no query goes on gives
-    # no groups: the queries it completes go to s.done directly.
+    # no groups: the queries it completes go to s.done directly. ``passed``: what the
+    # instance passes (_constants.passing): the static sets, or a Passing read in place.
     cdef dict out = {}
     if summary is None:
         return out
+    cdef Passing got
+    cdef SlotIndex x
+    cdef QuerySet m
+    cdef Py_ssize_t p, k
+    if type(passed) is Passing:
+        got = <Passing>passed
+        x = got.x
+        for p in range(x.nplaces):
+            k = x.key[p]
+            if k == 0 or k > summary.nlater + 1 or not got.live[p]:
+                continue
+            either = q.either.get(k)
+            if either is None:
+                continue
+            passing_at(got, p, &m)
+            _extend_at(s, n, q, summary, e_end, k, <Bits>either, &m, to_done, out)
+    else:
+        # No filters: each position's queries, all in final | more.
+        for key, bits in (<dict?>passed).items():
+            k = key
+            if k == 0 or k > summary.nlater + 1 or (<Bits>bits).n == 0:
+                continue
+            _extend_at(s, n, q, summary, e_end, k, <Bits>bits, NULL, to_done, out)
+    return out
+
+
+cdef int _extend_at(
+    State s, Net n, Ecq q, SrcSummary summary, double e_end, Py_ssize_t k, Bits either, const QuerySet *m,
+    bint to_done, dict out
+) except -1:
+    # extend at position k >= 1: ``either`` its queries, ``m`` those the instance passes
+    # there (NULL: all of either; the set itself at k > 1).
     cdef Rows starts = summary.starts
     cdef WindowMasks wins = n.windows
     cdef double full = wins.least
     cdef double oldest = e_end - wins.most
-    cdef dict static = q.static
-    cdef Py_ssize_t k, i, count, bq
+    cdef Py_ssize_t i, count, bq
     cdef double t
-    cdef Bits m, wm, row
+    cdef Bits wm, row
     cdef Builder raw = s.groups.raw
     cdef const uint32_t *pair
-    cdef Bits either, filtered
-    for key, got in passed.items():
-        k = key
-        if k == 0 or k > summary.nlater + 1:
-            continue
-        if passed is static:
-            m = <Bits>got  # no filters: the position's queries, all in final | more
-            either = m
-            filtered = None
-        else:
-            # The passing queries of position k are among its queries (final | more):
-            # each has a filter there, or is one of those without one.
-            either = <Bits?>q.either.get(key)
-            if either is None:
+    cdef QuerySet all_of
+    builder_reset(raw)
+    if k == 1:
+        if m != NULL:
+            _prefetch_pairs(n, q, starts, either)
+        i = 0
+        while i < starts.n:  # one row per class
+            t = starts.r[i].t
+            if t < oldest:
+                summary.drop_start(i)
                 continue
-            m = <Bits>got
-            filtered = m
-        if m.n == 0:
-            continue
-        builder_reset(raw)
-        if k == 1:
-            if filtered is not None:
-                _prefetch_pairs(n, q, starts, either)
-            i = 0
-            while i < starts.n:  # one row per class
-                t = starts.r[i].t
-                if t < oldest:
-                    summary.drop_start(i)
-                    continue
-                wm = window_mask(wins, e_end - t) if e_end - t > full else None
-                row = <Bits>starts.r[i].b
-                # The row & m through the class pair's few queries (those of the row's
-                # class at position 0 and of this one at 1: a few, where the row and m
-                # are as wide as every query), the filters' passing set checked per query.
-                pair = pair_ids(n, q, starts.r[i].tag, either, &count)
-                add_ids_in(pair, count, row.w, row.n, wm, filtered, raw, t)
-                i += 1
-            if raw.n:
-                if to_done and _none(q.more.get(key)):
-                    _raw_final(raw, q.final.get(key), &s.done)
-                else:
-                    # First positions: each query at its latest start, one group per
-                    # distinct start (classes' entries share queries only through ANY).
-                    out[key] = resolve(raw, s.groups)
-        else:
-            bq = q.cid + 1 if q.cid + 1 < NO_BUCKET else 0
-            pick(summary, bq, k - 1, e_end, m, wins, raw, s.sums)
-            if raw.n:
-                if to_done and _none(q.more.get(key)):
-                    _raw_final(raw, q.final.get(key), &s.done)
-                else:
-                    out[key] = raw.finish()  # later positions' groups are disjoint already
-    return out
+            wm = window_mask(wins, e_end - t) if e_end - t > full else None
+            row = <Bits>starts.r[i].b
+            # The row & m through the class pair's few queries (those of the row's
+            # class at position 0 and of this one at 1: a few, where the row is as wide
+            # as every query), what the instance passes checked per query.
+            pair = pair_ids(n, q, starts.r[i].tag, either, &count)
+            add_ids_in(pair, count, row.w, row.n, wm, m, raw, t)
+            i += 1
+        if raw.n:
+            if to_done and _none(q.more.get(k)):
+                _raw_final(raw, q.final.get(k), &s.done)
+            else:
+                # First positions: each query at its latest start, one group per
+                # distinct start (classes' entries share queries only through ANY).
+                out[k] = resolve(raw, s.groups)
+    else:
+        if m == NULL:
+            qset_of_bits(&all_of, either)
+            m = &all_of
+        bq = q.cid + 1 if q.cid + 1 < NO_BUCKET else 0
+        pick(summary, bq, k - 1, e_end, m, wins, raw, s.sums)
+        if raw.n:
+            if to_done and _none(q.more.get(k)):
+                _raw_final(raw, q.final.get(k), &s.done)
+            else:
+                out[k] = raw.finish()  # later positions' groups are disjoint already
+    return 0
 
 
 cdef int _prefetch_pairs(Net n, Ecq q, Rows starts, Bits either) except -1:
@@ -203,7 +223,7 @@ cdef int _or_final(Words *done, Groups g, Bits fin) except -1:
 
 
 cdef dict test(
-    State s, Net n, Ecq q, object e, object src, SrcSummary summary, double end, dict passed, double hclock,
+    State s, Net n, Ecq q, object e, object src, SrcSummary summary, double end, object passed, double hclock,
     bint *direct
 ):
     # The test phase of instance e (of q's class, at source src, whose summary is
@@ -211,15 +231,17 @@ cdef dict test(
     # assembly's Found, ``direct``: whether all can be emitted as found.
     cdef dict extended
     cdef Py_ssize_t bitno
+    cdef bint later
     direct[0] = True
     try:
-        if len(passed) > 1 or 0 not in passed:
-            extended = extend(s, n, q, summary, end, passed, True)
+        if type(passed) is Passing:
+            later = (<Passing>passed).x.nplaces > 1 or (<Passing>passed).x.p0 < 0
         else:
-            extended = {}
+            later = len(<dict?>passed) > 1 or 0 not in passed
+        extended = extend(s, n, q, summary, end, passed, True) if later else {}
         fin = q.final.get(0)
         if fin is not None:
-            got = passed.get(0)
+            got = _first(passed)
             if got is not None:
                 words_or_and(&s.done, <Bits>got, <Bits>fin)
         for key, groups in extended.items():
@@ -326,8 +348,15 @@ cdef bint _complete(State s, Net n, object e, object src, SrcSummary summary, do
 # ------------------------------------------------------------------ insert phase
 
 
+cdef inline object _first(object passed):
+    # What the instance passes at position 0, as query numbers (Bits), or None.
+    if type(passed) is Passing:
+        return (<Passing>passed).first
+    return (<dict>passed).get(0)
+
+
 cdef bint insert(
-    State s, Net n, Ecq q, object e, object src, SrcSummary summary, object cls, double start, dict passed,
+    State s, Net n, Ecq q, object e, object src, SrcSummary summary, object cls, double start, object passed,
     dict extended, double hclock
 ) except -1:
     # The insert phase of instance e: stored (with its PMB) when a partial match can go
@@ -339,7 +368,7 @@ cdef bint insert(
     if passed is q.static:
         init = q.init  # the same for every instance of the class: one set, shared
     else:
-        got = passed.get(0)
+        got = _first(passed)
         init = bits_and(<Bits>got, q.more0) if got is not None else bits_empty()
     for key, groups in extended.items():
         more = q.more.get(key)

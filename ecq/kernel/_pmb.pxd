@@ -4,7 +4,7 @@ scratch they are put together in (``Builder``), and ``NativePMB``."""
 
 from libc.stdint cimport int32_t, uint32_t, uint64_t
 
-from ecq.kernel._bitset cimport Bits
+from ecq.kernel._bitset cimport Bits, QuerySet
 
 
 cdef inline bint find_in(const void *block, Py_ssize_t n, Py_ssize_t bitno, double *start) noexcept:
@@ -82,7 +82,8 @@ cdef Groups resolve(Builder raw, GroupScratch s)
 cdef object keep_of(Groups g, Bits more, GroupScratch s)
 cdef Groups groups_of_list(list groups, GroupScratch s)
 cdef int add_ids_in(
-    const uint32_t *ids, Py_ssize_t count, const uint64_t *d, Py_ssize_t nd, Bits wm, Bits also, Builder b, double t
+    const uint32_t *ids, Py_ssize_t count, const uint64_t *d, Py_ssize_t nd, Bits wm, const QuerySet *also, Builder b,
+    double t
 ) except -1
 
 

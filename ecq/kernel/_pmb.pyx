@@ -13,7 +13,17 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport int32_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 
-from ecq.kernel._bitset cimport Bits, and_ids, bits_from_int, bits_to_int, grow, ids_to_int, words_has
+from ecq.kernel._bitset cimport (
+    Bits,
+    QuerySet,
+    and_ids,
+    bits_from_int,
+    bits_to_int,
+    grow,
+    ids_to_int,
+    qset_has,
+    words_has,
+)
 
 from ecq.pmb import PMB as _PMB
 
@@ -135,10 +145,12 @@ cdef class GroupScratch:
 
 
 cdef int add_ids_in(
-    const uint32_t *ids, Py_ssize_t count, const uint64_t *d, Py_ssize_t nd, Bits wm, Bits also, Builder b, double t
+    const uint32_t *ids, Py_ssize_t count, const uint64_t *d, Py_ssize_t nd, Bits wm, const QuerySet *also, Builder b,
+    double t
 ) except -1:
     # The queries among ``ids`` that are in the set ``d`` (and in ``wm`` and ``also``,
-    # each when not None) become a group of ``b`` starting at ``t`` (none when empty).
+    # each when not None / NULL) become a group of ``b`` starting at ``t`` (none when
+    # empty).
     cdef Py_ssize_t j, w = builder_used(b)
     cdef uint32_t k
     b.reserve(count)
@@ -147,7 +159,7 @@ cdef int add_ids_in(
         if (
             words_has(d, nd, k)
             and (wm is None or words_has(wm.w, wm.n, k))
-            and (also is None or words_has(also.w, also.n, k))
+            and (also == NULL or qset_has(also, k))
         ):
             b.ids[w] = k
             w += 1
@@ -256,7 +268,7 @@ cdef object keep_of(Groups g, Bits more, GroupScratch s):
         return g
     builder_reset(made)
     for i in range(g.n):
-        add_ids_in(g.ids + g.off[i], g.off[i + 1] - g.off[i], more.w, more.n, None, None, made, g.t[i])
+        add_ids_in(g.ids + g.off[i], g.off[i + 1] - g.off[i], more.w, more.n, None, NULL, made, g.t[i])
     return made.finish() if made.n else None
 
 

@@ -4,7 +4,7 @@
 from cpython.ref cimport PyObject
 from libc.stdint cimport uint16_t, uint32_t, uint64_t
 
-from ecq.kernel._bitset cimport Bits, WindowMasks
+from ecq.kernel._bitset cimport Bits, QuerySet, WindowMasks
 from ecq.kernel._pmb cimport Builder, GroupScratch, NativePMB
 
 
@@ -90,7 +90,7 @@ cdef inline bint ent_live(SrcSummary s, const Ent *x) noexcept:
 cdef int set_mark(SrcSummary s, Py_ssize_t k, double cutoff) except -1
 cdef int join(SrcSummary s, Py_ssize_t nf, SummaryScratch x) except -1
 cdef int pick(
-    SrcSummary s, Py_ssize_t bq, Py_ssize_t k, double e_end, Bits m, WindowMasks wins, Builder raw,
+    SrcSummary s, Py_ssize_t bq, Py_ssize_t k, double e_end, const QuerySet *m, WindowMasks wins, Builder raw,
     SummaryScratch x
 ) except -1
 cdef int prune(SrcSummary s, double cutoff) except -1

@@ -27,6 +27,7 @@ from libc.string cimport memcpy, memset
 
 from ecq.kernel._bitset cimport (
     Bits,
+    QuerySet,
     WindowMasks,
     and_ids,
     bits_has,
@@ -36,6 +37,7 @@ from ecq.kernel._bitset cimport (
     bits_without,
     grow,
     ids_to_int,
+    qset_has,
     window_mask,
     words_has,
 )
@@ -324,7 +326,7 @@ cdef int remove_bit(SrcSummary s, Py_ssize_t bitno) except -1:
 
 
 cdef int pick(
-    SrcSummary s, Py_ssize_t bq, Py_ssize_t k, double e_end, Bits m, WindowMasks wins, Builder raw,
+    SrcSummary s, Py_ssize_t bq, Py_ssize_t k, double e_end, const QuerySet *m, WindowMasks wins, Builder raw,
     SummaryScratch x
 ) except -1:
     # The summary's entries from PMB position k that an instance ending at ``e_end``
@@ -343,7 +345,7 @@ cdef int pick(
             continue
         for i in range(s.boff[b], s.boff[b + 1]):
             e = &s.ent[i]
-            if e.k != k or e.t < lo or not words_has(m.w, m.n, e.q):
+            if e.k != k or e.t < lo or not qset_has(m, e.q):
                 continue
             t = e.t
             if e_end - t > full:

@@ -197,6 +197,18 @@ def test_the_probability_clause_applies_after_the_trailing_blockers() -> None:
     assert len(_run(queries, [("A", 0), ("B", 1), ("C", 2, "0.6")])) == 0
 
 
+def test_probability_at_least_0_keeps_a_match_its_blockers_bring_to_0() -> None:
+    # PROBABILITY >= 0 admits a probability of 0: a certain blocker makes it 0, and the
+    # match is still emitted (the compiled loop once dropped every match of
+    # probability 0 it emitted directly, whatever the bound).
+    for query in ("SEQ(A, !A) WITHIN 1 PROBABILITY >= 0", "SEQ(A, B, !C) WITHIN 5 PROBABILITY >= 0"):
+        got = _run([("q", query)], [("A", 0), ("B", 0.5), ("C", 0.75), ("A", 0.5), ("B", 6), ("A", 9)])
+        assert 0.0 in [m["prob"] for m in got], query
+    # Without the clause, a probability of 0 is no match (the default bound is > 0).
+    got = _run([("q", "SEQ(A, !A) WITHIN 1")], [("A", 0), ("A", 0.5), ("A", 9)])
+    assert [(m["start"], m["prob"]) for m in got] == [(0.5, 1.0), (9.0, 1.0)]
+
+
 def test_an_unregistered_query_drops_its_waiting_matches() -> None:
     queries = [("q", "SEQ(A, B, !C) WITHIN 5"), ("r", "SEQ(A, B, !C) WITHIN 6")]
     got = _run(

@@ -1,0 +1,9 @@
+# The compiled filter index (ecq/kernel/_filters.pyx), for mypy: what Python reads of it.
+from typing import Any
+
+class Passing:
+    def by_position(self) -> dict[int, int]: ...
+
+class SlotIndex: ...
+
+def slot_bits(slot: Any, e: Any) -> int: ...
