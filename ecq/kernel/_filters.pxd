@@ -62,7 +62,6 @@ cdef class SlotIndex:
     cdef Py_ssize_t *moff
     cdef Py_ssize_t *mn
     cdef Py_ssize_t p0  # the place of position 0, -1: none
-    cdef Passing spare  # the last Passing made, made again only while another holds it
 
 
 cdef class Passing:
@@ -70,9 +69,11 @@ cdef class Passing:
     # filters it failed (L words of local numbers), per place whether any query passes
     # (live), and position 0's passing queries put back at their query numbers
     # (``first``, None when no place is position 0: its set is stored in the summary's
-    # rows, over query numbers). The other places are read in place (passing_at).
+    # rows, over query numbers). The other places are read in place (passing_at). It
+    # holds its index (which holds no Passing: no cycle), so it stays readable after
+    # the index is replaced.
     cdef SlotIndex x
-    cdef uint64_t *fail
+    cdef uint64_t *fail  # L words, then the live bytes, in one block
     cdef unsigned char *live
     cdef Bits first
 

@@ -23,7 +23,7 @@ result stays exact when they do."""
 from cpython.dict cimport PyDict_GetItem
 from cpython.list cimport PyList_GET_ITEM
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from cpython.ref cimport Py_REFCNT, PyObject
+from cpython.ref cimport PyObject
 from libc.stdint cimport uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 
@@ -79,7 +79,6 @@ cdef class Passing:
 
     def __dealloc__(self):
         PyMem_Free(self.fail)
-        PyMem_Free(self.live)
 
     def by_position(self):
         """Per position, the queries that pass it, as a Python int of query numbers
@@ -476,10 +475,10 @@ cdef inline Py_ssize_t _ones(uint64_t w) noexcept:
 
 
 cdef Bits _place(SlotIndex x, const uint64_t *failed, Py_ssize_t p):
-    # The queries of place p whose filter passed (``failed``: the filters failed), as query numbers:
-    # when fewer of its filtered queries pass than fail, its queries without a filter
-    # with the passing ones put back at their numbers; else all its queries with the
-    # failing ones taken out. O(words + min(passing, failing)).
+    # The queries of place p whose filter passed (``failed``: the filters failed), as
+    # query numbers: when fewer of its filtered queries pass than fail, its queries
+    # without a filter with the passing ones put back at their numbers; else all its
+    # queries with the failing ones taken out. O(words + min(passing, failing)).
     cdef Py_ssize_t lo = x.start[p] >> 6, hi = (x.start[p + 1] + 63) >> 6, n = x.width[p], i, j
     cdef Py_ssize_t passing = 0, failing = 0
     cdef Bits b, base
@@ -526,17 +525,13 @@ cdef Passing slots_passing(SlotIndex x, object e):
     """What ``e`` passes at each place (position) of the class index ``x``: its failed
     filters over local numbers, read in place by the test phase (passing_at), and
     position 0's passing queries as query numbers (kept in the summary's rows).
-    O(attributes · log F + L words + position 0's result), not O(result) per place.
-    The Passing of the previous instance is reused when nothing holds it any more."""
-    cdef Passing P = x.spare
+    O(attributes · log F + L words + position 0's result), not O(result) per place."""
+    cdef Passing P = Passing.__new__(Passing)
     cdef Py_ssize_t p, i, lo, hi
     cdef const uint64_t *valid = x.sets + x.valid
-    if P is None or Py_REFCNT(P) > 2:  # held by x.spare and by P, and by nothing else
-        P = Passing.__new__(Passing)
-        P.x = x
-        P.fail = <uint64_t *>grow(NULL, (x.L + 1) * sizeof(uint64_t))
-        P.live = <unsigned char *>grow(NULL, x.nplaces + 1)
-        x.spare = P
+    P.x = x
+    P.fail = <uint64_t *>grow(NULL, (x.L + 1) * sizeof(uint64_t) + x.nplaces)
+    P.live = <unsigned char *>(P.fail + x.L + 1)
     _fail(x, e)
     memcpy(P.fail, x.failed, x.L * sizeof(uint64_t))
     for p in range(x.nplaces):
