@@ -201,8 +201,14 @@ def test_probability_at_least_0_keeps_a_match_its_blockers_bring_to_0() -> None:
     # PROBABILITY >= 0 admits a probability of 0: a certain blocker makes it 0, and the
     # match is still emitted (the compiled loop once dropped every match of
     # probability 0 it emitted directly, whatever the bound).
-    for query in ("SEQ(A, !A) WITHIN 1 PROBABILITY >= 0", "SEQ(A, B, !C) WITHIN 5 PROBABILITY >= 0"):
-        got = _run([("q", query)], [("A", 0), ("B", 0.5), ("C", 0.75), ("A", 0.5), ("B", 6), ("A", 9)])
+    trailing = [("A", 0), ("B", 0.5), ("C", 0.75), ("A", 0.5), ("B", 6), ("A", 9)]
+    for query, script in (
+        ("SEQ(A, !A) WITHIN 1 PROBABILITY >= 0", trailing),
+        ("SEQ(A, B, !C) WITHIN 5 PROBABILITY >= 0", trailing),
+        ("SEQ(A, !C, B) WITHIN 5 PROBABILITY >= 0", [("A", 0), ("C", 1), ("B", 2)]),
+        ("SEQ(!C, A, B) WITHIN 5 PROBABILITY >= 0", [("C", 0), ("A", 1), ("B", 2)]),
+    ):
+        got = _run([("q", query)], script)
         assert 0.0 in [m["prob"] for m in got], query
     # Without the clause, a probability of 0 is no match (the default bound is > 0).
     got = _run([("q", "SEQ(A, !A) WITHIN 1")], [("A", 0), ("A", 0.5), ("A", 9)])
