@@ -27,7 +27,7 @@ from cpython.ref cimport PyObject
 from libc.stdint cimport uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 
-from ecq.kernel._bitset cimport Bits, bits_from_int, bits_to_int, ctz64, grow
+from ecq.kernel._bitset cimport Bits, bits_from_int, bits_to_int, ctz64, grow, popcount64
 from ecq.kernel._events cimport ev, ev_get
 
 from bisect import bisect_left as _py_bisect_left, bisect_right as _py_bisect_right
@@ -276,7 +276,7 @@ cdef int _members(SlotIndex x, list glob) except -1:
         i = 0
         for w in range(x.mn[p]):
             x.rank[at + w] = <uint32_t>i
-            i += _ones(x.mem[at + w])
+            i += popcount64(x.mem[at + w])
     return 0
 
 
@@ -466,14 +466,6 @@ cdef int _fail(SlotIndex x, object e) except -1:
     return 0
 
 
-cdef inline Py_ssize_t _ones(uint64_t w) noexcept:
-    # The number of set bits of w (SWAR: no instruction the build may not have).
-    w = w - ((w >> 1) & 0x5555555555555555ULL)
-    w = (w & 0x3333333333333333ULL) + ((w >> 2) & 0x3333333333333333ULL)
-    w = (w + (w >> 4)) & 0x0F0F0F0F0F0F0F0FULL
-    return <Py_ssize_t>((w * 0x0101010101010101ULL) >> 56)
-
-
 cdef Bits _place(SlotIndex x, const uint64_t *failed, Py_ssize_t p):
     # The queries of place p whose filter passed (``failed``: the filters failed), as
     # query numbers: when fewer of its filtered queries pass than fail, its queries
@@ -488,8 +480,8 @@ cdef Bits _place(SlotIndex x, const uint64_t *failed, Py_ssize_t p):
     if lo == hi:
         return <Bits>x.always[p]
     for i in range(lo, hi):
-        passing += _ones(valid[i] & ~failed[i])
-        failing += _ones(valid[i] & failed[i])
+        passing += popcount64(valid[i] & ~failed[i])
+        failing += popcount64(valid[i] & failed[i])
     if passing <= failing:
         base = <Bits>x.always[p]
         flip = 0  # the passing ones are set

@@ -1,9 +1,10 @@
 /* What the compiled kernel needs from the compiler and from CPython, through portable
  * code and public API only (docs/architecture.md, "The compiled kernel"):
  *
- * - the index of a word's lowest set bit, the number of its set bits, and cache
- *   prefetches: compiler builtins where GCC or Clang provides them, else a portable de
- *   Bruijn lookup, a SWAR count and no prefetch (a prefetch never changes a result);
+ * - the index of a word's lowest set bit and cache prefetches: compiler builtins where
+ *   GCC or Clang provides them, else a portable de Bruijn lookup and no prefetch (a
+ *   prefetch never changes a result); the number of a word's set bits, counted in
+ *   portable code (SWAR) everywhere;
  * - converting a non-negative Python int to 64-bit words (least significant first) and
  *   back: PyLong_AsNativeBytes / PyLong_FromUnsignedNativeBytes from CPython 3.13 on,
  *   the int.to_bytes / int.from_bytes methods before. Conversions happen when queries
@@ -31,16 +32,13 @@ static inline int scemon_ctz64(uint64_t x) {
 #endif
 }
 
-/* The number of set bits of a word. */
+/* The number of set bits of a word, SWAR on every compiler: the builtin, without an
+ * instruction set the build may not assume (-mpopcnt), is a call into libgcc. */
 static inline int scemon_popcount64(uint64_t x) {
-#if defined(__GNUC__) || defined(__clang__)
-    return __builtin_popcountll(x);
-#else
     x = x - ((x >> 1) & UINT64_C(0x5555555555555555));
     x = (x & UINT64_C(0x3333333333333333)) + ((x >> 2) & UINT64_C(0x3333333333333333));
     x = (x + (x >> 4)) & UINT64_C(0x0F0F0F0F0F0F0F0F);
     return (int)((x * UINT64_C(0x0101010101010101)) >> 56);
-#endif
 }
 
 /* Ask for the `lines` cache lines from p on (reads only; no effect on results). */
