@@ -156,5 +156,13 @@ def write_block(matches: list[Match], first: int, dumps: Callable[[Any], str]) -
     return "[" + ",".join(texts) + "]", starts
 
 
+def write_lines(matches: list[Match], dumps: Callable[[Any], str]) -> bytes:
+    """``matches`` as JSON Lines in UTF-8, as ``scemon replay`` writes them: each one's
+    wire form (``to_dict()``, its own ``seq``) as ``dumps`` writes it, and a newline.
+    The compiled kernel's ``BlockText`` (``lines``) writes the same bytes without a
+    dict per match."""
+    return "".join([dumps(m.to_dict()) + "\n" for m in matches]).encode()
+
+
 if not TYPE_CHECKING:
     Match = compiled_match() or PyMatch

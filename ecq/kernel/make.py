@@ -9,19 +9,30 @@ from typing import TYPE_CHECKING, Any
 from ecq.event import Event
 from ecq.kernel.pure import PureKernel
 from ecq.kernel.select import SUMMARY, compiled_module, status
-from ecq.match import Match, write_block
+from ecq.match import Match, write_block, write_lines
 
 if TYPE_CHECKING:
     from ecq.kernel._kernel import CompiledKernel
     from ecq.kernel.interface import Kernel, NetworkView
 
-__all__ = ["make_kernel", "event_reader", "column_reader", "match_writer", "block_writer"]
+__all__ = [
+    "make_kernel",
+    "event_reader",
+    "column_reader",
+    "jsonl_reader",
+    "match_writer",
+    "block_writer",
+    "lines_writer",
+]
 
 # Matches a compiled block writer writes in one call (~1-3 ms here).
 BLOCK_CHUNK = 2048
 
 # (matches, first seq, dumps) -> (the JSON array text, where each match starts in it).
 BlockWriter = Callable[[list[Match], int, Callable[[Any], str]], tuple[str, list[int]]]
+
+# (matches, dumps) -> their JSON Lines, UTF-8: see ``ecq.match.write_lines``.
+LinesWriter = Callable[[list[Match], Callable[[Any], str]], bytes]
 
 # (srcs, types, starts, ends, attrs texts, probs, ids, loads) -> the events, or None at
 # the first row that is not plainly valid: see ``EventReader.columns``.
@@ -37,6 +48,13 @@ ColumnReader = Callable[
         Callable[[str], Any],
     ],
     list[Event] | None,
+]
+
+
+# (data, at, index, loads, out, progress) -> (at, index) of the line it stopped at: see
+# ``EventReader.jsonl``.
+JsonlReader = Callable[
+    [bytes, int, int, Callable[[bytes], Any], list[Event], Callable[[int], object] | None], tuple[int, int]
 ]
 
 
@@ -82,6 +100,16 @@ def column_reader() -> ColumnReader | None:
     return reader
 
 
+def jsonl_reader() -> JsonlReader | None:
+    """The compiled reader of JSON Lines text (one per file: it shares class names among
+    the events it reads), or None when the kernel is not compiled."""
+    module = compiled_module("_events")
+    if module is None:
+        return None
+    reader: JsonlReader = module.EventReader(Event).jsonl
+    return reader
+
+
 def match_writer() -> Callable[[Match], dict[str, Any]]:
     """``Match.to_dict``, or its compiled twin."""
     module = compiled_module("_events")
@@ -109,3 +137,20 @@ def block_writer() -> BlockWriter:
         return written
 
     return write
+
+
+def lines_writer() -> LinesWriter:
+    """``ecq.match.write_lines`` (what ``scemon replay`` writes), or its compiled twin:
+    ``BlockText`` writing JSON Lines natively, no dict per match."""
+    module = compiled_module("_events")
+    if module is None:
+        return write_lines
+    text_of: Callable[..., Any] = module.BlockText
+
+    def native(matches: list[Match], dumps: Callable[[Any], str]) -> bytes:
+        text = text_of(dumps, len(matches), lines=True)
+        text.add(matches, 0, len(matches), 0)
+        written: bytes = text.finish_lines()
+        return written
+
+    return native

@@ -24,13 +24,13 @@ import csv
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
 from ecq.errors import EventError, ScemonError
 from ecq.event import AttrValue, Event
-from ecq.kernel.make import event_reader
+from ecq.kernel.make import JsonlReader, event_reader, jsonl_reader
 
 __all__ = [
     "EVENT_FORMATS",
@@ -79,32 +79,88 @@ def read_events(path: Path, fmt: str | None = None, progress: Progress | None = 
 
 def _read_jsonl(path: Path, progress: Progress | None) -> list[Event]:
     events: list[Event] = []
-    # Local names: this loop runs once per event of files with millions of them.
+    native = jsonl_reader()
+    with path.open("rb") as stream:
+        if native is None:
+            take = _line_reader(path, events)
+            for index, raw in enumerate(stream):
+                take(raw, index)
+                if progress is not None and not index & 0xFFF:
+                    progress(index)
+            return events
+        _read_jsonl_blocks(path, stream, native, events, progress)
+    return events
+
+
+# Bytes read at a time by the compiled reader: its lines need not fit a line buffer, and
+# the file need not fit in memory beside its events.
+_BLOCK = 8 << 20
+
+
+def _read_jsonl_blocks(
+    path: Path, stream: BinaryIO, native: JsonlReader, events: list[Event], progress: Progress | None
+) -> None:
+    """The compiled reader over whole lines, a block at a time; the line it stops at
+    (one that is not plainly valid) is read here, which names its mistake, and it goes
+    on from the next. The same events, ids and errors as the loop line by line."""
+    take = _line_reader(path, events)
+    loads = orjson.loads
+    index = 0
+    rest = b""
+    while True:
+        block = stream.read(_BLOCK)
+        data = rest + block if rest else block
+        if block:
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:  # no whole line yet
+                rest = data
+                continue
+            data, rest = data[:cut], data[cut:]
+        elif not data:
+            return
+        else:
+            rest = b""  # the last line, without a newline
+        at = 0
+        if index == 0 and data.startswith(b"\xef\xbb\xbf"):
+            at = 3
+        while True:
+            at, index = native(data, at, index, loads, events, progress)
+            if at >= len(data):
+                break
+            end = data.find(b"\n", at)
+            end = len(data) if end < 0 else end + 1
+            take(data[at:end], index)
+            at, index = end, index + 1
+        if not block:
+            return
+
+
+def _line_reader(path: Path, events: list[Event]) -> Callable[[bytes, int], None]:
+    """Read one line (``index``, 0-based) into ``events``: skipped when blank, else one
+    event, with the line's index as its id when it has none; a bad line raises
+    :class:`EventError` naming the line and, for JSON, the column."""
     append = events.append
     loads = orjson.loads
     from_dict = event_reader()
-    with path.open("rb") as stream:
-        for index, raw in enumerate(stream):
-            if index == 0 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
-            if not raw.strip():
-                continue
-            try:
-                data = loads(raw)
-            except orjson.JSONDecodeError as err:
-                raise EventError(
-                    f"invalid JSON: {err.msg} (column {err.colno})", _line(path, index)
-                ) from None
-            try:
-                event = from_dict(data, None)
-            except EventError as err:
-                raise EventError(err.message, _line(path, index), err.field) from None
-            if event.id is None:
-                event.id = index
-            append(event)
-            if progress is not None and not index & 0xFFF:
-                progress(index)
-    return events
+
+    def take(raw: bytes, index: int) -> None:
+        if index == 0 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
+        if not raw.strip():
+            return
+        try:
+            data = loads(raw)
+        except orjson.JSONDecodeError as err:
+            raise EventError(f"invalid JSON: {err.msg} (column {err.colno})", _line(path, index)) from None
+        try:
+            event = from_dict(data, None)
+        except EventError as err:
+            raise EventError(err.message, _line(path, index), err.field) from None
+        if event.id is None:
+            event.id = index
+        append(event)
+
+    return take
 
 
 def _read_csv(path: Path, progress: Progress | None) -> list[Event]:

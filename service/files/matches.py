@@ -11,12 +11,13 @@ import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from operator import attrgetter
 from pathlib import Path
 from typing import BinaryIO
 
 import orjson
 
-from ecq.kernel.make import match_writer
+from ecq.kernel.make import lines_writer, match_writer
 from ecq.match import Match
 
 __all__ = ["match_line", "open_output", "write_matches"]
@@ -31,14 +32,15 @@ def write_matches(out: BinaryIO, matches: list[Match], counts: Counter[str]) -> 
     """Write ``matches`` as JSON Lines in one call and count them per query."""
     if not matches:
         return
-    buffer = bytearray()
-    dumps = orjson.dumps
-    wire = match_writer()
-    for match in matches:
-        buffer += dumps(wire(match))
-        buffer += b"\n"
-        counts[match.query] += 1
-    out.write(buffer)
+    out.write(lines_writer()(matches, _dumps))
+    counts.update(map(_query, matches))
+
+
+_query = attrgetter("query")
+
+
+def _dumps(value: object) -> str:
+    return orjson.dumps(value).decode()
 
 
 @contextmanager

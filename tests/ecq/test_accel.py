@@ -24,9 +24,9 @@ from ecq.engine import Engine
 from ecq.errors import EventError
 from ecq.event import FIELDS, Event
 from ecq.kernel import make as kernel_make
-from ecq.kernel.make import block_writer, column_reader, event_reader, match_writer
+from ecq.kernel.make import block_writer, column_reader, event_reader, lines_writer, match_writer
 from ecq.kernel.select import compiled_module, status
-from ecq.match import Match, PyMatch, write_block
+from ecq.match import Match, PyMatch, write_block, write_lines
 from ecq.network import Network
 from ecq.pmb import PMB
 from ecq.workload import Workload, events, sequence_queries
@@ -506,7 +506,18 @@ def _one_by_one(matches: list[Any], first: int) -> str:
     return "[" + ",".join(texts) + "]"
 
 
+def _check_lines(matches: list[Any]) -> None:
+    """Matches as ``scemon replay`` writes them: the compiled writer, the pure one and
+    ``orjson.dumps`` of each match's compiled wire dict (what replay wrote before), each
+    with its own ``seq``."""
+    written = lines_writer()(matches, _dumps)
+    assert written == write_lines(matches, _dumps)
+    wire = match_writer()
+    assert written == b"".join(orjson.dumps(wire(m)) + b"\n" for m in matches)
+
+
 def _check_block(matches: list[Any], first: int) -> None:
+    _check_lines(matches)
     text, starts = block_writer()(matches, first, _dumps)
     assert (text, starts) == write_block(matches, first, _dumps)
     with patch.object(kernel_make, "BLOCK_CHUNK", 3):  # chunks end mid-block
@@ -575,6 +586,7 @@ def _matches(draw: st.DrawFn) -> Any:
         events,
         attrs,
         draw(st.floats(allow_nan=False, allow_infinity=False)),
+        draw(st.integers(-1, 2**63 - 1)),
     )
 
 
@@ -609,6 +621,24 @@ def test_a_finished_block_text_takes_nothing_more() -> None:
         text.finish()
     with pytest.raises(IndexError):
         _module("_events").BlockText(_dumps).add([m], 0, 2, 0)
+
+
+def test_a_text_of_lines_is_read_as_lines_and_once() -> None:
+    """A block's text and a text of lines are not read by each other's method, and
+    either is read once."""
+    m = Match("q", 1, 1.0, 2.0, [], None, 1.0, 41)
+    lines = _module("_events").BlockText(_dumps, 1, lines=True)
+    lines.add([m, m], 0, 2, 0)
+    with pytest.raises(ValueError, match="finish_lines"):
+        lines.finish()
+    one = b'{"query":"q","src":1,"start":1.0,"end":2.0,"events":[],"attrs":{},"prob":1.0,"seq":41}\n'
+    assert lines.finish_lines() == one + one
+    with pytest.raises(ValueError, match="finished"):
+        lines.finish_lines()
+    block = _module("_events").BlockText(_dumps, 1)
+    block.add([m], 0, 1, 0)
+    with pytest.raises(ValueError, match="finish\\b"):
+        block.finish_lines()
 
 
 _MATCH_FIELDS = ("query", "src", "start", "end", "events", "attrs", "prob", "seq", "trigger")

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+from unittest.mock import patch
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ecq.errors import EventError
+from ecq.kernel.make import jsonl_reader
+from service.files import events as events_file
 from service.files.events import event_format, read_events
 from tests.service.files.write import write
 
@@ -99,6 +105,67 @@ def test_jsonl_progress_is_reported(tmp_path: Path) -> None:
     seen: list[int] = []
     read_events(write(tmp_path, "e.jsonl", (GOOD + "\n") * 5000), progress=seen.append)
     assert seen and seen == sorted(seen)
+
+
+# Lines of every kind the reader meets: plain events (with and without ids, attributes,
+# ends, probabilities), events only Event.from_dict takes (not plainly valid for the
+# compiled reader's fast path), blank and whitespace lines, and mistakes of each kind.
+_LINES = [
+    GOOD,
+    '{"id": "p1", "src": "card-1", "type": "HOTL", "start": 1.5, "end": 2, "attrs": {"payment": 9.5}}',
+    '{"src": 7, "type": "B", "start": 3, "prob": 0.5, "attrs": {"ok": true, "n": 3, "s": "x"}}',
+    '{"src": 2, "type": "\u00e9t\u00e9", "start": 4, "end": null, "attrs": null}',
+    '{"src": 1, "type": "A", "start": 1e3, "id": 12}',
+    "",
+    "   ",
+    "\t",
+    '{"src": 1, "type": "A", "start": 1, "end": 0.5}',
+    '{"src": 1, "type": "A", "start": 1,}',
+    "[1, 2]",
+    '{"src": 1, "type": "A", "start": "noon"}',
+    '{"src": 1, "type": "A", "start": 1, "colour": "red"}',
+]
+
+
+def _read_both(path: Path) -> list[Any]:
+    """What the compiled reader and the loop line by line read from ``path``: the events'
+    fields and ids, or the error's text; the compiled one with blocks of a few bytes,
+    so lines cross blocks."""
+    results = []
+    for native, block in ((None, events_file._BLOCK), (jsonl_reader, 7), (jsonl_reader, 1 << 20)):
+        with (
+            patch.object(events_file, "jsonl_reader", native or (lambda: None)),
+            patch.object(events_file, "_BLOCK", block),
+        ):
+            try:
+                got: Any = [(e.to_dict(), e.id, e.src, e.type) for e in read_events(path)]
+            except EventError as err:
+                got = str(err)
+        results.append(got)
+    return results
+
+
+@pytest.mark.skipif(jsonl_reader() is None, reason="the compiled kernel is not built")
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(st.sampled_from(range(len(_LINES))), max_size=12),
+    st.sampled_from(["\n", "\r\n"]),
+    st.booleans(),
+    st.booleans(),
+)
+def test_jsonl_compiled_reader_reads_what_the_line_loop_reads(
+    tmp_path: Path, picks: list[int], newline: str, bom: bool, last_newline: bool
+) -> None:
+    """The compiled reader (whole blocks of lines, no Python loop) and the loop line by
+    line read the same events with the same ids, or fail at the same line with the same
+    words: blank lines counted, a byte-order mark, CRLF, a last line without a newline,
+    lines across the blocks it reads."""
+    text = newline.join(_LINES[k] for k in picks) + (newline if last_newline else "")
+    path = tmp_path / "e.jsonl"
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode())
+    loop, small_blocks, big_blocks = _read_both(path)
+    assert small_blocks == loop
+    assert big_blocks == loop
 
 
 # ------------------------------------------------------------------------------- CSV
