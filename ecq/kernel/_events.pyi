@@ -22,6 +22,16 @@ class EventReader:
         ids: list[Any] | None,
         loads: Callable[[str], Any],
     ) -> list[Event] | None: ...
+    def jsonl(
+        self,
+        data: bytes,
+        at: int,
+        index: int,
+        loads: Callable[[bytes], Any],
+        out: list[Event],
+        progress: Callable[[int], object] | None,
+        indexes: list[int] | None = None,
+    ) -> tuple[int, int]: ...
 
 class Match:
     query: str

@@ -16,6 +16,8 @@
 cimport cython
 from cpython.float cimport PyFloat_AS_DOUBLE
 from cpython.ref cimport PyObject, Py_XDECREF
+from libc.math cimport isfinite
+from libc.string cimport memchr, memcmp, memcpy
 
 cdef extern from "_event_type.h":
     object scemon_event_type_new()
@@ -52,6 +54,234 @@ cdef inline object _seconds(object v):
     if x - x != 0.0:  # inf or nan
         return None
     return x
+
+
+# ------------------------------------------------- a plain JSON Lines event, read here
+#
+# ``EventReader.jsonl`` reads a line that is plainly an event itself: an object of the
+# event's fields, strings of printable ASCII without escapes, numbers of at most 18
+# digits (integers) or 40 characters (others), an attributes object of such strings,
+# numbers and booleans. Anything else (escapes, non-ASCII, nesting, nulls among the
+# attributes, unknown or repeated fields, a mistake) is not read here: the line goes
+# to ``orjson.loads`` and the reader as before, which accept it or name its mistake.
+# Numbers are read by the correctly rounded conversion (PyOS_string_to_double), as
+# orjson reads them: the same float for the same text (tests/ecq/test_accel.py).
+
+cdef extern from "Python.h":
+    double PyOS_string_to_double(const char *s, char **endptr, object overflow_exception) except? -1.0
+    object PyUnicode_FromStringAndSize(const char *u, Py_ssize_t size)
+    object PyLong_FromLongLong(long long v)
+
+# What a field's value turned out to be.
+cdef enum:
+    _STR = 1
+    _INT = 2
+    _FLOAT = 3
+    _NULL = 4
+    _TRUE = 5
+    _FALSE = 6
+
+# The fields, as bits of the ones seen.
+cdef enum:
+    _F_SRC = 1
+    _F_TYPE = 2
+    _F_START = 4
+    _F_END = 8
+    _F_ID = 16
+    _F_PROB = 32
+    _F_ATTRS = 64
+
+
+cdef struct _Scan:
+    const char *b
+    Py_ssize_t i, end
+    # the last value read: its kind, its text's span, its number
+    int kind
+    Py_ssize_t lo, hi
+    long long n
+    double x
+
+
+cdef inline void _ws(_Scan *s) noexcept:
+    cdef char c
+    while s.i < s.end:
+        c = s.b[s.i]
+        if c == 32 or c == 9 or c == 13 or c == 10:
+            s.i += 1
+        else:
+            return
+
+
+cdef inline bint _string(_Scan *s) noexcept:
+    # A string of printable ASCII with no escape; its characters are b[lo:hi].
+    cdef Py_ssize_t j = s.i + 1
+    cdef unsigned char c
+    while j < s.end:
+        c = <unsigned char>s.b[j]
+        if c == 34:  # '"'
+            s.lo, s.hi, s.i, s.kind = s.i + 1, j, j + 1, _STR
+            return True
+        if c < 32 or c == 92 or c >= 127:  # a control, '\\', not ASCII
+            return False
+        j += 1
+    return False
+
+
+cdef inline bint _digits(_Scan *s, Py_ssize_t *j) noexcept:
+    cdef Py_ssize_t k = j[0]
+    while k < s.end and 48 <= s.b[k] <= 57:
+        k += 1
+    if k == j[0]:
+        return False
+    j[0] = k
+    return True
+
+
+cdef bint _number(_Scan *s) noexcept:
+    # A number by JSON's grammar: an integer of at most 18 digits as a C integer, any
+    # other of at most 40 characters as a finite double.
+    cdef Py_ssize_t j = s.i, first
+    cdef bint integer = True
+    cdef char buf[48]
+    cdef long long n = 0
+    cdef Py_ssize_t k
+    if j < s.end and s.b[j] == 45:  # '-'
+        j += 1
+    first = j
+    if j < s.end and s.b[j] == 48:  # a leading 0 stands alone
+        j += 1
+    elif not _digits(s, &j):
+        return False
+    if j < s.end and s.b[j] == 46:  # '.'
+        integer = False
+        j += 1
+        if not _digits(s, &j):
+            return False
+    if j < s.end and (s.b[j] == 101 or s.b[j] == 69):  # 'e', 'E'
+        integer = False
+        j += 1
+        if j < s.end and (s.b[j] == 43 or s.b[j] == 45):
+            j += 1
+        if not _digits(s, &j):
+            return False
+    if integer:
+        if j - first > 18:
+            return False
+        for k in range(first, j):
+            n = n * 10 + (s.b[k] - 48)
+        s.n = -n if s.b[s.i] == 45 else n
+        s.x = <double>s.n
+        s.kind = _INT
+    else:
+        if j - s.i > 40:
+            return False
+        memcpy(buf, s.b + s.i, j - s.i)
+        buf[j - s.i] = 0
+        try:
+            s.x = PyOS_string_to_double(buf, NULL, None)
+        except Exception:
+            return False
+        if not isfinite(s.x):
+            return False
+        s.kind = _FLOAT
+    s.lo, s.hi, s.i = s.i, j, j
+    return True
+
+
+cdef inline bint _word(_Scan *s, const char *w, Py_ssize_t n, int kind) noexcept:
+    if s.i + n <= s.end and memcmp(s.b + s.i, w, n) == 0:
+        s.i += n
+        s.kind = kind
+        return True
+    return False
+
+
+cdef bint _scalar(_Scan *s) noexcept:
+    # A string, a number, true, false or null; anything else fails.
+    if s.i >= s.end:
+        return False
+    cdef char c = s.b[s.i]
+    if c == 34:
+        return _string(s)
+    if c == 116:
+        return _word(s, "true", 4, _TRUE)
+    if c == 102:
+        return _word(s, "false", 5, _FALSE)
+    if c == 110:
+        return _word(s, "null", 4, _NULL)
+    return _number(s)
+
+
+cdef inline object _text(_Scan *s):
+    return PyUnicode_FromStringAndSize(s.b + s.lo, s.hi - s.lo)
+
+
+cdef object _value(_Scan *s):
+    # The Python value of the last scalar (not null).
+    if s.kind == _STR:
+        return _text(s)
+    if s.kind == _INT:
+        return PyLong_FromLongLong(s.n)
+    if s.kind == _FLOAT:
+        return s.x
+    return s.kind == _TRUE
+
+
+cdef object _attrs_object(_Scan *s):
+    # An attributes object of strings, numbers and booleans; None when it is not one.
+    cdef dict attrs = {}
+    s.i += 1  # '{'
+    _ws(s)
+    if s.i < s.end and s.b[s.i] == 125:  # '}'
+        s.i += 1
+        return attrs
+    while True:
+        if s.i >= s.end or s.b[s.i] != 34 or not _string(s):
+            return None
+        key = _text(s)
+        _ws(s)
+        if s.i >= s.end or s.b[s.i] != 58:  # ':'
+            return None
+        s.i += 1
+        _ws(s)
+        if not _scalar(s) or s.kind == _NULL:
+            return None
+        attrs[key] = _value(s)
+        _ws(s)
+        if s.i >= s.end:
+            return None
+        if s.b[s.i] == 44:  # ','
+            s.i += 1
+            _ws(s)
+            continue
+        if s.b[s.i] == 125:
+            s.i += 1
+            return attrs
+        return None
+
+
+cdef inline int _field(_Scan *s) noexcept:
+    # Which field the key b[lo:hi] names (0: none of them).
+    cdef Py_ssize_t n = s.hi - s.lo
+    cdef const char *k = s.b + s.lo
+    if n == 3:
+        if memcmp(k, "src", 3) == 0:
+            return _F_SRC
+        if memcmp(k, "end", 3) == 0:
+            return _F_END
+    elif n == 4:
+        if memcmp(k, "type", 4) == 0:
+            return _F_TYPE
+        if memcmp(k, "prob", 4) == 0:
+            return _F_PROB
+    elif n == 5:
+        if memcmp(k, "start", 5) == 0:
+            return _F_START
+        if memcmp(k, "attrs", 5) == 0:
+            return _F_ATTRS
+    elif n == 2 and k[0] == 105 and k[1] == 100:  # "id"
+        return _F_ID
+    return 0
 
 
 cdef class EventReader:
@@ -142,15 +372,116 @@ cdef class EventReader:
             return self.slow(data, where)
         return self.make(src, etype, start, end, copied, prob, eid)
 
-    def jsonl(self, bytes data, Py_ssize_t at, Py_ssize_t index, object loads, list out, object progress):
+    cdef object plain(self, const char *b, Py_ssize_t at, Py_ssize_t end):
+        # The event of a plain line b[at:end] (see "a plain JSON Lines event" above), or
+        # None: then the line is not plain, and orjson and ``read`` decide.
+        cdef _Scan s
+        cdef int seen = 0, f
+        cdef double start = 0.0, stop = 0.0, prob = 1.0
+        cdef bint has_end = False
+        src = etype = eid = attrs = None
+        s.b, s.i, s.end = b, at, end
+        _ws(&s)
+        if s.i >= s.end or b[s.i] != 123:  # '{'
+            return None
+        s.i += 1
+        _ws(&s)
+        while True:
+            if s.i >= s.end or b[s.i] != 34 or not _string(&s):
+                return None
+            f = _field(&s)
+            if f == 0 or seen & f:
+                return None
+            seen |= f
+            _ws(&s)
+            if s.i >= s.end or b[s.i] != 58:  # ':'
+                return None
+            s.i += 1
+            _ws(&s)
+            if f == _F_ATTRS and s.i < s.end and b[s.i] == 123:
+                attrs = _attrs_object(&s)
+                if attrs is None:
+                    return None
+            else:
+                if not _scalar(&s):
+                    return None
+                if f == _F_SRC:
+                    if s.kind == _STR:
+                        src = _text(&s)
+                    elif s.kind == _INT:
+                        src = PyLong_FromLongLong(s.n)
+                    else:
+                        return None
+                elif f == _F_TYPE:
+                    if s.kind != _STR or s.hi == s.lo:
+                        return None
+                    etype = _text(&s)
+                elif f == _F_START:
+                    if s.kind != _INT and s.kind != _FLOAT:
+                        return None
+                    start = s.x
+                elif f == _F_END:
+                    if s.kind == _INT or s.kind == _FLOAT:
+                        stop = s.x
+                        has_end = True
+                    elif s.kind != _NULL:
+                        return None
+                elif f == _F_PROB:
+                    if s.kind == _INT or s.kind == _FLOAT:
+                        prob = s.x
+                    elif s.kind != _NULL:
+                        return None
+                elif f == _F_ID:
+                    if s.kind == _STR:
+                        eid = _text(&s)
+                    elif s.kind == _INT:
+                        eid = PyLong_FromLongLong(s.n)
+                    elif s.kind != _NULL:
+                        return None
+                elif s.kind != _NULL:  # attrs: an object (above) or null
+                    return None
+            _ws(&s)
+            if s.i >= s.end:
+                return None
+            if b[s.i] == 44:  # ','
+                s.i += 1
+                _ws(&s)
+                continue
+            if b[s.i] == 125:  # '}'
+                s.i += 1
+                break
+            return None
+        _ws(&s)
+        if s.i != s.end or (seen & (_F_SRC | _F_TYPE | _F_START)) != (_F_SRC | _F_TYPE | _F_START):
+            return None
+        if (has_end and stop < start) or not (0.0 < prob <= 1.0):
+            return None
+        shared = self.names.get(etype)
+        if shared is not None:
+            etype = shared
+        elif len(self.names) < 100_000:
+            self.names[etype] = etype
+        start_o = start
+        end_o = stop if has_end else start_o
+        return self.make(src, etype, start_o, end_o, {} if attrs is None else <dict>attrs, prob, eid)
+
+    def jsonl(
+        self, bytes data, Py_ssize_t at, Py_ssize_t index, object loads, list out, object progress,
+        list indexes=None
+    ):
         """Events from JSON Lines text, from byte ``at`` of ``data`` (whose line there
         is line ``index``) to the first line that is not plainly valid; appended to
         ``out``, each without an id given the line's index as its id; ``progress(index)``
         every 4,096 lines. Blank lines are skipped (and counted). Returns ``(at,
         index)`` of the line it stopped at, ``at == len(data)`` when it read them all:
         the caller reads that line itself, and names its mistake (the line number, the
-        column). No Python loop, no line ``bytes`` from a file's iterator, no copy of
-        each event's attributes: what ``scemon replay`` spends reading the demo's
+        column). With ``indexes``, each event's line index is appended to it instead,
+        and ids stay as given (the Spark job names id-less events itself).
+
+        A plain line (the common case: see "a plain JSON Lines event") is read here
+        without ``loads`` (no dict of fields per line); any other through ``loads`` and
+        ``read``. No Python loop, no line ``bytes`` from a file's iterator, no copy of
+        each event's attributes: what ``scemon replay`` spent reading the demo's
         payments was about a fifth of its time."""
         cdef const char *buf = data
         cdef Py_ssize_t n = len(data), end, k
@@ -167,11 +498,15 @@ cdef class EventReader:
                     blank = False
                     break
             if not blank:
-                try:
-                    event = self.read(loads(data[at:end]), None, True)
-                except Exception:
-                    return at, index
-                if ev(event).id == <PyObject *>None:
+                event = self.plain(buf, at, end)
+                if event is None:
+                    try:
+                        event = self.read(loads(data[at:end]), None, True)
+                    except Exception:
+                        return at, index
+                if indexes is not None:
+                    indexes.append(index)
+                elif ev(event).id == <PyObject *>None:
                     ev_put(&ev(event).id, index)
                 out.append(event)
             if progress is not None and not index & 0xFFF:
@@ -420,7 +755,6 @@ cdef extern from "Python.h":
     void *PyMem_Realloc(void *p, size_t n)
     void PyMem_Free(void *p)
 
-from libc.string cimport memchr, memcpy
 
 
 @cython.final

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ecq.event import Event
 from ecq.kernel.pure import PureKernel
@@ -51,11 +51,20 @@ ColumnReader = Callable[
 ]
 
 
-# (data, at, index, loads, out, progress) -> (at, index) of the line it stopped at: see
-# ``EventReader.jsonl``.
-JsonlReader = Callable[
-    [bytes, int, int, Callable[[bytes], Any], list[Event], Callable[[int], object] | None], tuple[int, int]
-]
+# (data, at, index, loads, out, progress[, indexes]) -> (at, index) of the line it
+# stopped at: see ``EventReader.jsonl``.
+class JsonlReader(Protocol):
+    def __call__(
+        self,
+        data: bytes,
+        at: int,
+        index: int,
+        loads: Callable[[bytes], Any],
+        out: list[Event],
+        progress: Callable[[int], object] | None,
+        indexes: list[int] | None = None,
+        /,
+    ) -> tuple[int, int]: ...
 
 
 def make_kernel(network: NetworkView, level: str, compiled: bool | None) -> Kernel:

@@ -45,7 +45,7 @@ import pyarrow.ipc  # noqa: F401  (pa.ipc)
 
 from ecq.errors import EventError
 from ecq.event import Event
-from ecq.kernel.make import event_reader
+from ecq.kernel.make import event_reader, jsonl_reader
 from service.files.events import csv_columns, csv_ident, csv_value  # replay's cell rules, shared on purpose
 
 __all__ = [
@@ -239,23 +239,41 @@ def _plain_jsonl(
 ) -> None:
     """A JSON Lines file of event objects (no mapping): the valid events and their
     indexes, the bad lines with the reason; the same verdicts as :func:`_jsonl_records`
-    followed by ``from_dict``."""
+    followed by ``from_dict``. The compiled reader (``EventReader.jsonl``) reads the
+    lines up to each bad one, which is judged here."""
     if content.startswith(b"\xef\xbb\xbf"):
         content = content[3:]
-    loads, decode_error = orjson.loads, orjson.JSONDecodeError
-    add_index, add_event = indexes.append, events.append
-    for index, raw in enumerate(content.split(b"\n")):
-        if not raw.strip():
-            continue
-        try:
-            add_event(from_dict(loads(raw), None))
-        except decode_error as err:
-            bad.append(_bad(path, index, index + 1, f"invalid JSON: {err.msg} (column {err.colno})", raw))
-            continue
-        except EventError as err:
-            bad.append(_bad(path, index, index + 1, str(err), raw))
-            continue
-        add_index(index)
+    native = jsonl_reader()
+    if native is None:
+        for index, raw in enumerate(content.split(b"\n")):
+            _judge_line(path, index, raw, from_dict, indexes, events, bad)
+        return
+    at, index, loads = 0, 0, orjson.loads
+    while True:
+        at, index = native(content, at, index, loads, events, None, indexes)
+        if at >= len(content):
+            return
+        end = content.find(b"\n", at)
+        end = len(content) if end < 0 else end
+        _judge_line(path, index, content[at:end], from_dict, indexes, events, bad)
+        at, index = end + 1, index + 1
+
+
+def _judge_line(
+    path: str, index: int, raw: bytes, from_dict: Any, indexes: list[int], events: list[Event], bad: list[Row]
+) -> None:
+    # One line: skipped when blank, else an event or a bad row saying why.
+    if not raw.strip():
+        return
+    try:
+        events.append(from_dict(orjson.loads(raw), None))
+    except orjson.JSONDecodeError as err:
+        bad.append(_bad(path, index, index + 1, f"invalid JSON: {err.msg} (column {err.colno})", raw))
+        return
+    except EventError as err:
+        bad.append(_bad(path, index, index + 1, str(err), raw))
+        return
+    indexes.append(index)
 
 
 def _good_batch(

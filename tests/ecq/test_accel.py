@@ -12,6 +12,7 @@ import pickle
 import random
 import subprocess
 import sys
+from collections import Counter
 from typing import Any
 from unittest.mock import patch
 
@@ -449,6 +450,165 @@ def test_compiled_column_reader_builds_what_event_from_dict_builds(
     assert [_event_fields(e) for e in none] == [_event_fields(Event.from_dict(d)) for d in bare]
     with pytest.raises(ValueError, match="differ in length"):
         reader(columns["src"], columns["type"][:-1], columns["start"], None, None, None, None, orjson.loads)
+
+
+# The text of a JSON number in any of the ways a writer may put it (exponents, leading
+# minus, long fractions, integers beyond 64 bits), and some that are not JSON numbers.
+_NUMBER_TEXT = st.one_of(
+    st.integers(-(2**70), 2**70).map(str),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.floats(allow_nan=False, allow_infinity=False).map(lambda x: f"{x:.17e}"),
+    st.floats(allow_nan=False, allow_infinity=False).map(lambda x: f"{x:.3E}"),
+    st.from_regex(r"-?(0|[1-9][0-9]{0,22})(\.[0-9]{1,22})?([eE][+-]?[0-9]{1,3})?", fullmatch=True),
+    st.sampled_from(
+        ["01", ".5", "1.", "1e", "-", "+1", "1e400", "-1e400", "1e-400", "NaN", "Infinity", "0x10"]
+    ),
+)
+_STRING_TEXT = st.one_of(
+    st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=6),
+    st.text(max_size=4),
+).map(lambda t: orjson.dumps(t).decode())
+_SCALAR_TEXT = st.one_of(
+    _NUMBER_TEXT, _STRING_TEXT, st.sampled_from(["true", "false", "null", "[1]", "{}", '{"a": 1}'])
+)
+_WS = st.sampled_from(["", " ", "  ", "\t", "\r"])
+
+
+def _mostly(good: st.SearchStrategy[str], wild: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    # good four times in five: most lines are events, the rest fail somewhere.
+    return st.integers(0, 4).flatmap(lambda k: good if k else wild)
+
+
+# Non-negative numbers in every form (an end is drawn at or after them).
+_TIME_TEXT = st.one_of(
+    st.integers(0, 10**6).map(str),
+    st.floats(0, 1e6).map(repr),
+    st.floats(0, 1e6).map(lambda x: f"{x:.17e}"),
+    st.from_regex(r"(0|[1-9][0-9]{0,5})(\.[0-9]{1,22})?([eE]-?[0-9])?", fullmatch=True),
+)
+
+
+@st.composite
+def _event_line(draw: st.DrawFn) -> str:
+    """A line of JSON Lines that is mostly an event: its fields in any order, each with
+    a value of the right kind or not, attributes of any scalars; sometimes a field
+    twice, an unknown one, or a mistake in the text itself."""
+    good_src = st.one_of(_STRING_TEXT, st.integers(-5, 2**64).map(str))
+    fields: dict[str, Any] = {
+        "src": draw(_mostly(good_src, _SCALAR_TEXT)),
+        "type": draw(_mostly(st.sampled_from(['"A"', '"B"', '"HOTL_E"', '"\\u00e9"']), _SCALAR_TEXT)),
+        "start": draw(_mostly(_TIME_TEXT, _SCALAR_TEXT)),
+    }
+    scalar = st.one_of(_NUMBER_TEXT, _STRING_TEXT, st.sampled_from(["true", "false"]))
+    for name, value in (
+        (
+            "end",
+            _mostly(st.sampled_from(["null", "1e7", "9999999", "10000000.5", fields["start"]]), _NUMBER_TEXT),
+        ),
+        (
+            "prob",
+            _mostly(st.sampled_from(["1", "0.5", "1.0", "null", "1e-3", "0.3333333333333333"]), _SCALAR_TEXT),
+        ),
+        (
+            "id",
+            _mostly(
+                st.one_of(_STRING_TEXT, st.integers(-(2**65), 2**65).map(str), st.just("null")), _SCALAR_TEXT
+            ),
+        ),
+        ("attrs", _mostly(st.sampled_from(["null", "{}", "OBJECT", "OBJECT", "OBJECT"]), _SCALAR_TEXT)),
+    ):
+        if draw(st.booleans()):
+            fields[name] = draw(value)
+    if fields.get("attrs") == "OBJECT":
+        pairs = draw(st.lists(st.tuples(_STRING_TEXT, _mostly(scalar, _SCALAR_TEXT)), max_size=3))
+        fields["attrs"] = "{" + ",".join(f"{k}{draw(_WS)}:{draw(_WS)}{v}" for k, v in pairs) + "}"
+    names = draw(st.permutations(list(fields)))
+    if draw(st.integers(0, 9)) == 0:
+        names = [*names, draw(st.sampled_from(["src", "colour", "start", "attrs"]))]
+    if draw(st.integers(0, 9)) == 0:
+        names = names[1:]
+    parts = [
+        f'{draw(_WS)}"{name}"{draw(_WS)}:{draw(_WS)}{fields.get(name, "1")}{draw(_WS)}' for name in names
+    ]
+    text = draw(_WS) + "{" + ",".join(parts) + "}" + draw(_WS)
+    if draw(st.integers(0, 19)) == 0:
+        cut = draw(st.integers(0, len(text)))
+        text = text[:cut] + draw(st.sampled_from(["", ",", "}", '"', "x"])) + text[cut + 1 :]
+    return text
+
+
+def _strict_fields(e: Event) -> list[tuple[str, str, type]]:
+    # Every field as its repr and type (-0.0 is not 0.0, 1 is not 1.0 nor True), the
+    # attributes' values too.
+    out = [(name, repr(getattr(e, name)), type(getattr(e, name))) for name in FIELDS if name != "attrs"]
+    out += [(f"attrs.{k}", repr(v), type(v)) for k, v in e.attrs.items()]
+    return out
+
+
+def test_compiled_jsonl_reads_a_line_as_orjson_and_the_reader_read_it() -> None:
+    """``EventReader.jsonl`` reads a plain line itself, no ``orjson.loads``: the same
+    event (every field, its type, each float to the bit, the class name shared), or,
+    for any line orjson or the reader refuses, it stops there for its caller to name the
+    mistake; id-less events get their line's index. Fails too when too few lines of
+    either kind were drawn."""
+    seen: Counter[str] = Counter()
+
+    @settings(max_examples=1500, deadline=None)
+    @given(_event_line())
+    def check(line: str) -> None:
+        reader = _module("_events").EventReader(Event)
+        try:
+            want: Event | None = _fast_reader()(orjson.loads(line), None)
+        except (orjson.JSONDecodeError, EventError):
+            want = None
+        data = ("\n" + line + "\n").encode()
+        out: list[Event] = []
+        at, index = reader.jsonl(data, 0, 6, orjson.loads, out, None)
+        if want is None:
+            seen["refused"] += 1
+            assert (at, index, out) == (1, 7, [])
+            return
+        seen["event with attributes" if want.attrs else "event"] += 1
+        assert (at, index) == (len(data), 8) and len(out) == 1
+        if want.id is None:
+            want.id = 7
+        assert _strict_fields(out[0]) == _strict_fields(want)
+        again: list[Event] = []
+        reader.jsonl(data, 0, 0, orjson.loads, again, None)
+        assert again[0].type is out[0].type
+
+    check()
+    total = sum(seen.values())
+    assert seen["refused"] >= total // 5 and seen["event"] >= total // 10, seen
+    assert seen["event with attributes"] >= total // 50, seen
+
+
+def test_compiled_jsonl_reads_its_lines_itself() -> None:
+    """The demo's kind of line (and the forms around it) is read without ``loads``:
+    ``loads`` is not called for them, and is for a line with an escape."""
+    calls: list[bytes] = []
+
+    def loads(raw: bytes) -> Any:
+        calls.append(raw)
+        return orjson.loads(raw)
+
+    lines = [
+        '{"src":"card-0658","type":"HOTL_E","start":0.965,"end":0.965,"attrs":{"payment":190.17},"id":"p0"}',
+        '{ "src" : 7 , "type" : "B" , "start" : 3 , "prob" : 0.5 , "attrs" : { "ok" : true , "n" : -0 } }',
+        '{"src": 1, "type": "A", "start": 1e3, "end": null, "id": null, "attrs": null, "prob": null}',
+        '{"src": "a\\u00e9", "type": "A", "start": 1}',
+    ]
+    out: list[Event] = []
+    data = "\n".join(lines).encode()
+    reader = _module("_events").EventReader(Event)
+    assert reader.jsonl(data, 0, 0, loads, out, None) == (len(data), 4)
+    assert calls == [lines[3].encode()]
+    assert [e.id for e in out] == ["p0", 1, 2, 3]
+    assert out[1].attrs == {"ok": True, "n": 0} and type(out[1].attrs["n"]) is int
+    indexes: list[int] = []
+    out = []
+    reader.jsonl(data, 0, 10, loads, out, None, indexes)
+    assert indexes == [10, 11, 12, 13] and [e.id for e in out] == ["p0", None, None, None]
 
 
 def test_compiled_event_reader_shares_class_names() -> None:

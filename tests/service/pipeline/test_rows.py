@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from unittest.mock import patch
 
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from ecq.kernel.make import jsonl_reader
 from service.files.events import read_events
+from service.pipeline import rows as rows_module
 from service.pipeline.options import JobError, parse_mapping
 from service.pipeline.rows import (
     PACKED_SCHEMA,
@@ -237,3 +242,33 @@ def test_a_task_parses_each_file_with_the_cyclic_collector_paused(monkeypatch: p
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+_LINES = [
+    b'{"src": 1, "type": "A", "start": 1}',
+    b'{"id": "p1", "src": "card-1", "type": "HOTL", "start": 1.5, "end": 2, "attrs": {"payment": 9.5}}',
+    b'{"src": 7, "type": "B", "start": 3, "prob": 0.5, "attrs": {"ok": true, "n": 3}}',
+    b'{"src": "\\u00e9", "type": "A", "start": 4, "id": 12}',
+    b"",
+    b"  \r",
+    b'{"src": 1, "type": "A", "start": 1, "end": 0.5}',
+    b'{"src": 1, "type": "A", "start": 1,}',
+    b"[1, 2]",
+    b"oops",
+]
+
+
+@pytest.mark.skipif(jsonl_reader() is None, reason="the compiled kernel is not built")
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(_LINES), max_size=10), st.booleans(), st.booleans())
+def test_the_compiled_reader_gives_the_rows_the_line_loop_gives(
+    lines: list[bytes], bom: bool, last: bool
+) -> None:
+    """A Spark task's JSON Lines file read by the compiled reader (up to each bad line,
+    judged in Python) and line by line: the same rows, good and bad, in the same order,
+    with the same ids (``<file>:<index>`` for id-less events) and reasons."""
+    content = (b"\xef\xbb\xbf" if bom else b"") + b"\n".join(lines) + (b"\n" if last else b"")
+    compiled = parse_batch("f.jsonl", content)
+    with patch.object(rows_module, "jsonl_reader", lambda: None):
+        by_line = parse_batch("f.jsonl", content)
+    assert compiled.equals(by_line)
