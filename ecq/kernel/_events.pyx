@@ -227,7 +227,7 @@ cdef object _value(_Scan *s):
     return s.kind == _TRUE
 
 
-cdef object _attrs_object(_Scan *s):
+cdef object _attrs_object(_Scan *s, dict names):
     # An attributes object of strings, numbers and booleans; None when it is not one.
     cdef dict attrs = {}
     s.i += 1  # '{'
@@ -238,7 +238,7 @@ cdef object _attrs_object(_Scan *s):
     while True:
         if s.i >= s.end or s.b[s.i] != 34 or not _string(s):
             return None
-        key = _text(s)
+        key = _share(names, _text(s), _NAMES_MAX)
         _ws(s)
         if s.i >= s.end or s.b[s.i] != 58:  # ':'
             return None
@@ -284,16 +284,33 @@ cdef inline int _field(_Scan *s) noexcept:
     return 0
 
 
+# Distinct texts an EventReader shares (one str each): class names and attribute names
+# (few), sources (up to a million in the workloads this serves; past the cap a new
+# text is used as it comes, so a stream of junk names costs memory only up to it).
+cdef Py_ssize_t _NAMES_MAX = 100_000
+cdef Py_ssize_t _SOURCES_MAX = 250_000
+
+
+cdef inline object _share(dict table, object text, Py_ssize_t cap):
+    # The str equal to ``text`` that the table holds, else ``text`` (kept, under the cap):
+    # the engine's dict lookups by class and by source then find their key by identity,
+    # and a million events do not hold a million copies of a few hundred texts.
+    shared = table.get(text)
+    if shared is not None:
+        return shared
+    if len(table) < cap:
+        table[text] = text
+    return text
+
+
 cdef class EventReader:
     """``Event.from_dict`` for one reader (a file, a batch): a well-formed event given
     as a dict (exact types, as ``orjson`` gives them) is checked and built here, with
-    one shared ``str`` per class name (the engine's dict lookups by class then find
-    their key by identity, and a million events do not hold a million copies);
-    anything else goes to ``Event.from_dict``. The same Event either way
-    (tests/ecq/test_accel.py)."""
+    one shared ``str`` per class name and per source (see ``_share``); anything else
+    goes to ``Event.from_dict``. The same Event either way (tests/ecq/test_accel.py)."""
 
     cdef object cls, slow
-    cdef dict names
+    cdef dict names, sources
 
     def __cinit__(self, cls):
         if not issubclass(cls, EventBase):
@@ -301,6 +318,7 @@ cdef class EventReader:
         self.cls = cls
         self.slow = cls.from_dict
         self.names = {}
+        self.sources = {}
 
     def __call__(self, data, where=None):
         return self.read(data, where, False)
@@ -331,11 +349,9 @@ cdef class EventReader:
             return self.slow(data, where)
         if type(etype) is not str or not etype:
             return self.slow(data, where)
-        shared = self.names.get(etype)
-        if shared is not None:
-            etype = shared
-        elif len(self.names) < 100_000:
-            self.names[etype] = etype
+        etype = _share(self.names, etype, _NAMES_MAX)
+        if type(src) is str:
+            src = _share(self.sources, src, _SOURCES_MAX)
         start = _seconds(start_o)
         if start is None:
             return self.slow(data, where)
@@ -399,7 +415,7 @@ cdef class EventReader:
             s.i += 1
             _ws(&s)
             if f == _F_ATTRS and s.i < s.end and b[s.i] == 123:
-                attrs = _attrs_object(&s)
+                attrs = _attrs_object(&s, self.names)
                 if attrs is None:
                     return None
             else:
@@ -456,11 +472,9 @@ cdef class EventReader:
             return None
         if (has_end and stop < start) or not (0.0 < prob <= 1.0):
             return None
-        shared = self.names.get(etype)
-        if shared is not None:
-            etype = shared
-        elif len(self.names) < 100_000:
-            self.names[etype] = etype
+        etype = _share(self.names, etype, _NAMES_MAX)
+        if type(src) is str:
+            src = _share(self.sources, src, _SOURCES_MAX)
         start_o = start
         end_o = stop if has_end else start_o
         return self.make(src, etype, start_o, end_o, {} if attrs is None else <dict>attrs, prob, eid)
@@ -549,6 +563,7 @@ cdef class EventReader:
                 raise ValueError("the columns differ in length")
         cdef list out = [None] * n
         cdef dict names = self.names
+        cdef dict sources = self.sources
         cdef dict copied
         for i in range(n):
             src = srcs[i]
@@ -557,11 +572,9 @@ cdef class EventReader:
             etype = types[i]
             if type(etype) is not str or not etype:
                 return None
-            shared = names.get(etype)
-            if shared is not None:
-                etype = shared
-            elif len(names) < 100_000:
-                names[etype] = etype
+            etype = _share(names, etype, _NAMES_MAX)
+            if type(src) is str:
+                src = _share(sources, src, _SOURCES_MAX)
             start = _seconds(starts[i])
             if start is None:
                 return None

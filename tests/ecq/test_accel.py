@@ -613,9 +613,21 @@ def test_compiled_jsonl_reads_its_lines_itself() -> None:
 
 def test_compiled_event_reader_shares_class_names() -> None:
     fast = _fast_reader()
-    a = fast({"src": 1, "type": "".join(["Cl", "x"]), "start": 1})
-    b = fast({"src": 2, "type": "".join(["Cl", "x"]), "start": 2})
+    a = fast({"src": "".join(["s", "1"]), "type": "".join(["Cl", "x"]), "start": 1})
+    b = fast({"src": "".join(["s", "1"]), "type": "".join(["Cl", "x"]), "start": 2})
     assert a.type == b.type == "Clx" and a.type is b.type
+    assert a.src == b.src == "s1" and a.src is b.src
+    # The same from columns and from lines read without orjson (attribute names too).
+    reader = _module("_events").EventReader(Event)
+    got = reader.columns(
+        ["".join(["s", "1"])] * 2, ["".join(["Cl", "x"])] * 2, [1, 2], None, None, None, None, orjson.loads
+    )
+    assert got[0].src is got[1].src and got[0].type is got[1].type
+    line = b'{"src": "s1", "type": "Clx", "start": 1, "attrs": {"payment": 2}}\n'
+    out: list[Event] = []
+    reader.jsonl(line * 2, 0, 0, orjson.loads, out, None)
+    assert out[0].src is out[1].src is got[0].src and out[0].type is got[0].type
+    assert next(iter(out[0].attrs)) is next(iter(out[1].attrs))
     with pytest.raises(EventError):
         fast([1, 2], "line 1")
     # Each reader shares its own names: readers (and engines) share nothing.
