@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pytest
 
 from api.client import arrow_bytes
 from api.models import ATTR_NAME_MAX, ID_MAX, SRC_MAX, TYPE_MAX
+from ecq.kernel.make import column_reader
 from service.server.errors import InvalidInputError
-from service.server.ingest import from_arrow
+from service.server.ingest import from_arrow, from_json
 from service.server.store import arrival_key
 
 
@@ -73,3 +75,24 @@ def test_id_less_events_are_named_by_their_posted_index() -> None:
     assert [e.id for e in batch.events] == ["a", "b7:1", "c"]
     whole = from_arrow(body(start=[1.0, 2.0], id=pa.array(["a", "b"])), "p", "b8", 10)
     assert [e.id for e in whole.events] == ["a", "b"]
+
+
+@pytest.mark.skipif(column_reader() is None, reason="the compiled kernel is not built")
+def test_batches_share_one_str_per_source_and_class() -> None:
+    """Events of different posts (Arrow or JSON) hold the same str for the same source
+    and class: one reader of each kind for the server's life, so the engine finds its
+    per-source state by identity."""
+
+    def arrow(batch_id: str) -> Any:
+        src, kind = "".join(["card-", "7"]), "".join(["HO", "TL"])
+        return from_arrow(body(start=[1.0], src=[src], type=[kind]), "p", batch_id, 10).events[0]
+
+    def json(batch_id: str) -> Any:
+        event = {"src": "".join(["card-", "7"]), "type": "".join(["HO", "TL"]), "start": 2.0}
+        text = orjson.dumps({"producer": "p", "batch_id": batch_id, "events": [event]})
+        return from_json(text, 10, 100).events[0]
+
+    a, b = arrow("1"), arrow("2")
+    assert (a.src, a.type) == ("card-7", "HOTL") and a.src is b.src and a.type is b.type
+    c, d = json("3"), json("4")
+    assert (c.src, c.type) == ("card-7", "HOTL") and c.src is d.src and c.type is d.type
