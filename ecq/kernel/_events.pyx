@@ -394,7 +394,7 @@ cdef class EventReader:
         cdef _Scan s
         cdef int seen = 0, f
         cdef double start = 0.0, stop = 0.0, prob = 1.0
-        cdef bint has_end = False
+        cdef bint has_end = False, number
         src = etype = eid = attrs = None
         s.b, s.i, s.end = b, at, end
         _ws(&s)
@@ -421,39 +421,35 @@ cdef class EventReader:
             else:
                 if not _scalar(&s):
                     return None
-                if f == _F_SRC:
-                    if s.kind == _STR:
-                        src = _text(&s)
-                    elif s.kind == _INT:
-                        src = PyLong_FromLongLong(s.n)
+                number = s.kind == _INT or s.kind == _FLOAT
+                if f == _F_SRC or f == _F_ID:  # a string or an integer (an id may be null)
+                    if s.kind == _STR or s.kind == _INT:
+                        value = _value(&s)
+                    elif f == _F_ID and s.kind == _NULL:
+                        value = None
                     else:
                         return None
+                    if f == _F_SRC:
+                        src = value
+                    else:
+                        eid = value
                 elif f == _F_TYPE:
                     if s.kind != _STR or s.hi == s.lo:
                         return None
                     etype = _text(&s)
                 elif f == _F_START:
-                    if s.kind != _INT and s.kind != _FLOAT:
+                    if not number:
                         return None
                     start = s.x
-                elif f == _F_END:
-                    if s.kind == _INT or s.kind == _FLOAT:
+                elif f == _F_END or f == _F_PROB:  # a number or null
+                    if not number:
+                        if s.kind != _NULL:
+                            return None
+                    elif f == _F_END:
                         stop = s.x
                         has_end = True
-                    elif s.kind != _NULL:
-                        return None
-                elif f == _F_PROB:
-                    if s.kind == _INT or s.kind == _FLOAT:
+                    else:
                         prob = s.x
-                    elif s.kind != _NULL:
-                        return None
-                elif f == _F_ID:
-                    if s.kind == _STR:
-                        eid = _text(&s)
-                    elif s.kind == _INT:
-                        eid = PyLong_FromLongLong(s.n)
-                    elif s.kind != _NULL:
-                        return None
                 elif s.kind != _NULL:  # attrs: an object (above) or null
                     return None
             _ws(&s)
