@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ecq.event import Event
 from ecq.kernel.pure import PureKernel
@@ -12,6 +12,7 @@ from ecq.kernel.select import SUMMARY, compiled_module, status
 from ecq.match import Match, write_block, write_lines
 
 if TYPE_CHECKING:
+    from ecq.kernel._events import EventReader
     from ecq.kernel._kernel import CompiledKernel
     from ecq.kernel.interface import Kernel, NetworkView
 
@@ -49,22 +50,6 @@ ColumnReader = Callable[
     ],
     list[Event] | None,
 ]
-
-
-# (data, at, index, loads, out, progress[, indexes]) -> (at, index) of the line it
-# stopped at: see ``EventReader.jsonl``.
-class JsonlReader(Protocol):
-    def __call__(
-        self,
-        data: bytes,
-        at: int,
-        index: int,
-        loads: Callable[[bytes], Any],
-        out: list[Event],
-        progress: Callable[[int], object] | None,
-        indexes: list[int] | None = None,
-        /,
-    ) -> tuple[int, int]: ...
 
 
 def make_kernel(network: NetworkView, level: str, compiled: bool | None) -> Kernel:
@@ -109,13 +94,14 @@ def column_reader() -> ColumnReader | None:
     return reader
 
 
-def jsonl_reader() -> JsonlReader | None:
-    """The compiled reader of JSON Lines text (one per file: it shares class names among
-    the events it reads), or None when the kernel is not compiled."""
+def jsonl_reader() -> EventReader | None:
+    """The compiled reader whose ``jsonl`` reads JSON Lines text (one per file: it
+    shares class names and sources among the events it reads), or None when the kernel
+    is not compiled."""
     module = compiled_module("_events")
     if module is None:
         return None
-    reader: JsonlReader = module.EventReader(Event).jsonl
+    reader: EventReader = module.EventReader(Event)
     return reader
 
 

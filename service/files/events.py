@@ -24,13 +24,16 @@ import csv
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
 from ecq.errors import EventError, ScemonError
 from ecq.event import AttrValue, Event
-from ecq.kernel.make import JsonlReader, event_reader, jsonl_reader
+from ecq.kernel.make import event_reader, jsonl_reader
+
+if TYPE_CHECKING:
+    from ecq.kernel._events import EventReader
 
 __all__ = [
     "EVENT_FORMATS",
@@ -98,7 +101,7 @@ _BLOCK = 8 << 20
 
 
 def _read_jsonl_blocks(
-    path: Path, stream: BinaryIO, native: JsonlReader, events: list[Event], progress: Progress | None
+    path: Path, stream: BinaryIO, native: EventReader, events: list[Event], progress: Progress | None
 ) -> None:
     """The compiled reader over whole lines, a block at a time; the line it stops at
     (one that is not plainly valid) is read here, which names its mistake, and it goes
@@ -124,7 +127,7 @@ def _read_jsonl_blocks(
         if index == 0 and data.startswith(b"\xef\xbb\xbf"):
             at = 3
         while True:
-            at, index = native(data, at, index, loads, events, progress)
+            at, index = native.jsonl(data, at, index, loads, events, progress)
             if at >= len(data):
                 break
             end = data.find(b"\n", at)

@@ -250,7 +250,7 @@ def _plain_jsonl(
         return
     at, index, loads = 0, 0, orjson.loads
     while True:
-        at, index = native(content, at, index, loads, events, None, indexes)
+        at, index = native.jsonl(content, at, index, loads, events, None, indexes)
         if at >= len(content):
             return
         end = content.find(b"\n", at)
