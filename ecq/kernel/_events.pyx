@@ -68,7 +68,7 @@ cdef inline object _seconds(object v):
 # orjson reads them: the same float for the same text (tests/ecq/test_accel.py).
 
 cdef extern from "Python.h":
-    double PyOS_string_to_double(const char *s, char **endptr, object overflow_exception) except? -1.0
+    double PyOS_string_to_double(const char *s, char **endptr, PyObject *overflow_exception) except? -1.0
     object PyUnicode_FromStringAndSize(const char *u, Py_ssize_t size)
     object PyLong_FromLongLong(long long v)
 
@@ -178,7 +178,8 @@ cdef bint _number(_Scan *s) noexcept:
         memcpy(buf, s.b + s.i, j - s.i)
         buf[j - s.i] = 0
         try:
-            s.x = PyOS_string_to_double(buf, NULL, None)
+            # NULL: out of range is ±inf (refused below, as orjson refuses it), not an error.
+            s.x = PyOS_string_to_double(buf, NULL, NULL)
         except Exception:
             return False
         if not isfinite(s.x):
