@@ -65,7 +65,19 @@ cdef inline object _seconds(object v):
 # attributes, unknown or repeated fields, a mistake) is not read here: the line goes
 # to ``orjson.loads`` and the reader as before, which accept it or name its mistake.
 # Numbers are read by the correctly rounded conversion (PyOS_string_to_double), as
-# orjson reads them: the same float for the same text (tests/ecq/test_accel.py).
+# orjson reads them: the same float for the same text (tests/ecq/test_accel.py); a
+# short decimal is read by Clinger's exact fast path first (_short_decimal).
+
+cdef extern from "float.h":
+    # 0: double arithmetic is done in doubles (SSE2; not the x87's 80 bits), which the
+    # fast path's one correctly rounded operation needs.
+    int FLT_EVAL_METHOD
+
+# The powers of ten a double holds exactly (5**22 < 2**53).
+cdef double[23] _EXACT_TENS = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+]
 
 cdef extern from "Python.h":
     double PyOS_string_to_double(const char *s, char **endptr, PyObject *overflow_exception) except? -1.0
@@ -175,6 +187,9 @@ cdef bint _number(_Scan *s) noexcept:
     else:
         if j - s.i > 40:
             return False
+        if _short_decimal(s, first, j):
+            s.lo, s.hi, s.i = s.i, j, j
+            return True
         memcpy(buf, s.b + s.i, j - s.i)
         buf[j - s.i] = 0
         try:
@@ -186,6 +201,56 @@ cdef bint _number(_Scan *s) noexcept:
             return False
         s.kind = _FLOAT
     s.lo, s.hi, s.i = s.i, j, j
+    return True
+
+
+cdef inline bint _short_decimal(_Scan *s, Py_ssize_t first, Py_ssize_t j) noexcept:
+    # s.x: the number b[s.i:j] (JSON's grammar already checked; its digits from
+    # ``first``) when it has at most 15 significant digits w and a decimal exponent e
+    # with |e| <= 22: then w and 10**|e| are doubles exactly, and w * 10**e (or
+    # w / 10**-e) is one IEEE operation, so correctly rounded: the double nearest the
+    # text, what PyOS_string_to_double gives (Clinger, 1990). Else False, and the text
+    # goes to PyOS_string_to_double, whose x87 control-word switches cost more than the
+    # whole parse here. Why a fast path at all: most event numbers are short (payments).
+    cdef unsigned long long w = 0
+    cdef Py_ssize_t k = first, significant = 0, exp = 0, scale = 0
+    cdef bint fraction = False, negative_exp = False
+    cdef char c
+    if FLT_EVAL_METHOD != 0:
+        return False
+    while k < j:
+        c = s.b[k]
+        if c == 46:  # '.'
+            fraction = True
+        elif c == 101 or c == 69:  # 'e', 'E'
+            break
+        else:
+            if w or c != 48:
+                significant += 1
+                if significant > 15:
+                    return False
+            w = w * 10 + <unsigned long long>(c - 48)
+            scale -= fraction
+        k += 1
+    if k < j:  # the exponent: at most 3 digits (more is never within reach of 10**22)
+        k += 1
+        if s.b[k] == 43 or s.b[k] == 45:
+            negative_exp = s.b[k] == 45
+            k += 1
+        if j - k > 3:
+            return False
+        while k < j:
+            exp = exp * 10 + (s.b[k] - 48)
+            k += 1
+        if negative_exp:
+            exp = -exp
+    exp += scale
+    if exp < -22 or exp > 22:
+        return False
+    s.x = <double>w / _EXACT_TENS[-exp] if exp < 0 else <double>w * _EXACT_TENS[exp]
+    if s.b[s.i] == 45:
+        s.x = -s.x
+    s.kind = _FLOAT
     return True
 
 

@@ -27,7 +27,7 @@ from service.cli.collector import freeze_so_far, tuned_collector
 from service.cli.errors import user_errors, warn_if_pure
 from service.cli.options import QueriesOption
 from service.cli.progress import LazyProgress
-from service.files.events import Progress, read_events
+from service.files.events import Progress, collector_paused, read_events
 from service.files.matches import open_output, write_matches
 from service.files.queries import build_engine, read_queries
 
@@ -131,7 +131,11 @@ def replay(
         specs = read_queries(queries)
         keeper = TimeKeeper(build_engine(specs, queries, engine_kind.value), lateness, max_ahead)
         progress.phase("reading events")
-        batch = read_events(events, fmt.value if fmt else None, progress.update)
+        # The events stay for the whole run and make no cycles: read with the collector
+        # off and frozen at once, so that no collection ever walks them.
+        with collector_paused():
+            batch = read_events(events, fmt.value if fmt else None, progress.update)
+            freeze_so_far()
         try:
             keeper.check_ahead(batch, time.time())
         except AheadError as err:
@@ -141,7 +145,6 @@ def replay(
         # Once the input is known good (a mistake is the one line on stderr).
         if engine_kind is EngineKind.shared:
             warn_if_pure()
-        freeze_so_far()
         progress.phase("matching", total=len(batch))
         with open_output(out) as stream:
             done = run(keeper, batch, stream, progress=progress.update)

@@ -28,10 +28,8 @@ attribute.
 from __future__ import annotations
 
 import csv
-import gc
 import io
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from operator import attrgetter
 from pathlib import Path, PurePosixPath
@@ -46,7 +44,12 @@ import pyarrow.ipc  # noqa: F401  (pa.ipc)
 from ecq.errors import EventError
 from ecq.event import Event
 from ecq.kernel.make import event_reader, jsonl_reader
-from service.files.events import csv_columns, csv_ident, csv_value  # replay's cell rules, shared on purpose
+from service.files.events import (  # replay's cell rules and collector pause, shared on purpose
+    collector_paused,
+    csv_columns,
+    csv_ident,
+    csv_value,
+)
 
 __all__ = [
     "FIELDS",
@@ -54,7 +57,6 @@ __all__ = [
     "PACKED_SCHEMA",
     "ROW_SCHEMA",
     "Row",
-    "collector_paused",
     "file_format",
     "file_name",
     "parse_file",
@@ -140,25 +142,6 @@ def parse_batches(
             with collector_paused():
                 rows = parse_file(path, content or b"", fmt, mapping)
             yield pack(rows)
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off for the block, back on after if it was on.
-
-    Why: a file's parse makes tens of thousands of container objects (events, their
-    attribute dicts) that form no reference cycles, and with the default thresholds the
-    collector walked them again every 700 allocations (2,000 from CPython 3.13) —
-    measured on a 10,000-event file of the demo's payments, 9.1-9.7 µs an event with it
-    against 7.0-7.5 without, a fifth of a Spark worker's CPU. Reference counting frees
-    everything as usual."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def pack(batch: pa.RecordBatch) -> pa.RecordBatch:

@@ -611,6 +611,43 @@ def test_compiled_jsonl_reads_its_lines_itself() -> None:
     assert indexes == [10, 11, 12, 13] and [e.id for e in out] == ["p0", None, None, None]
 
 
+def _short_decimals() -> list[str]:
+    """Numbers at the edges of the reader's fast path (at most 15 significant digits,
+    a decimal exponent within ±22) and just past them, halfway cases among them."""
+    texts = ["0.0", "-0.0", "0.1", "0.3", "1e5", "1E+22", "1e22", "1e23", "1e-22", "1e-23", "-0e-400"]
+    texts += ["123456789012345.0", "1234567890123456.0", "0.123456789012345", "0.1234567890123456"]
+    texts += ["999999999999999e-22", "999999999999999e7", "999999999999999e8", "9007199254740993.0"]
+    texts += ["4.35", "0.000000000000000000001", "0.0000000000000000000001", "100000000000000000000000.0"]
+    texts += ["2.2250738585072014e-308", "1.7976931348623157e308", "5e-324", "0.5e-22", "190.17", "0e22"]
+    rnd = random.Random(16)
+    for _ in range(3000):
+        digits = str(rnd.randrange(1, 10 ** rnd.randint(1, 17)))
+        point = rnd.randint(0, len(digits))
+        text = (digits[:point] or "0") + "." + (digits[point:] or "0")
+        if rnd.random() < 0.5:
+            text += f"e{rnd.randint(-26, 26)}"
+        texts.append(("-" if rnd.random() < 0.3 else "") + text)
+    return texts
+
+
+def test_compiled_jsonl_reads_short_decimals_as_orjson_to_the_bit() -> None:
+    """The scanner reads a short decimal by one exact operation (w * 10**e) instead of
+    the general conversion: the same float as orjson's for every number at or past
+    the fast path's edges."""
+    texts = _short_decimals()
+    data = "\n".join(f'{{"src":"s","type":"A","start":1,"attrs":{{"x":{t}}}}}' for t in texts).encode()
+    out: list[Event] = []
+    reader = _module("_events").EventReader(Event)
+    assert reader.jsonl(data, 0, 0, orjson.loads, out, None) == (len(data), len(texts))
+    got = [(t, _bits(e.attrs["x"])) for t, e in zip(texts, out, strict=True)]
+    assert got == [(t, _bits(orjson.loads(t))) for t in texts]
+
+
+def _bits(x: object) -> tuple[type, str]:
+    # A float to the bit (its sign too: -0.0 is not 0.0), and that it is a float.
+    return type(x), x.hex() if isinstance(x, float) else repr(x)
+
+
 def test_compiled_event_reader_shares_class_names() -> None:
     fast = _fast_reader()
     a = fast({"src": "".join(["s", "1"]), "type": "".join(["Cl", "x"]), "start": 1})
