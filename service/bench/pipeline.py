@@ -169,6 +169,12 @@ class Row:
     layers: Counter[str] | None = None
     # Spark's mean milliseconds per timed micro-batch, by phase of its progress report.
     spark_ms: dict[str, float] = field(default_factory=dict)
+    # The subscriber processes' CPU seconds over the measured part (service rows): on a
+    # machine of 2 cores they share the cores with the server.
+    subs_cpu_seconds: float | None = None
+    # The server's engine thread's CPU seconds over the measured part (its
+    # scemon_engine_cpu_seconds_total): the rest of cpu_seconds is the service around it.
+    engine_cpu_seconds: float | None = None
 
     @property
     def rate(self) -> float:
@@ -267,11 +273,15 @@ class _Subscribers:
             )
             self.processes.append((process, record))
 
+    def cpu_seconds(self) -> float:
+        """The CPU seconds of the subscriber processes so far."""
+        return sum(_cpu_seconds(process.pid) for process, _ in self.processes)
+
     def finish(self, expected: int) -> dict[str, Any]:
         """Tell them how many matches to wait for; their records, joined, once every
-        subscriber has them."""
+        subscriber has them (``cpu``: the processes' CPU seconds at their end)."""
         if not self.processes:
-            return {"received": [], "last": [], "seqs": [], "times": []}
+            return {"received": [], "last": [], "seqs": [], "times": [], "cpu": 0.0}
         for process, _ in self.processes:
             assert process.stdin is not None
             process.stdin.write(f"{expected}\n")
@@ -287,6 +297,7 @@ class _Subscribers:
             "last": [t for record in records for t in record["last"]],
             "seqs": records[0]["seqs"],
             "times": records[0]["times"],
+            "cpu": sum(record["cpu"] for record in records),
         }
         short = [r for r in data["received"] if r < expected]
         if short:
@@ -378,7 +389,7 @@ def service_row(
             firsts: list[int] = []
             seq = from_seq
             sampler = _sampler(profile, pid, folder / f"profile-{load.name}-{n_subs}{tag}.txt")
-            cpu0 = _cpu_seconds(pid)
+            cpu0, subs_cpu0, engine0 = _cpu_seconds(pid), subs.cpu_seconds(), _engine_seconds(client)
             began = now()
             for k in range(warm, len(bodies)):
                 starts.append(now())
@@ -388,6 +399,7 @@ def service_row(
             record = subs.finish(seq - from_seq)
             ended = max([posted, *record["last"]])
             cpu = _cpu_seconds(pid) - cpu0
+            engine1 = _engine_seconds(client)
             layers = sampler.stop() if sampler is not None else None
             rss = _proc_status(pid, "VmHWM")
     finally:
@@ -399,7 +411,27 @@ def service_row(
     ]
     label = "service, 0 subs" if n_subs == 0 else f"service, {n_subs} sub{'s' if n_subs > 1 else ''}"
     label += _BASELINE if checkout is not None else ""
-    return Row(label, n_subs, sum(sizes[warm:]), seq - from_seq, ended - began, cpu, rss, latencies, layers)
+    return Row(
+        label,
+        n_subs,
+        sum(sizes[warm:]),
+        seq - from_seq,
+        ended - began,
+        cpu,
+        rss,
+        latencies,
+        layers,
+        subs_cpu_seconds=record["cpu"] - subs_cpu0,
+        engine_cpu_seconds=None if engine0 is None or engine1 is None else engine1 - engine0,
+    )
+
+
+def _engine_seconds(client: Client) -> float | None:
+    """The server's ``scemon_engine_cpu_seconds_total`` (None from a build without it)."""
+    for line in client.metrics().splitlines():
+        if line.startswith("scemon_engine_cpu_seconds_total "):
+            return float(line.split()[1])
+    return None
 
 
 # -------------------------------------------------------------------------- Spark
@@ -602,6 +634,8 @@ def _table(load: Load, scale: PipelineScale, measured: _Bracketed) -> Table:
             "met",
             "replay_per_s",
             "cpu_s",
+            "engine_cpu_s",
+            "subs_cpu_s",
             "peak_rss_mb",
             "p50_ms",
             "p99_ms",
@@ -611,10 +645,12 @@ def _table(load: Load, scale: PipelineScale, measured: _Bracketed) -> Table:
             f"{load.name}: {len(load.queries):,} queries, {load.measured:,} events measured after a warm-up "
             f"of {load.warmup:,}; posts, files and micro-batches of {scale.batch:,} events (Arrow); "
             "subscribers read every match in processes of their own (one per core at most); cpu_s: the "
-            "server's CPU seconds (replay: its own); latency: a batch's post to its matches' frames at the "
-            "first subscriber; ratio: a row's events/s over replay_per_s, the mean of the replay runs right "
-            f"before and after it (replay ran {len(rates)} times: {min(rates):,.0f}-{max(rates):,.0f} events/s; "
-            "its row shows their mean)",
+            "server's CPU seconds (replay: its own), engine_cpu_s the part its engine thread spent in the "
+            "engine (scemon_engine_cpu_seconds_total); subs_cpu_s: the subscriber processes' CPU seconds "
+            "over the same time (they share the machine's cores with the server); latency: a batch's post "
+            "to its matches' frames at the first subscriber; ratio: a row's events/s over replay_per_s, the "
+            f"mean of the replay runs right before and after it (replay ran {len(rates)} times: "
+            f"{min(rates):,.0f}-{max(rates):,.0f} events/s; its row shows their mean)",
         ],
     )
     # The replay row is its own reference (ratio 1).
@@ -638,6 +674,8 @@ def _table(load: Load, scale: PipelineScale, measured: _Bracketed) -> Table:
             met="-" if target is None else ("yes" if ratio >= target else "NO"),
             replay_per_s=round(reference),
             cpu_s=round(row.cpu_seconds, 2),
+            engine_cpu_s="-" if row.engine_cpu_seconds is None else round(row.engine_cpu_seconds, 2),
+            subs_cpu_s="-" if row.subs_cpu_seconds is None else round(row.subs_cpu_seconds, 2),
             peak_rss_mb="-" if row.rss_mb is None else round(row.rss_mb, 1),
             p50_ms=round(1000 * _percentile(row.latencies, 0.5), 1) if row.latencies else "-",
             p99_ms=round(1000 * _percentile(row.latencies, 0.99), 1) if row.latencies else "-",

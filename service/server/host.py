@@ -677,7 +677,9 @@ class EngineHost:
                 f"{self.buffer_max} (--buffer-max); nothing was applied: send it again once time has moved on"
             )
         try:
+            began = time.thread_time()
             matches, late = self._process(events)
+            self.metrics.engine_seconds.inc(time.thread_time() - began)
             block, counts = self._number(matches)
             late_rows = _late_rows(late, posted)
             log_body = events_body(events) if arrow is None else arrow_log(batch_id, arrow)
@@ -741,7 +743,9 @@ class EngineHost:
             self.metrics.refused_ahead.inc()
             raise InvalidInputError(str(err), field="time") from None
         try:
+            began = time.thread_time()
             matches = self.keeper.advance_time(t)
+            self.metrics.engine_seconds.inc(time.thread_time() - began)
             block, counts = self._number(matches)
             found = len(block) if block is not None else 0
             next_seq = self.next_seq + found

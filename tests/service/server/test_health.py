@@ -31,3 +31,6 @@ def test_health_readiness_and_metrics(start_server: StartServer) -> None:
         "scemon_ready 1.0",
     ):
         assert line in text, line
+    # The engine's own CPU time, counted by the writer thread around each batch.
+    engine = [line for line in text.splitlines() if line.startswith("scemon_engine_cpu_seconds_total ")]
+    assert len(engine) == 1 and float(engine[0].split()[1]) > 0, engine
