@@ -130,13 +130,18 @@ class TimeKeeper(Generic[E]):
 
     # ------------------------------------------------------------------ checking
 
-    def check_ahead(self, events: Sequence[Event], now: float | None = None) -> None:
+    def check_ahead(
+        self, events: Sequence[Event], now: float | None = None, latest: float | None = None
+    ) -> None:
         """Raise :class:`AheadError` naming the events whose ``end`` lies more than
         ``max_ahead`` beyond the clock; change nothing. The clock is the later of the
         stream's clock and ``now`` (the wall clock; without both, the batch's earliest
         event); within the batch each event taken moves it, in time order, so a batch
-        may span any time in steps of at most ``max_ahead``. O(n), O(n log n) when some
-        event is beyond the first bound."""
+        may span any time in steps of at most ``max_ahead``. ``latest``: the batch's
+        latest ``end`` when the caller knows it (a batch in ``(end, start)`` order: its
+        last event's), which spares the pass over the events in the common case (3% of
+        the server's CPU on bare sequences). O(n), O(1) with ``latest``, O(n log n) when
+        some event is beyond the first bound."""
         max_ahead = self.max_ahead
         if max_ahead == math.inf or not events:
             return
@@ -145,7 +150,7 @@ class TimeKeeper(Generic[E]):
         if now is not None and now > ref:
             ref, from_wall = now, True
         # The latest end in one pass in C (no generator step per event): the common case.
-        if ref != NEG_INF and max(map(_END, events)) <= ref + max_ahead:
+        if ref != NEG_INF and (max(map(_END, events)) if latest is None else latest) <= ref + max_ahead:
             return
         order = sorted(range(len(events)), key=lambda i: (events[i].end, events[i].start))
         if ref == NEG_INF:

@@ -657,7 +657,8 @@ class EngineHost:
             raise self._store_failed(fault, stale=False) from None
         keeper = self.keeper
         try:
-            keeper.check_ahead(events, self._wall())
+            # A batch in (end, start) order ends with its latest event.
+            keeper.check_ahead(events, self._wall(), latest=events[-1].end if ordered and events else None)
         except AheadError as err:
             self.counts["refused_ahead"] += len(err.indexes)
             self.metrics.refused_ahead.inc(len(err.indexes))

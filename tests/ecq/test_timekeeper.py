@@ -226,6 +226,26 @@ def test_a_batch_may_walk_forward_in_steps_within_the_bound() -> None:
     assert caught.value.indexes == (1,)
 
 
+class _Unread(list[Event]):
+    """A batch whose events may not be read one by one (their ends are known)."""
+
+    def __iter__(self) -> Any:
+        raise AssertionError("the events were read")
+
+
+def test_a_batch_whose_latest_end_is_known_is_checked_without_a_pass() -> None:
+    """A batch in (end, start) order gives its last end (the server's Arrow batches):
+    within the bound nothing else is read; beyond it the events are read and named."""
+    keeper = TimeKeeper(Engine(), max_ahead=10.0)
+    keeper.process([Event("s", "A", 0.0)])
+    keeper.check_ahead(_Unread([Event("s", "A", 4.0), Event("s", "A", 9.0)]), latest=9.0)
+    with pytest.raises(AssertionError, match="were read"):
+        keeper.check_ahead(_Unread([Event("s", "A", 4.0), Event("s", "A", 9.0)]))
+    with pytest.raises(AheadError) as caught:
+        keeper.check_ahead([Event("s", "A", 4.0), Event("s", "A", 29.0)], latest=29.0)
+    assert caught.value.indexes == (1,)
+
+
 def test_the_wall_clock_guards_an_empty_engine_and_old_streams_are_free() -> None:
     keeper = TimeKeeper(Engine())
     now = 1.7e9

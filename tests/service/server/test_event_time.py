@@ -253,6 +253,23 @@ def test_a_far_future_event_is_refused_and_changes_no_other_events_matches(start
     assert client.all_matches() == sorted_matches(clean, FLUSH, per_batch=True)
 
 
+def test_a_far_future_event_ending_an_ordered_arrow_batch_is_refused(start_server: StartServer) -> None:
+    """An Arrow batch in (end, start) order, as the Spark job posts it, is checked by its
+    last event's end: a far-future one there is refused and named like any other."""
+    from tests.service.server.feeds import arrow_table
+
+    client = start_server().client()
+    register(client)
+    events = [{"src": "s1", "type": "A", "start": float(t)} for t in range(1, 6)]
+    assert client.post_arrow("spark", 1, arrow_table(events)).accepted == 5
+    poisoned = [*events[:3], {"id": "ms", "src": "s1", "type": "B", "start": 1.7e12}]
+    with pytest.raises(ApiError) as caught:
+        client.post_arrow("spark", 2, arrow_table(poisoned))
+    err = caught.value
+    assert err.status == 422 and err.detail["indexes"] == [3] and "event 3 (id 'ms')" in err.message
+    assert client.stats().clock == 5.0 and client.stats().refused_ahead == 1
+
+
 def test_an_empty_engine_is_guarded_by_the_wall_clock(start_server: StartServer) -> None:
     client = start_server().client()
     with pytest.raises(ApiError) as caught:
