@@ -389,7 +389,8 @@ def service_row(
             firsts: list[int] = []
             seq = from_seq
             sampler = _sampler(profile, pid, folder / f"profile-{load.name}-{n_subs}{tag}.txt")
-            cpu0, subs_cpu0, engine0 = _cpu_seconds(pid), subs.cpu_seconds(), _engine_seconds(client)
+            engine0 = _engine_seconds(client)  # before cpu0: the request is not the row's CPU
+            cpu0, subs_cpu0 = _cpu_seconds(pid), subs.cpu_seconds()
             began = now()
             for k in range(warm, len(bodies)):
                 starts.append(now())
