@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import httpx
 import orjson
@@ -89,18 +90,40 @@ def test_http_stays_responsive_while_a_large_batch_is_applied(start_server: Star
     server = start_server()
     client = server.client()
     client.register_bulk([{"name": f"q{i}", "text": f"SEQ(A, B, C{i % 10}) WITHIN 100 s"} for i in range(50)])
-    # Big enough that applying it takes a few seconds however fast the engine gets.
-    big = [
-        {"src": i % 3, "type": "AB"[i % 13] if i % 13 < 2 else f"C{i % 10}", "start": float(i)}
-        for i in range(60_000)
-    ]
+    size = 60_000
+
+    def batch(k: int) -> list[dict[str, Any]]:
+        return [
+            {
+                "src": i % 3,
+                "type": "AB"[i % 13] if i % 13 < 2 else f"C{i % 10}",
+                "start": float(k * size + i),
+            }
+            for i in range(size)
+        ]
+
+    # Large batches back to back for at least 3 s: a fixed size is no measure, a fast
+    # machine applies one in half a second (the batch then finished too fast to tell).
     done = threading.Event()
+    posted: list[int] = []
+
+    failed: list[BaseException] = []
+
+    # JSON, encoded before: the poster only sends (a JSON batch is the slower to take in).
+    bodies = [orjson.dumps({"producer": "p", "batch_id": k, "events": batch(k)}) for k in range(12)]
+    json = {"Content-Type": "application/json"}
 
     def post() -> None:
-        httpx.post(
-            f"{server.url}/v1/events", json={"producer": "p", "batch_id": 1, "events": big}, timeout=120
-        )
-        done.set()
+        try:
+            while len(posted) < 2 or (time.monotonic() - began < 3.0 and len(posted) < len(bodies)):
+                k = len(posted)
+                answer = httpx.post(f"{server.url}/v1/events", content=bodies[k], headers=json, timeout=120)
+                assert answer.status_code == 200, answer.text
+                posted.append(k)
+        except BaseException as err:  # seen by the test, not lost in the thread
+            failed.append(err)
+        finally:
+            done.set()
 
     thread = threading.Thread(target=post)
     began = time.monotonic()
@@ -117,7 +140,12 @@ def test_http_stays_responsive_while_a_large_batch_is_applied(start_server: Star
         time.sleep(0.05)
     thread.join()
     took = time.monotonic() - began
-    assert answered_during >= 3, "the batch finished too fast to tell"
-    # Relative to the batch: a server that blocked HTTP while applying it would answer
-    # once, after most of it; a busy machine slows the batch and the answers alike.
-    assert slowest < took / 4, (slowest, took)
+    assert not failed, failed
+    assert answered_during >= 3, "the batches finished too fast to tell"
+    # Relative to one batch: a server that blocked HTTP while taking in a batch would keep
+    # a request (two here) waiting for most of one; a busy machine slows batches and
+    # answers alike. The longest holds of the interpreter lock left (the batch's events
+    # made in one native call, ~25 ms for 60,000 from Arrow) put two requests at about a
+    # fifth of a batch on a fast machine.
+    one = took / len(posted)
+    assert slowest < one / 2, (slowest, one, len(posted))
