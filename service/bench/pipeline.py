@@ -279,7 +279,8 @@ class _Subscribers:
 
     def finish(self, expected: int) -> dict[str, Any]:
         """Tell them how many matches to wait for; their records, joined, once every
-        subscriber has them (``cpu``: the processes' CPU seconds at their end)."""
+        subscriber has them (``cpu``: the processes' CPU seconds once each said ``done``,
+        read as :meth:`cpu_seconds` reads them at a row's start)."""
         if not self.processes:
             return {"received": [], "last": [], "seqs": [], "times": [], "cpu": 0.0}
         for process, _ in self.processes:
@@ -287,6 +288,10 @@ class _Subscribers:
             process.stdin.write(f"{expected}\n")
             process.stdin.flush()
         try:
+            for process, _ in self.processes:
+                assert process.stdout is not None
+                process.stdout.readline()  # "done" (or nothing: it ended): not yet reaped
+            cpu = self.cpu_seconds()
             for process, _ in self.processes:
                 process.wait(timeout=_JOB_TIMEOUT)
         finally:
@@ -297,7 +302,7 @@ class _Subscribers:
             "last": [t for record in records for t in record["last"]],
             "seqs": records[0]["seqs"],
             "times": records[0]["times"],
-            "cpu": sum(record["cpu"] for record in records),
+            "cpu": cpu,
         }
         short = [r for r in data["received"] if r < expected]
         if short:

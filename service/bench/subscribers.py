@@ -15,8 +15,8 @@ the server). Each counts the matches it is given; with ``TIMED`` 1 (the default)
 first also notes when each match arrived (``time.monotonic()``, the same clock across the
 processes of one machine) so the bench can compute post-to-frame latency. A line on
 stdin, the number of matches to expect, ends the run once every subscriber has them
-(or after ``TIMEOUT`` seconds); the counts, the arrival times and the process's CPU
-seconds go to ``RECORD`` as JSON, and ``done`` is printed.
+(or after ``TIMEOUT`` seconds); the counts and the arrival times go to ``RECORD`` as
+JSON, and ``done`` is printed.
 """
 
 from __future__ import annotations
@@ -80,13 +80,7 @@ def main(argv: list[str]) -> None:
     counts = asyncio.run(_run(url, n, from_seq, timed))
     record.write_bytes(
         orjson.dumps(
-            {
-                "received": counts.received,
-                "last": counts.last,
-                "seqs": counts.seqs,
-                "times": counts.times,
-                "cpu": time.process_time(),
-            }
+            {"received": counts.received, "last": counts.last, "seqs": counts.seqs, "times": counts.times}
         )
     )
     print("done", flush=True)
