@@ -29,6 +29,13 @@ cdef struct AttrC:
     # ncuts of them) and the 2 * ncuts + 1 sets of their cells (from offset cells, L
     # words each; -1: no numeric threshold, a number fails not_num only).
     Py_ssize_t ncuts, cuts, cells
+    # The cuts as a tree of blocks of 16 (see _filters._tree): ``depth`` levels, level
+    # 0 the cuts themselves (at ``cuts``), level k + 1 the last cut of each block of
+    # level k; level k at SlotIndex.t + lev[k], nblk[k] blocks, each on its own cache
+    # lines and padded with +inf.
+    Py_ssize_t depth
+    Py_ssize_t lev[8]
+    Py_ssize_t nblk[8]
 
 
 cdef class StrBounds:
@@ -51,7 +58,13 @@ cdef class SlotIndex:
     cdef AttrC *attrs
     cdef uint64_t *sets  # every set of local numbers, L words each
     cdef Py_ssize_t valid  # the local numbers in use
-    cdef double *t
+    cdef double *t  # the numeric cuts' trees (AttrC.lev), 64-byte aligned in t_mem
+    cdef void *t_mem
+    # Scratch for an event's numeric attributes (at most nattrs): which attribute,
+    # its value, the block reached in its tree.
+    cdef Py_ssize_t *pa
+    cdef double *pv
+    cdef Py_ssize_t *pb
     cdef uint64_t *failed  # scratch: an event's failures, L words
     cdef Py_ssize_t *key  # keys as C integers
     # Per place its filtered queries over query numbers (mn[p] words from moff[p] in

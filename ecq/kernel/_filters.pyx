@@ -24,10 +24,11 @@ from cpython.dict cimport PyDict_GetItem
 from cpython.list cimport PyList_GET_ITEM
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.ref cimport PyObject
-from libc.stdint cimport uint32_t, uint64_t
+from libc.math cimport INFINITY
+from libc.stdint cimport uint32_t, uint64_t, uintptr_t
 from libc.string cimport memcpy, memset
 
-from ecq.kernel._bitset cimport Bits, bits_from_int, bits_to_int, ctz64, grow, popcount64
+from ecq.kernel._bitset cimport Bits, bits_from_int, bits_to_int, ctz64, grow, popcount64, prefetch_lines
 from ecq.kernel._events cimport ev, ev_get
 
 from bisect import bisect_left as _py_bisect_left, bisect_right as _py_bisect_right
@@ -65,7 +66,10 @@ cdef class SlotIndex:
         PyMem_Free(self.glob)
         PyMem_Free(self.attrs)
         PyMem_Free(self.sets)
-        PyMem_Free(self.t)
+        PyMem_Free(self.t_mem)
+        PyMem_Free(self.pa)
+        PyMem_Free(self.pv)
+        PyMem_Free(self.pb)
         PyMem_Free(self.failed)
         PyMem_Free(self.key)
         PyMem_Free(self.mem)
@@ -229,15 +233,17 @@ cdef SlotIndex _made(list keys, list places):
     cdef list numeric = []
     for i, a in enumerate(index.attrs.values()):
         _attr(x, &x.attrs[i], a, sets, numeric)
-    n = sum([len(a.cuts) for _, a in numeric])
-    x.t = <double *>grow(NULL, (n + 1) * sizeof(double))
+    n = sum([_tree_size(len(a.cuts)) for _, a in numeric])
+    # + 8: room to start the trees on a cache line.
+    x.t_mem = grow(NULL, (n + 8) * sizeof(double))
+    x.t = <double *>x.t_mem + ((-<uintptr_t>x.t_mem) & 63) // sizeof(double)
+    x.pa = <Py_ssize_t *>grow(NULL, (x.nattrs + 1) * sizeof(Py_ssize_t))
+    x.pv = <double *>grow(NULL, (x.nattrs + 1) * sizeof(double))
+    x.pb = <Py_ssize_t *>grow(NULL, (x.nattrs + 1) * sizeof(Py_ssize_t))
     at = 0
     for address, a in numeric:
         c = <AttrC *><Py_ssize_t>address
-        c.cuts = at
-        for i in range(c.ncuts):
-            x.t[at + i] = <double>a.cuts[i]
-        at += c.ncuts
+        at = _tree(x, c, a.cuts, at)
         c.cells = sets.always(a.cells[0])
         for bits in a.cells[1:]:
             sets.always(bits)
@@ -246,6 +252,64 @@ cdef SlotIndex _made(list keys, list places):
     x.failed = <uint64_t *>grow(NULL, (x.L + 1) * sizeof(uint64_t))
     _members(x, glob)
     return x
+
+
+# The numeric cuts are bisected per event, and at 10,000 queries a class's cuts (~600
+# an attribute) are cold by the next event of the class: a binary search is then ~10
+# dependent loads from memory. As a tree of blocks of 16 (two cache lines each, the
+# count in a block branchless), it is one load per level, ~3 levels, and the levels of
+# an event's attributes are walked side by side, so their loads overlap (_cells).
+cdef enum:
+    _B = 16  # cuts per block
+    _MAXDEPTH = 8  # levels (AttrC.lev): 16 ** 8 cuts
+
+
+cdef Py_ssize_t _tree_size(Py_ssize_t n):
+    # The doubles a tree of n cuts takes (every level padded to whole blocks).
+    cdef Py_ssize_t size = 0
+    while True:
+        n = (n + _B - 1) // _B
+        size += n * _B
+        if n <= 1:
+            return size
+
+
+cdef Py_ssize_t _tree(SlotIndex x, AttrC *c, list cuts, Py_ssize_t at) except -1:
+    # c's cuts written as a tree from offset ``at`` (a multiple of 8) on; the next free
+    # offset. Level k + 1 holds the last entry of each block of level k, so the number
+    # of blocks of level k wholly below a value v is the count of level k + 1's entries
+    # below v.
+    cdef Py_ssize_t k = 0, i, n = len(cuts), blocks
+    cdef double *level
+    cdef const double *below
+    c.ncuts = n
+    c.cuts = at
+    while True:
+        if k == _MAXDEPTH:
+            raise OverflowError(f"{len(cuts)} thresholds on one attribute")
+        blocks = (n + _B - 1) // _B
+        c.lev[k] = at
+        c.nblk[k] = blocks
+        level = x.t + at
+        if k == 0:
+            for i in range(n):
+                level[i] = <double>cuts[i]
+        else:
+            # Each block's last entry, but +inf for the last block: no value is above
+            # it, so the walk never goes past the last block (a value above every cut
+            # ends in it, at its end).
+            below = x.t + c.lev[k - 1]
+            for i in range(n - 1):
+                level[i] = below[i * _B + _B - 1]
+            level[n - 1] = INFINITY
+        for i in range(n, blocks * _B):
+            level[i] = INFINITY
+        at += blocks * _B
+        k += 1
+        if blocks <= 1:
+            c.depth = k
+            return at
+        n = blocks
 
 
 cdef int _members(SlotIndex x, list glob) except -1:
@@ -351,19 +415,50 @@ cdef int _or_int(SlotIndex x, object bits) except -1:
     return 0
 
 
-cdef inline Py_ssize_t _cell(SlotIndex x, AttrC *a, double v) noexcept:
-    # The cell of number v among a's cuts (ecq.filters.AttrIndex.failed): bisect_left,
-    # without branches on the comparisons (a conditional move each step: the values
-    # of events are unpredictable, a mispredicted branch per step was most of it).
-    cdef const double *t = x.t + a.cuts
-    cdef const double *base = t
-    cdef Py_ssize_t n = a.ncuts, half, i
-    while n > 1:
-        half = n >> 1
-        base = base + half if base[half] < v else base
-        n -= half
-    i = (base - t) + (base[0] < v)
-    return 2 * i + 1 if i < a.ncuts and t[i] == v else 2 * i
+cdef inline Py_ssize_t _below(const double *block, double v) noexcept:
+    # How many of a block's 16 entries are below v: no branch on the comparisons (the
+    # values of events are unpredictable).
+    cdef Py_ssize_t k, c = 0
+    for k in range(_B):
+        c += block[k] < v
+    return c
+
+
+cdef void _cells(SlotIndex x, Py_ssize_t n) noexcept:
+    # failed |= the cell's set of each of the n numbers noted by _failed (attribute
+    # x.pa[j], value x.pv[j]): the cell of v among the cuts (ecq.filters.AttrIndex.
+    # failed) is 2 * bisect_left(cuts, v), + 1 when v is a cut. The trees are walked
+    # one level of every attribute at a time, so that their loads overlap.
+    cdef Py_ssize_t j, step, k, i, top = 0
+    cdef AttrC *a
+    cdef double v
+    cdef Py_ssize_t lines
+    for j in range(n):
+        a = &x.attrs[x.pa[j]]
+        x.pb[j] = 0
+        # The small upper levels asked for at once (8 lines: at 600 cuts all but the
+        # cuts themselves), so that only the last level and the cell wait in turn.
+        lines = 0
+        k = a.depth - 1
+        while k > 0 and lines + 2 * a.nblk[k] <= 8:
+            prefetch_lines(x.t + a.lev[k], <int>(2 * a.nblk[k]))
+            lines += 2 * a.nblk[k]
+            k -= 1
+        if a.depth > top:
+            top = a.depth
+    for step in range(top):
+        for j in range(n):
+            a = &x.attrs[x.pa[j]]
+            k = a.depth - 1 - step
+            if k >= 0:
+                # bisect_left at level k: 16 per block wholly below v, and those below
+                # v in the block it falls in.
+                x.pb[j] = x.pb[j] * _B + _below(x.t + a.lev[k] + x.pb[j] * _B, x.pv[j])
+    for j in range(n):
+        a = &x.attrs[x.pa[j]]
+        i = x.pb[j]
+        v = x.pv[j]
+        _or(x, a.cells + (2 * i + 1 if i < a.ncuts and x.t[a.cuts + i] == v else 2 * i) * x.L)
 
 
 cdef int _str_fail(SlotIndex x, PyObject *p, object v) except -1:
@@ -395,9 +490,11 @@ cdef inline Py_ssize_t _offset(PyObject *table, object key) except? -2:
     return PyLong_AsSsize_t(<object>got) if got != NULL else -1
 
 
-cdef int _failed(SlotIndex x, AttrC *a, object e, object attrs) except -1:
-    # failed |= the filters e fails on attribute a (ecq.filters.AttrIndex.failed).
+cdef int _failed(SlotIndex x, AttrC *a, object e, object attrs, Py_ssize_t j) except -1:
+    # failed |= the filters e fails on attribute a (ecq.filters.AttrIndex.failed); 1
+    # when a number's cell is left to _cells (its value noted in x.pv[j]), else 0.
     cdef PyObject *p = PyDict_GetItem(attrs, <object>a.name)
+    cdef int noted = 0
     cdef double d
     cdef long long i
     cdef int overflow = 0
@@ -424,7 +521,8 @@ cdef int _failed(SlotIndex x, AttrC *a, object e, object attrs) except -1:
         if a.cells < 0:
             _or(x, a.not_num)
         else:
-            _or(x, a.cells + _cell(x, a, d) * x.L)
+            x.pv[j] = d
+            noted = 1
     elif PyUnicode_CheckExact(v):
         _or(x, a.not_str)
         _str_fail(x, a.str_lo, v)
@@ -439,19 +537,23 @@ cdef int _failed(SlotIndex x, AttrC *a, object e, object attrs) except -1:
         return 0
     _or_andnot(x, a.has_equal, _offset(a.equal, v))
     _or(x, _offset(a.unequal, v))
-    return 0
+    return noted
 
 
 cdef int _fail(SlotIndex x, object e) except -1:
     # x.failed: the local numbers whose filter e fails.
-    cdef Py_ssize_t i, k, at
+    cdef Py_ssize_t i, k, at, noted = 0
     cdef const uint64_t *s
     cdef bint live
     memset(x.failed, 0, x.L * sizeof(uint64_t))
     if x.nattrs:
         attrs = ev_get(ev(e).attrs, "attrs")
         for i in range(x.nattrs):
-            _failed(x, &x.attrs[i], e, attrs)
+            if _failed(x, &x.attrs[i], e, attrs, noted):
+                x.pa[noted] = i
+                noted += 1
+        if noted:
+            _cells(x, noted)
     for pred, off in x.residual:
         # Only the filters whose atoms passed (and are not failed yet) are asked.
         at = off

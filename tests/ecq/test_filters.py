@@ -322,6 +322,34 @@ def test_the_compiled_index_follows_registrations(
     record(passed)
 
 
+@pytest.mark.parametrize("n_cuts", [1, 15, 16, 17, 255, 256, 257, 300, 4100])
+def test_many_thresholds_on_one_attribute(n_cuts: int) -> None:
+    """The compiled index walks an attribute's cuts as a tree of blocks of 16 (one to
+    four levels here, partial blocks at every level): at each cut, between two, below
+    and above all of them and at the infinities, it gives what the Python index
+    gives."""
+    from ecq.engine import Engine
+    from ecq.kernel.select import status
+
+    if not status().compiled:
+        pytest.skip(f"no compiled kernel: {status().reason}")
+    engine = Engine(compiled=True)
+    ops = ("<", "<=", ">", ">=")
+    for i in range(n_cuts):
+        engine.register(f"q{i}", f"SEQ(A, B) WHERE A.x {ops[i % 4]} {i * 0.5} WITHIN 10")
+    ecq = engine.network.ecqs["A"]
+    kernel = engine.network.kernel
+    values: list[float] = [-math.inf, math.inf, -1, n_cuts * 0.5, n_cuts * 0.5 + 7]
+    values += [i * 0.5 for i in range(n_cuts)] + [i * 0.5 + 0.25 for i in range(n_cuts)]
+    values += [i for i in range(0, n_cuts // 2 + 1, max(1, n_cuts // 40))]  # ints at the cuts
+    for v in values:
+        e = Event(1, "A", 1.0, attrs={"x": v})
+        want = {k: slot.passing(e) for k, slot in ecq.seq_filters.items()}
+        assert by_position(kernel.passing(ecq, e)) == want, v
+    # A cut and the values next to it pass different filters: the test can tell cells apart.
+    assert len({by_position(kernel.passing(ecq, Event(1, "A", 1.0, attrs={"x": v})))[0] for v in values}) > n_cuts
+
+
 def test_a_passing_still_held_says_what_its_instance_passed() -> None:
     """What the compiled index gives for an instance (a Passing, read in place by the
     test phase) is its own: the next instance's filters do not change it, nor does a
