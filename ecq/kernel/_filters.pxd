@@ -65,7 +65,8 @@ cdef class SlotIndex:
     cdef Py_ssize_t *pa
     cdef double *pv
     cdef Py_ssize_t *pb
-    cdef uint64_t *failed  # scratch: an event's failures, L words
+    cdef uint64_t *failed  # where _fail writes an event's failures (L words), during a call
+    cdef uint64_t *scratch  # L words of the index's own, for slot_passing
     cdef Py_ssize_t *key  # keys as C integers
     # Per place its filtered queries over query numbers (mn[p] words from moff[p] in
     # mem), and beside each word how many of them lie below it (rank): a query's local
@@ -79,12 +80,12 @@ cdef class SlotIndex:
 
 cdef class Passing:
     # What one instance passes at each place of a class index (slots_passing): the
-    # filters it failed (L words of local numbers), per place whether any query passes
-    # (live), and position 0's passing queries put back at their query numbers
-    # (``first``, None when no place is position 0: its set is stored in the summary's
-    # rows, over query numbers). The other places are read in place (passing_at). It
-    # holds its index (which holds no Passing: no cycle), so it stays readable after
-    # the index is replaced.
+    # filters it failed (L words of local numbers) and per place whether any query
+    # passes (live). The places are read in place (passing_at); position 0's passing
+    # queries are put back at their query numbers only when asked for (passing_first,
+    # kept in ``first``; passing_init: those that go on, for the PMB and the summary's
+    # rows, which are over query numbers). It holds its index (which holds no Passing:
+    # no cycle), so it stays readable after the index is replaced.
     cdef SlotIndex x
     cdef uint64_t *fail  # L words, then the live bytes, in one block
     cdef unsigned char *live
@@ -109,3 +110,5 @@ cdef SlotIndex slot_index(object slot)
 cdef Bits slot_passing(SlotIndex x, object e)
 cdef SlotIndex class_index(dict slots)
 cdef Passing slots_passing(SlotIndex x, object e)
+cdef Bits passing_first(Passing P)
+cdef Bits passing_init(Passing P, Bits more)

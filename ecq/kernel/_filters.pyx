@@ -6,14 +6,15 @@ all of them), its sets L words wide where L is the class's own queries / 64, not
 the registered queries'.
 
 Everything an event reads lies in a few arrays: the attributes (C structs), the numeric
-cuts (C doubles, bisected in C) and every set (per cell of the numeric cuts, the
-failures there; the string families' cumulative failure sets, the hash tables' sets,
-...) in one block of words. Per event and attribute: one bisect and an OR of L words
-(a number), plus the hash tables when the attribute has = or != atoms; then the
-residual predicates of the filters still passing. What the event passes (Passing) is
-those L words of failures, which the test phase reads in place (passing_at, QuerySet);
-only position 0's passing queries are put back at their query numbers (O(result)),
-since the summaries' rows keep them.
+cuts (C doubles, as a tree of blocks of 16) and every set (per cell of the numeric
+cuts, the failures there; the string families' cumulative failure sets, the hash
+tables' sets, ...) in one block of words. Per event and attribute: one walk down the
+cuts' tree and an OR of L words (a number), plus the hash tables when the attribute
+has = or != atoms; then the residual predicates of the filters still passing. What the
+event passes (Passing) is those L words of failures, which the test phase reads in
+place (passing_at, QuerySet); only position 0's passing queries are put back at their
+query numbers (O(result)), by the insert phase (passing_init), since the PMB and the
+summaries' rows keep them.
 
 A numeric threshold or event value that a double cannot hold exactly (an integer
 beyond 2**53) is left to the Python index of its attribute (over the same local
@@ -28,7 +29,7 @@ from libc.math cimport INFINITY
 from libc.stdint cimport uint32_t, uint64_t, uintptr_t
 from libc.string cimport memcpy, memset
 
-from ecq.kernel._bitset cimport Bits, bits_from_int, bits_to_int, ctz64, grow, popcount64, prefetch_lines
+from ecq.kernel._bitset cimport Bits, bits_and, bits_from_int, bits_to_int, ctz64, grow, popcount64, prefetch_lines
 from ecq.kernel._events cimport ev, ev_get
 
 from bisect import bisect_left as _py_bisect_left, bisect_right as _py_bisect_right
@@ -70,7 +71,7 @@ cdef class SlotIndex:
         PyMem_Free(self.pa)
         PyMem_Free(self.pv)
         PyMem_Free(self.pb)
-        PyMem_Free(self.failed)
+        PyMem_Free(self.scratch)
         PyMem_Free(self.key)
         PyMem_Free(self.mem)
         PyMem_Free(self.rank)
@@ -89,6 +90,13 @@ cdef class Passing:
         (what the pure kernel's ``passing`` gives; for tests and readers)."""
         cdef Py_ssize_t p
         return {self.x.keys[p]: bits_to_int(_place(self.x, self.fail, p)) for p in range(self.x.nplaces)}
+
+    def starts(self, more):
+        """Position 0's passing queries among ``more`` (a Python int of query numbers),
+        as the insert phase makes them (passing_init); None when no place is position
+        0. For tests."""
+        got = passing_init(self, bits_from_int(more))
+        return None if got is None else bits_to_int(got)
 
 
 # ------------------------------------------------------------------- making
@@ -249,7 +257,8 @@ cdef SlotIndex _made(list keys, list places):
             sets.always(bits)
     x.residual = [(pred, sets.put(bits)) for pred, bits in index.residual.values()]
     x.sets = sets.block()
-    x.failed = <uint64_t *>grow(NULL, (x.L + 1) * sizeof(uint64_t))
+    x.scratch = <uint64_t *>grow(NULL, (x.L + 1) * sizeof(uint64_t))
+    x.failed = x.scratch
     _members(x, glob)
     return x
 
@@ -540,11 +549,14 @@ cdef int _failed(SlotIndex x, AttrC *a, object e, object attrs, Py_ssize_t j) ex
     return noted
 
 
-cdef int _fail(SlotIndex x, object e) except -1:
-    # x.failed: the local numbers whose filter e fails.
+cdef int _fail(SlotIndex x, object e, uint64_t *out) except -1:
+    # out (L words): the local numbers whose filter e fails. The helpers write to
+    # x.failed, pointed at ``out`` for this call only (an instance's own block, written
+    # once rather than made in the index's scratch and copied).
     cdef Py_ssize_t i, k, at, noted = 0
     cdef const uint64_t *s
     cdef bint live
+    x.failed = out
     memset(x.failed, 0, x.L * sizeof(uint64_t))
     if x.nattrs:
         attrs = ev_get(ev(e).attrs, "attrs")
@@ -568,19 +580,20 @@ cdef int _fail(SlotIndex x, object e) except -1:
     return 0
 
 
-cdef Bits _place(SlotIndex x, const uint64_t *failed, Py_ssize_t p):
+cdef Bits _place(SlotIndex x, const uint64_t *failed, Py_ssize_t p, Bits mask=None):
     # The queries of place p whose filter passed (``failed``: the filters failed), as
-    # query numbers: when fewer of its filtered queries pass than fail, its queries
-    # without a filter with the passing ones put back at their numbers; else all its
-    # queries with the failing ones taken out. O(words + min(passing, failing)).
+    # query numbers, and among ``mask`` when given: when fewer of its filtered queries
+    # pass than fail, its queries without a filter with the passing ones put back at
+    # their numbers; else all its queries with the failing ones taken out.
+    # O(words + min(passing, failing)).
     cdef Py_ssize_t lo = x.start[p] >> 6, hi = (x.start[p + 1] + 63) >> 6, n = x.width[p], i, j
     cdef Py_ssize_t passing = 0, failing = 0
     cdef Bits b, base
-    cdef uint64_t word, flip
+    cdef uint64_t word, flip, bit
     cdef uint32_t g
     cdef const uint64_t *valid = x.sets + x.valid
     if lo == hi:
-        return <Bits>x.always[p]
+        return <Bits>x.always[p] if mask is None else bits_and(<Bits>x.always[p], mask)
     for i in range(lo, hi):
         passing += popcount64(valid[i] & ~failed[i])
         failing += popcount64(valid[i] & failed[i])
@@ -590,19 +603,31 @@ cdef Bits _place(SlotIndex x, const uint64_t *failed, Py_ssize_t p):
     else:
         base = <Bits>x.every[p]
         flip = ~(<uint64_t>0)  # the failing ones are cleared
+    if mask is not None and mask.n < n:
+        n = mask.n
     b = Bits.__new__(Bits)
-    b.w = <uint64_t *>PyMem_Malloc(n * sizeof(uint64_t))
+    b.w = <uint64_t *>PyMem_Malloc((n + 1) * sizeof(uint64_t))
     if b.w == NULL:
         raise MemoryError()
-    memset(b.w + base.n, 0, (n - base.n) * sizeof(uint64_t))
-    memcpy(b.w, base.w, base.n * sizeof(uint64_t))
+    if mask is None:
+        memset(b.w, 0, n * sizeof(uint64_t))
+        memcpy(b.w, base.w, min(base.n, n) * sizeof(uint64_t))
+    else:
+        for i in range(n):
+            b.w[i] = (base.w[i] if i < base.n else 0) & mask.w[i]
     for i in range(lo, hi):
         word = valid[i] & (~failed[i] ^ flip)
         while word:
             j = (i << 6) + ctz64(word)
             g = x.glob[j]
-            b.w[g >> 6] ^= (<uint64_t>1) << (g & 63)
             word &= word - 1
+            if g >> 6 >= n:
+                continue
+            bit = (<uint64_t>1) << (g & 63)
+            if flip:
+                b.w[g >> 6] &= ~bit  # (not there when the mask took it out)
+            elif mask is None or mask.w[g >> 6] & bit:
+                b.w[g >> 6] |= bit
     while n > 0 and b.w[n - 1] == 0:
         n -= 1
     b.n = n
@@ -611,34 +636,52 @@ cdef Bits _place(SlotIndex x, const uint64_t *failed, Py_ssize_t p):
 
 cdef Bits slot_passing(SlotIndex x, object e):
     """The queries of a one-place index whose filter ``e`` passes (SlotFilter.passing)."""
-    _fail(x, e)
-    return _place(x, x.failed, 0)
+    _fail(x, e, x.scratch)
+    return _place(x, x.scratch, 0)
 
 
 cdef Passing slots_passing(SlotIndex x, object e):
     """What ``e`` passes at each place (position) of the class index ``x``: its failed
-    filters over local numbers, read in place by the test phase (passing_at), and
-    position 0's passing queries as query numbers (kept in the summary's rows).
-    O(attributes · log F + L words + position 0's result), not O(result) per place."""
+    filters over local numbers, read in place by the test phase (passing_at; position
+    0's as query numbers when asked for: passing_first, passing_init).
+    O(attributes · log F + L words), not O(result) per place."""
     cdef Passing P = Passing.__new__(Passing)
     cdef Py_ssize_t p, i, lo, hi
     cdef const uint64_t *valid = x.sets + x.valid
     P.x = x
     P.fail = <uint64_t *>grow(NULL, (x.L + 1) * sizeof(uint64_t) + x.nplaces)
     P.live = <unsigned char *>(P.fail + x.L + 1)
-    _fail(x, e)
-    memcpy(P.fail, x.failed, x.L * sizeof(uint64_t))
+    _fail(x, e, P.fail)
     for p in range(x.nplaces):
         P.live[p] = (<Bits>PyList_GET_ITEM(x.always, p)).n > 0
         if not P.live[p]:
             lo = x.start[p] >> 6
             hi = (x.start[p + 1] + 63) >> 6
             for i in range(lo, hi):
-                if valid[i] & ~x.failed[i]:
+                if valid[i] & ~P.fail[i]:
                     P.live[p] = 1
                     break
-    P.first = _place(x, x.failed, x.p0) if x.p0 >= 0 else None
     return P
+
+
+cdef Bits passing_first(Passing P):
+    """Position 0's passing queries as query numbers (None: no place is position 0),
+    made on first use and kept (_phases.test asks for them when some query ends
+    there)."""
+    if P.first is None and P.x.p0 >= 0:
+        P.first = _place(P.x, P.fail, P.x.p0)
+    return P.first
+
+
+cdef Bits passing_init(Passing P, Bits more):
+    """passing_first(P) & ``more`` (the queries that go on from position 0: what the
+    instance starts, kept in its PMB and its source's row), in one pass over the words
+    (None: no place is position 0)."""
+    if P.x.p0 < 0:
+        return None
+    if P.first is not None:
+        return bits_and(P.first, more)
+    return _place(P.x, P.fail, P.x.p0, more)
 
 
 def slot_bits(object slot, object e):

@@ -48,7 +48,7 @@ from ecq.kernel._constants cimport (
     plan_at,
 )
 from ecq.kernel._events cimport ev, ev_float, ev_get, ev_int, ev_put
-from ecq.kernel._filters cimport Passing, SlotIndex, passing_at
+from ecq.kernel._filters cimport Passing, SlotIndex, passing_at, passing_first, passing_init
 from ecq.kernel._pmb cimport (
     Builder,
     GroupScratch,
@@ -351,7 +351,7 @@ cdef bint _complete(State s, Net n, object e, object src, SrcSummary summary, do
 cdef inline object _first(object passed):
     # What the instance passes at position 0, as query numbers (Bits), or None.
     if type(passed) is Passing:
-        return (<Passing>passed).first
+        return passing_first(<Passing>passed)
     return (<dict>passed).get(0)
 
 
@@ -367,8 +367,13 @@ cdef bint insert(
     cdef dict rest = None
     if passed is q.static:
         init = q.init  # the same for every instance of the class: one set, shared
+    elif type(passed) is Passing:
+        # Made here from the failures, in one pass with the AND (not made in the search
+        # and ANDed here).
+        got = passing_init(<Passing>passed, q.more0)
+        init = <Bits>got if got is not None else bits_empty()
     else:
-        got = _first(passed)
+        got = (<dict>passed).get(0)
         init = bits_and(<Bits>got, q.more0) if got is not None else bits_empty()
     for key, groups in extended.items():
         more = q.more.get(key)
