@@ -610,8 +610,9 @@ cdef Bits _place(SlotIndex x, const uint64_t *failed, Py_ssize_t p, Bits mask=No
     if b.w == NULL:
         raise MemoryError()
     if mask is None:
-        memset(b.w, 0, n * sizeof(uint64_t))
-        memcpy(b.w, base.w, min(base.n, n) * sizeof(uint64_t))
+        # (base.n <= n: the width covers every query of the place)
+        memcpy(b.w, base.w, base.n * sizeof(uint64_t))
+        memset(b.w + base.n, 0, (n - base.n) * sizeof(uint64_t))
     else:
         for i in range(n):
             b.w[i] = (base.w[i] if i < base.n else 0) & mask.w[i]

@@ -373,7 +373,7 @@ cdef bint insert(
         got = passing_init(<Passing>passed, q.more0)
         init = <Bits>got if got is not None else bits_empty()
     else:
-        got = (<dict>passed).get(0)
+        got = _first(passed)
         init = bits_and(<Bits>got, q.more0) if got is not None else bits_empty()
     for key, groups in extended.items():
         more = q.more.get(key)
