@@ -4,10 +4,10 @@ imports only the standard library and sortedcontainers, and nothing imports back
 
 The paper's structures, one module each:
 
-- ``ecq`` — :class:`~ecq.ecq.ECQ` (one per event class), its :class:`~ecq.ecq.CLT`
-  (composition links, :class:`~ecq.ecq.CLink`) and its :class:`~ecq.ecq.RCLT` (reverse
-  links, :class:`~ecq.ecq.RCLink`); ``siq`` — :class:`~ecq.siq.SIQ`, the shared
-  instance queue; ``pmb`` — :class:`~ecq.pmb.PMB`, the partial matching block.
+- ``ecq`` — :class:`~ecq.structures.ecq.ECQ` (one per event class), its :class:`~ecq.structures.ecq.CLT`
+  (composition links, :class:`~ecq.structures.ecq.CLink`) and its :class:`~ecq.structures.ecq.RCLT` (reverse
+  links, :class:`~ecq.structures.ecq.RCLink`); ``siq`` — :class:`~ecq.structures.siq.SIQ`, the shared
+  instance queue; ``pmb`` — :class:`~ecq.structures.pmb.PMB`, the partial matching block.
 - ``network`` — :class:`~ecq.network.Network`: registration, and per arriving instance
   the test phase, the insert phase and cleaning (their hot part through its kernel); ``assembly`` (plain sequences) and
   ``composite`` (negation, Kleene closure, sub-patterns, conjunctions) build the matches
@@ -19,7 +19,7 @@ The paper's structures, one module each:
 
 Around them: ``engine`` (:class:`Engine`, the public API), ``ops`` (the clock and op
 numbering), ``horizon`` (a class's drop horizon), ``event`` and ``match``, ``errors``
-(the error tree), ``query`` (an AST compiled into a :class:`~ecq.query.CompiledQuery`),
+(the error tree), ``query`` (an AST compiled into a :class:`~ecq.compiler.query.CompiledQuery`),
 ``conditions`` (WHERE and RETURN compiled to closures), ``language/`` (text ↔ AST);
 ``baseline`` and ``plan`` (the separate-processing baseline, one plan per query);
 ``workload`` (the paper's generators); ``emission`` (a match leaving the network, and

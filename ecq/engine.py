@@ -12,15 +12,15 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from ecq.emission import Emission
+from ecq.compiler.query import CompiledQuery, compile_query, retag
 from ecq.errors import DuplicateQueryError, SemanticError, UnknownQueryError
 from ecq.event import Event
 from ecq.language.ast import Query
 from ecq.match import Match
+from ecq.matching.emission import Emission
 from ecq.network import Network
 from ecq.ops import OpClock
-from ecq.qstate import QState
-from ecq.query import CompiledQuery, compile_query, retag
+from ecq.structures.qstate import QState
 
 __all__ = ["Engine"]
 

@@ -7,8 +7,8 @@ Per arriving instance ``e`` of class ``X`` (SCEMon §5.1):
   partial matches of every plain sequence query that ``e`` can extend (with a few
   big-integer operations per group of queries, the window a precomputed bitset per
   bound) and assemble the matches of the queries whose last position ``e`` reaches
-  (:mod:`ecq.assembly`). Composite patterns (negation, Kleene closure, sub-patterns,
-  conjunctions) are matched by :mod:`ecq.composite`, through the same probe of the
+  (:mod:`ecq.matching.assembly`). Composite patterns (negation, Kleene closure, sub-patterns,
+  conjunctions) are matched by :mod:`ecq.matching.composite`, through the same probe of the
   per-source chains; disjunctions take ``e`` by itself.
 - **insert phase**: if ``e`` can still take part in a match, store it once in
   ``ECQ[X]``'s SIQ with its PMB, whatever number of queries it serves.
@@ -30,8 +30,14 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ecq.candidate import Cand
-from ecq.composite import (
+from ecq.compiler.conditions import MISSING
+from ecq.compiler.query import KIND_OR, KIND_SEQ, CompiledQuery
+from ecq.errors import SemanticError
+from ecq.event import Event
+from ecq.kernel.make import make_kernel
+from ecq.language.source import semantic_error_at
+from ecq.matching.candidate import Cand
+from ecq.matching.composite import (
     Context,
     bound_ok,
     complete,
@@ -41,19 +47,13 @@ from ecq.composite import (
     match_cand,
     trailing_factor,
 )
-from ecq.conditions import MISSING
-from ecq.conjunction import by_presence, link, unlink
-from ecq.deadlines import Deadlines
-from ecq.ecq import BLOCKS, ECQ, CLink, SlotFilter
-from ecq.emission import Emission
-from ecq.errors import SemanticError
-from ecq.event import Event
-from ecq.kernel.make import make_kernel
-from ecq.language.source import semantic_error_at
-from ecq.qstate import QState
-from ecq.query import KIND_OR, KIND_SEQ, CompiledQuery
-from ecq.skeleton import fast_cand
-from ecq.windows import Windows
+from ecq.matching.conjunction import by_presence, link, unlink
+from ecq.matching.deadlines import Deadlines
+from ecq.matching.emission import Emission
+from ecq.matching.skeleton import fast_cand
+from ecq.structures.ecq import BLOCKS, ECQ, CLink, SlotFilter
+from ecq.structures.qstate import QState
+from ecq.time.windows import Windows
 
 if TYPE_CHECKING:
     from ecq.kernel.interface import Kernel, Tested
@@ -148,7 +148,7 @@ class Network:
         self.deadlines = Deadlines()
         self.ecqs: dict[str, ECQ] = {}
         # Whether conjunctions are found with query bitsets from their presence
-        # (ecq.conjunction; the kernel keeps it), at the levels that have query bitsets.
+        # (ecq.matching.conjunction; the kernel keeps it), at the levels that have query bitsets.
         self.counts_conjunctions = level in ("bitsets", "summary")
         # Instances (events and derived instances) that have arrived so far: two queries
         # registered with no instance between them see the same instances, so they may
@@ -413,7 +413,7 @@ class Network:
         """Phase 0: every pending trailing-negation match whose deadline the clock now
         exceeds is checked for blockers that arrived before this moment and finished,
         the network's and the kernel's. O(k log n) for k due matches of n waiting
-        (``ecq.deadlines``)."""
+        (``ecq.matching.deadlines``)."""
         due = self.deadlines.due(clock)
         held = self.kernel.due(moment, clock_before, clock)
         if not due and not held:
@@ -616,7 +616,7 @@ class Network:
         self, ecq: ECQ, e: Event, moment: int, probe: ChainProbe, completed: list[tuple[QState, Cand]]
     ) -> None:
         """Composite patterns (negation, Kleene closure, sub-patterns, conjunctions) that
-        ``e`` can complete: matched by walking the chains they need (ecq.composite)."""
+        ``e`` can complete: matched by walking the chains they need (ecq.matching.composite)."""
         ctx = Context(moment, probe, e)
         seen: set[int] = set()
         for clink in ecq.general_final:
@@ -642,9 +642,9 @@ class Network:
         """Conjunctions of primitive classes that ``e`` may complete: among those whose
         filter on its class it passes (``own``), the ones whose other classes have an
         instance at ``e``'s source passing their filters within their window, found with
-        query bitsets (one look for every conjunction: ecq.conjunction), then assembled:
+        query bitsets (one look for every conjunction: ecq.matching.conjunction), then assembled:
         by the kernel (the compiled one assembles those of primitive classes in C), the
-        rest here (ecq.composite), lowest bit first, sharing one probe of each chain."""
+        rest here (ecq.matching.composite), lowest bit first, sharing one probe of each chain."""
         bits = self.kernel.complete_conjunctions(ecq, e, own, hclock, completed)
         if bits:
             self._assemble_conjunctions(e, moment, bits, probe, completed)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ecq.emission import Emission, matches_of
 from ecq.event import Event
 from ecq.match import Match
+from ecq.matching.emission import Emission, matches_of
 
 __all__ = ["OpClock"]
 

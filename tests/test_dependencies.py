@@ -38,6 +38,37 @@ ALLOWED: dict[str, set[str]] = {
     "service.cli": {"ecq", "api", "service.files", "service.server", "service.pipeline", "service.bench"},
     "deploy": {"service.cli"},
 }
+# Inside the engine: its sub-packages and top modules, grouped by the SCEMon paper's
+# concepts (docs/architecture.md, "The engine's modules"), and what each may import
+# besides itself. Read at the same granularity: a module belongs to the longest name here
+# that prefixes it.
+ENGINE_ALLOWED: dict[str, set[str]] = {
+    "ecq": {"ecq.engine", "ecq.errors", "ecq.event", "ecq.match"},  # ecq/__init__.py: the public API
+    "ecq.errors": set(),
+    "ecq.language": {"ecq.errors"},
+    "ecq.event": {"ecq.errors", "ecq.kernel"},
+    "ecq.match": {"ecq.event", "ecq.kernel"},
+    "ecq.compiler": {"ecq.errors", "ecq.language"},
+    "ecq.time": {"ecq.errors", "ecq.event", "ecq.match"},
+    "ecq.structures": {"ecq.errors", "ecq.event", "ecq.language", "ecq.compiler", "ecq.time"},
+    "ecq.matching": {"ecq.errors", "ecq.event", "ecq.match", "ecq.compiler", "ecq.time", "ecq.structures"},
+    "ecq.kernel": {
+        "ecq.errors", "ecq.event", "ecq.match", "ecq.compiler", "ecq.time", "ecq.structures", "ecq.matching",
+    },
+    "ecq.network": {
+        "ecq.errors", "ecq.event", "ecq.match", "ecq.language", "ecq.compiler", "ecq.time", "ecq.structures",
+        "ecq.matching", "ecq.kernel",
+    },
+    "ecq.ops": {"ecq.event", "ecq.match", "ecq.matching"},
+    "ecq.engine": {
+        "ecq.errors", "ecq.event", "ecq.match", "ecq.language", "ecq.compiler", "ecq.time", "ecq.structures",
+        "ecq.matching", "ecq.kernel", "ecq.network", "ecq.ops",
+    },
+    "ecq.evaluation": {
+        "ecq.errors", "ecq.event", "ecq.match", "ecq.language", "ecq.compiler", "ecq.time", "ecq.structures",
+        "ecq.matching", "ecq.kernel", "ecq.network", "ecq.ops", "ecq.engine",
+    },
+}
 # Third-party packages that belong to one room (a module prefix) or a few.
 CONFINED: dict[str, tuple[str, ...]] = {
     "fastapi": ("service.server",),
@@ -173,6 +204,44 @@ def test_a_wrong_arrow_is_caught() -> None:
     ]
     assert len(wrong_arrows(fake)) == 2
     assert len(misplaced_third_party(fake)) == 1
+
+
+def engine_part(name: str) -> str | None:
+    parts = [part for part in ENGINE_ALLOWED if name == part or name.startswith(part + ".")]
+    return max(parts, key=len) if parts else None
+
+
+def wrong_engine_arrows(found: list[Import]) -> list[str]:
+    wrong = []
+    for imp in found:
+        source, target = engine_part(imp.module), engine_part(imp.target)
+        if source is None or target is None or source == target or target == "ecq":
+            continue
+        if target not in ENGINE_ALLOWED[source]:
+            wrong.append(f"{imp.where}: {source} imports {imp.target}")
+    return wrong
+
+
+def test_every_engine_part_is_there_and_read(found: list[Import]) -> None:
+    """Each part of the engine exists and is read: a part renamed or emptied would
+    pass vacuously."""
+    seen = {engine_part(imp.module) for imp in found}
+    assert seen >= set(ENGINE_ALLOWED) - {"ecq.errors"}, set(ENGINE_ALLOWED) - seen
+    assert all((ROOT / part.replace(".", "/")).is_dir() or (ROOT / (part.replace(".", "/") + ".py")).is_file()
+               for part in ENGINE_ALLOWED)
+
+
+def test_engine_parts_import_one_way(found: list[Import]) -> None:
+    assert wrong_engine_arrows(found) == []
+
+
+def test_a_wrong_engine_arrow_is_caught() -> None:
+    fake = [
+        *imports_in(ROOT / "ecq" / "structures" / "siq.py", "from ecq.matching.assembly import by_recency\n"),
+        *imports_in(ROOT / "ecq" / "time" / "horizon.py", "from ..network import Network\n"),
+        *imports_in(ROOT / "ecq" / "matching" / "composite.py", "from ecq.structures.siq import SIQ\n"),
+    ]
+    assert len(wrong_engine_arrows(fake)) == 2
 
 
 def test_engine_imports_only_stdlib_and_sortedcontainers(found: list[Import]) -> None:

@@ -40,7 +40,7 @@ cdef class Chains:
 
 cdef class Assembly:
     cdef Chains probe
-    cdef object pyprobe  # the probe as Python calls it (ecq.skeleton.leaf)
+    cdef object pyprobe  # the probe as Python calls it (ecq.matching.skeleton.leaf)
     cdef object last  # the instance being assembled
     cdef Plan plan
     cdef list env

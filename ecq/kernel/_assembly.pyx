@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Assembling the matches of a plain sequence that an arriving instance completes
-(``ecq.assembly.assemble_seq`` is the pure form): binding components from the last back
+(``ecq.matching.assembly.assemble_seq`` is the pure form): binding components from the last back
 to the first along the source's back chains, MODE RECENT taking the first, most
 recent, valid match.
 
@@ -22,7 +22,7 @@ from ecq.kernel._negation cimport Blockers, Wait, Waiting, bound_ok, inner_facto
 from ecq.kernel._pmb cimport Groups, NativePMB, find_in
 from ecq.kernel._summary cimport SrcSummary, summary_head
 
-from ecq.assembly import by_recency as _by_recency
+from ecq.matching.assembly import by_recency as _by_recency
 
 __all__ = ["Found"]
 
@@ -167,7 +167,7 @@ cdef class Assembly:
         cdef double horizon
         cdef int r
         # A Kleene group's latest element only (QState.latest_only, as
-        # ecq.assembly.assemble_seq): the largest start of the later candidates, which
+        # ecq.matching.assembly.assemble_seq): the largest start of the later candidates, which
         # any group holding an older one with a start no later would hold too, so the
         # leaf would reject it. Without this, B+ in MODE ALL tries every B of the window
         # as the group's latest element.
@@ -253,7 +253,7 @@ cdef class Assembly:
 
     cdef int _complete(self, double start) except -2:
         # The skeleton is bound (its first event starting at ``start``): a match, or
-        # through ecq.skeleton.leaf a candidate or none. 1 when the assembly is over.
+        # through ecq.matching.skeleton.leaf a candidate or none. 1 when the assembly is over.
         cdef double t
         cdef Py_ssize_t k
         cdef Plan plan = self.plan
@@ -371,7 +371,7 @@ cdef list release(Assembly a, Net n, double clock_before, double clock, bint pyt
 
 cdef class ChainsProbe:
     """``Chains`` as Python calls it (``ecq.kernel.interface.Probe``): what
-    ``ecq.skeleton.leaf`` reads the source's chains with."""
+    ``ecq.matching.skeleton.leaf`` reads the source's chains with."""
 
     cdef Chains chains
 

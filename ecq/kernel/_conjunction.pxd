@@ -81,7 +81,7 @@ cdef class _Query:
     # What the presence test and the assembly read of one conjunction node, made once
     # per generation of queries.
     cdef object qs, name
-    cdef bint kernel  # assembled here (ecq.conjunction.kernel_shape)
+    cdef bint kernel  # assembled here (ecq.matching.conjunction.kernel_shape)
     cdef bint loose  # some positive component takes several classes: not counted
     cdef bint never, mode_all, bounded
     cdef bint direct  # its matches are emitted as found (see Conjunctions.made)
@@ -91,7 +91,7 @@ cdef class _Query:
     cdef Py_ssize_t npos  # positive components
     cdef int32_t cids[MAX_COMPS]  # each positive component's class number (counted nodes)
     cdef Py_ssize_t slot[MAX_COMPS]  # each positive component's index in the binding
-    # Role groups (ecq.conjunction.Shape): per group its size and where its positive
+    # Role groups (ecq.matching.conjunction.Shape): per group its size and where its positive
     # components (their numbers among the positives, by rank) start in gpos; the
     # positive classes (ccid, ncls of them) with their group (cgrp); per group None or
     # the filters by rank (gfilt).
@@ -183,7 +183,7 @@ cdef class Conjunctions:
     cdef Py_ssize_t qcap
     cdef dict klasses  # class -> Klass or None (no conjunction), this generation
     # Per class number, this generation: its horizon's window and frozen value
-    # (ecq.horizon.Horizon), hset[cid] once read.
+    # (ecq.time.horizon.Horizon), hset[cid] once read.
     cdef double *hwin
     cdef double *hfrozen
     cdef char *hset

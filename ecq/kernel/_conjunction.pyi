@@ -1,11 +1,11 @@
 # The compiled conjunctions (ecq/kernel/_conjunction.pyx), for mypy.
 from typing import Any
 
-from ecq.candidate import Cand
-from ecq.ecq import ECQ
 from ecq.event import Event
 from ecq.kernel.interface import NetworkView
-from ecq.qstate import QState
+from ecq.matching.candidate import Cand
+from ecq.structures.ecq import ECQ
+from ecq.structures.qstate import QState
 
 class Conjunctions:
     assembled: int

@@ -1,11 +1,11 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Conjunctions of primitive classes in the compiled kernel (ecq.conjunction's presence
-and candidates, and ecq.composite's assembly of a conjunction, in C).
+"""Conjunctions of primitive classes in the compiled kernel (ecq.matching.conjunction's presence
+and candidates, and ecq.matching.composite's assembly of a conjunction, in C).
 
 Per source and class that conjunctions use, ``Conjunctions`` keeps the stored instances
 that passed some conjunction's filter on the class, each with its *own bits* (the
 conjunctions whose filter it passed, found once when it arrived: ``Kernel.slot_passing``),
-plus the latest start and the union of the own bits (the presence of ecq.conjunction).
+plus the latest start and the union of the own bits (the presence of ecq.matching.conjunction).
 An arriving instance ``x`` with own bits ``own``:
 
 - finds where each class present at its source is, once (a table by class number);
@@ -13,7 +13,7 @@ An arriving instance ``x`` with own bits ``own``:
   other positive component's class present, ``q``'s bit in its union, its latest start
   within ``q``'s window of ``x`` (``conjunction._by_query``, by class number);
 - a conjunction that passes (a conjunction with a component of several classes is not
-  counted: it goes straight on) is assembled here when ``ecq.conjunction.kernel_shape``
+  counted: it goes straight on) is assembled here when ``ecq.matching.conjunction.kernel_shape``
   says how: primitive classes, class sets that are equal or disjoint (the paper's CNJ
   templates, the demo's conjunctions, negated components, one class in several
   components, ``ANY`` components). Each class's visible instances for ``x`` (start at
@@ -61,8 +61,8 @@ from ecq.kernel._constants cimport ClassIds, class_id
 from ecq.kernel._events cimport Match, ev, ev_float, ev_get, ev_int
 from ecq.kernel._filters cimport SlotIndex, slot_index
 
-from ecq.candidate import Cand
-from ecq.conjunction import kernel_shape
+from ecq.matching.candidate import Cand
+from ecq.matching.conjunction import kernel_shape
 
 __all__ = ["Conjunctions"]
 
@@ -442,7 +442,7 @@ cdef class Conjunctions:
         return moving if moving > self.hfrozen[cid] else self.hfrozen[cid]
 
     def sources(self):
-        """The presence in ecq.conjunction's form: ``{src: {class: (latest start,
+        """The presence in ecq.matching.conjunction's form: ``{src: {class: (latest start,
         union of own bits)}}``."""
         names = self.classes.names
         return {
@@ -554,7 +554,7 @@ cdef class Conjunctions:
 
     def complete(self, ecq, e, own, double hclock, list completed):
         """The conjunctions ``e`` (of ``ecq``'s class, passing the conjunctions'
-        filters of ``own``) may complete: those ecq.conjunction.kernel_shape describes
+        filters of ``own``) may complete: those ecq.matching.conjunction.kernel_shape describes
         assembled here, their candidates appended to ``completed`` as ``(node,
         Cand)``; returns the bits of the others that pass the presence test, for the
         network to assemble."""
@@ -1017,7 +1017,7 @@ cdef class Conjunctions:
     cdef int _check(self, _Query q, Py_ssize_t i, list binding, long long *arrivals) except -1:
         # Check i of q on the binding (1: it holds), evaluated once per arriving
         # instance for every query with a check of the same key on the same events
-        # (their arrivals, in the key's role order: ecq.conjunction.Shape).
+        # (their arrivals, in the key's role order: ecq.matching.conjunction.Shape).
         cdef int32_t mid = q.cmemo[i]
         cdef Py_ssize_t a, b = q.cbase[i], n = q.cbase[i + 1] - q.cbase[i], at, want
         cdef uint64_t h

@@ -27,7 +27,7 @@ cdef struct Pos:
 
 
 cdef struct Neg:
-    # A negated component the kernel checks itself (ecq.qstate.Neg; _negation.pyx).
+    # A negated component the kernel checks itself (ecq.structures.qstate.Neg; _negation.pyx).
     Py_ssize_t index  # the component
     Py_ssize_t left, right  # its positive neighbours' components (-1: none)
     Py_ssize_t cid  # its class's number; set by plan_at
@@ -46,7 +46,7 @@ cdef class Plan:
     cdef Py_ssize_t length, bitno  # length: the skeleton's positions
     cdef Py_ssize_t nslots  # the components (the environment's length)
     cdef bint remap  # some position binds another component than its own number
-    cdef object leaf  # ecq.skeleton.leaf when a skeleton match needs it, else None
+    cdef object leaf  # ecq.matching.skeleton.leaf when a skeleton match needs it, else None
     cdef bint single  # a one-event match, no condition to check (a filter)
     cdef long long reg, order
     cdef double window
@@ -89,7 +89,7 @@ cdef class Ecq:
     cdef bint general_uses
     cdef dict last
     cdef object queue
-    cdef double window, frozen  # its horizon's (ecq.horizon.Horizon)
+    cdef double window, frozen  # its horizon's (ecq.time.horizon.Horizon)
     cdef PairTable pairs  # made on first use
     cdef Py_ssize_t cid
 

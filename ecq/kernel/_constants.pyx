@@ -23,7 +23,7 @@ from ecq.kernel._bitset cimport (
 from ecq.kernel._filters cimport SlotIndex, class_index, slots_passing
 from ecq.kernel._summary cimport NO_BUCKET
 
-import ecq.skeleton as _skeleton
+import ecq.matching.skeleton as _skeleton
 
 __all__ = ["ClassIds", "Plan"]
 

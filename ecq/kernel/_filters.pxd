@@ -1,7 +1,7 @@
 # cython: language_level=3
-"""The filter index in the compiled kernel: ecq.filters' index of one or several places
+"""The filter index in the compiled kernel: ecq.compiler.filters' index of one or several places
 (the positions a class fills in the sequences: one index for all of them; or the
-conjunctions' filters of a class), over the local numbers of ecq.filters.LocalSlots,
+conjunctions' filters of a class), over the local numbers of ecq.compiler.filters.LocalSlots,
 its sets in one block of words and its numeric cuts as C doubles (see _filters.pyx). Made once per change of the places' filters."""
 
 from cpython.list cimport PyList_GET_ITEM
@@ -12,7 +12,7 @@ from ecq.kernel._bitset cimport Bits, QuerySet
 
 
 cdef struct AttrC:
-    # The atoms of every filter on one attribute (ecq.filters.AttrIndex). Sets are
+    # The atoms of every filter on one attribute (ecq.compiler.filters.AttrIndex). Sets are
     # offsets into SlotIndex.sets (-1: the empty set); the objects are owned by
     # SlotIndex.refs.
     PyObject *name
@@ -25,7 +25,7 @@ cdef struct AttrC:
     bint exact  # every numeric threshold is a double exactly
     Py_ssize_t has, cmp_all, not_num, not_str, has_equal, cmp_or_equal
     Py_ssize_t eq_true, eq_false, ne_true, ne_false
-    # The numeric thresholds' cuts (ecq.filters.AttrIndex.cuts: SlotIndex.t + cuts,
+    # The numeric thresholds' cuts (ecq.compiler.filters.AttrIndex.cuts: SlotIndex.t + cuts,
     # ncuts of them) and the 2 * ncuts + 1 sets of their cells (from offset cells, L
     # words each; -1: no numeric threshold, a number fails not_num only).
     Py_ssize_t ncuts, cuts, cells

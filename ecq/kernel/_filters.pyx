@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""The filter index in the compiled kernel (ecq/filters.py has the algorithm and the
-semantics), over the local numbers of ecq.filters.LocalSlots: one index for all the
+"""The filter index in the compiled kernel (ecq/compiler/filters.py has the algorithm and the
+semantics), over the local numbers of ecq.compiler.filters.LocalSlots: one index for all the
 positions a class fills in the sequences (one event's values are looked up once for
 all of them), its sets L words wide where L is the class's own queries / 64, not all
 the registered queries'.
@@ -34,7 +34,7 @@ from ecq.kernel._events cimport ev, ev_get
 
 from bisect import bisect_left as _py_bisect_left, bisect_right as _py_bisect_right
 
-from ecq.filters import LocalSlots
+from ecq.compiler.filters import LocalSlots
 
 __all__ = ["Passing", "SlotIndex", "slot_bits"]
 
@@ -354,7 +354,7 @@ cdef int _members(SlotIndex x, list glob) except -1:
 
 
 cdef SlotIndex slot_index(object slot):
-    """The compiled form of an ecq.ecq.SlotFilter (one place), kept on the slot
+    """The compiled form of an ecq.structures.ecq.SlotFilter (one place), kept on the slot
     (``SlotFilter.native``, which it drops whenever a filter comes or goes)."""
     native = slot.native
     if native is not None and (<SlotIndex>native).nplaces == 1:
@@ -435,7 +435,7 @@ cdef inline Py_ssize_t _below(const double *block, double v) noexcept:
 
 cdef void _cells(SlotIndex x, Py_ssize_t n) noexcept:
     # failed |= the cell's set of each of the n numbers noted by _failed (attribute
-    # x.pa[j], value x.pv[j]): the cell of v among the cuts (ecq.filters.AttrIndex.
+    # x.pa[j], value x.pv[j]): the cell of v among the cuts (ecq.compiler.filters.AttrIndex.
     # failed) is 2 * bisect_left(cuts, v), + 1 when v is a cut. The trees are walked
     # one level of every attribute at a time, so that their loads overlap.
     cdef Py_ssize_t j, step, k, i, top = 0
@@ -500,7 +500,7 @@ cdef inline Py_ssize_t _offset(PyObject *table, object key) except? -2:
 
 
 cdef int _failed(SlotIndex x, AttrC *a, object e, object attrs, Py_ssize_t j) except -1:
-    # failed |= the filters e fails on attribute a (ecq.filters.AttrIndex.failed); 1
+    # failed |= the filters e fails on attribute a (ecq.compiler.filters.AttrIndex.failed); 1
     # when a number's cell is left to _cells (its value noted in x.pv[j]), else 0.
     cdef PyObject *p = PyDict_GetItem(attrs, <object>a.name)
     cdef int noted = 0
@@ -686,7 +686,7 @@ cdef Bits passing_init(Passing P, Bits more):
 
 
 def slot_bits(object slot, object e):
-    """``slot.passing(e)`` (an ecq.ecq.SlotFilter: the conjunctions' filters of a class)
+    """``slot.passing(e)`` (an ecq.structures.ecq.SlotFilter: the conjunctions' filters of a class)
     in C, as a Python int. The compiled index is made on first use and kept on the
     slot (``SlotFilter.native``), which drops it whenever a filter comes or goes."""
     return bits_to_int(slot_passing(slot_index(slot), e))

@@ -3,15 +3,15 @@
 from collections.abc import Iterable
 from typing import Any
 
-from ecq.candidate import Cand
-from ecq.ecq import ECQ, SlotFilter
 from ecq.event import Event
 from ecq.kernel._conjunction import Conjunctions
 from ecq.kernel._filters import Passing
 from ecq.kernel.interface import Groups, LoopHost, NetworkView, Probe, SummaryView
 from ecq.match import Match
-from ecq.qstate import QState
-from ecq.siq import SIQ
+from ecq.matching.candidate import Cand
+from ecq.structures.ecq import ECQ, SlotFilter
+from ecq.structures.qstate import QState
+from ecq.structures.siq import SIQ
 
 class Tested:
     completed: list[tuple[QState, list[Any], float]]

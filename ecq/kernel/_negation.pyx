@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Negation in the compiled kernel, for the nodes whose negated components have one
 primitive class each and no Kleene closure (``QState.negs``; the pure forms are
-``ecq.skeleton.negation_factor`` and ``ecq.composite.trailing_factor``):
+``ecq.matching.skeleton.negation_factor`` and ``ecq.matching.composite.trailing_factor``):
 
 - **the blocker probe** (``Blockers``): a source's visible instances of a class, latest
   first, as C records, walked once per arriving instance (or per release of waiting
@@ -10,10 +10,10 @@ primitive class each and no Kleene closure (``QState.negs``; the pure forms are
   match on it: each negated component's records from the right neighbour back to the
   left one (or the registration), where the walk stops: the chain is in arrival order.
 - **the waiting matches of trailing negation** (``Waiting``): one binary heap on
-  (deadline, arrival order) for every node the kernel holds, as ``ecq.deadlines`` is for
+  (deadline, arrival order) for every node the kernel holds, as ``ecq.matching.deadlines`` is for
   the network's; ``trailing_factor`` checks a match when the clock passes its deadline.
 
-The rules are docs/semantics.md §5's, as ``ecq.composite.blockers`` applies them: the
+The rules are docs/semantics.md §5's, as ``ecq.matching.composite.blockers`` applies them: the
 same instances in the same order, so that the probability factors multiply to the same
 last bit (a certain blocker ends the walk: 0 times anything left is 0)."""
 
@@ -125,7 +125,7 @@ cdef bint _passes(Neg *g, list env, PyObject *x) except -1:
 cdef double inner_factor(Blockers b, Plan plan, list env, double last_end) except -1.0:
     # docs/semantics.md §5, middle and leading negation of a skeleton match bound in
     # ``env`` (indexed by component) whose last event ends at ``last_end``: the product
-    # of 1 - prob of the blockers (ecq.skeleton.negation_factor).
+    # of 1 - prob of the blockers (ecq.matching.skeleton.negation_factor).
     cdef double factor = 1.0, rb_start, lb_end, low = last_end - plan.window
     cdef long long rb_moment, floor
     cdef Py_ssize_t k, i, off, count
@@ -165,7 +165,7 @@ cdef double inner_factor(Blockers b, Plan plan, list env, double last_end) excep
 cdef double trailing_factor(Blockers b, Plan plan, list ents, double deadline) except -1.0:
     # docs/semantics.md §5, trailing negation at the deadline of a match whose positive
     # events are ``ents``: blockers arrived after the last of them, starting after it
-    # ends and ending by ``deadline`` (ecq.composite.trailing_factor). ``b`` is at the
+    # ends and ending by ``deadline`` (ecq.matching.composite.trailing_factor). ``b`` is at the
     # match's source, with the horizons of the clock before the op.
     cdef double factor = 1.0, lb_end
     cdef long long lb_moment
@@ -195,7 +195,7 @@ cdef double trailing_factor(Blockers b, Plan plan, list ents, double deadline) e
                 continue
             if g.conds != NULL:
                 if env is None:
-                    # The binding by component (ecq.skeleton.fast_cand's).
+                    # The binding by component (ecq.matching.skeleton.fast_cand's).
                     env = [None] * plan.nslots
                     for j in range(plan.length):
                         env[plan.pos[j].slot] = <object>PyList_GET_ITEM(ents, j)
@@ -208,7 +208,7 @@ cdef double trailing_factor(Blockers b, Plan plan, list ents, double deadline) e
 
 
 cdef bint bound_ok(Plan plan, double prob) except -1:
-    # ecq.composite.bound_ok: a query's PROBABILITY >= p, else > 0.
+    # ecq.matching.composite.bound_ok: a query's PROBABILITY >= p, else > 0.
     if plan.top and plan.probability is not None:
         return prob >= <double>plan.probability
     return prob > 0.0

@@ -1,11 +1,11 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Partial matching blocks of the compiled kernel (``ecq.pmb`` is the pure form).
+"""Partial matching blocks of the compiled kernel (``ecq.structures.pmb`` is the pure form).
 
 A PMB group's queries are kept as their numbers, ascending (``Groups``), not as a
 bitset as wide as every registered query: at thousands of queries a group holds a few
 of them, and a bitset per group was most of an instance's memory and of the insert
 phase's allocations. To Python code a ``Groups`` is the list of ``(start, int)`` tuples
-it stands for, and a ``NativePMB`` reads as an ``ecq.pmb.PMB`` (``init``, ``entries``
+it stands for, and a ``NativePMB`` reads as an ``ecq.structures.pmb.PMB`` (``init``, ``entries``
 and its methods)."""
 
 cimport cython
@@ -25,7 +25,7 @@ from ecq.kernel._bitset cimport (
     words_has,
 )
 
-from ecq.pmb import PMB as _PMB
+from ecq.structures.pmb import PMB as _PMB
 
 __all__ = ["Groups", "NativePMB"]
 
@@ -181,7 +181,7 @@ cdef Groups groups_of_list(list groups, GroupScratch s):
 
 
 cdef Groups resolve(Builder raw, GroupScratch s):
-    # ecq.pmb.resolve_latest: each query at its latest start, one group per distinct
+    # ecq.structures.pmb.resolve_latest: each query at its latest start, one group per distinct
     # start, latest first (a stable sort, then one pass with the queries claimed so far).
     cdef Py_ssize_t n = raw.n, i, j, top = 0, cur, need
     cdef Builder made = s.made
@@ -274,7 +274,7 @@ cdef object keep_of(Groups g, Bits more, GroupScratch s):
 
 @cython.freelist(1024)
 cdef class NativePMB:
-    """The PMB (``ecq.pmb.PMB``) of an instance the compiled insert phase stores:
+    """The PMB (``ecq.structures.pmb.PMB``) of an instance the compiled insert phase stores:
     ``init`` and the kept groups, position 1's (every sequence of three or more steps
     has one) in a field of its own, so the assembly reaches them without a dict, and no
     dict is made per instance. ``entries`` is the dict ``PMB`` has; the methods are

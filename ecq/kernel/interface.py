@@ -23,14 +23,14 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ecq.candidate import Cand
-    from ecq.ecq import ECQ, SlotFilter
-    from ecq.emission import Emission
     from ecq.event import Event
     from ecq.match import Match
-    from ecq.qstate import QState
-    from ecq.siq import SIQ
-    from ecq.windows import Windows
+    from ecq.matching.candidate import Cand
+    from ecq.matching.emission import Emission
+    from ecq.structures.ecq import ECQ, SlotFilter
+    from ecq.structures.qstate import QState
+    from ecq.structures.siq import SIQ
+    from ecq.time.windows import Windows
 
 __all__ = [
     "Kernel",
@@ -202,10 +202,10 @@ class Kernel(Protocol):
 
     def slot_passing(self, slot: SlotFilter, e: Event) -> int:
         """``slot.passing(e)``: the bits of the filters of one :class:`SlotFilter` that
-        ``e`` passes (the conjunctions' filters of a class, ecq.conjunction)."""
+        ``e`` passes (the conjunctions' filters of a class, ecq.matching.conjunction)."""
         ...
 
-    # -- conjunctions of primitive classes (ecq.conjunction)
+    # -- conjunctions of primitive classes (ecq.matching.conjunction)
 
     def note_conjunction(self, e: Event, cls: str, own: int) -> None:
         """``e`` of ``cls`` is stored and passes the conjunctions' filters of ``own``
@@ -218,7 +218,7 @@ class Kernel(Protocol):
         """The conjunctions ``e`` may complete among ``own``: the kernel may assemble
         some itself (their candidates appended to ``completed``, selected by mode); the
         bits of the others that pass the presence test are returned for the network to
-        assemble (ecq.composite). ``hclock`` sets the drop horizons."""
+        assemble (ecq.matching.composite). ``hclock`` sets the drop horizons."""
         ...
 
     def prune_conjunctions(self, clock: float) -> None:

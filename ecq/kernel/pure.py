@@ -17,19 +17,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from ecq.assembly import assemble_seq
-from ecq.composite import bound_ok
-from ecq.conjunction import Presences, candidates
-from ecq.ecq import ECQ, SlotFilter
 from ecq.event import Event
 from ecq.kernel.interface import Groups, LoopHost, NetworkView, Passed, Probe, SummaryView, Tested
 from ecq.match import Match
-from ecq.pmb import PMB, merge_latest, resolve_latest
-from ecq.siq import SIQ
+from ecq.matching.assembly import assemble_seq
+from ecq.matching.composite import bound_ok
+from ecq.matching.conjunction import Presences, candidates
+from ecq.structures.ecq import ECQ, SlotFilter
+from ecq.structures.pmb import PMB, merge_latest, resolve_latest
+from ecq.structures.siq import SIQ
 
 if TYPE_CHECKING:
-    from ecq.candidate import Cand
-    from ecq.qstate import QState
+    from ecq.matching.candidate import Cand
+    from ecq.structures.qstate import QState
 
 __all__ = ["PureKernel", "PlainTest"]
 
@@ -59,7 +59,7 @@ class PureKernel:
         # Per source, at level "summary": (latest (start, bits) per class for first
         # components, and for each later position one latest-first list of groups).
         self.summaries: dict[Any, SummaryView] = {}
-        # The conjunctions' presence (ecq.conjunction).
+        # The conjunctions' presence (ecq.matching.conjunction).
         self.presence = Presences()
 
     # ------------------------------------------------------------- registration
@@ -81,7 +81,7 @@ class PureKernel:
     # ------------------------------------------------------------- trailing negation
 
     # The pure kernel holds no waiting matches: the network keeps them all
-    # (ecq.deadlines) and checks them with ecq.composite.trailing_factor.
+    # (ecq.matching.deadlines) and checks them with ecq.matching.composite.trailing_factor.
 
     @property
     def next_deadline(self) -> float:

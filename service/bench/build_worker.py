@@ -2,7 +2,7 @@
 (service/bench/builds.py): it reads commands as JSON lines on stdin and answers on
 stdout. It runs under another build's interpreter and checkout, so it uses only what
 every build of the engine has (``ecq.engine.Engine``, ``ecq.event.Event``,
-``ecq.workload``) and nothing of ``service``."""
+``ecq.evaluation.workload``) and nothing of ``service``."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import time
 from typing import Any
 
 from ecq.engine import Engine
+from ecq.evaluation.workload import Workload, events, sequence_queries
 from ecq.event import Event
-from ecq.workload import Workload, events, sequence_queries
 
 # An engine's own cleaning never runs: the worker cleans where the driver says.
 _NEVER = 1 << 62

@@ -35,7 +35,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ecq.workload import Workload
+from ecq.evaluation.workload import Workload
 from service.bench.replay import write_replay_files
 from service.bench.runner import Progress
 from service.bench.table import Table

@@ -1,4 +1,4 @@
-"""The credit-card workload of ``make demo`` (``ecq.workload.credit_card_workload``), as
+"""The credit-card workload of ``make demo`` (``ecq.evaluation.workload.credit_card_workload``), as
 a figure of its own: the queries people write, sequences with payment bounds and
 conjunctions, not the paper's bare templates.
 
@@ -39,7 +39,7 @@ def card_setting(scale: Scale, template: str = "card", events: int | None = None
 def _notes(setting: Setting) -> list[str]:
     w = setting.workload
     return [
-        "the credit-card workload (make demo's; ecq.workload.credit_card_workload)",
+        "the credit-card workload (make demo's; ecq.evaluation.workload.credit_card_workload)",
         f"{w.n_sources} card holders, one payment every {w.source_gap:g} s each, {w.n_classes} merchant "
         f"classes; the paper's 2 queries and {w.n_queries} generated (2/3 sequences, 1/3 conjunctions, "
         "payment bounds on two components, windows 1-5 hours)",

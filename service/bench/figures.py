@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 
+from ecq.evaluation.workload import FAMILIES, Workload
 from ecq.network import LEVELS
-from ecq.workload import FAMILIES, Workload
 from service.bench.runner import PHASES, SEPARATE, SHARED, Measurement, Progress, Setting, Variant, measure
 from service.bench.table import Plot, Table
 

@@ -1,6 +1,6 @@
 """What event time costs (``scemon bench lateness``): the paper's sequence workload fed
 to the bare engine (what ``scemon replay`` and the service did before the time keeper)
-and through a :class:`~ecq.timekeeper.TimeKeeper` with and without an allowed lateness,
+and through a :class:`~ecq.time.timekeeper.TimeKeeper` with and without an allowed lateness,
 on the stream in time order and on the same stream made late by up to ``disorder``
 seconds. Every variant runs in the same process, interleaved over several rounds, so
 old and new paths are measured side by side; the table shows the median rate, by wall
@@ -17,10 +17,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ecq import workload as wl
 from ecq.engine import Engine
+from ecq.evaluation import workload as wl
 from ecq.event import Event
-from ecq.timekeeper import TimeKeeper
+from ecq.time.timekeeper import TimeKeeper
 from service.bench.runner import fresh
 from service.bench.table import Table
 

@@ -2,11 +2,11 @@
 operator family of the language, shared vs the separate-processing (SP) baseline.
 
 - :func:`conditions` (``scemon bench conditions``): 0, 1 and 3 conditions per component
-  (``ecq.workload.condition_queries``: every query has its own bounds) from 100 to
+  (``ecq.evaluation.workload.condition_queries``: every query has its own bounds) from 100 to
   10,000 queries, so the cost of conditions vs the number of queries is visible: unit
   time on both kernels, and the search phase (evaluating the filters) timed on its own;
 - :func:`operators` (``scemon bench operators``): every family of
-  ``ecq.workload.FAMILIES`` (bare, conditions, CNJ3, a conjunction with a negated
+  ``ecq.evaluation.workload.FAMILIES`` (bare, conditions, CNJ3, a conjunction with a negated
   component, conjunctions sharing a condition across events, negation in the middle,
   leading and trailing, Kleene closure, a nested conjunction) at 100, 1,000 and 5,000
   queries, shared vs SP, events/s and matches/s in one table and one plot.
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from ecq.workload import FAMILIES
+from ecq.evaluation.workload import FAMILIES
 from service.bench.figures import FULL, Scale, Steps, notes_of
 from service.bench.runner import SEPARATE, SHARED, Measurement, Progress, Setting, Variant, extrapolate
 from service.bench.table import Plot, Table
@@ -177,7 +177,7 @@ def operators(scale: Scale = FULL, progress: Progress | None = None) -> list[Tab
                 separate_ran=separate.estimated_from or n,
             )
     table.notes = notes_of(
-        scale, setting, "operator families (ecq.workload.FAMILIES); ratio = shared/SP events/s"
+        scale, setting, "operator families (ecq.evaluation.workload.FAMILIES); ratio = shared/SP events/s"
     )
     if any(separate.estimated_from for _, separate in by.values()):
         table.notes.append(

@@ -55,10 +55,10 @@ import pyarrow as pa
 
 from api.client import Client
 from api.spark_sink import encode_events
-from ecq import workload as wl
 from ecq.engine import Engine
+from ecq.evaluation import workload as wl
 from ecq.event import Event
-from ecq.timekeeper import TimeKeeper
+from ecq.time.timekeeper import TimeKeeper
 from service.bench.profile import LAYERS, Sampler, py_spy
 from service.bench.runner import fresh
 from service.bench.table import Plot, Table

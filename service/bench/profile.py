@@ -29,9 +29,9 @@ __all__ = ["LAYERS", "MARKERS", "Sampler", "layer_of", "layers_of", "py_spy"]
 MARKERS: tuple[tuple[str, str, str], ...] = (
     ("service/server/ingest.py", "from_arrow", "decode (Arrow → events)"),
     ("service/server/ingest.py", "from_json", "decode (JSON → events)"),
-    ("ecq/timekeeper.py", "process", "engine"),
-    ("ecq/timekeeper.py", "check_ahead", "engine"),
-    ("ecq/timekeeper.py", "held_after", "engine"),
+    ("ecq/time/timekeeper.py", "process", "engine"),
+    ("ecq/time/timekeeper.py", "check_ahead", "engine"),
+    ("ecq/time/timekeeper.py", "held_after", "engine"),
     ("service/server/host.py", "_number", "match rows (seq, JSON)"),
     ("service/server/store.py", "events_body", "event log (encode)"),
     ("service/server/store.py", "commit_batch", "store commit (SQLite)"),

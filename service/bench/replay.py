@@ -17,7 +17,7 @@ from pathlib import Path
 
 import orjson
 
-from ecq import workload as wl
+from ecq.evaluation import workload as wl
 from service.bench.table import Table
 
 __all__ = ["ReplayTiming", "add_replay_row", "time_replay", "write_replay_files"]

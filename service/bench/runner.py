@@ -31,11 +31,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from ecq.baseline import PHASES, SeparateEngine
 from ecq.engine import Engine
+from ecq.evaluation.baseline import PHASES, SeparateEngine
+from ecq.evaluation.workload import Workload, credit_card_workload, events, template_queries
 from ecq.event import AttrValue, Event
 from ecq.network import LEVELS
-from ecq.workload import Workload, credit_card_workload, events, template_queries
 
 __all__ = [
     "CARD_TEMPLATES",
@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 ENGINES = ("shared", "separate")
-# The credit-card workload of ``make demo`` (``ecq.workload.credit_card_workload``): all
+# The credit-card workload of ``make demo`` (``ecq.evaluation.workload.credit_card_workload``): all
 # its queries, its sequences only, its conjunctions only.
 CARD_TEMPLATES = {"card": "", "card-seq": "PATTERN Sequence", "card-cnj": "PATTERN Conjunction"}
 # An engine's own cleaning never runs during a measurement: the runner cleans.
@@ -107,7 +107,7 @@ SEPARATE = Variant("separate")
 @dataclass(frozen=True)
 class Setting:
     """What one measurement runs: a workload and a query template (one of
-    ``ecq.workload.TEMPLATES``, or of :data:`CARD_TEMPLATES`: the credit-card workload
+    ``ecq.evaluation.workload.TEMPLATES``, or of :data:`CARD_TEMPLATES`: the credit-card workload
     with ``n_sources`` card holders, ``n_classes`` merchant classes, ``n_queries``
     generated queries after the paper's two and a payment every ``source_gap`` seconds
     per holder), the cleaning period, and how many events warm the engines up (default:

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from api.client import Client, Subscription, arrow_bytes
-from ecq import workload
+from ecq.evaluation import workload
 from service.server.process import ServerProcess
 
 __all__ = ["run"]

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from ecq.errors import ScemonError
-from ecq.timekeeper import MAX_AHEAD
+from ecq.time.timekeeper import MAX_AHEAD
 from service.cli.errors import user_errors
 
 __all__ = ["admin_app"]

@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from ecq.workload import FAMILIES
+from ecq.evaluation.workload import FAMILIES
 from service.bench import figures
 from service.bench.report import publish
 from service.bench.runner import Progress

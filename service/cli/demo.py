@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ecq.workload import PAPER_CARD_QUERIES, credit_card_workload
+from ecq.evaluation.workload import PAPER_CARD_QUERIES, credit_card_workload
 from service.cli.collector import freeze_so_far, tuned_collector
 from service.cli.errors import SPARK_MISSING, user_errors
 

@@ -10,7 +10,7 @@ from typing import Annotated
 import orjson
 import typer
 
-from ecq import workload as wl
+from ecq.evaluation import workload as wl
 
 __all__ = ["generate"]
 

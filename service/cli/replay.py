@@ -1,7 +1,7 @@
 """``scemon replay``: run an events file through a queries file and write the matches.
 
 The files are read by :mod:`service.files`; this module holds the run itself: the events
-fed in chunks through a :class:`~ecq.timekeeper.TimeKeeper` (allowed lateness, late
+fed in chunks through a :class:`~ecq.time.timekeeper.TimeKeeper` (allowed lateness, late
 events, far-future events, as the service does), the matches written as they come, and
 the garbage collector tuned for one big batch.
 """
@@ -22,7 +22,7 @@ import typer
 
 from ecq.errors import AheadError, EventError
 from ecq.event import Event
-from ecq.timekeeper import MAX_AHEAD, TimeKeeper
+from ecq.time.timekeeper import MAX_AHEAD, TimeKeeper
 from service.cli.collector import freeze_so_far, tuned_collector
 from service.cli.errors import user_errors, warn_if_pure
 from service.cli.options import QueriesOption

@@ -19,8 +19,8 @@ from ecq.errors import QueryError, ScemonError
 from ecq.language.ast import Query, from_json
 
 if TYPE_CHECKING:
-    from ecq.baseline import SeparateEngine
     from ecq.engine import Engine
+    from ecq.evaluation.baseline import SeparateEngine
 
     # What ``scemon replay --engine`` picks: the shared network or the SP baseline.
     AnyEngine = Engine | SeparateEngine
@@ -156,9 +156,9 @@ def build_engine(specs: Sequence[QuerySpec], source: Path, kind: str = "shared")
     """A fresh engine with every query registered in file order (the order that breaks
     ties between matches, docs/semantics.md). Raises :class:`QueryFileError` naming the
     query the engine rejects. ``kind``: ``shared`` (the ECQ network) or ``separate`` (the
-    separate-processing baseline, :mod:`ecq.baseline`; same matches, for comparison)."""
-    from ecq.baseline import SeparateEngine
+    separate-processing baseline, :mod:`ecq.evaluation.baseline`; same matches, for comparison)."""
     from ecq.engine import Engine
+    from ecq.evaluation.baseline import SeparateEngine
 
     if kind not in ENGINE_KINDS:
         raise ScemonError(f"unknown engine {kind!r} (expected {' or '.join(ENGINE_KINDS)})")

@@ -6,7 +6,7 @@ batch, a time advance — is queued to one worker thread (a one-thread executor)
 order is the queue's order, the store logs exactly that order, and the asyncio loop only
 awaits futures: HTTP and WebSocket traffic stay responsive while a large batch runs.
 
-The engine sits behind a :class:`~ecq.timekeeper.TimeKeeper`: events go through its
+The engine sits behind a :class:`~ecq.time.timekeeper.TimeKeeper`: events go through its
 reorder buffer (allowed lateness), late events are counted and reported, and events too
 far ahead of the clock are refused before anything changes. The buffer is part of the
 logged state: batches are logged as posted (sorted), so replaying the log refills it.
@@ -54,6 +54,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from ecq.compiler.query import CompiledQuery
 from ecq.engine import Engine
 from ecq.errors import (
     AheadError,
@@ -69,8 +70,7 @@ from ecq.language import format_query
 from ecq.language.ast import Query, from_json
 from ecq.match import Match
 from ecq.network import check_depends
-from ecq.query import CompiledQuery
-from ecq.timekeeper import MAX_AHEAD, Late, TimeKeeper
+from ecq.time.timekeeper import MAX_AHEAD, Late, TimeKeeper
 from service.server.blocks import Block
 from service.server.errors import BufferFullError, InBulkError, InvalidInputError, UnavailableError
 from service.server.faults import StoreFault

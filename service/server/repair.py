@@ -23,7 +23,7 @@ from typing import Any
 
 from ecq.engine import Engine
 from ecq.errors import AheadError
-from ecq.timekeeper import MAX_AHEAD, TimeKeeper
+from ecq.time.timekeeper import MAX_AHEAD, TimeKeeper
 from service.server.store import BATCH, LATENESS, TIME, Clocks, Store, events_body, events_of
 
 __all__ = ["ClockRepair", "repair_clock"]

@@ -23,14 +23,14 @@ from hypothesis import strategies as st
 
 from ecq.engine import Engine
 from ecq.errors import EventError
+from ecq.evaluation.workload import Workload, events, sequence_queries
 from ecq.event import FIELDS, Event
 from ecq.kernel import make as kernel_make
 from ecq.kernel.make import block_writer, column_reader, event_reader, lines_writer, match_writer
 from ecq.kernel.select import compiled_module, status
 from ecq.match import Match, PyMatch, write_block, write_lines
 from ecq.network import Network
-from ecq.pmb import PMB
-from ecq.workload import Workload, events, sequence_queries
+from ecq.structures.pmb import PMB
 
 pytestmark = pytest.mark.skipif(not status().compiled, reason=f"{status().reason}")
 

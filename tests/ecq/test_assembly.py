@@ -1,14 +1,14 @@
-"""Assembling a plain sequence's matches (ecq/assembly.py) on its own: the stored
+"""Assembling a plain sequence's matches (ecq/matching/assembly.py) on its own: the stored
 predecessors with their PMBs, walked back from the completing instance."""
 
 from __future__ import annotations
 
-from ecq.assembly import assemble_seq, by_recency
+from ecq.compiler.query import compile_query
 from ecq.event import Event
 from ecq.language import parse_query
-from ecq.pmb import PMB
-from ecq.qstate import QState
-from ecq.query import compile_query
+from ecq.matching.assembly import assemble_seq, by_recency
+from ecq.structures.pmb import PMB
+from ecq.structures.qstate import QState
 
 OTHER = 1 << 5  # another query's bit
 

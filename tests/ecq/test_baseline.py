@@ -1,4 +1,4 @@
-"""The separate-processing baseline (ecq/baseline.py) gives exactly the shared engine's
+"""The separate-processing baseline (ecq/evaluation/baseline.py) gives exactly the shared engine's
 matches — same order, ``seq`` and ``trigger`` — on random query sets and streams, while
 sharing nothing: every plan stores its own copy of each instance it uses."""
 
@@ -14,13 +14,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ecq.baseline import PHASES, SeparateEngine
 from ecq.engine import Engine
 from ecq.errors import DuplicateQueryError, QueryError, SemanticError, UnknownQueryError
+from ecq.evaluation.baseline import PHASES, SeparateEngine
+from ecq.evaluation.workload import (
+    Workload,
+    conjunction_queries,
+    disjunction_queries,
+    events,
+    sequence_queries,
+)
 from ecq.event import Event
 from ecq.language.ast import from_json
 from ecq.match import Match
-from ecq.workload import Workload, conjunction_queries, disjunction_queries, events, sequence_queries
 from tests.ecq.test_properties import CLASSES, scenarios
 from tests.match_share import min_share, record
 from tests.strategies import query_sets, query_sets_full, streams

@@ -17,10 +17,10 @@ from typing import Any
 import orjson
 import pytest
 
+from ecq.compiler.query import compile_query, retag
 from ecq.engine import Engine
 from ecq.language import format_query, parse_query
 from ecq.language.ast import from_json, to_json
-from ecq.query import compile_query, retag
 
 
 class TooMuchWork(Exception):

@@ -1,10 +1,13 @@
-"""The matching rules of composite patterns (ecq/composite.py) on their own: a node, the
+"""The matching rules of composite patterns (ecq/matching/composite.py) on their own: a node, the
 instances stored for it, and the arriving one, without the network around them."""
 
 from __future__ import annotations
 
-from ecq.candidate import Cand
-from ecq.composite import (
+from ecq.compiler.query import compile_query
+from ecq.event import Event
+from ecq.language import parse_query
+from ecq.matching.candidate import Cand
+from ecq.matching.composite import (
     Context,
     before,
     bound_ok,
@@ -17,10 +20,7 @@ from ecq.composite import (
     probability,
     trailing_factor,
 )
-from ecq.event import Event
-from ecq.language import parse_query
-from ecq.qstate import QState
-from ecq.query import compile_query
+from ecq.structures.qstate import QState
 
 
 def node(text: str) -> QState:

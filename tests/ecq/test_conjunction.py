@@ -1,5 +1,5 @@
 """Conjunction and disjunction (docs/semantics.md §4); and the conjunctions an instance
-may complete, from its source's presence (ecq/conjunction.py): the bit-sliced count
+may complete, from its source's presence (ecq/matching/conjunction.py): the bit-sliced count
 gives exactly the queries whose every other class is present within their window, plus
 the ones it cannot judge, through registrations and unregistrations in any order."""
 
@@ -13,9 +13,14 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from ecq import network
-from ecq.candidate import Cand
-from ecq.composite import Context, complete
-from ecq.conjunction import (
+from ecq.compiler.query import compile_query
+from ecq.engine import Engine
+from ecq.event import Event
+from ecq.kernel.select import status
+from ecq.language import parse_query
+from ecq.matching.candidate import Cand
+from ecq.matching.composite import Context, complete
+from ecq.matching.conjunction import (
     Presences,
     _by_count,
     _by_query,
@@ -25,14 +30,9 @@ from ecq.conjunction import (
     own_bits,
     unlink,
 )
-from ecq.ecq import ECQ
-from ecq.engine import Engine
-from ecq.event import Event
-from ecq.kernel.select import status
-from ecq.language import parse_query
-from ecq.qstate import QState
-from ecq.query import compile_query
-from ecq.windows import Windows
+from ecq.structures.ecq import ECQ
+from ecq.structures.qstate import QState
+from ecq.time.windows import Windows
 from tests.ecq.harness import attr, cmp, comp, feed, ids, lit, make_events, query
 
 if TYPE_CHECKING:

@@ -1,17 +1,17 @@
-"""The heap of matches waiting for the clock (ecq/deadlines.py) and the engine's use of
+"""The heap of matches waiting for the clock (ecq/matching/deadlines.py) and the engine's use of
 it for trailing negation."""
 
 from __future__ import annotations
 
 import random
 
-from ecq.candidate import Cand
-from ecq.deadlines import Deadlines
+from ecq.compiler.query import compile_query
 from ecq.engine import Engine
 from ecq.event import Event
 from ecq.language import parse_query
-from ecq.qstate import QState
-from ecq.query import compile_query
+from ecq.matching.candidate import Cand
+from ecq.matching.deadlines import Deadlines
+from ecq.structures.qstate import QState
 
 
 def _node(name: str, bitno: int) -> QState:

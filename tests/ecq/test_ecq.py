@@ -4,11 +4,11 @@ stored instance a PMB."""
 
 from __future__ import annotations
 
-from ecq.ecq import CLT, ECQ, RCLT, CLink, RCLink
 from ecq.engine import Engine
 from ecq.event import Event
-from ecq.pmb import PMB
-from ecq.siq import SIQ
+from ecq.structures.ecq import CLT, ECQ, RCLT, CLink, RCLink
+from ecq.structures.pmb import PMB
+from ecq.structures.siq import SIQ
 
 
 def test_the_papers_structures_are_classes_of_the_papers_names() -> None:

@@ -1,5 +1,5 @@
-"""The filter index (ecq/filters.py) against the filters' own predicates: every event
-passes exactly the filters whose predicate (ecq/conditions.py) holds for it, on random
+"""The filter index (ecq/compiler/filters.py) against the filters' own predicates: every event
+passes exactly the filters whose predicate (ecq/compiler/conditions.py) holds for it, on random
 filters and events (missing attributes, mixed kinds, equal thresholds, inclusive and
 exclusive bounds, NaN and infinities) and through random register/unregister
 sequences."""
@@ -13,13 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ecq.conditions import compile_predicate
-from ecq.ecq import SlotFilter
+from ecq.compiler.conditions import compile_predicate
+from ecq.compiler.filters import Atom, FilterIndex, LocalSlots, filter_key, split_filter
+from ecq.compiler.query import compile_query
 from ecq.event import Event
-from ecq.filters import Atom, FilterIndex, LocalSlots, filter_key, split_filter
 from ecq.language import parse_query
 from ecq.language.ast import Arith, AttrRef, BoolOp, Compare, Expr, Func, InList, Lit, Not
-from ecq.query import compile_query
+from ecq.structures.ecq import SlotFilter
 from tests.match_share import min_share, record
 
 ATTRS = ("x", "y", "z")

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from ecq import assembly, skeleton
 from ecq.engine import Engine
 from ecq.event import Event
+from ecq.matching import assembly, skeleton
 
 
 def test_kleene_plus_with_a_wide_window_keeps_storage_bounded() -> None:

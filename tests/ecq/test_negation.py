@@ -1,5 +1,5 @@
 """Negation that the kernels check themselves (``QState.negs``: the pure kernel's
-``ecq.skeleton.negation_factor``, the compiled kernel's ``ecq/kernel/_negation.pyx`` and
+``ecq.matching.skeleton.negation_factor``, the compiled kernel's ``ecq/kernel/_negation.pyx`` and
 its heap of matches waiting for the clock): each rule of docs/semantics.md §5 at its
 edge, on both kernels, against the reference, with the two kernels' matches equal to
 the last bit."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ecq.pmb import PMB, merge_latest, resolve_latest
+from ecq.structures.pmb import PMB, merge_latest, resolve_latest
 
 Q1, Q2, Q3, Q4 = 1, 2, 4, 8
 

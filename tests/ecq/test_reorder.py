@@ -1,4 +1,4 @@
-"""The reorder buffer (ecq/reorder.py): its invariants under a seeded stress run, the
+"""The reorder buffer (ecq/time/reorder.py): its invariants under a seeded stress run, the
 release rule at its edges, and the cap's count."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import random
 import pytest
 
 from ecq.event import Event
-from ecq.reorder import Reorder
+from ecq.time.reorder import Reorder
 
 
 def ev(end: float, start: float | None = None, name: str = "") -> Event:

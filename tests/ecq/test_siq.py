@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from ecq.event import Event
-from ecq.pmb import PMB
-from ecq.siq import SIQ
+from ecq.structures.pmb import PMB
+from ecq.structures.siq import SIQ
 
 NEG_INF = float("-inf")
 

@@ -1,4 +1,4 @@
-"""Event time around the engine (ecq/timekeeper.py): a stream whose disorder is at most
+"""Event time around the engine (ecq/time/timekeeper.py): a stream whose disorder is at most
 the allowed lateness gives exactly the matches of the same stream sorted — for every
 operator and both modes —; late events are reported; far-future events are refused
 before anything changes."""
@@ -13,12 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ecq.baseline import SeparateEngine
 from ecq.engine import Engine
 from ecq.errors import AheadError
+from ecq.evaluation.baseline import SeparateEngine
 from ecq.event import Event
 from ecq.match import Match
-from ecq.timekeeper import MAX_AHEAD, TimeKeeper
+from ecq.time.timekeeper import MAX_AHEAD, TimeKeeper
 
 # One query per operator; each runs in both modes.
 OPERATORS = {

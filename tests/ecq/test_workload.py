@@ -1,13 +1,13 @@
-"""The workload generators (ecq/workload.py): seeded, prefixes of each other, and every
+"""The workload generators (ecq/evaluation/workload.py): seeded, prefixes of each other, and every
 template a valid query set that the shared engine and the baseline agree on."""
 
 from __future__ import annotations
 
 import pytest
 
-from ecq.baseline import SeparateEngine
 from ecq.engine import Engine
-from ecq.workload import (
+from ecq.evaluation.baseline import SeparateEngine
+from ecq.evaluation.workload import (
     FAMILIES,
     TEMPLATES,
     Workload,

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from ecq.engine import Engine
+from ecq.evaluation.workload import Workload, events, sequence_queries
 from ecq.event import Event
 from ecq.kernel.select import status
-from ecq.workload import Workload, events, sequence_queries
 
 KERNELS = [
     pytest.param(

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ecq.workload import Workload
+from ecq.evaluation.workload import Workload
 from service.bench.builds import Build, compare, parse_build, replay_compare, workload_spec
 
 ROOT = Path(__file__).resolve().parents[3]

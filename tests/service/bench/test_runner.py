@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
+from ecq.evaluation.workload import Workload
 from ecq.network import LEVELS
-from ecq.workload import Workload
 from service.bench.runner import (
     PHASES,
     SEPARATE,

@@ -17,7 +17,7 @@ import pytest
 from ecq.engine import Engine
 from ecq.event import Event
 from ecq.kernel.make import match_writer
-from ecq.timekeeper import TimeKeeper
+from ecq.time.timekeeper import TimeKeeper
 from service.pipeline.checks import check_job
 from service.pipeline.options import JobError, JobOptions
 from tests.service.conftest import StartServer

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from api.client import ApiError
-from ecq import workload
+from ecq.evaluation import workload
 from tests.service.conftest import Server, StartServer
 from tests.service.server.feeds import query_json
 

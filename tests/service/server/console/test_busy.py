@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from ecq.workload import credit_card_workload
+from ecq.evaluation.workload import credit_card_workload
 from tests.service.conftest import StartServer
 from tests.service.server.console.conftest import OpenConsole, ready
 

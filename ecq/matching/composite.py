@@ -1,7 +1,7 @@
 """Matching for composite patterns: negation, Kleene closure, derived components, and
 conjunctions.
 
-The bitset fast path (:mod:`ecq.network`, :mod:`ecq.assembly`) covers plain sequences of
+The bitset fast path (:mod:`ecq.network`, :mod:`ecq.matching.assembly`) covers plain sequences of
 primitive classes. Everything else is matched here, when an instance arrives that can
 complete the pattern, by walking the per-source back chains of the SIQs it needs (one
 probe per class, shared with the fast path through the same probe cache) — nothing is
@@ -23,12 +23,12 @@ from collections.abc import Callable, Iterator
 from itertools import product
 from typing import TYPE_CHECKING, Any
 
-from ecq.candidate import Bound, Cand
+from ecq.compiler.query import CompiledQuery
 from ecq.event import Event
-from ecq.query import CompiledQuery
+from ecq.matching.candidate import Bound, Cand
 
 if TYPE_CHECKING:
-    from ecq.qstate import QState
+    from ecq.structures.qstate import QState
 
 __all__ = [
     "Context",

@@ -14,7 +14,7 @@ accepted) and hands each to the *leaf* here, which turns it into the node's cand
 or rejects it:
 
 - **negation** (leading and middle; trailing negation waits for the clock,
-  ``ecq.deadlines``): the negated class's chain at the source — walked once per
+  ``ecq.matching.deadlines``): the negated class's chain at the source — walked once per
   arriving instance and shared by every query that probes it (``ChainProbe``) — is
   searched for blockers between the bound neighbours; each multiplies the probability
   by ``1 - prob`` (a certain one rejects the candidate);
@@ -32,7 +32,7 @@ A node without Kleene closure whose negated components have one class each
 negations on the skeleton match itself, walking each negated class's chain latest first
 from the right neighbour back to the left one (or the registration) and stopping there,
 as the compiled kernel does in C (``ecq/kernel/_negation.pyx``); trailing negation's
-check at the deadline is :func:`ecq.composite.trailing_factor` here and the compiled
+check at the deadline is :func:`ecq.matching.composite.trailing_factor` here and the compiled
 kernel's own in C.
 """
 
@@ -42,12 +42,12 @@ from collections.abc import Callable
 from itertools import product
 from typing import TYPE_CHECKING, Any
 
-from ecq.candidate import Bound, Cand
-from ecq.composite import Context, as_list, kleene_groups, seq_cand
 from ecq.event import Event
+from ecq.matching.candidate import Bound, Cand
+from ecq.matching.composite import Context, as_list, kleene_groups, seq_cand
 
 if TYPE_CHECKING:
-    from ecq.qstate import QState
+    from ecq.structures.qstate import QState
 
 __all__ = ["leaf", "fast_cand", "negation_factor"]
 
@@ -93,7 +93,7 @@ def negation_factor(qs: QState, env: list[Any], last: Event, probe: Callable[[st
     """docs/semantics.md §5, middle and leading negation of a node the kernels check
     (``QState.negs``), on its skeleton match bound in ``env`` (indexed by component;
     ``last`` completed it): the product of ``1 - prob`` of the blockers, component by
-    component, each class's chain latest first (the order of ``ecq.composite.blockers``,
+    component, each class's chain latest first (the order of ``ecq.matching.composite.blockers``,
     so the last bits agree); 0 when a certain blocker exists. A blocker arrived after
     the left neighbour (or the registration) and before the right one, ends before the
     right one starts and starts after the left one ends (leading: no earlier than the
@@ -120,7 +120,7 @@ def negation_factor(qs: QState, env: list[Any], last: Event, probe: Callable[[st
             if x.end > rb_start or lb_end > x.start:
                 continue
             if conds:
-                # The binding as ecq.composite.blockers gives it: the other negated
+                # The binding as ecq.matching.composite.blockers gives it: the other negated
                 # components keep what they hold (an equivalence test reads them).
                 held = env[j]
                 env[j] = x

@@ -18,7 +18,7 @@ A plan evaluates its pattern as follows:
 - a one-component pattern and a disjunction store nothing: a passing event is a match;
 - everything else (negation, Kleene closure, sub-patterns, conjunctions, ``@name``) keeps
   a **private per-source, per-class store** and applies the same matching rules as the
-  shared engine (:mod:`ecq.composite`) to it.
+  shared engine (:mod:`ecq.matching.composite`) to it.
 
 The baseline produces exactly the matches of :class:`ecq.Engine` — same order, same
 ``seq``, same ``trigger`` (docs/semantics.md): it compiles queries with the same compiler,
@@ -35,26 +35,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ecq.candidate import Cand
-from ecq.composite import (
-    Context,
-    bound_ok,
-    complete,
-    derived_instance,
-    entry_prims,
-    inst_key,
-    match_cand,
-    trailing_factor,
-)
-from ecq.conditions import MISSING
-from ecq.emission import Emission
+from ecq.compiler.conditions import MISSING
+from ecq.compiler.query import CompiledQuery
 from ecq.engine import Engine
 from ecq.errors import DuplicateQueryError, SemanticError, UnknownQueryError
-from ecq.event import Event
-from ecq.language.ast import Query
-from ecq.network import check_depends
-from ecq.ops import OpClock
-from ecq.plan import (
+from ecq.evaluation.plan import (
     DISJ,
     FILTER,
     SASE,
@@ -65,8 +50,23 @@ from ecq.plan import (
     Stacks,
     assemble,
 )
-from ecq.qstate import QState
-from ecq.query import CompiledQuery
+from ecq.event import Event
+from ecq.language.ast import Query
+from ecq.matching.candidate import Cand
+from ecq.matching.composite import (
+    Context,
+    bound_ok,
+    complete,
+    derived_instance,
+    entry_prims,
+    inst_key,
+    match_cand,
+    trailing_factor,
+)
+from ecq.matching.emission import Emission
+from ecq.network import check_depends
+from ecq.ops import OpClock
+from ecq.structures.qstate import QState
 
 __all__ = ["SeparateEngine", "PHASES"]
 

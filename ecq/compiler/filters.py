@@ -23,13 +23,13 @@ others. The conjuncts the index cannot take (conditions on several attributes,
 arithmetic on the attribute, ``OR``, ``NOT``, equivalence tests) stay a **residual**
 predicate, evaluated only for the filters whose atoms all passed.
 
-Semantics are those of :mod:`ecq.conditions`, exactly (the property tests hold the
+Semantics are those of :mod:`ecq.compiler.conditions`, exactly (the property tests hold the
 index to the filters' own predicates): a comparison reading a missing attribute is
 false; numbers (``int``, ``float``) compare with numbers and strings with strings, any
 other pair is unequal (``!=`` true, everything else false); booleans are equal or
 unequal only to booleans; NaN equals nothing and compares false.
 
-Bits here are *filter* bits: the caller (:class:`ecq.ecq.SlotFilter`) gives each filter
+Bits here are *filter* bits: the caller (:class:`ecq.structures.ecq.SlotFilter`) gives each filter
 a bitset (its queries' bits) and reads the union of the passing filters' bitsets. The
 compiled kernel indexes the same filters over local numbers (:class:`LocalSlots`), so
 that its sets are as wide as one class's queries rather than all of them.
@@ -46,7 +46,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ecq.conditions import FALLBACK_FIELDS, MISSING, PredFn, compile_predicate, compile_value
+from ecq.compiler.conditions import FALLBACK_FIELDS, MISSING, PredFn, compile_predicate, compile_value
 from ecq.language.ast import Agg, AttrRef, BoolOp, Compare, Equiv, Expr, InList, Lit
 
 __all__ = [
@@ -75,7 +75,7 @@ def value_key(value: Any) -> Any:
 
 def _kind(value: Any) -> str:
     """``num`` (int, float: not bool, not NaN), ``str``, ``bool``, ``nan`` or ``other``,
-    as :func:`ecq.conditions.compare_values` tells them apart (exact types)."""
+    as :func:`ecq.compiler.conditions.compare_values` tells them apart (exact types)."""
     t = type(value)
     if t is int:
         return "num"
@@ -296,7 +296,7 @@ class AttrIndex:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        # An event field read when the attribute is absent (ecq.conditions.lookup).
+        # An event field read when the attribute is absent (ecq.compiler.conditions.lookup).
         self.fallback = name in FALLBACK_FIELDS
         # filter id -> (its bits, its constraint on this attribute)
         self.members: dict[int, tuple[int, Constraint]] = {}
@@ -403,7 +403,7 @@ _FAMILY = {("num", True): 0, ("num", False): 1, ("str", True): 2, ("str", False)
 
 class FilterIndex:
     """The filters of one place (a class's position in the sequences, for
-    :class:`ecq.ecq.SlotFilter`): each has an id, bits, atoms and perhaps a residual
+    :class:`ecq.structures.ecq.SlotFilter`): each has an id, bits, atoms and perhaps a residual
     predicate. ``passing(event)`` is the union of the bits of the filters ``event``
     passes."""
 

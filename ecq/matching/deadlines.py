@@ -20,8 +20,8 @@ import heapq
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ecq.candidate import Cand
-    from ecq.qstate import QState
+    from ecq.matching.candidate import Cand
+    from ecq.structures.qstate import QState
 
 __all__ = ["Deadlines"]
 

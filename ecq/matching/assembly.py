@@ -19,12 +19,12 @@ import heapq
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ecq.composite import bound_ok
 from ecq.event import Event
-from ecq.skeleton import leaf, negation_factor
+from ecq.matching.composite import bound_ok
+from ecq.matching.skeleton import leaf, negation_factor
 
 if TYPE_CHECKING:
-    from ecq.qstate import QState
+    from ecq.structures.qstate import QState
 
 __all__ = ["assemble_seq", "by_recency"]
 
@@ -51,8 +51,8 @@ def assemble_seq(qs: QState, last: Event, probe: Probe) -> list[tuple[list[Any],
     (RECENT) or all (ALL). The node's skeleton (``QState.slots``) is bound as a plain
     sequence, from the last position back, into an environment indexed by component;
     a node with Kleene closure (or negation the kernels do not check themselves) hands
-    each skeleton match to ``ecq.skeleton.leaf``; the others' middle and leading
-    negations are ``ecq.skeleton.negation_factor``. Cost: the predecessors visited."""
+    each skeleton match to ``ecq.matching.skeleton.leaf``; the others' middle and leading
+    negations are ``ecq.matching.skeleton.negation_factor``. Cost: the predecessors visited."""
     cq = qs.cq
     slots = qs.slots
     n = qs.steps
@@ -79,7 +79,7 @@ def assemble_seq(qs: QState, last: Event, probe: Probe) -> list[tuple[list[Any],
             ents = env.copy() if n == cq.length else [env[i] for i in slots]
             prob = _probability(ents)
             if inner:
-                # Middle and leading negation, checked here (ecq.skeleton).
+                # Middle and leading negation, checked here (ecq.matching.skeleton).
                 prob *= negation_factor(qs, env, last, probe)
                 if not bound_ok(cq, prob):
                     return False

@@ -10,7 +10,7 @@ that passes that component's filter with ``y.start >= x.end - T`` (the match spa
 ``max(end) - min(start) <= T``). Both tests are query bitsets, whatever the number of
 queries:
 
-- ``ECQ[X].cnj_filter`` is a :class:`~ecq.ecq.SlotFilter` over the conjunctions'
+- ``ECQ[X].cnj_filter`` is a :class:`~ecq.structures.ecq.SlotFilter` over the conjunctions'
   one-event filters on ``X`` (the filter index: one look per event for every query's
   bounds); its passing set for an instance is the instance's *own* bits. An arriving
   ``x`` outside them is never assembled (a profile of the demo workload found 42% of
@@ -33,7 +33,7 @@ with several components that ``x``'s class can fill is given no filter on that c
 (every instance passes: the bound stays an upper bound). The test is an upper bound (it
 ignores the registration moment, how many instances a class holds, whether the instance
 passing a query's filter is the one in its window, and the conditions across events);
-the assembly (``ecq.composite``) decides, as it does for sequences after their
+the assembly (``ecq.matching.composite``) decides, as it does for sequences after their
 summaries. One probe of the source's chain of each class serves every
 candidate (``ChainProbe``), the paper's sub-pattern sharing for conjunctions.
 """
@@ -45,16 +45,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ecq.ecq import SlotFilter
-from ecq.query import KIND_AND, rename_refs
+from ecq.compiler.query import KIND_AND, rename_refs
+from ecq.structures.ecq import SlotFilter
 
 if TYPE_CHECKING:
-    from ecq.conditions import PredFn
-    from ecq.ecq import ECQ
+    from ecq.compiler.conditions import PredFn
+    from ecq.compiler.query import Comp, CompiledQuery
     from ecq.event import Event
-    from ecq.qstate import QState
-    from ecq.query import Comp, CompiledQuery
-    from ecq.windows import Windows
+    from ecq.structures.ecq import ECQ
+    from ecq.structures.qstate import QState
+    from ecq.time.windows import Windows
 
 __all__ = [
     "Presence",
@@ -165,7 +165,7 @@ def unlink(ecq: ECQ, qs: QState) -> None:
 
 def own_bits(ecq: ECQ, e: Event) -> int:
     """The conjunctions whose filter on ``ecq``'s class the instance ``e`` passes (the
-    filter index, ecq.filters; the network asks its kernel, ``Kernel.slot_passing``,
+    filter index, ecq.compiler.filters; the network asks its kernel, ``Kernel.slot_passing``,
     which the compiled one answers in C). O(attributes · log F + result)."""
     f = ecq.cnj_filter
     return f.passing(e) if f is not None else 0

@@ -1,4 +1,4 @@
-"""One query's private plan in the separate-processing baseline (:mod:`ecq.baseline`).
+"""One query's private plan in the separate-processing baseline (:mod:`ecq.evaluation.baseline`).
 
 A :class:`Plan` holds a query's nodes (its sub-patterns, then itself) and everything
 they store, for that query alone: per-source :class:`Stacks` for a plain sequence (SASE's
@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ecq.candidate import Cand
-from ecq.composite import bound_ok, derived_instance, entry_prims, match_cand, probability
-from ecq.conditions import PredFn
+from ecq.compiler.conditions import PredFn
+from ecq.compiler.query import KIND_OR, KIND_SEQ
 from ecq.event import Event
-from ecq.horizon import Horizon as _Horizon
-from ecq.qstate import QState
-from ecq.query import KIND_OR, KIND_SEQ
+from ecq.matching.candidate import Cand
+from ecq.matching.composite import bound_ok, derived_instance, entry_prims, match_cand, probability
+from ecq.structures.qstate import QState
+from ecq.time.horizon import Horizon as _Horizon
 
 __all__ = [
     "DISJ",
@@ -50,7 +50,7 @@ Entry = tuple[Event, float, int]
 
 
 class Horizon(_Horizon):
-    """The drop horizon of one class (the shared engine's rule, :mod:`ecq.horizon`),
+    """The drop horizon of one class (the shared engine's rule, :mod:`ecq.time.horizon`),
     with the number of plan nodes using the class."""
 
     __slots__ = ("uses",)

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ecq.candidate import Cand
-from ecq.composite import entry_key
 from ecq.event import Event
 from ecq.match import Match
+from ecq.matching.candidate import Cand
+from ecq.matching.composite import entry_key
 
 if TYPE_CHECKING:
-    from ecq.qstate import QState
+    from ecq.structures.qstate import QState
 
 __all__ = ["Emission", "matches_of"]
 

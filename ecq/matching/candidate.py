@@ -1,6 +1,6 @@
 """A match before selection (:class:`Cand`): what the matching rules of
-:mod:`ecq.composite`, the assembly and the baseline's plans produce, and what a
-registered node keeps while a trailing negation is pending (:class:`ecq.qstate.QState`).
+:mod:`ecq.matching.composite`, the assembly and the baseline's plans produce, and what a
+registered node keeps while a trailing negation is pending (:class:`ecq.structures.qstate.QState`).
 
 Kept apart from the rules that make candidates so that the node state can name it
 without importing the rules (they read the node state).
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ecq.compiler.query import CompiledQuery
 from ecq.event import Event
-from ecq.query import CompiledQuery
 
 __all__ = ["Bound", "Cand"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
-from ecq.conditions import PredFn
-from ecq.query import KIND_OR, CompiledQuery
+from ecq.compiler.conditions import PredFn
+from ecq.compiler.query import KIND_OR, CompiledQuery
 
 __all__ = ["QState", "NodePlan", "Neg"]
 
@@ -44,7 +44,7 @@ class QState:
     compiled form, its bit, its registration (``order`` among queries, ``reg`` the moment
     of the register op: it sees instances of later moments only), its *skeleton* (the
     positive components, which the kernels bind as a plain sequence's positions:
-    ``ecq.skeleton``) with the classes and conditions of each position, and how many of
+    ``ecq.matching.skeleton``) with the classes and conditions of each position, and how many of
     its trailing-negation matches wait for the clock (in the network's ``Deadlines``)."""
 
     cq: CompiledQuery
@@ -60,7 +60,7 @@ class QState:
     kleene: tuple[int, ...] = ()
     # Per position: a group ``B+`` / ``B{m,}`` whose elements need no condition, so an
     # event some later one (before the next position's) starts no earlier than is
-    # never its group's latest (``ecq.assembly`` skips it).
+    # never its group's latest (``ecq.matching.assembly`` skips it).
     latest_only: tuple[bool, ...] = ()
     # The conditions checked once position p is bound (binding goes from the last back;
     # a condition that reads a Kleene group waits for the whole candidate), and the
@@ -71,7 +71,7 @@ class QState:
     # component order): every one of them, when the node has no Kleene component and
     # each negated component has one class; else none.
     negs: tuple[Neg, ...] = ()
-    # A skeleton match needs ``ecq.skeleton.leaf`` to become a candidate (Kleene
+    # A skeleton match needs ``ecq.matching.skeleton.leaf`` to become a candidate (Kleene
     # closure, or negation before the last positive component that ``negs`` lacks).
     leafy: bool = False
     classes: tuple[str, ...] = ()
@@ -104,7 +104,7 @@ class QState:
         self.checks_at = [[] for _ in range(self.steps)]
         for comps, pred in cq.checks:
             if not comps.isdisjoint(self.kleene):
-                continue  # checked on the whole candidate (ecq.skeleton.leaf)
+                continue  # checked on the whole candidate (ecq.matching.skeleton.leaf)
             self.checks_at[min(position[i] for i in comps)].append(pred)
         self.classes_at = [tuple(sorted(cq.comps[i].classes)) for i in self.slots]
         self.latest_only = tuple(

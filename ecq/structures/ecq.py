@@ -1,6 +1,6 @@
 """Event-centric composable queues (SCEMon §4): one :class:`ECQ` per event class.
 
-An ECQ holds the class's :class:`~ecq.siq.SIQ`, its :class:`CLT` (composition link
+An ECQ holds the class's :class:`~ecq.structures.siq.SIQ`, its :class:`CLT` (composition link
 table: one :class:`CLink` per query position the class fills) and its :class:`RCLT`
 (reverse composition link table: one :class:`RCLink` per ECQ the CLinks probe, so an
 arriving instance probes each predecessor ECQ once for every query that needs it).
@@ -13,15 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ecq.conditions import PredFn
+from ecq.compiler.conditions import PredFn
+from ecq.compiler.filters import FilterIndex, residual_predicate, split_filter
 from ecq.event import Event
-from ecq.filters import FilterIndex, residual_predicate, split_filter
-from ecq.horizon import NEG_INF, Horizon
-from ecq.siq import SIQ
+from ecq.structures.siq import SIQ
+from ecq.time.horizon import NEG_INF, Horizon
 
 if TYPE_CHECKING:
     from ecq.language.ast import Expr
-    from ecq.qstate import QState
+    from ecq.structures.qstate import QState
 
 __all__ = ["BLOCKS", "CLT", "ECQ", "RCLT", "CLink", "RCLink", "SlotFilter"]
 
@@ -95,7 +95,7 @@ class RCLT(dict[str, RCLink]):
 class SlotFilter:
     """Which queries at one position accept an instance: ``always`` (no filter) plus one
     group per distinct filter (``groups``: filter key -> ``[id, bits]``), so a filter
-    shared by many queries is one filter, held in a :class:`~ecq.filters.FilterIndex`:
+    shared by many queries is one filter, held in a :class:`~ecq.compiler.filters.FilterIndex`:
     the filters an event passes are found in O(attributes · log F + result), not one
     predicate call per filter."""
 
@@ -152,7 +152,7 @@ class SlotFilter:
     def passing(self, event: Event) -> int:
         """Bits of the queries whose filter ``event`` passes. O(attributes · log F)
         big-integer operations, plus the residual predicates of the filters that
-        still pass (ecq.filters)."""
+        still pass (ecq.compiler.filters)."""
         if not self.groups:
             return self.always
         return self.always | self.index.passing(event)
@@ -205,7 +205,7 @@ class ECQ:
         # Disjunctions using this class, in registration order.
         self.disj: list[CLink] = []
         # Conjunctions of primitive classes an instance of this class may complete, as
-        # query bitsets (ecq.conjunction): all of them, those the presence count cannot
+        # query bitsets (ecq.matching.conjunction): all of them, those the presence count cannot
         # judge, per other class the ones that need it, and each one's number of needed
         # classes in bit slices.
         self.cnj_final = 0

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from ecq.conditions import PredFn, ValueFn, compile_predicate, compile_value
+from ecq.compiler.conditions import PredFn, ValueFn, compile_predicate, compile_value
+from ecq.compiler.filters import filter_key
 from ecq.errors import SemanticError
-from ecq.filters import filter_key
 from ecq.language.ast import (
     Agg,
     AttrRef,
@@ -63,7 +63,7 @@ class Comp:
     ``classes`` are the event classes it accepts (for a sub-pattern, the sub-pattern's
     derived class). ``filter`` is the conjunction of the conditions that read only this
     component; ``filter_key`` identifies it independently of how the query names the
-    component (ecq.filters.filter_key), so identical filters of different queries are
+    component (ecq.compiler.filters.filter_key), so identical filters of different queries are
     one filter of the filter index.
     """
 
@@ -76,7 +76,7 @@ class Comp:
     kleene: tuple[int, bool] | None = None  # (min, exact)
     sub: CompiledQuery | None = None
     # The filter's conjuncts, the component written ``$self`` (what the filter index
-    # splits into atoms: ecq.filters).
+    # splits into atoms: ecq.compiler.filters).
     filter_conjuncts: tuple[Expr, ...] = ()
 
 
@@ -112,9 +112,9 @@ class CompiledQuery:
     tag: str = ""
     # Beside each of ``checks``, what it computes independently of how the query names
     # its components: the conjunct with every reference written ``#<component index>``
-    # (ecq.filters.filter_key of it), and the indexes it reads. Two queries whose
+    # (ecq.compiler.filters.filter_key of it), and the indexes it reads. Two queries whose
     # checks have the same key once the indexes are mapped to roles compute the same
-    # thing on the same events (ecq.conjunction.kernel_shape shares their evaluation).
+    # thing on the same events (ecq.matching.conjunction.kernel_shape shares their evaluation).
     check_keys: tuple[tuple[Any, ...], ...] = ()
 
     @cached_property
@@ -162,7 +162,7 @@ class CompiledQuery:
     @cached_property
     def skeletal(self) -> bool:
         """A sequence of primitive classes with negated or Kleene components: the
-        kernels match it through its positive skeleton (``ecq.skeleton``)."""
+        kernels match it through its positive skeleton (``ecq.matching.skeleton``)."""
         return (
             self.kind == KIND_SEQ
             and not self.plain

@@ -5,7 +5,7 @@ The engine itself takes events in the order it is given them and keeps one clock
 largest ``end`` it has seen. A :class:`TimeKeeper` stands in front of it and adds three
 rules, the same for ``scemon replay`` and the service:
 
-- **allowed lateness** ``L``: events go through a :class:`~ecq.reorder.Reorder` buffer
+- **allowed lateness** ``L``: events go through a :class:`~ecq.time.reorder.Reorder` buffer
   and reach the engine in ``(end, start)`` order once the observed clock has passed
   ``end + L``. The engine's own clock is then the *released clock*; trailing negations
   and time advances follow it.
@@ -31,7 +31,7 @@ from typing import Generic, Protocol, TypeVar
 from ecq.errors import AheadError
 from ecq.event import Event
 from ecq.match import Match
-from ecq.reorder import Reorder
+from ecq.time.reorder import Reorder
 
 _END = attrgetter("end")
 
