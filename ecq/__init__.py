@@ -41,7 +41,30 @@ from ecq.errors import (
 from ecq.event import Event
 from ecq.match import Match
 
+
+def _version() -> str:
+    """scemon's version, from one place: pyproject.toml's ``version``, as the installed
+    package's metadata has it, or read from pyproject.toml itself in a checkout run
+    without installing."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("scemon")
+    except PackageNotFoundError:
+        import tomllib
+        from pathlib import Path
+
+        pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+        try:
+            return str(tomllib.loads(pyproject.read_text())["project"]["version"])
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "unknown"
+
+
+__version__ = _version()
+
 __all__ = [
+    "__version__",
     "Engine",
     "Event",
     "Match",
