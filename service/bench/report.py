@@ -31,7 +31,7 @@ __all__ = [
     "write_plot",
 ]
 
-# Where a full run writes its files, and the page whose tables it refreshes.
+# Where a full run writes its files, and the page it regenerates from them.
 DOCS = Path("docs/bench")
 PAGE = Path("docs/benchmarks.md")
 
