@@ -494,6 +494,7 @@ class Stats(_Model):
     uptime: float = Field(ge=0.0, description="Seconds since the process started.")
     started: float = Field(description="When it started, in seconds since the epoch.")
     kernel: str = Field(description="The engine's kernel: 'compiled', or 'pure' (several times slower).")
+    version: str = Field(description="scemon's version, as `scemon --version` prints it.")
     events: int = Field(ge=0, description="Events applied since start.")
     batches: int = Field(ge=0, description="Batches applied since start.")
     duplicates: int = Field(ge=0, description="Batches recognised as already applied, since start.")

@@ -6,8 +6,11 @@ work in the package it drives; this module only assembles.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
+from ecq import __version__
 from service.cli.admin import admin_app
 from service.cli.bench import bench_app
 from service.cli.demo import demo
@@ -45,8 +48,21 @@ app.command()(replay)
 app.add_typer(admin_app)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"scemon {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def main() -> None:
+def main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print scemon's version and exit."
+        ),
+    ] = False,
+) -> None:
     """Register pattern queries and run events through them.
 
     `parse` checks a queries file, `replay` runs an events file through it; `serve`

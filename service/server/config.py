@@ -54,7 +54,7 @@ class Settings(BaseSettings):
         default=False,
         description="Offer permessage-deflate to WebSocket subscribers: fewer bytes on the wire, "
         "but every frame is compressed once per subscriber (with 10 subscribers, most of the "
-        "server's time: docs/benchmarks.md).",
+        "server's time).",
     )
     trim_every: int = Field(default=64, ge=1, description="Trim the event log every that many batches.")
     match_log_max: int = Field(default=5_000_000, ge=1, description="Matches kept for polling and resuming.")

@@ -783,9 +783,8 @@ class EngineHost:
         if not matches:
             return None, {}
         # One text for the whole block, written natively when the kernel is compiled:
-        # a dict and a ``dumps`` per match cost 2-3 µs each, most of the match rows'
-        # share of the server's time (docs/benchmarks.md, "a batch's matches written as
-        # one text").
+        # a dict and a ``dumps`` per match would cost 2-3 µs each, more than the rest
+        # of writing the match rows.
         text, starts = self._write_block(matches, self.next_seq, _dumps)
         queries = [m.query for m in matches]
         last: dict[str, float] = {}
