@@ -83,8 +83,10 @@ def test_every_listed_command_and_option_exists() -> None:
     for entry in command_list():
         paths = commands_of(entry)
         for path in paths:
-            assert path in COMMANDS, f"`scemon {' '.join(path)}` is a group, not a command"
-            unknown = set(OPTION.findall(entry)) - options_of(COMMANDS[path])
+            # `scemon --version`: the program's own options.
+            command = ROOT_COMMAND if path == () else COMMANDS.get(path)
+            assert command is not None, f"`scemon {' '.join(path)}` is a group, not a command"
+            unknown = set(OPTION.findall(entry)) - options_of(command)
             assert not unknown, f"README lists {sorted(unknown)} for `scemon {' '.join(path)}`"
 
 
@@ -95,6 +97,7 @@ def test_every_command_and_option_of_the_cli_is_listed() -> None:
             listed.setdefault(path, set()).update(OPTION.findall(entry))
     missing_commands = sorted(" ".join(path) for path in COMMANDS if path not in listed)
     assert not missing_commands, f"the README's command list lacks {missing_commands}"
+    assert "--version" in listed.get((), set()), "the README's command list lacks `scemon --version`"
     for path, command in COMMANDS.items():
         # Each option by its long name (--queries, not -q).
         wanted = {
