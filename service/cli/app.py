@@ -30,6 +30,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # The help strings are plain text: rendered as rich markup, a "[default ...]" or a
+    # "[env ...]" in them was taken for a style tag and vanished. Plain click help shows
+    # every string as written, with each option's "[env var: ...; default: ...]".
+    rich_markup_mode=None,
 )
 
 app.command()(serve)

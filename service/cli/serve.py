@@ -1,6 +1,7 @@
 """``scemon serve``: run the REST/WebSocket server (:mod:`service.server`) in this process.
 
-Options override the ``SCEMON_*`` environment (:mod:`service.server.config`).
+Each option reads its ``SCEMON_*`` variable when not given; the other settings come from
+the environment alone (:mod:`service.server.config`).
 """
 
 from __future__ import annotations
@@ -20,40 +21,41 @@ STORE_UNUSABLE = 4
 
 
 def serve(
-    host: Annotated[
-        str | None, typer.Option(help="Address to bind [env SCEMON_HOST; default 127.0.0.1].")
-    ] = None,
-    port: Annotated[int | None, typer.Option(help="Port [env SCEMON_PORT; default 8080].")] = None,
+    host: Annotated[str, typer.Option(envvar="SCEMON_HOST", help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(envvar="SCEMON_PORT", help="Port.")] = 8080,
     data: Annotated[
-        Path | None, typer.Option(help="Folder of the SQLite store [env SCEMON_DATA; default ./data].")
-    ] = None,
+        Path, typer.Option(envvar="SCEMON_DATA", help="Folder of the SQLite store.")
+    ] = Path("./data"),
     lateness: Annotated[
-        float | None,
+        float,
         typer.Option(
+            envvar="SCEMON_LATENESS",
             help="Allowed lateness, seconds: events are held until the clock passes their end by this "
-            "much and reach the engine in time order; matches come out that much later "
-            "[env SCEMON_LATENESS; default 0: nothing held].",
+            "much and reach the engine in time order; matches come out that much later (0: nothing held).",
         ),
-    ] = None,
+    ] = 0.0,
     max_ahead: Annotated[
-        float | None,
+        float,
         typer.Option(
+            envvar="SCEMON_MAX_AHEAD",
             help="Refuse events (and time advances) more than this many seconds ahead of the clock or "
-            "the wall clock, whichever is later; inf: no bound [env SCEMON_MAX_AHEAD; default 86400].",
+            "the wall clock, whichever is later; inf: no bound.",
         ),
-    ] = None,
+    ] = 86400.0,
     buffer_max: Annotated[
-        int | None,
+        int,
         typer.Option(
-            help="Events the reorder buffer may hold; a batch beyond is answered 503 with Retry-After "
-            "[env SCEMON_BUFFER_MAX; default 1000000].",
+            envvar="SCEMON_BUFFER_MAX",
+            help="Events the reorder buffer may hold; a batch beyond is answered 503 with Retry-After.",
         ),
-    ] = None,
-    log_level: Annotated[str | None, typer.Option(help="uvicorn log level [env SCEMON_LOG_LEVEL].")] = None,
+    ] = 1_000_000,
+    log_level: Annotated[str, typer.Option(envvar="SCEMON_LOG_LEVEL", help="uvicorn log level.")] = "info",
     init: Annotated[
         bool,
         typer.Option(
-            "--init", help="Start an empty store in place of an empty (0-byte) store file [env SCEMON_INIT]."
+            "--init",
+            envvar="SCEMON_INIT",
+            help="Start an empty store in place of an empty (0-byte) store file.",
         ),
     ] = False,
 ) -> None:
@@ -75,21 +77,19 @@ def serve(
 
     from service.server.config import Settings, is_loopback
 
+    # Every option has its default and reads its SCEMON_* variable here, so --help shows
+    # both; Settings declares the same defaults (a test holds them equal) and reads the
+    # variables no option covers (tokens, limits).
     overrides: dict[str, Any] = {
-        key: value
-        for key, value in {
-            "host": host,
-            "port": port,
-            "data": data,
-            "lateness": lateness,
-            "max_ahead": max_ahead,
-            "buffer_max": buffer_max,
-            "log_level": log_level,
-        }.items()
-        if value is not None
+        "host": host,
+        "port": port,
+        "data": data,
+        "lateness": lateness,
+        "max_ahead": max_ahead,
+        "buffer_max": buffer_max,
+        "log_level": log_level,
+        "init": init,
     }
-    if init:
-        overrides["init"] = True
     try:
         settings = Settings(**overrides)
     except ValidationError as err:
