@@ -12,11 +12,13 @@ import typer
 
 from service.cli.errors import fail, warn_if_pure
 
-__all__ = ["STORE_UNUSABLE", "serve"]
+__all__ = ["FOLDER_IN_USE", "STORE_UNUSABLE", "serve"]
 
 # The exit status when the store cannot be served (corrupt, truncated, empty): a
 # supervisor should not restart the server until someone repairs it.
 STORE_UNUSABLE = 4
+# The exit status when another server holds the data folder.
+FOLDER_IN_USE = 5
 
 
 def serve(
@@ -49,6 +51,34 @@ def serve(
             "[env SCEMON_BUFFER_MAX; default 1000000].",
         ),
     ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A host name the server answers to besides localhost, 127.0.0.1 and [::1] (repeat for more); "
+            "with tokens, setting one makes the list binding [env SCEMON_ALLOWED_HOSTS, comma-separated].",
+        ),
+    ] = None,
+    max_connections: Annotated[
+        int | None,
+        typer.Option(
+            help="Open connections at once (HTTP and WebSocket); a request beyond gets 503 "
+            "[env SCEMON_MAX_CONNECTIONS; default 4096].",
+        ),
+    ] = None,
+    header_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds to send a request's headers; then the connection is closed "
+            "[env SCEMON_HEADER_TIMEOUT; default 10].",
+        ),
+    ] = None,
+    body_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds a request's body may stall without a byte; then the connection is closed "
+            "[env SCEMON_BODY_TIMEOUT; default 30].",
+        ),
+    ] = None,
     log_level: Annotated[str | None, typer.Option(help="uvicorn log level [env SCEMON_LOG_LEVEL].")] = None,
     init: Annotated[
         bool,
@@ -64,6 +94,9 @@ def serve(
     nothing. Tokens come from
     SCEMON_TOKENS ("tok1:admin,tok2:producer,tok3:reader"); without tokens the server
     binds loopback only.
+
+    One server per --data: a second one on the same folder exits at once with status 5,
+    naming the first (its pid and host).
 
     The store is checked first (PRAGMA quick_check): a corrupt, truncated or empty
     store stops the command with exit status 4 and says how to repair it; an empty
@@ -85,6 +118,10 @@ def serve(
             "max_ahead": max_ahead,
             "buffer_max": buffer_max,
             "log_level": log_level,
+            "allowed_hosts": ",".join(allowed_host) if allowed_host else None,
+            "max_connections": max_connections,
+            "header_timeout": header_timeout,
+            "body_timeout": body_timeout,
         }.items()
         if value is not None
     }
@@ -101,11 +138,19 @@ def serve(
             f"refusing to bind {settings.host} without tokens: set SCEMON_TOKENS "
             "(e.g. 'secret1:admin,secret2:producer') or bind 127.0.0.1"
         )
+    from service.server.datalock import DataLock, FolderInUse
     from service.server.faults import UnusableStore
     from service.server.store import STORE_FILE, check
 
     try:
         settings.data.mkdir(parents=True, exist_ok=True)
+        # Held until the process ends (the kernel drops it, even on SIGKILL).
+        lock = DataLock(settings.data).acquire()
+    except FolderInUse as err:
+        fail(str(err), FOLDER_IN_USE)
+    except OSError as err:
+        fail(f"{settings.data}: {err.strerror or err}", STORE_UNUSABLE)
+    try:
         check(settings.data / STORE_FILE, settings.init)
     except UnusableStore as err:
         fail(str(err), STORE_UNUSABLE)
@@ -114,4 +159,7 @@ def serve(
     from service.server.main import run
 
     warn_if_pure()
-    run(settings)
+    try:
+        run(settings)
+    finally:
+        lock.release()
