@@ -441,6 +441,13 @@ class EngineHost:
                 self._apply_lateness()
             except StoreFault as fault:
                 self._store_failed(fault, stale=True)
+            if self.state == OK:
+                try:
+                    # Ready only if the store takes writes: a read-only file opens and
+                    # reads well, and would otherwise be found by the first write only.
+                    self.store.probe()
+                except StoreFault as fault:
+                    self._store_failed(fault, stale=False)
             log.info(
                 "engine rebuilt from the store in %.2f s: %d queries, next seq %d",
                 time.perf_counter() - started,
@@ -557,7 +564,8 @@ class EngineHost:
         if self.state != UNWRITABLE:
             return
         try:
-            self.store.probe()
+            # On a new connection: one opened while the file was read-only stays so.
+            self.store.probe(reopen=True)
         except StoreFault as fault:
             if fault.kind != getattr(self.fault, "kind", None):
                 log.error("%s", fault)
