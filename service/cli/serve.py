@@ -79,6 +79,13 @@ def serve(
             "[env SCEMON_BODY_TIMEOUT; default 30].",
         ),
     ] = None,
+    max_matches_per_event: Annotated[
+        int | None,
+        typer.Option(
+            help="Matches one event may complete for one query; more are dropped, counted and logged "
+            "(0: no cap) [env SCEMON_MAX_MATCHES_PER_EVENT; default 10000].",
+        ),
+    ] = None,
     log_level: Annotated[str | None, typer.Option(help="uvicorn log level [env SCEMON_LOG_LEVEL].")] = None,
     init: Annotated[
         bool,
@@ -122,6 +129,7 @@ def serve(
             "max_connections": max_connections,
             "header_timeout": header_timeout,
             "body_timeout": body_timeout,
+            "max_matches_per_event": max_matches_per_event,
         }.items()
         if value is not None
     }

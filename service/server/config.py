@@ -56,6 +56,12 @@ class Settings(BaseSettings):
         "but every frame is compressed once per subscriber (with 10 subscribers, most of the "
         "server's time: docs/benchmarks.md).",
     )
+    max_matches_per_event: int = Field(
+        default=10_000,
+        ge=0,
+        description="Matches one event (or time advance) may complete for one query; more are dropped, "
+        "counted and logged (0: no cap).",
+    )
     trim_every: int = Field(default=64, ge=1, description="Trim the event log every that many batches.")
     match_log_max: int = Field(default=5_000_000, ge=1, description="Matches kept for polling and resuming.")
     store_max_bytes: int = Field(
