@@ -71,7 +71,7 @@ class TimedHttpProtocol(HttpToolsProtocol):
             return
         TimedHttpProtocol.closed[what] += 1
         seconds = self.header_timeout if what == "header" else self.body_timeout
-        peer = "%s:%d" % self.client if self.client else "a client"
+        peer = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
         log.warning(
             "closed the connection of %s: its request's %s did not arrive within %g s "
             "(%d connections closed so far for a late header, %d for a stalled body)",

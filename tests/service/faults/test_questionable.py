@@ -96,7 +96,9 @@ def test_a_token_in_a_url_is_never_logged(tmp_path: Path) -> None:
     try:
         with (
             pytest.raises(InvalidStatus),
-            connect(f"ws://127.0.0.1:{server.port}/v1/matches/ws?from_seq=0&token=s3cret-admin", open_timeout=10),
+            connect(
+                f"ws://127.0.0.1:{server.port}/v1/matches/ws?from_seq=0&token=s3cret-admin", open_timeout=10
+            ),
         ):
             pass
         httpx.get(f"{server.url}/v1/matches", params={"access_token": "s3cret-admin", "from_seq": 0})

@@ -89,7 +89,10 @@ def batch(k: int) -> dict[str, object]:
     return {
         "producer": "p",
         "batch_id": f"b{k}",
-        "events": [{"src": 1, "type": "A", "start": 10.0 * k}, {"src": 1, "type": "B", "start": 10.0 * k + 1}],
+        "events": [
+            {"src": 1, "type": "A", "start": 10.0 * k},
+            {"src": 1, "type": "B", "start": 10.0 * k + 1},
+        ],
     }
 
 
@@ -97,7 +100,10 @@ def test_a_read_only_store_is_not_ready_and_writes_resume_once_writable(
     start_server: StartServer, server_on: object, tmp_path: Path
 ) -> None:
     first = start_server()
-    assert httpx.post(f"{first.url}/v1/queries", json={"name": "q", "text": "SEQ(A, B) WITHIN 5"}).status_code == 201
+    assert (
+        httpx.post(f"{first.url}/v1/queries", json={"name": "q", "text": "SEQ(A, B) WITHIN 5"}).status_code
+        == 201
+    )
     assert httpx.post(f"{first.url}/v1/events", json=batch(1)).status_code == 200
     first.stop()
     data = first.data
