@@ -130,6 +130,7 @@ def test_a_read_only_store_is_not_ready_and_writes_resume_once_writable(
         assert answer.status_code == 503, answer.text
         assert time.monotonic() - made_writable < RESUME_WITHIN, "writes did not resume"
         time.sleep(0.25)
+    print(f"writes resumed {time.monotonic() - made_writable:.1f} s after the files were made writable")
     assert httpx.get(f"{url}/readyz").status_code == 200
     assert [m["seq"] for m in httpx.get(f"{url}/v1/matches").json()["matches"]] == [0, 1]
     assert "writes again: serving resumed" in (tmp_path / "server.log").read_text()
