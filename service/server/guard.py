@@ -106,7 +106,7 @@ class HostCheck:
         if not self.enforced or host is None:
             return None
         name = host_name(host)
-        if name in self.allowed or name == self.bound or _loopback_name(name):
+        if name in self.allowed or (self.bound and name == self.bound) or _loopback_name(name):
             return None
         return (
             f"host {host!r} is not a name this server answers to (localhost, 127.0.0.1, [::1]"
