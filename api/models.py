@@ -124,7 +124,8 @@ class ErrorDetail(BaseModel):
     fields locate the mistake for programs: ``line``/``column``/``token`` in query text,
     ``index`` of the event (or of the query in a bulk call), ``field`` the bad field,
     ``query`` the query's name; ``indexes`` every event of the batch refused for the
-    same reason, when there are several (events too far ahead of the clock)."""
+    same reason, when there are several (events too far ahead of the clock);
+    ``dependents`` the queries that read a query refused deletion (as ``@name``)."""
 
     message: str
     line: int | None = None
@@ -134,6 +135,7 @@ class ErrorDetail(BaseModel):
     field: str | None = None
     query: str | None = None
     indexes: list[int] | None = None
+    dependents: list[str] | None = None
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -350,6 +352,12 @@ class BatchResult(_Model):
         default_factory=list,
         description=f"The first late events, in batch order: {LATE_EVENTS_SHOWN} unless ?late_events= asks otherwise.",
     )
+    matches_capped: int = Field(
+        default=0,
+        ge=0,
+        description="Matches dropped because one event completed more than the server's cap "
+        "(--max-matches-per-event) for one query; not counted in `matches`.",
+    )
 
     model_config = ConfigDict(
         extra="forbid",
@@ -374,7 +382,8 @@ class TimeAdvance(_Model):
     lateness ``L`` the released clock moves to ``time - L``. At most ``max_ahead``
     seconds beyond the clock (or the wall clock)."""
 
-    time: float = Field(description="Seconds; finite.")
+    # Strict: a JSON number only ("5" and true are refused, not read as 5 and 1).
+    time: float = Field(strict=True, description="Seconds, a JSON number; finite.")
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"time": 3600.0}]})
 
@@ -525,6 +534,12 @@ class Stats(_Model):
     )
     buffer_full: int = Field(
         ge=0, description="Batches answered 503 because the buffer was at its cap, since start."
+    )
+    matches_capped: int = Field(
+        default=0,
+        ge=0,
+        description="Matches dropped because one event completed more than --max-matches-per-event "
+        "for one query, since start.",
     )
 
     model_config = ConfigDict(

@@ -13,11 +13,13 @@ import typer
 
 from service.cli.errors import fail, warn_if_pure
 
-__all__ = ["STORE_UNUSABLE", "serve"]
+__all__ = ["FOLDER_IN_USE", "STORE_UNUSABLE", "serve"]
 
 # The exit status when the store cannot be served (corrupt, truncated, empty): a
 # supervisor should not restart the server until someone repairs it.
 STORE_UNUSABLE = 4
+# The exit status when another server holds the data folder.
+FOLDER_IN_USE = 5
 
 
 def serve(
@@ -49,6 +51,43 @@ def serve(
             help="Events the reorder buffer may hold; a batch beyond is answered 503 with Retry-After.",
         ),
     ] = 1_000_000,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A host name the server answers to besides localhost, 127.0.0.1 and [::1] (repeat for more); "
+            "with tokens, setting one makes the list binding. Read from SCEMON_ALLOWED_HOSTS "
+            "(comma-separated) when not given.",
+        ),
+    ] = None,
+    max_connections: Annotated[
+        int,
+        typer.Option(
+            envvar="SCEMON_MAX_CONNECTIONS",
+            help="Open connections at once (HTTP and WebSocket); a request beyond gets 503.",
+        ),
+    ] = 4096,
+    header_timeout: Annotated[
+        float,
+        typer.Option(
+            envvar="SCEMON_HEADER_TIMEOUT",
+            help="Seconds to send a request's headers; then the connection is closed.",
+        ),
+    ] = 10.0,
+    body_timeout: Annotated[
+        float,
+        typer.Option(
+            envvar="SCEMON_BODY_TIMEOUT",
+            help="Seconds a request's body may stall without a byte; then the connection is closed.",
+        ),
+    ] = 30.0,
+    max_matches_per_event: Annotated[
+        int,
+        typer.Option(
+            envvar="SCEMON_MAX_MATCHES_PER_EVENT",
+            help="Matches one event may complete for one query; more are dropped, counted and logged "
+            "(0: no cap).",
+        ),
+    ] = 10_000,
     log_level: Annotated[str, typer.Option(envvar="SCEMON_LOG_LEVEL", help="uvicorn log level.")] = "info",
     init: Annotated[
         bool,
@@ -66,6 +105,9 @@ def serve(
     nothing. Tokens come from
     SCEMON_TOKENS ("tok1:admin,tok2:producer,tok3:reader"); without tokens the server
     binds loopback only.
+
+    One server per --data: a second one on the same folder exits at once with status 5,
+    naming the first (its pid and host).
 
     The store is checked first (PRAGMA quick_check): a corrupt, truncated or empty
     store stops the command with exit status 4 and says how to repair it; an empty
@@ -89,7 +131,13 @@ def serve(
         "buffer_max": buffer_max,
         "log_level": log_level,
         "init": init,
+        "max_connections": max_connections,
+        "header_timeout": header_timeout,
+        "body_timeout": body_timeout,
+        "max_matches_per_event": max_matches_per_event,
     }
+    if allowed_host:  # else Settings reads SCEMON_ALLOWED_HOSTS (comma-separated)
+        overrides["allowed_hosts"] = ",".join(allowed_host)
     try:
         settings = Settings(**overrides)
     except ValidationError as err:
@@ -101,11 +149,19 @@ def serve(
             f"refusing to bind {settings.host} without tokens: set SCEMON_TOKENS "
             "(e.g. 'secret1:admin,secret2:producer') or bind 127.0.0.1"
         )
+    from service.server.datalock import DataLock, FolderInUse
     from service.server.faults import UnusableStore
     from service.server.store import STORE_FILE, check
 
     try:
         settings.data.mkdir(parents=True, exist_ok=True)
+        # Held until the process ends (the kernel drops it, even on SIGKILL).
+        lock = DataLock(settings.data).acquire()
+    except FolderInUse as err:
+        fail(str(err), FOLDER_IN_USE)
+    except OSError as err:
+        fail(f"{settings.data}: {err.strerror or err}", STORE_UNUSABLE)
+    try:
         check(settings.data / STORE_FILE, settings.init)
     except UnusableStore as err:
         fail(str(err), STORE_UNUSABLE)
@@ -114,4 +170,7 @@ def serve(
     from service.server.main import run
 
     warn_if_pure()
-    run(settings)
+    try:
+        run(settings)
+    finally:
+        lock.release()

@@ -72,9 +72,15 @@ from ecq.match import Match
 from ecq.network import check_depends
 from ecq.time.timekeeper import MAX_AHEAD, Late, TimeKeeper
 from service.server.blocks import Block
-from service.server.errors import BufferFullError, InBulkError, InvalidInputError, UnavailableError
+from service.server.errors import (
+    BufferFullError,
+    ConflictError,
+    InBulkError,
+    InvalidInputError,
+    UnavailableError,
+)
 from service.server.faults import StoreFault
-from service.server.limits import check_pattern_size
+from service.server.limits import check_pattern_size, check_query_bounds
 from service.server.metrics import Metrics
 from service.server.rates import MatchRates
 from service.server.store import (
@@ -167,6 +173,8 @@ class BatchOutcome:
     duplicate: bool
     matches: int
     late: list[LateRow]
+    # Matches dropped over the per-event cap (see EngineHost._cap).
+    capped: int = 0
 
 
 def spec_query(spec: QuerySpec) -> str | Query:
@@ -192,9 +200,11 @@ def _compile(name: str, spec: QuerySpec) -> CompiledQuery:
     if "pattern" in spec:
         check_pattern_size(spec["pattern"])
     try:
-        return Engine.compile(name, spec_query(spec))
+        cq = Engine.compile(name, spec_query(spec))
     except RecursionError:  # nested so deep the parser ran out of stack
         raise SemanticError("the query is nested too deeply") from None
+    check_query_bounds(cq.ast)
+    return cq
 
 
 def prepare(entries: Sequence[tuple[str, QuerySpec]]) -> list[Prepared]:
@@ -225,9 +235,11 @@ class EngineHost:
         max_ahead: float = MAX_AHEAD,
         buffer_max: int = 1_000_000,
         wall: Callable[[], float] = time.time,
+        match_cap: int = 0,
     ) -> None:
         """``lateness`` is applied once the engine is rebuilt (a change is logged as an
-        op); ``wall`` is the wall clock that guards an engine without a clock yet."""
+        op); ``wall`` is the wall clock that guards an engine without a clock yet;
+        ``match_cap``: the matches one event may complete for one query (0: no cap)."""
         self.store = store
         self.metrics = metrics
         self._publish = publish
@@ -236,6 +248,7 @@ class EngineHost:
         self.lateness = lateness
         self.max_ahead = max_ahead
         self.buffer_max = buffer_max
+        self.match_cap = match_cap
         self._wall = wall
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scemon-engine")
         # One thread: a big compile competes with the writer for the interpreter, so
@@ -245,7 +258,7 @@ class EngineHost:
         self.keeper = TimeKeeper(Engine(), 0.0, max_ahead)
         # Since this process started: late events applied, events and time advances
         # refused as too far ahead, batches refused for a full buffer.
-        self.counts = {"late_events": 0, "refused_ahead": 0, "buffer_full": 0}
+        self.counts = {"late_events": 0, "refused_ahead": 0, "buffer_full": 0, "matches_capped": 0}
         # Replaced wholesale (never mutated in place) so readers can iterate a snapshot.
         self._infos: dict[str, QueryInfo] = {}
         self.next_seq = 0
@@ -441,6 +454,13 @@ class EngineHost:
                 self._apply_lateness()
             except StoreFault as fault:
                 self._store_failed(fault, stale=True)
+            if self.state == OK:
+                try:
+                    # Ready only if the store takes writes: a read-only file opens and
+                    # reads well, and would otherwise be found by the first write only.
+                    self.store.probe()
+                except StoreFault as fault:
+                    self._store_failed(fault, stale=False)
             log.info(
                 "engine rebuilt from the store in %.2f s: %d queries, next seq %d",
                 time.perf_counter() - started,
@@ -557,7 +577,8 @@ class EngineHost:
         if self.state != UNWRITABLE:
             return
         try:
-            self.store.probe()
+            # On a new connection: one opened while the file was read-only stays so.
+            self.store.probe(reopen=True)
         except StoreFault as fault:
             if fault.kind != getattr(self.fault, "kind", None):
                 log.error("%s", fault)
@@ -628,6 +649,17 @@ class EngineHost:
         self._require_ok()
         if name not in self._infos:
             raise UnknownQueryError(f"no query named {name!r} is registered")
+        # A query read through @name would otherwise read, from then on, whatever query
+        # is registered under that name next: refuse, naming the readers.
+        readers = [other for other, info in self._infos.items() if name in info.depends]
+        if readers:
+            listed = ", ".join(repr(r) for r in readers)
+            raise ConflictError(
+                f"query {name!r} is read as @{name} by {listed}: delete "
+                f"{'that query' if len(readers) == 1 else 'those queries'} first",
+                query=name,
+                dependents=readers,
+            )
         try:
             self.engine.unregister(name)
             self.store.commit_unregister(name)
@@ -681,6 +713,7 @@ class EngineHost:
             began = time.thread_time()
             matches, late = self._process(events)
             self.metrics.engine_seconds.inc(time.thread_time() - began)
+            matches, capped = self._cap(matches, "the batch")
             block, counts = self._number(matches)
             late_rows = _late_rows(late, posted)
             log_body = events_body(events) if arrow is None else arrow_log(batch_id, arrow)
@@ -716,7 +749,7 @@ class EngineHost:
             except StoreFault as fault:  # the batch is committed: answer it
                 self._store_failed(fault, stale=False)
         self._after_op()
-        return BatchOutcome(len(events), False, found, late_rows)
+        return BatchOutcome(len(events), False, found, late_rows, capped)
 
     def _process(self, events: list[Event]) -> tuple[list[Match], Late]:
         """``keeper.process`` in slices of SLICE events: the compiled loop holds the
@@ -747,6 +780,7 @@ class EngineHost:
             began = time.thread_time()
             matches = self.keeper.advance_time(t)
             self.metrics.engine_seconds.inc(time.thread_time() - began)
+            matches, _ = self._cap(matches, "the time advance")
             block, counts = self._number(matches)
             found = len(block) if block is not None else 0
             next_seq = self.next_seq + found
@@ -773,6 +807,47 @@ class EngineHost:
         self._committed(next_seq, counts, block)
         self._after_op()
         log.info("allowed lateness %g s (was %g s); %d matches released", self.lateness, before, found)
+
+    def _cap(self, matches: list[Match], what: str) -> tuple[list[Match], int]:
+        """At most ``match_cap`` matches of each query completed by one event (its
+        ``trigger``), the first the engine emitted; the rest are dropped, counted per
+        query (``scemon_matches_capped_total``, the batch's answer) and logged.
+
+        Why: ``SEQ(A, B, C, D) MODE ALL`` over 80 events of each class completes 512,000
+        matches at the last D; every one would be stored and sent to every subscriber.
+        The engine has made them by then: the cap bounds the store and the subscribers,
+        not the engine's work. Deterministic (the engine's order), so what is stored
+        does not depend on timing."""
+        cap = self.match_cap
+        if not cap or len(matches) <= cap:
+            return matches, 0
+        per_trigger: Counter[tuple[str, int]] = Counter()
+        kept: list[Match] = []
+        dropped: Counter[str] = Counter()
+        for m in matches:
+            key = (m.query, m.trigger)
+            per_trigger[key] += 1
+            if per_trigger[key] <= cap:
+                kept.append(m)
+            else:
+                dropped[m.query] += 1
+        if not dropped:
+            return matches, 0
+        total = sum(dropped.values())
+        self.counts["matches_capped"] += total
+        for name, n in dropped.items():
+            self.metrics.matches_capped.labels(name).inc(n)
+        worst = max(per_trigger.values())
+        log.warning(
+            "%s completed up to %d matches of one query with one event; kept %d per event "
+            "(--max-matches-per-event) and dropped %d (%s)",
+            what,
+            worst,
+            cap,
+            total,
+            ", ".join(f"{name}: {n}" for name, n in dropped.most_common(5)),
+        )
+        return kept, total
 
     def _clocks(self) -> Clocks:
         return Clocks(self.keeper.released, self.keeper.observed)

@@ -57,6 +57,7 @@ class Runtime:
             lateness=settings.lateness,
             max_ahead=settings.max_ahead,
             buffer_max=settings.buffer_max,
+            match_cap=settings.max_matches_per_event,
         )
         metrics.watch(host.stats_snapshot, hub)
         return cls(settings, store, hub, metrics, host)

@@ -40,9 +40,9 @@ function confirmDelete(name) {
   const dialog = $("confirm-dialog");
   $("confirm-title").textContent = `Delete the query ${name}?`;
   $("confirm-text").textContent =
-    "It stops matching at once; the matches it made stay in the match log. Queries reading it as @" +
+    "It stops matching at once; the matches it made stay in the match log. While other queries read it as @" +
     name +
-    " stay registered and receive nothing more from it.";
+    ", it is not deleted: delete those first.";
   return new Promise((resolve) => {
     const done = (answer) => {
       dialog.close();
