@@ -26,7 +26,7 @@ import contextlib
 import queue
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -531,7 +531,7 @@ class ClusterSubscription(_Merged):
         async for matches in self._merged():
             yield self.took_all(matches)
 
-    async def _merged(self) -> AsyncIterator[list[dict[str, Any]]]:
+    async def _merged(self) -> AsyncGenerator[list[dict[str, Any]], None]:
         """The shards' messages as they come, each match marked with its shard; the
         cursor is moved by the caller, as matches are handed out."""
         inbox: asyncio.Queue[tuple[int, list[dict[str, Any]] | BaseException]] = asyncio.Queue(
