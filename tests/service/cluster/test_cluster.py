@@ -191,10 +191,11 @@ def test_a_query_one_shard_refuses_is_registered_nowhere(start_server: StartServ
         assert names(servers[0]) == names(servers[1]) == {"ab", "ac", "big_b"}
 
 
-def slow_bulk(count: int) -> list[dict[str, str]]:
-    """Many queries over many classes: a registration that takes a while to compile."""
+def slow_bulk(count: int, width: int = 4000) -> list[dict[str, str]]:
+    """Queries over thousands of classes: a registration that takes seconds to compile
+    (about one a query), so a shard can be killed while it works on it."""
     return [
-        {"name": f"q{i}", "text": f"SEQ(K{i}, OR({', '.join(f'L{i}_{j}' for j in range(40))})) WITHIN 60"}
+        {"name": f"q{i}", "text": f"SEQ(K{i}, OR({', '.join(f'L{i}_{j}' for j in range(width))})) WITHIN 60"}
         for i in range(count)
     ]
 
@@ -205,7 +206,7 @@ def test_a_shard_killed_mid_registration_leaves_no_shard_with_the_queries(
 ) -> None:
     servers, cluster = two_shards(start_server)
     cluster.recover = 30.0 if comes_back == "while-waited-for" else 0.5
-    bulk = slow_bulk(200)
+    bulk = slow_bulk(4)
     outcome: list[BaseException | None] = []
 
     def register() -> None:
