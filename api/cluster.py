@@ -236,14 +236,18 @@ class Cluster:
         with ThreadPoolExecutor(max_workers=len(self.clients)) as pool:
             return list(pool.map(one, self.clients))
 
-    def _check_up(self) -> None:
-        down = {url: ("not ready" if not ok else "") for url, ok, _ in self._each(lambda c: c.ready())}
-        down = {url: why for url, why in down.items() if why}
+    def _check_up(self) -> dict[str, float]:
+        """Every shard ready, or :class:`ClusterError` changing nothing; each shard's
+        start time (``/v1/stats``' ``started``), which tells a restart later."""
+        answers = self._each(lambda c: c.stats())
+        down = {url: _why(err) for url, _, err in answers if err is not None}
+        down |= {url: f"not ready ({s.state})" for url, s, err in answers if err is None and s.state != "ok"}
         if down:
             raise ClusterError(
                 f"nothing was changed: shard {', '.join(down)} is down or not ready",
                 {url: down.get(url, "ready, left unchanged") for url in self.urls},
             )
+        return {url: s.started for url, s, _ in answers}
 
     # ----------------------------------------------------------------- queries
 
@@ -263,7 +267,7 @@ class Cluster:
         names = [str(b.get("name")) for b in bodies]
         if not bodies:
             return []
-        self._check_up()
+        started = self._check_up()
         refused: dict[str, str] = {}
 
         def check(client: Client) -> None:
@@ -285,14 +289,14 @@ class Cluster:
             try:
                 answer = client.register_bulk(bodies)
             except (ApiError, httpx.HTTPError) as err:
-                self._undo_register(done, client, err, names)
+                self._undo_register(done, client, err, names, started[client.base_url])
             else:
                 done.append(client)
                 infos = infos or answer
         return infos
 
     def _undo_register(
-        self, done: list[Client], failed: Client, err: BaseException, names: list[str]
+        self, done: list[Client], failed: Client, err: BaseException, names: list[str], started: float
     ) -> None:
         outcome = {c.base_url: "rolled back" for c in done}
         for client in done:
@@ -303,7 +307,7 @@ class Cluster:
         in_doubt = [url for url, what in outcome.items() if what.startswith("in doubt")]
         if _unsent(err):
             outcome[failed.base_url] = f"{_why(err)}: nothing registered there"
-        elif self._settle(failed, lambda c: self._delete_names(c, names)):
+        elif self._settle(failed, lambda c: self._roll_back(c, names, started)):
             outcome[failed.base_url] = f"broke off ({_why(err)}); came back and was rolled back"
         else:
             outcome[failed.base_url] = f"broke off ({_why(err)}); in doubt until `repair` runs"
@@ -316,19 +320,30 @@ class Cluster:
         raise ClusterError(message, outcome, in_doubt)
 
     def _settle(self, client: Client, action: Any) -> bool:
-        """Wait up to ``recover`` seconds for a shard to be ready, then ``action(client)``;
-        whether it was done."""
+        """Wait up to ``recover`` seconds for a shard to be ready and ``action(client)``
+        to succeed (it returns False to be asked again); whether it did."""
         deadline = time.monotonic() + self.recover
         while True:
             if client.ready():
                 try:
-                    action(client)
-                    return True
+                    if action(client) is not False:
+                        return True
                 except (ApiError, httpx.HTTPError):
                     pass
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.2)
+
+    def _roll_back(self, client: Client, names: list[str], started: float) -> bool:
+        """Undo a registration whose answer was lost. A shard that restarted since
+        (another ``started``) has what it committed and nothing in flight: delete what
+        it has. The same process may still be at work on it: only once the queries are
+        there can they be deleted for good (False: ask again)."""
+        have = {q.name for q in client.queries()}
+        if client.stats().started == started and not all(n in have for n in names):
+            return False
+        self._delete_names(client, names)
+        return True
 
     @staticmethod
     def _delete_names(client: Client, names: Iterable[str]) -> None:
