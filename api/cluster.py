@@ -39,7 +39,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from api.client import FRAME_MATCHES, ApiError, Client, QueryLike, Subscription, _query_body, _query_dict
-from api.models import QueryPublic, Stats
+from api.models import ClusterShards, QueryPublic, Stats
 
 __all__ = [
     "Cluster",
@@ -49,6 +49,7 @@ __all__ = [
     "SyncClusterSubscription",
     "decode_cursor",
     "encode_cursor",
+    "seed_shards",
     "shard_urls",
 ]
 
@@ -98,6 +99,17 @@ def shard_urls(spec: str | Iterable[str]) -> list[str]:
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"shard {url!r} is not an http:// or https:// URL")
     return urls
+
+
+def seed_shards(seed: str, token: str | None = None, timeout: float = 10.0) -> list[str]:
+    """The shard URLs a seed shard knows (``GET /v1/cluster``, its ``SCEMON_CLUSTER``).
+    ValueError when it names none; :class:`ApiError` or an httpx error when it cannot
+    be asked."""
+    with Client(seed, token=token, timeout=timeout) as client:
+        known = ClusterShards.model_validate_json(client._send("GET", "/v1/cluster").content)
+    if not known.shards:
+        raise ValueError(f"{seed.rstrip('/')} names no cluster (its SCEMON_CLUSTER is empty)")
+    return shard_urls(known.shards)
 
 
 # --------------------------------------------------------------------------- cursor
@@ -213,6 +225,11 @@ class Cluster:
         self.token = token
         self.recover = recover
         self.clients = [Client(url, token=token, timeout=timeout) for url in self.urls]
+
+    @classmethod
+    def from_seed(cls, seed: str, token: str | None = None, **kwargs: Any) -> Cluster:
+        """The cluster one of its shards knows (:func:`seed_shards`)."""
+        return cls(seed_shards(seed, token), token=token, **kwargs)
 
     def close(self) -> None:
         for client in self.clients:

@@ -41,19 +41,35 @@ ShardsOption = Annotated[
         show_default=False,
     ),
 ]
+SeedOption = Annotated[
+    str | None,
+    typer.Option(
+        "--seed",
+        help="Base URL of one shard that knows the others (its SCEMON_CLUSTER), instead of --service.",
+        show_default=False,
+    ),
+]
 
 
-def _spec(service: list[str] | None) -> list[str]:
+def _spec(service: list[str] | None, seed: str | None, token: str | None) -> list[str]:
+    from api.cluster import seed_shards
+
+    if service and seed:
+        fail("give --service for each shard or one --seed, not both")
+    if seed:
+        return seed_shards(seed, token)
     if service:
         return service
     env = os.environ.get("SCEMON_CLUSTER", "")
     if not env.strip():
-        fail("no shards: give --service URL for each shard, or SCEMON_CLUSTER")
+        fail("no shards: give --service URL for each shard, --seed URL, or SCEMON_CLUSTER")
     return [env]
 
 
 @contextmanager
-def _cluster(service: list[str] | None, token: str | None, recover: float = 30.0) -> Iterator[Cluster]:
+def _cluster(
+    service: list[str] | None, token: str | None, seed: str | None = None, recover: float = 30.0
+) -> Iterator[Cluster]:
     """The cluster, with every mistake a user can make turned into one line on stderr
     (the per-shard outcome of a failed write before it)."""
     # Imported here: every `scemon` command imports this module (service/cli/app.py).
@@ -64,7 +80,7 @@ def _cluster(service: list[str] | None, token: str | None, recover: float = 30.0
 
     with user_errors():
         try:
-            with Cluster(_spec(service), token=token, recover=recover) as cluster:
+            with Cluster(_spec(service, seed, token), token=token, recover=recover) as cluster:
                 yield cluster
         except ClusterError as err:
             for url, what in err.shards.items():
@@ -79,7 +95,9 @@ def _cluster(service: list[str] | None, token: str | None, recover: float = 30.0
 
 
 @cluster_app.command("register")
-def register(queries: QueriesOption, service: ShardsOption = None, token: TokenOption = None) -> None:
+def register(
+    queries: QueriesOption, service: ShardsOption = None, seed: SeedOption = None, token: TokenOption = None
+) -> None:
     """Register a queries file on every shard, all or none.
 
     A shard down or refusing leaves every shard unchanged, and says which and why; a
@@ -89,7 +107,7 @@ def register(queries: QueriesOption, service: ShardsOption = None, token: TokenO
 
     with user_errors():
         bodies = query_bodies(queries)
-    with _cluster(service, token) as cluster:
+    with _cluster(service, token, seed) as cluster:
         infos = cluster.register_bulk(bodies)
         typer.echo(f"{len(infos)} queries registered on {len(cluster.urls)} shards", err=True)
 
@@ -98,30 +116,31 @@ def register(queries: QueriesOption, service: ShardsOption = None, token: TokenO
 def delete(
     name: Annotated[str, typer.Argument(help="The query's name.", show_default=False)],
     service: ShardsOption = None,
+    seed: SeedOption = None,
     token: TokenOption = None,
 ) -> None:
     """Delete a query on every shard (every shard must be up and have it)."""
-    with _cluster(service, token) as cluster:
+    with _cluster(service, token, seed) as cluster:
         cluster.delete_query(name)
         typer.echo(f"{name} deleted on {len(cluster.urls)} shards", err=True)
 
 
 @cluster_app.command("queries")
-def queries(service: ShardsOption = None, token: TokenOption = None) -> None:
+def queries(service: ShardsOption = None, seed: SeedOption = None, token: TokenOption = None) -> None:
     """The cluster's queries, one JSON object a line, match counts summed over shards."""
-    with _cluster(service, token) as cluster:
+    with _cluster(service, token, seed) as cluster:
         for query in cluster.queries():
             typer.echo(query.model_dump_json())
 
 
 @cluster_app.command("repair")
-def repair(service: ShardsOption = None, token: TokenOption = None) -> None:
+def repair(service: ShardsOption = None, seed: SeedOption = None, token: TokenOption = None) -> None:
     """Settle what an interrupted register or delete left.
 
     A query on some shards but not every one is deleted where it is. Every shard must be
     up; safe at any time.
     """
-    with _cluster(service, token) as cluster:
+    with _cluster(service, token, seed) as cluster:
         removed = cluster.repair()
         for name, urls in sorted(removed.items()):
             typer.echo(f"{name}: deleted on {', '.join(urls)}", err=True)
@@ -131,11 +150,12 @@ def repair(service: ShardsOption = None, token: TokenOption = None) -> None:
 @cluster_app.command("stats")
 def stats(
     service: ShardsOption = None,
+    seed: SeedOption = None,
     token: TokenOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="The figures as one JSON object.")] = False,
 ) -> None:
     """Every shard's figures and their sums."""
-    with _cluster(service, token) as cluster:
+    with _cluster(service, token, seed) as cluster:
         figures = cluster.stats()
     if as_json:
         typer.echo(
@@ -167,15 +187,16 @@ def stats(
 
 
 @cluster_app.command("metrics")
-def metrics(service: ShardsOption = None, token: TokenOption = None) -> None:
+def metrics(service: ShardsOption = None, seed: SeedOption = None, token: TokenOption = None) -> None:
     """Every shard's Prometheus metrics as one exposition, labelled shard="<url>"."""
-    with _cluster(service, token) as cluster:
+    with _cluster(service, token, seed) as cluster:
         typer.echo(cluster.metrics(), nl=False)
 
 
 @cluster_app.command("subscribe")
 def subscribe(
     service: ShardsOption = None,
+    seed: SeedOption = None,
     token: TokenOption = None,
     cursor: Annotated[
         str | None, typer.Option(help="Resume after what this cursor says was taken.", show_default=False)
@@ -209,7 +230,7 @@ def subscribe(
         with user_errors():
             cursor = cursor_file.read_text().strip() or None
     taken = 0
-    with _cluster(service, token) as cluster:
+    with _cluster(service, token, seed) as cluster:
         sub = SyncClusterSubscription(
             cluster.urls, cursor=cursor, queries=query, token=token, idle_timeout=idle_timeout
         )

@@ -80,6 +80,11 @@ class Settings(BaseSettings):
         default=1_000_000, ge=1, description="Events the reorder buffer may hold; a batch beyond gets 503."
     )
     log_level: str = "info"
+    cluster: str = Field(
+        default="",
+        description="The cluster's shards, base URLs separated by commas in routing order (this one "
+        "included), for clients given this shard as a seed: GET /v1/cluster.",
+    )
 
     @field_validator("lateness")
     @classmethod

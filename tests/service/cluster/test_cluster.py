@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from api.cluster import (
     SyncClusterSubscription,
     decode_cursor,
     encode_cursor,
+    seed_shards,
     shard_urls,
 )
 from api.spark_sink import shard_of
@@ -330,3 +332,27 @@ def test_cluster_figures_add_up(start_server: StartServer) -> None:
         assert set(stats.down) == {servers[1].url}
         assert stats.total["events"] == servers[0].client().stats().events
         assert f'scemon_shard_up{{shard="{servers[1].url}"}} 0.0' in cluster.metrics()
+
+
+def test_a_seed_shard_names_the_cluster(tmp_path: Path) -> None:
+    first, second = Server(tmp_path / "a", {}), Server(tmp_path / "b", {})
+    spec = f"{first.url}/, {second.url}"
+    try:
+        for server in (first, second):
+            server.env = {"SCEMON_TOKENS": "", "SCEMON_CLUSTER": spec}
+            server.start()
+        assert seed_shards(second.url) == [first.url, second.url]
+        with Cluster.from_seed(second.url) as cluster:
+            assert cluster.urls == [first.url, second.url]
+            cluster.register_bulk(QUERIES)
+        assert names(first) == names(second) == {"ab", "ac", "big_b"}
+    finally:
+        first.stop()
+        second.stop()
+
+
+def test_a_shard_told_no_cluster_says_so(start_server: StartServer) -> None:
+    alone = start_server()
+    assert alone.client()._send("GET", "/v1/cluster").json() == {"shards": []}
+    with pytest.raises(ValueError, match="names no cluster"):
+        seed_shards(alone.url)
