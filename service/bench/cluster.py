@@ -131,6 +131,8 @@ def measure(
             time.sleep(0.005)
         drained = time.monotonic()
         stop.set()
+        sub.close()
+        reader.join(timeout=30)
         with lock:
             latencies = [t - posted_at[n] for n, times in arrivals.items() if n in posted_at for t in times]
             delivered = received[0]
