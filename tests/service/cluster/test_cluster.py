@@ -356,3 +356,20 @@ def test_a_shard_told_no_cluster_says_so(start_server: StartServer) -> None:
     assert alone.client()._send("GET", "/v1/cluster").json() == {"shards": []}
     with pytest.raises(ValueError, match="names no cluster"):
         seed_shards(alone.url)
+
+
+def test_a_delete_with_a_shard_down_deletes_nothing(start_server: StartServer) -> None:
+    servers, cluster = two_shards(start_server)
+    with cluster:
+        cluster.register_bulk(QUERIES)
+        servers[0].stop()
+        with pytest.raises(ClusterError, match="nothing was changed"):
+            cluster.delete_query("ab")
+        servers[0].start()
+        assert names(servers[0]) == names(servers[1]) == {"ab", "ac", "big_b"}
+        # An interrupted delete (here: one shard done by hand) is completed by repair.
+        servers[1].client().delete_query("ab")
+        with pytest.raises(ClusterError, match="nothing was deleted: no query named 'ab'"):
+            cluster.delete_query("ab")
+        assert cluster.repair() == {"ab": [servers[0].url]}
+        assert names(servers[0]) == names(servers[1]) == {"ac", "big_b"}
