@@ -38,6 +38,7 @@ __all__ = [
     "PRODUCER_HEADER",
     "AttrValue",
     "BatchResult",
+    "ClusterShards",
     "ErrorBody",
     "ErrorDetail",
     "EventBatch",
@@ -575,4 +576,18 @@ class Stats(_Model):
                 }
             ]
         },
+    )
+
+
+class ClusterShards(_Model):
+    """The cluster a shard belongs to, as its operator told it (``SCEMON_CLUSTER``): every
+    shard's base URL in routing order (the Spark job's ``--service`` order), this one
+    included; empty when it was told none. A client given one shard (a seed) reads the
+    others here."""
+
+    shards: list[str] = Field(description="Base URLs of the cluster's shards, in routing order.")
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"shards": ["http://shard-0:8080", "http://shard-1:8080"]}]},
     )

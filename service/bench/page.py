@@ -530,6 +530,23 @@ SECTIONS: tuple[Section, ...] = (
         "events, writing match rows and committing the store add to it on the same cores; with "
         "ten subscribers, the subscribers' CPU shares the machine with the server.",
     ),
+    Section(
+        "A cluster: 1, 2 and 4 shards behind the job's sink",
+        "scemon bench cluster",
+        "Starts 1, 2 and 4 `scemon serve` shards on this machine and, for each, registers 1,000 "
+        "sequence queries once through `api.cluster.Cluster` (all or none), opens one merged "
+        "subscription and posts the events in micro-batches through the Spark job's sink (sort, "
+        "route by `crc32(src) mod N`, Arrow, the shards' posts at once); Spark's own cost is left "
+        "out (it is in the whole path's table). `events_per_s` runs from the first timed post to "
+        "the last match delivered to the merged subscriber; `per_core` divides it by the cores the "
+        "shards can use; latency runs from the start of a batch's post to each of its matches' "
+        "arrival. Every row delivers the same matches.",
+        ("cluster",),
+        "On one machine the shards share its cores, so more shards than cores help only where a "
+        "shard waits (decoding, the store's commit, the answer); registration grows with the "
+        "shards because the cluster registers on one shard after another, so that a failure can "
+        "roll back exactly the ones done.",
+    ),
 )
 
 

@@ -13,6 +13,7 @@ import typer
 from ecq import __version__
 from service.cli.admin import admin_app
 from service.cli.bench import bench_app
+from service.cli.cluster import cluster_app
 from service.cli.demo import demo
 from service.cli.generate import generate
 from service.cli.openapi import openapi
@@ -42,6 +43,7 @@ app.add_typer(bench_app)
 app.command()(stream)
 app.command()(demo)
 app.add_typer(queries_app)
+app.add_typer(cluster_app)
 app.command()(generate)
 app.command()(parse)
 app.command()(replay)

@@ -529,3 +529,41 @@ def pipeline(
         return pipeline_tables(scale, progress)
 
     publish(_measured("pipeline", figure, figures.sized(quick, None, None)), quick, out)
+
+
+@bench_app.command("cluster")
+def cluster(
+    quick: QuickOption = False,
+    out: OutOption = None,
+    shards: Annotated[str, typer.Option(help="Comma-separated shard counts.")] = "1,2,4",
+    events: Annotated[
+        int | None, typer.Option(min=100, help="Events posted per row [40,000; quick 4,000].")
+    ] = None,
+    batch: Annotated[
+        int | None, typer.Option(min=10, help="Events per micro-batch [5,000; quick 1,000].")
+    ] = None,
+    queries: Annotated[
+        int | None, typer.Option(min=1, help="Queries registered through the cluster [1,000; quick 100].")
+    ] = None,
+) -> None:
+    """A cluster on this machine: 1, 2 and 4 shards behind the Spark job's sink, with
+    the time to register the queries once on every shard, events/s end to end (post to
+    the merged subscriber) and per core, and the merged subscription's latency (p50,
+    p99). The one-shard row is the reference."""
+    from service.bench.cluster import run
+
+    try:
+        counts = tuple(int(part) for part in shards.split(",") if part.strip())
+    except ValueError:
+        raise typer.BadParameter(f"{shards!r} is not a list of integers", param_hint="--shards") from None
+    if not counts or any(n < 1 for n in counts):
+        raise typer.BadParameter("shard counts must be at least 1", param_hint="--shards")
+    console = Console(stderr=True)
+    table = run(
+        shard_counts=counts,
+        events=events if events is not None else (4_000 if quick else 40_000),
+        batch=batch if batch is not None else (1_000 if quick else 5_000),
+        n_queries=queries if queries is not None else (100 if quick else 1_000),
+        progress=lambda what: console.print(f"cluster: {what}", style="dim"),
+    )
+    publish([table], quick, out)

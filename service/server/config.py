@@ -107,6 +107,11 @@ class Settings(BaseSettings):
         description="Open connections (HTTP and WebSocket) at once; a request beyond gets 503.",
     )
     log_level: str = "info"
+    cluster: str = Field(
+        default="",
+        description="The cluster's shards, base URLs separated by commas in routing order (this one "
+        "included), for clients given this shard as a seed: GET /v1/cluster.",
+    )
 
     @field_validator("lateness")
     @classmethod

@@ -14,7 +14,7 @@ from service.server.config import Settings
 from service.server.guard import HostCheck, RequestGuard
 from service.server.limits import BodyLimit
 from service.server.openapi import install_openapi
-from service.server.routes import console, docs, events, health, matches, queries, stats
+from service.server.routes import cluster, console, docs, events, health, matches, queries, stats
 from service.server.runtime import Runtime
 
 __all__ = ["create_app", "run"]
@@ -72,6 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         matches.router,
         stats.router,
         health.router,
+        cluster.router,
         docs.router_for(app),
     ):
         app.include_router(router)

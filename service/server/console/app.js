@@ -6,6 +6,7 @@ import { api, token } from "./api.js";
 import { Editor } from "./editor.js";
 import { Feed } from "./feed.js";
 import { QueryTable } from "./queries.js";
+import { showShards } from "./shards.js";
 import { StatsPanel } from "./stats.js";
 
 const $ = (id) => document.getElementById(id);
@@ -106,6 +107,7 @@ async function main() {
   for (const node of document.querySelectorAll("[data-needs]")) {
     node.hidden = !may.has(node.dataset.needs);
   }
+  showShards($("shard"));
 
   const message = $("query-message");
   const say = (text, bad = false) => {
