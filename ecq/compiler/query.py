@@ -39,6 +39,7 @@ from ecq.language.ast import (
     Expr,
     Lit,
     Pattern,
+    Prev,
     Query,
     Seq,
     pattern_to_json,
@@ -74,6 +75,8 @@ class Comp:
     filter_key: tuple[Any, ...]
     negated: bool = False
     kleene: tuple[int, bool] | None = None  # (min, exact)
+    # The upper bound of ``B{m,n}`` (None: none; docs/semantics.md §6).
+    kleene_max: int | None = None
     sub: CompiledQuery | None = None
     # The filter's conjuncts, the component written ``$self`` (what the filter index
     # splits into atoms: ecq.compiler.filters).
@@ -116,6 +119,10 @@ class CompiledQuery:
     # checks have the same key once the indexes are mapped to roles compute the same
     # thing on the same events (ecq.matching.conjunction.kernel_shape shares their evaluation).
     check_keys: tuple[tuple[Any, ...], ...] = ()
+    # Iteration conditions (they read ``b[i-1]``), per Kleene component: called with the
+    # binding (the component holding the candidate element) followed by the run's
+    # previous element (docs/semantics.md §6).
+    iteration_conds: dict[int, tuple[PredFn, ...]] = dataclasses.field(default_factory=dict)
 
     @cached_property
     def length(self) -> int:
@@ -144,8 +151,9 @@ class CompiledQuery:
 
     @property
     def stores(self) -> bool:
-        """Whether the node keeps instances (sequence or conjunction of two or more)."""
-        return self.kind != KIND_OR and len(self.comps) >= 2
+        """Whether the node keeps instances (sequence or conjunction of two or more, or a
+        Kleene component alone: its group is made of stored instances)."""
+        return self.kind != KIND_OR and (len(self.comps) >= 2 or self.comps[0].kleene is not None)
 
     @cached_property
     def plain(self) -> bool:
@@ -166,7 +174,24 @@ class CompiledQuery:
         return (
             self.kind == KIND_SEQ
             and not self.plain
+            and not self.open_kleene
             and all(c.sub is None and not any(x.startswith("@") for x in c.classes) for c in self.comps)
+        )
+
+    @cached_property
+    def open_kleene(self) -> bool:
+        """A Kleene form the skeleton does not take (docs/semantics.md §6): a Kleene
+        component alone, a trailing ``B+``/``B{m,}`` (its group grows with each arriving
+        element) or an upper bound ``B{m,n}``; matched by ``ecq.matching.composite``."""
+        pos = self.positives
+        if self.kind != KIND_SEQ:
+            return False
+        last = self.comps[pos[-1]].kleene
+        return (
+            (len(pos) == 1 and last is not None)
+            or (last is not None and not last[1])
+            or any(c.kleene_max is not None for c in self.comps)
+            or bool(self.iteration_conds)
         )
 
     @cached_property
@@ -280,6 +305,7 @@ class _Placed:
     check_keys: list[tuple[Any, ...]] = dataclasses.field(default_factory=list)
     element: dict[int, list[PredFn]] = dataclasses.field(default_factory=dict)
     blocker: dict[int, list[PredFn]] = dataclasses.field(default_factory=dict)
+    iteration: dict[int, list[PredFn]] = dataclasses.field(default_factory=dict)
     never: bool = False
 
 
@@ -331,6 +357,7 @@ class _Compiler:
             check_keys=tuple(placed.check_keys),
             element_conds={k: tuple(v) for k, v in placed.element.items()},
             blocker_conds={k: tuple(v) for k, v in placed.blocker.items()},
+            iteration_conds={k: tuple(v) for k, v in placed.iteration.items()},
             returns=tuple(self.return_items(roles.negated)),
             probability=ast.probability,
             never=placed.never,
@@ -367,6 +394,8 @@ class _Compiler:
 
     def place_in_disjunction(self, expr: Expr, path: str, roles: _Roles, placed: _Placed) -> None:
         """A disjunction binds one component, so a condition is that component's filter."""
+        if self.previous_refs(expr, path):
+            raise self.error("b[i-1] needs a Kleene component, and a disjunction has none", path)
         refs, aggs, equiv = self.references(expr, path)
         mentions = refs | aggs | (roles.every if equiv else set())
         if len(mentions) > 1:
@@ -385,6 +414,10 @@ class _Compiler:
         explicit = refs | aggs
         mentions = explicit | (roles.every if equiv else set())
         negated, kleene = roles.negated, roles.kleene
+        prevs = self.previous_refs(expr, path)
+        if prevs:
+            self.place_iteration(expr, path, prevs, refs, aggs, equiv, roles, placed)
+            return
         if len(refs & kleene) > 1:
             raise self.error("a condition may read the events of only one Kleene component", path)
         if explicit & kleene and explicit & negated:
@@ -416,6 +449,35 @@ class _Compiler:
                 compile_predicate(expr, self.resolver(path), negated=True)
             )
 
+    def previous_refs(self, expr: Expr, path: str) -> set[int]:
+        """The components whose ``b[i-1]`` the expression reads."""
+        return {self.resolve(node.ref, p) for node, p in _walk(expr, path) if isinstance(node, Prev)}
+
+    def place_iteration(
+        self,
+        expr: Expr,
+        path: str,
+        prevs: set[int],
+        refs: set[int],
+        aggs: set[int],
+        equiv: bool,
+        roles: _Roles,
+        placed: _Placed,
+    ) -> None:
+        """An iteration condition (docs/semantics.md §6): it compares an element of one
+        Kleene component with the element before it in the run, and may read plain
+        positive components."""
+        k = next(iter(prevs))
+        if len(prevs) > 1 or k not in roles.kleene:
+            raise self.error("b[i-1] needs a Kleene component, one per condition", path)
+        if aggs or equiv:
+            raise self.error("a condition with b[i-1] may not hold an aggregate or an equivalence test", path)
+        if refs & roles.negated:
+            raise self.error("a condition with b[i-1] may not read a negated component", path)
+        if (refs & roles.kleene) - {k}:
+            raise self.error("a condition with b[i-1] may read the events of only one Kleene component", path)
+        placed.iteration.setdefault(k, []).append(compile_predicate(expr, self.resolver(path)))
+
     def place_constant(self, expr: Expr, path: str, roles: _Roles, placed: _Placed) -> None:
         """A condition that reads no component is decided now: false means no match ever."""
         if not compile_predicate(expr, self.resolver(path))([None] * len(roles.every)):
@@ -442,6 +504,7 @@ class _Compiler:
                     filter_key(conjuncts),
                     negated=comp.negated,
                     kleene=(comp.kleene.min, comp.kleene.exact) if comp.kleene is not None else None,
+                    kleene_max=comp.kleene.max if comp.kleene is not None else None,
                     sub=self.sub_nodes.get(i),
                     filter_conjuncts=conjuncts,
                 )
@@ -456,6 +519,8 @@ class _Compiler:
             refs, aggs, _ = self.references(item.expr, path)
             if (refs | aggs) & negated:
                 raise self.error("RETURN cannot read a negated component: it has no event in the match", path)
+            if self.previous_refs(item.expr, path):
+                raise self.error("RETURN cannot read b[i-1]: it exists only in an iteration condition", path)
             if item.name is not None:
                 label = item.name
             elif isinstance(item.expr, AttrRef):
@@ -524,6 +589,7 @@ class _Compiler:
                     (),
                     negated=comp.negated,
                     kleene=(comp.kleene.min, comp.kleene.exact) if comp.kleene is not None else None,
+                    kleene_max=comp.kleene.max if comp.kleene is not None else None,
                     sub=sub,
                 )
             )
@@ -592,17 +658,15 @@ class _Compiler:
                 raise self.error(
                     "two Kleene components next to each other are not supported", f"{path}.items[{b}]"
                 )
-        if len(pos_idx) == 1 and items[pos_idx[0]].kleene is not None:
-            raise self.error("a Kleene component needs a positive neighbour", f"{path}.items[{pos_idx[0]}]")
+        if len(pos_idx) == 1 and items[pos_idx[0]].kleene is not None and self.ast.within is None:
+            raise self.error(
+                "a Kleene component alone needs WITHIN <duration>: its group is the events in the window",
+                f"{path}.items[{pos_idx[0]}]",
+            )
         first, last = items[pos_idx[0]], items[pos_idx[-1]]
-        if first.kleene is not None and last.kleene is not None:
+        if len(pos_idx) >= 2 and first.kleene is not None and last.kleene is not None:
             raise self.error(
                 "a sequence cannot both start and end with Kleene closure", f"{path}.items[{pos_idx[-1]}]"
-            )
-        if last.kleene is not None and not last.kleene.exact:
-            raise self.error(
-                "a Kleene closure B+ or B{m,} cannot end a sequence: it would never be complete",
-                f"{path}.items[{pos_idx[-1]}]",
             )
 
     # ---------------------------------------------------------------- references
