@@ -55,7 +55,10 @@ does the following.
    starting from integer 0, ``avg`` is ``sum / count``.
 3. References. A reference is resolved as an alias, then ``$xN``, then a class name that
    exactly one component has as its single class. WHERE and RETURN name top-level
-   components only; a sub-pattern has no conditions of its own.
+   components, and components inside sub-patterns by alias (unique in the query): a
+   path, the top component then the position among the positive components at each
+   level, read through the sub-pattern instance's parts (not a negated component, nor
+   one of a disjunction). A sub-pattern has no conditions of its own.
 4. Filters. A pattern with one component, positive and not Kleene, is a filter: every
    arriving instance of its class that passes WHERE is a match, whatever WITHIN says.
 5. Drop horizon. It applies to every instance used by a match except the instances that
@@ -202,6 +205,9 @@ class Inst:
         self.prims = prims
         # The events an equivalence test reads (choice 2).
         self.equiv_events: list[Inst] = equiv_events if equiv_events is not None else [self]
+        # A sub-pattern instance: its positive components' bindings in component order
+        # (what a reference to a component inside it reads, choice 3).
+        self.parts: list[Bound] | None = None
         # Arrival order (choice 11); unique for primitive events.
         self.key = (pos, _norm(entry), type)
 
@@ -331,7 +337,7 @@ class Env:
     prev: Inst | None = None  # b[i-1] in an iteration condition: the run's previous element
 
 
-def _resolve(names: dict[str, int], ref: str) -> int:
+def _resolve(names: dict[str, Any], ref: str) -> Any:
     if ref not in names:
         raise ValueError(f"unknown component reference {ref!r}")
     return names[ref]
@@ -343,7 +349,15 @@ def eval_expr(e: dict[str, Any], env: Env) -> Any:
     if kind == "lit":
         return e["value"]
     if kind == "attr":
-        bound = env.binding.get(_resolve(env.names, e["ref"]))
+        target = _resolve(env.names, e["ref"])
+        if isinstance(target, tuple):  # a component inside a sub-pattern: follow its path
+            bound = env.binding.get(target[0])
+            for p in target[1:]:
+                if not isinstance(bound, Inst) or bound.parts is None:
+                    return MISSING
+                bound = bound.parts[p]
+        else:
+            bound = env.binding.get(target)
         if bound is None or isinstance(bound, list):
             return MISSING
         return _lookup(bound, e["attr"])
@@ -455,9 +469,13 @@ def _references(e: dict[str, Any], names: dict[str, int]) -> tuple[set[int], set
     equiv = False
     for node in _walk(e):
         if node["kind"] == "attr":
-            plain.add(_resolve(names, node["ref"]))
+            target: Any = _resolve(names, node["ref"])
+            plain.add(target[0] if isinstance(target, tuple) else target)
         elif node["kind"] == "agg":
-            agg.add(_resolve(names, node["ref"]))
+            target = _resolve(names, node["ref"])
+            if isinstance(target, tuple):
+                raise ValueError("an aggregate over a component inside a sub-pattern")
+            agg.add(target)
         elif node["kind"] == "equiv" and not _is_noop_equiv(node):
             equiv = True
     return plain, agg, equiv
@@ -615,6 +633,36 @@ def _names(comps: list[Comp]) -> dict[str, int]:
     return names
 
 
+def _inner_names(pattern: dict[str, Any], top: dict[str, int]) -> dict[str, tuple[int, ...]]:
+    """Choice 3: aliases inside sub-patterns, each to its path (the top component, then
+    the position among the positive components at each level). A negated component or
+    one of a disjunction is not readable (left out: referring to it is an error)."""
+    out: dict[str, tuple[int, ...]] = {}
+
+    def walk(p: dict[str, Any], path: tuple[int, ...]) -> None:
+        positives = [it for it in p["items"] if not it.get("negated")]
+        for it in p["items"]:
+            alias = it.get("alias")
+            if alias is not None and (alias in top or alias in out):
+                raise ValueError(f"duplicate alias {alias!r}")
+            if it.get("negated") or p["kind"] == "or":
+                continue
+            here = (*path, next(k for k, x in enumerate(positives) if x is it))
+            if alias is not None and not it.get("kleene"):
+                out[alias] = here
+            if it.get("sub") is not None:
+                walk(it["sub"], here)
+
+    for j, it in enumerate(pattern["items"]):
+        if it.get("sub") is not None and not it.get("negated"):
+            walk(it["sub"], (j,))
+    return out
+
+
+def _reads_inside(e: dict[str, Any], names: dict[str, Any]) -> bool:
+    return any(n["kind"] == "attr" and isinstance(names.get(n["ref"]), tuple) for n in _walk(e))
+
+
 def compile_query(name: str, q: dict[str, Any]) -> Node:
     """The query's top node, with its conditions classified (Part 1 and Part 2)."""
     if q.get("kind", "query") != "query":
@@ -625,6 +673,7 @@ def compile_query(name: str, q: dict[str, Any]) -> Node:
         raise ValueError(f"bad mode {mode!r}")
     node = _compile_node(q["pattern"], window, mode, f"@{name}", True)
     node.names = _names(node.comps)
+    node.names.update(_inner_names(q["pattern"], node.names))  # type: ignore[arg-type] # paths too
     node.prob_bound = float(q["probability"]) if q.get("probability") is not None else None
     node.returns = list(q.get("return", []))
     neg = {c.idx for c in node.comps if c.negated}
@@ -654,6 +703,8 @@ def compile_query(name: str, q: dict[str, Any]) -> Node:
         if agg - kle:
             raise ValueError("aggregate over a non-Kleene component")
         if node.kind == "or":
+            if _reads_inside(cj, node.names):
+                raise ValueError("a disjunction's condition reads inside a sub-pattern")
             if len(mentions) > 1:
                 raise ValueError("a disjunction's WHERE conjunct must mention one component")
             for idx in mentions or every:
@@ -933,6 +984,7 @@ class Reference:
             inst = Inst(
                 cand.src, node.key, cand.start, cand.end, {}, prob, moment, cand.entries, cand.prims, flat
             )
+            inst.parts = [cand.binding[c.idx] for c in node.positives if c.idx in cand.binding]
             reg.sub_insts[node.key].append(inst)
             return
         attrs: dict[str, Any] = {}

@@ -38,6 +38,7 @@ __all__ = [
     "conditioned_sets",
     "operator_sets",
     "kleene_form_sets",
+    "inner_alias_sets",
     "KLEENE_SHAPES",
     "CLASSES",
     "FAMILIES",
@@ -843,3 +844,45 @@ def kleene_form_sets(
         shape = draw(st.sampled_from(KLEENE_SHAPES))
         out.append((f"q{i}", draw(_kleene_form_query(shape, classes))))
     return out
+
+
+# ==================================================== conditions inside sub-patterns
+
+
+@st.composite
+def _inner_alias_query(draw: st.DrawFn, classes: tuple[str, ...], n: int) -> J:
+    """``SEQ(A a, AND(B b, C c))``-like queries whose WHERE and RETURN read the
+    components inside the sub-pattern by alias (docs/semantics.md §8)."""
+    inner_kind = draw(st.sampled_from(("seq", "and")))
+    inner = [{**draw(_class_component(classes)), "alias": f"i{n}{k}"} for k in range(2)]
+    if inner_kind == "seq" and draw(st.integers(0, 3)) == 0:
+        inner.insert(1, _negated(draw, classes))
+    outer = [{**draw(_class_component(classes)), "alias": f"o{n}"}]
+    sub = {"kind": "component", "sub": {"kind": inner_kind, "items": inner}}
+    items = [sub, *outer] if draw(st.booleans()) else [*outer, sub]
+    kind = draw(st.sampled_from(("seq", "seq", "and")))
+    conjuncts = []
+    for _ in range(draw(st.integers(1, 2))):
+        left = _attr(f"i{n}{draw(st.integers(0, 1))}", draw(st.sampled_from(ATTRS)))
+        right = _attr(f"o{n}", "x") if draw(st.booleans()) else _lit(draw(st.integers(0, 3)))
+        if draw(st.integers(0, 3)) == 0:
+            left = {"kind": "func", "name": draw(st.sampled_from(("floor", "round"))), "args": [left]}
+        conjuncts.append(_cmp(draw(st.sampled_from(CMP_OPS)), left, right))
+    q: J = {
+        "kind": "query",
+        "pattern": {"kind": kind, "items": items},
+        "mode": draw(st.sampled_from(("recent", "all"))),
+        "within": draw(st.sampled_from(FAMILY_WINDOWS)),
+        "where": _and(conjuncts),
+    }
+    if draw(st.booleans()):
+        q["return"] = [{"expr": _attr(f"i{n}{draw(st.integers(0, 1))}", "x"), "name": "inner"}]
+    return q
+
+
+@st.composite
+def inner_alias_sets(
+    draw: st.DrawFn, classes: tuple[str, ...] = CLASSES, max_queries: int = 3
+) -> list[tuple[str, J]]:
+    """Queries whose conditions read components inside their sub-patterns by alias."""
+    return [(f"q{i}", draw(_inner_alias_query(classes, i))) for i in range(draw(st.integers(1, max_queries)))]

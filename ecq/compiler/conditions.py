@@ -57,7 +57,10 @@ MISSING: Any = _Missing()
 
 ValueFn = Callable[[Any], Any]
 PredFn = Callable[[Any], bool]
-Resolver = Callable[[str], int]
+# A reference to its component's index, or, for a component inside a sub-pattern, to its
+# path: the top component, then its position among the positive components at each level
+# (what a sub-pattern instance's ``parts`` hold).
+Resolver = Callable[[str], Any]
 
 # Event fields a condition may read when ``attrs`` lacks the name.
 FALLBACK_FIELDS = frozenset({"start", "end", "src", "type", "prob"})
@@ -234,6 +237,20 @@ class _Compiler:
         if self.single:
             return lambda ev: lookup(ev, name)
         index = self.resolve(expr.ref)
+        if type(index) is tuple:
+            top, path = index[0], index[1:]
+
+            def read_inside(env: Any) -> Any:
+                ev = env[top]
+                for p in path:
+                    if ev is None or type(ev) is list or ev.parts is None or p >= len(ev.parts):
+                        return MISSING
+                    ev = ev.parts[p]
+                if ev is None or type(ev) is list:
+                    return MISSING
+                return lookup(ev, name)
+
+            return read_inside
 
         def read(env: Any) -> Any:
             ev = env[index]

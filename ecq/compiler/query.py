@@ -342,6 +342,7 @@ class _Compiler:
         kind, raw, classes = self.node_shape(ast.pattern, "pattern", subs, depends)
         self.raw = raw
         self.names = self.build_names(raw, classes)
+        self.nested = self.inner_names(raw)
         roles = _Roles.of(raw)
         placed = self.place_conditions(kind, raw, classes, roles)
         comps = self.components(raw, classes, placed.filters)
@@ -387,6 +388,8 @@ class _Compiler:
         )
         for expr, path in self.split(self.ast.where, "where"):
             if kind == KIND_OR:
+                if self.nested_refs(expr, path):
+                    raise self.error("a disjunction's condition may not read inside its sub-patterns", path)
                 self.place_in_disjunction(expr, path, roles, placed)
             else:
                 self.place_in_pattern(expr, path, roles, plain_seq, placed)
@@ -435,8 +438,9 @@ class _Compiler:
         if not (explicit & negated) and not (refs & kleene):
             if not mentions:
                 self.place_constant(expr, path, roles, placed)
-            elif equiv or aggs:
-                # Equivalence tests and aggregates read whole groups: checked on the
+            elif equiv or aggs or self.nested_refs(expr, path):
+                # Equivalence tests and aggregates read whole groups, and a component
+                # inside a sub-pattern is read through its instance: checked on the
                 # complete match, never as a one-event filter.
                 self.add_check(expr, mentions - negated, path, placed)
             else:
@@ -671,6 +675,52 @@ class _Compiler:
 
     # ---------------------------------------------------------------- references
 
+    def inner_names(self, raw: tuple[Component, ...]) -> dict[str, tuple[int, ...] | str]:
+        """Aliases of components inside sub-patterns (docs/semantics.md §8): each to its
+        path — the top component, then the position among the positive components at
+        each level, as a sub-pattern instance's ``parts`` hold them — or to the reason it
+        cannot be read (a negated component, a disjunction's component)."""
+        out: dict[str, tuple[int, ...] | str] = {}
+
+        def walk(pattern: Pattern, path: tuple[int, ...], where: str) -> None:
+            positives = [c for c in pattern.items if not c.negated]
+            for i, comp in enumerate(pattern.items):
+                cpath = f"{where}.sub.items[{i}]"
+                if comp.alias is not None:
+                    if comp.alias in self.names or comp.alias in out:
+                        raise self.error(f"alias {comp.alias!r} is used twice", cpath)
+                    if comp.negated:
+                        out[comp.alias] = "it is negated: it has no event in the match"
+                    elif isinstance(pattern, Disj):
+                        out[comp.alias] = "it is in a disjunction: the match may not bind it"
+                    elif comp.kleene is not None:
+                        out[comp.alias] = "it is a Kleene group"
+                    else:
+                        out[comp.alias] = (*path, positives.index(comp))
+                if comp.sub is not None and not comp.negated and not isinstance(pattern, Disj):
+                    walk(comp.sub, (*path, positives.index(comp)), cpath)
+
+        for j, comp in enumerate(raw):
+            if comp.sub is not None and not comp.negated:
+                walk(comp.sub, (j,), f"pattern.items[{j}]")
+        return out
+
+    def nested_refs(self, expr: Expr, path: str) -> bool:
+        """Whether the expression reads a component inside a sub-pattern (by alias)."""
+        found = False
+        for node, node_path in _walk(expr, path):
+            ref = getattr(node, "ref", None)
+            if isinstance(ref, str) and ref not in self.names and ref in self.nested:
+                target = self.nested[ref]
+                if isinstance(target, str):
+                    raise self.error(f"{ref!r} cannot be read: {target}", node_path)
+                if not isinstance(node, AttrRef):
+                    raise self.error(
+                        f"{ref!r} is inside a sub-pattern: it has no group to aggregate", node_path
+                    )
+                found = True
+        return found
+
     def build_names(self, raw: tuple[Component, ...], classes: list[frozenset[str]]) -> dict[str, int]:
         """Alias, then ``$xN``, then a class held by exactly one component as its single
         class (docs/semantics.md)."""
@@ -695,6 +745,11 @@ class _Compiler:
     def resolve(self, ref: str, path: str) -> int:
         if ref in self.names:
             return self.names[ref]
+        inner = getattr(self, "nested", {}).get(ref)
+        if isinstance(inner, tuple):
+            return inner[0]  # the sub-pattern holding it (the compiled read follows the path)
+        if isinstance(inner, str):
+            raise self.error(f"{ref!r} cannot be read: {inner}", path)
         if ref.startswith("$x") and ref[2:].isdigit():
             raise self.error(f"{ref} is out of range: the pattern has {len(self.raw)} components", path)
         if ref in self.ambiguous:
@@ -703,8 +758,14 @@ class _Compiler:
             )
         raise self.error(f"unknown component {ref!r} (no alias, $xN or class of that name)", path)
 
-    def resolver(self, base: str) -> Callable[[str], int]:
-        return lambda ref: self.resolve(ref, base)
+    def resolver(self, base: str) -> Callable[[str], Any]:
+        """References to compiled indexes; a component inside a sub-pattern to its path."""
+
+        def resolve(ref: str) -> Any:
+            inner = self.nested.get(ref) if ref not in self.names else None
+            return inner if isinstance(inner, tuple) else self.resolve(ref, base)
+
+        return resolve
 
     def references(self, expr: Expr, path: str) -> tuple[set[int], set[int], bool]:
         """(components read through ``ref.attr``, components aggregated, whether the

@@ -22,18 +22,18 @@ from tests import reference
 from tests.ecq.test_baseline import run_ops
 from tests.ecq.test_properties import engine_run, same_as_reference
 from tests.match_share import min_share, record
-from tests.strategies import KLEENE_SHAPES, kleene_form_sets, planted_streams
+from tests.strategies import KLEENE_SHAPES, inner_alias_sets, kleene_form_sets, planted_streams
 
 CLASSES = ("A", "B", "C", "D")
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite
-def kleene_scenarios(draw: st.DrawFn) -> list[tuple[Any, ...]]:
-    """Kleene-form queries, most registered up front, a stream acting them out (groups
-    of one to three events over their minimum), clock advances now and then, then the
-    clock flushed."""
-    queries = draw(kleene_form_sets(CLASSES))
+def kleene_scenarios(draw: st.DrawFn, inner: bool = False) -> list[tuple[Any, ...]]:
+    """Kleene-form queries (``inner``: queries reading inside their sub-patterns), most
+    registered up front, a stream acting them out (groups of one to three events over
+    their minimum), clock advances now and then, then the clock flushed."""
+    queries = draw(inner_alias_sets(CLASSES) if inner else kleene_form_sets(CLASSES))
     events = draw(planted_streams(queries, CLASSES, n_sources=2, max_len=14, blockers=3))
     split = draw(st.integers(max(1, len(queries) - 1), len(queries)))
     ops: list[tuple[Any, ...]] = [("register", name, q) for name, q in queries[:split]]
@@ -62,6 +62,16 @@ def kleene_scenarios(draw: st.DrawFn) -> list[tuple[Any, ...]]:
 @given(kleene_scenarios(), st.booleans())
 def test_kleene_forms_equal_the_reference(ops: list[tuple[Any, ...]], pure: bool) -> None:
     """Both kernels (the compiled one when built) against the reference."""
+    compiled = False if pure or not status().compiled else None
+    same_as_reference(engine_run(ops, compiled=compiled), ops)
+
+
+@pytest.mark.property
+@min_share(0.3)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kleene_scenarios(inner=True), st.booleans())
+def test_conditions_inside_sub_patterns_equal_the_reference(ops: list[tuple[Any, ...]], pure: bool) -> None:
+    """``SEQ(A a, AND(B b, C c)) WHERE b.x > a.x``, both kernels, against the reference."""
     compiled = False if pure or not status().compiled else None
     same_as_reference(engine_run(ops, compiled=compiled), ops)
 

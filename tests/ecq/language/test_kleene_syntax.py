@@ -74,3 +74,18 @@ def test_iteration_conditions_rejected(text: str, needle: str) -> None:
         eng.register("q", text)
     assert needle in str(info.value)
     assert not eng.queries()
+
+
+def test_conditions_inside_sub_patterns_by_alias() -> None:
+    eng = Engine()
+    eng.register("q", "SEQ(A a, AND(B b, C c)) WHERE b.x > a.x WITHIN 10 MODE ALL RETURN c.x AS cx")
+    for text, needle in [
+        ("SEQ(A a, (B b; !C c; D)) WHERE c.x = 1 WITHIN 10", "negated"),
+        ("SEQ(A a, (B b | C c)) WHERE b.x > 1 WITHIN 3", "disjunction"),
+        ("OR(A a, AND(B b, C c)) WHERE b.x > 1 WITHIN 3", "disjunction"),
+        ("SEQ(A a, (B a; C c)) WITHIN 3", "twice"),
+    ]:
+        with pytest.raises(QueryError) as info:
+            eng.register("bad", text)
+        assert needle in str(info.value)
+    assert [q.name for q in eng.queries()] == ["q"]
