@@ -181,18 +181,12 @@ class CompiledQuery:
     @cached_property
     def open_kleene(self) -> bool:
         """A Kleene form the skeleton does not take (docs/semantics.md §6): a Kleene
-        component alone, a trailing ``B+``/``B{m,}`` (its group grows with each arriving
-        element) or an upper bound ``B{m,n}``; matched by ``ecq.matching.composite``."""
+        component alone (a skeleton of one position would be a filter); matched by
+        ``ecq.matching.composite``. Trailing groups, upper bounds and iteration
+        conditions go through the skeleton: the leaf builds the group whose latest
+        element the skeleton bound."""
         pos = self.positives
-        if self.kind != KIND_SEQ:
-            return False
-        last = self.comps[pos[-1]].kleene
-        return (
-            (len(pos) == 1 and last is not None)
-            or (last is not None and not last[1])
-            or any(c.kleene_max is not None for c in self.comps)
-            or bool(self.iteration_conds)
-        )
+        return self.kind == KIND_SEQ and len(pos) == 1 and self.comps[pos[0]].kleene is not None
 
     @cached_property
     def trailing(self) -> tuple[int, ...]:
