@@ -518,8 +518,19 @@ def _first_assignment(cq: CompiledQuery, members: list[Event], fills: list[int])
 def complete(qs: QState, x: Event, ctx: Context) -> list[Cand]:
     """The candidates of a composite node that the arriving instance ``x`` completes,
     already selected by the node's mode (one per trigger for RECENT)."""
-    if qs.cq.kind == "and":
+    cq = qs.cq
+    if cq.kind == "and":
         return _conj_candidates(qs, x, ctx)
+    if cq.open_kleene:
+        # A lone group (docs/semantics.md §6) needs its minimum of instances at the
+        # source, the arriving one included; the chains' lengths bound that from above
+        # for every query at once, so most arrivals stop here, before any group is built.
+        comp = cq.comps[cq.positives[0]]
+        least = comp.kleene[0]  # type: ignore[index]
+        if x.type not in comp.classes or (
+            least > 1 and sum(len(ctx.probe(c)) for c in comp.classes) + 1 < least
+        ):
+            return []
     return _seq_candidates(qs, x, ctx)
 
 
