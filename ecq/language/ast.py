@@ -28,6 +28,7 @@ __all__ = [
     "Lit",
     "AttrRef",
     "Agg",
+    "Prev",
     "Arith",
     "Neg",
     "Compare",
@@ -55,11 +56,13 @@ class Kleene:
 
     ``B+`` is ``Kleene(1, False)``; ``B{m,}`` is ``Kleene(m, False)`` (the maximal group,
     at least ``m``); ``B^n`` / ``B{n}`` is ``Kleene(n, True)`` (exactly ``n`` successive
-    events, sliding).
+    events, sliding). ``B{m,n}`` is ``Kleene(m, False, n)``: the maximal group, of ``m``
+    to ``n`` events (``B{,n}`` is ``B{1,n}``); ``max`` is None without an upper bound.
     """
 
     min: int
     exact: bool
+    max: int | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,17 @@ class Agg:
 
 
 @dataclass(frozen=True)
+class Prev:
+    """``b[i-1].attr`` (SASE+; MATCH_RECOGNIZE ``PREV(b.attr)``): the attribute of the
+    element before the one being added to Kleene component ``b``'s run, in an iteration
+    condition (docs/semantics.md §6). ``b[i].attr`` is the element itself (``AttrRef``);
+    ``b[1].attr`` / ``b[first].attr`` and ``b[last].attr`` are ``Agg('first' | 'last')``."""
+
+    ref: str
+    attr: str
+
+
+@dataclass(frozen=True)
 class Arith:
     """``left op right`` with ``op`` in ``+ - * /``."""
 
@@ -197,7 +211,7 @@ class Equiv:
     value: Lit | None = None
 
 
-Expr = Union[Lit, AttrRef, Agg, Arith, Neg, Compare, BoolOp, Not, InList, Func, Equiv]
+Expr = Union[Lit, AttrRef, Agg, Arith, Neg, Compare, BoolOp, Not, InList, Func, Equiv, Prev]
 
 
 @dataclass(frozen=True)
@@ -328,6 +342,8 @@ def _component_to_json(comp: Component) -> dict[str, Any]:
         out["negated"] = True
     if comp.kleene is not None:
         out["kleene"] = {"min": comp.kleene.min, "exact": comp.kleene.exact}
+        if comp.kleene.max is not None:
+            out["kleene"]["max"] = comp.kleene.max
     if comp.alias is not None:
         out["alias"] = comp.alias
     return out
@@ -357,7 +373,12 @@ def _component_from_json(data: Any, path: str) -> Component:
             or not isinstance(k.get("exact", False), bool)
         ):
             raise SemanticError(f"{path}.kleene must be {{'min': int >= 1, 'exact': bool}}")
-        kleene = Kleene(k["min"], k.get("exact", False))
+        kmax = k.get("max")
+        if kmax is not None and (
+            isinstance(kmax, bool) or not isinstance(kmax, int) or kmax < k["min"] or k.get("exact", False)
+        ):
+            raise SemanticError(f"{path}.kleene.max must be a whole number >= min, without 'exact'")
+        kleene = Kleene(k["min"], k.get("exact", False), kmax)
     alias = data.get("alias")
     if alias is not None and not isinstance(alias, str):
         raise SemanticError(f"{path}.alias must be a string")
@@ -378,6 +399,8 @@ def expr_to_json(expr: Expr) -> dict[str, Any]:
         if expr.attr is not None:
             out["attr"] = expr.attr
         return out
+    if isinstance(expr, Prev):
+        return {"kind": "prev", "ref": expr.ref, "attr": expr.attr}
     if isinstance(expr, Arith):
         return {
             "kind": "arith",
@@ -416,8 +439,8 @@ def expr_to_json(expr: Expr) -> dict[str, Any]:
 
 _ARITH_OPS = {"+", "-", "*", "/"}
 _CMP_OPS = {"=", "!=", "<", "<=", ">", ">="}
-_AGG_FUNCS = {"count", "sum", "avg", "min", "max"}
-_FUNCS = {"abs"}
+_AGG_FUNCS = {"count", "sum", "avg", "min", "max", "first", "last"}
+_FUNCS = {"abs", "floor", "ceil", "round", "int"}
 
 
 def expr_from_json(data: Any, path: str = "$") -> Expr:
@@ -455,6 +478,8 @@ def expr_from_json(data: Any, path: str = "$") -> Expr:
         if func != "count" and not isinstance(attr, str):
             raise SemanticError(f"{path}.attr is required for {func}()")
         return Agg(func, text("ref"), attr if isinstance(attr, str) else None)
+    if kind == "prev":
+        return Prev(text("ref"), text("attr"))
     if kind == "arith":
         op = text("op")
         if op not in _ARITH_OPS:

@@ -38,6 +38,7 @@ from ecq.language.ast import (
     Neg,
     Not,
     Pattern,
+    Prev,
     Query,
     Seq,
 )
@@ -206,6 +207,8 @@ def _kleene(kleene: Kleene) -> str:
         raise ValueError(f"a Kleene closure needs a whole minimum of at least 1, not {kleene.min!r}")
     if kleene.exact:
         return f"^{kleene.min}"
+    if kleene.max is not None:
+        return f"{{{kleene.min},{kleene.max}}}"
     return "+" if kleene.min == 1 else f"{{{kleene.min},}}"
 
 
@@ -230,6 +233,8 @@ def _expr(expr: Expr) -> tuple[str, int]:
         return f"{_ref(expr.ref)}.{_attr(expr.attr)}", _ATOM
     if isinstance(expr, Agg):
         return _aggregate(expr), _ATOM
+    if isinstance(expr, Prev):
+        return f"{_ref(expr.ref)}[i-1].{_attr(expr.attr)}", _ATOM
     if isinstance(expr, Func):
         if expr.name not in FUNCTIONS:
             raise ValueError(f"unknown function {expr.name!r}")
@@ -239,7 +244,7 @@ def _expr(expr: Expr) -> tuple[str, int]:
             return f"[{_attr(expr.attr)}]", _NOT
         return f"[{_attr(expr.attr)} = {_literal(expr.value)[0]}]", _NOT
     if isinstance(expr, Neg):
-        if isinstance(expr.operand, (AttrRef, Agg, Func)):
+        if isinstance(expr.operand, (AttrRef, Agg, Func, Prev)):
             return "-" + format_expr(expr.operand), _UNARY
         return f"-({format_expr(expr.operand)})", _UNARY
     if isinstance(expr, Arith):

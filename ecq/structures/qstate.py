@@ -108,7 +108,11 @@ class QState:
             self.checks_at[min(position[i] for i in comps)].append(pred)
         self.classes_at = [tuple(sorted(cq.comps[i].classes)) for i in self.slots]
         self.latest_only = tuple(
-            i in self.kleene and not cq.comps[i].kleene[1] and not cq.element_conds.get(i)  # type: ignore[index]
+            i in self.kleene
+            and not cq.comps[i].kleene[1]  # type: ignore[index]
+            and not cq.element_conds.get(i)
+            # A run built with an iteration condition may end before its latest event.
+            and not cq.iteration_conds.get(i)
             for i in self.slots
         )
         self.classes = tuple(sorted(cq.classes()))

@@ -33,6 +33,10 @@ OPERATOR_TARGETS: dict[str, tuple[float, float]] = {
     "neg-middle": (30_000, 0.0),
     "kleene": (30_000, 0.0),
     "neg-trailing": (15_000, 0.0),
+    "kleene-count": (30_000, 10.0),
+    "kleene-trailing": (30_000, 10.0),
+    "kleene-bounded": (30_000, 10.0),
+    "kleene-rising": (30_000, 10.0),
 }
 # Conditions are flat in the number of queries when evaluating them (the search phase)
 # costs at most this many times more per event at the largest count than at the
@@ -158,7 +162,7 @@ def operators(scale: Scale = FULL, progress: Progress | None = None) -> list[Tab
         fam = replace(setting, template=template)
         if template.startswith("cond"):
             fam = replace(fam, workload=replace(fam.workload, n_attrs=int(template[4:])))
-        elif template == "cnj-sum":
+        elif template in ("cnj-sum", "kleene-rising"):
             fam = replace(fam, workload=replace(fam.workload, n_attrs=1))
         variants, measured = _operator_variants(sizes, scale.sp_sample)
         out = measured(steps.run(fam, variants))
