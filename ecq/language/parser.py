@@ -181,7 +181,7 @@ def _mode(ts: TokenStream) -> str:
     if tok.kind == IDENT and tok.key in ("RECENT", "ALL", "CHRONICLE"):
         ts.next()
         return tok.key.lower()
-    raise ts.error(f"expected RECENT, CHRONICLE or ALL after MODE, found {ts.describe(tok)}")
+    raise ts.error(f"expected RECENT or ALL (or CHRONICLE) after MODE, found {ts.describe(tok)}")
 
 
 def _strategy(ts: TokenStream) -> str:
