@@ -110,6 +110,11 @@ class Engine(OpClock):
         loop, compiled when the kernel is: same results; profiled runs time the
         phases from the Python loop.)"""
         net = self.network
+        log = net.source_log
+        if log is not None:
+            # A strategy reads the events between a match's (ecq.matching.policy).
+            events = list(events)
+            log.note(events, self.arrivals)
         if net.timers is not None:
             return self.step_events(events)
         return net.kernel.run_events(self, events)

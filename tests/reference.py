@@ -663,6 +663,8 @@ def _read_policy(node: Node, q: dict[str, Any]) -> None:
         if node.skip not in _SKIPS:
             raise ValueError(f"bad AFTER MATCH SKIP {skip!r}")
         if node.skip in ("first", "last"):
+            if node.kind == "or":
+                raise ValueError("AFTER MATCH SKIP TO FIRST/LAST in a disjunction")
             var = skip.get("var")
             if var not in node.names:
                 raise ValueError(f"AFTER MATCH SKIP names no component {var!r}")

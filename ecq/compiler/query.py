@@ -359,6 +359,12 @@ class _Compiler:
         skip_comp = -1
         if ast.skip in ("first", "last"):
             assert ast.skip_var is not None
+            if kind == KIND_OR:
+                raise self.error(
+                    f"AFTER MATCH SKIP TO {ast.skip.upper()} {ast.skip_var}: a disjunction's match binds "
+                    "one component, so the named one may have no event; use PAST LAST ROW or TO NEXT ROW",
+                    "skip",
+                )
             skip_comp = self.resolve(ast.skip_var, "skip")
             if raw[skip_comp].negated:
                 raise self.error(
