@@ -237,7 +237,7 @@ class Network:
             self.ecqs[cls].refresh()
         self.by_bit[qs.bitno] = qs
         if cq.policy is not None:
-            self.policies[qs.bitno] = PolicyState(cq)
+            self.policies[qs.bitno] = PolicyState(cq, clock)
             if cq.policy.logs and self.source_log is None:
                 self.source_log = SourceLog()
         if cq.window is not None:

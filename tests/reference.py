@@ -943,7 +943,9 @@ class Reference:
     def _chain(node: Node, cand: Cand) -> list[tuple[Inst, int]]:
         """The candidate's positive primitive events with the component each fills, in
         arrival order."""
-        pairs = [(x, c.idx) for c in node.positives if c.idx in cand.binding for x in _as_list(cand.binding[c.idx])]
+        pairs = [
+            (x, c.idx) for c in node.positives if c.idx in cand.binding for x in _as_list(cand.binding[c.idx])
+        ]
         return sorted(pairs, key=lambda p: p[0].key)
 
     def _could_fill(self, node: Node, k: int, z: Inst, x: Inst) -> bool:

@@ -748,7 +748,9 @@ def with_policy(draw: st.DrawFn, q: J, policy: str) -> J:
     if not policy_allowed(q):
         return q
     out = dict(q)
-    out["mode"] = "chronicle" if policy == "chronicle" else draw(st.sampled_from(("recent", "all", "chronicle")))
+    out["mode"] = (
+        "chronicle" if policy == "chronicle" else draw(st.sampled_from(("recent", "all", "chronicle")))
+    )
     strategies = POLICIES[1:4]
     if policy in strategies:
         out["strategy"] = policy

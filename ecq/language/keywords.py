@@ -9,7 +9,9 @@ from __future__ import annotations
 __all__ = ["CLAUSE_KEYWORDS", "RESERVED", "AGGREGATES", "FUNCTIONS", "DURATION_UNITS", "NO_OP_EQUIVS"]
 
 # Words that start a clause: they end a pattern, a condition or a RETURN list.
-CLAUSE_KEYWORDS = frozenset({"QUERY", "PATTERN", "EVENT", "WHERE", "WITHIN", "MODE", "RETURN", "PROBABILITY"}) | frozenset(
+CLAUSE_KEYWORDS = frozenset(
+    {"QUERY", "PATTERN", "EVENT", "WHERE", "WITHIN", "MODE", "RETURN", "PROBABILITY"}
+) | frozenset(
     {"STRATEGY", "CONSUME", "AFTER"}  # selection and consumption policies
 )
 

@@ -21,6 +21,7 @@ from functools import lru_cache
 
 from ecq.errors import ParseError
 from ecq.language.ast import (
+    STRATEGIES,
     Agg,
     Arith,
     AttrRef,
@@ -41,7 +42,6 @@ from ecq.language.ast import (
     Query,
     Seq,
 )
-from ecq.language.ast import STRATEGIES
 from ecq.language.keywords import AGGREGATES, CLAUSE_KEYWORDS, FUNCTIONS, RESERVED
 from ecq.language.lexer import DERIVED, EOF, IDENT, POSREF, tokenize
 
@@ -83,7 +83,12 @@ def format_query(query: Query) -> str:
     return "\n".join(lines)
 
 
-_SKIP_TEXT = {"past-last-row": "PAST LAST ROW", "next-row": "TO NEXT ROW", "first": "TO FIRST", "last": "TO LAST"}
+_SKIP_TEXT = {
+    "past-last-row": "PAST LAST ROW",
+    "next-row": "TO NEXT ROW",
+    "first": "TO FIRST",
+    "last": "TO LAST",
+}
 
 
 def _policy_lines(query: Query) -> list[str]:

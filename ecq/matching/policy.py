@@ -102,12 +102,15 @@ def _last(bound: Any) -> int:
 class PolicyState:
     """One query's policy and what it has used up."""
 
-    __slots__ = ("cq", "policy", "consumed", "_consumed_heap", "floors", "_floor_heap", "_tick")
+    __slots__ = ("cq", "policy", "since", "consumed", "_consumed_heap", "floors", "_floor_heap", "_tick")
 
-    def __init__(self, cq: CompiledQuery) -> None:
+    def __init__(self, cq: CompiledQuery, since: float) -> None:
         assert cq.policy is not None
         self.cq = cq
         self.policy = cq.policy
+        # The engine's clock when the query was registered: what it uses up depends on
+        # every op since (the service keeps them for replay: docs/semantics.md §12).
+        self.since = since
         self.consumed: set[int] = set()
         self._consumed_heap: list[int] = []
         self.floors: dict[Any, int] = {}
@@ -141,7 +144,9 @@ class PolicyState:
         if cq.kind == KIND_SEQ:
             return tuple(_last(binding[i]) for i in reversed(positives[:-1]))
         trigger = cand.trigger.arrival
-        return tuple(sorted((_last(binding[i]) for i in positives if _last(binding[i]) != trigger), reverse=True))
+        return tuple(
+            sorted((_last(binding[i]) for i in positives if _last(binding[i]) != trigger), reverse=True)
+        )
 
     def _fills(self, k: int, z: Event, x: Event) -> bool:
         comp = self.cq.comps[k]

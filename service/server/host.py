@@ -857,6 +857,11 @@ class EngineHost:
         # Twice the reach and a second of margin: trimming later than needed costs only
         # replay time, trimming early would change results.
         horizon = self.engine.clock - 2.0 * retain - 1.0
+        since = self.engine.consuming_since()
+        if since is not None:
+            # What a query used up depends on every op since its registration
+            # (docs/semantics.md §12): replay must see them all.
+            horizon = min(horizon, since - 2.0 * retain - 1.0)
         if math.isfinite(horizon):
             self.store.trim(horizon, keep, self.match_log_max, self.next_seq)
 

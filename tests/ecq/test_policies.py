@@ -38,7 +38,10 @@ def policy_scenarios(draw: st.DrawFn, family: str, policy: str) -> list[tuple[An
         queries = draw(query_sets(CLASSES, max_queries=3))
     else:
         queries = draw(operator_sets(family, CLASSES))
-    queries = [(name, draw(with_policy(q, policy)) if i == 0 or draw(st.booleans()) else q) for i, (name, q) in enumerate(queries)]
+    queries = [
+        (name, draw(with_policy(q, policy)) if i == 0 or draw(st.booleans()) else q)
+        for i, (name, q) in enumerate(queries)
+    ]
     events = draw(planted_streams(queries, CLASSES, n_sources=2, max_len=14))
     split = draw(st.integers(max(1, len(queries) - 1), len(queries)))
     ops: list[tuple[Any, ...]] = [("register", name, q) for name, q in queries[:split]]
@@ -64,7 +67,7 @@ def policy_scenarios(draw: st.DrawFn, family: str, policy: str) -> list[tuple[An
 @pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("family", POLICY_FAMILIES)
 @min_share(MIN_MATCH_SHARE)
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), pure=st.booleans())
 def test_policies_equal_reference(family: str, policy: str, data: st.DataObject, pure: bool) -> None:
     ops = data.draw(policy_scenarios(family, policy))
@@ -101,12 +104,28 @@ KERNELS = [pytest.param(False, id="pure"), pytest.param(None, id="default")]
         ("SEQ(A, B) WITHIN 100 CONSUME EXCLUSIVE", "a0 b1 b2", [["a0", "b1"]]),
         ("SEQ(A, B) WITHIN 100 MODE ALL CONSUME EXCLUSIVE", "a0 a1 b2 b3", [["a0", "b2"], ["a1", "b3"]]),
         ("SEQ(A, B) WITHIN 100 CONSUME EXCLUSIVE", "a0 a1 b2 b3", [["a1", "b2"], ["a0", "b3"]]),
-        ("SEQ(A, B) WITHIN 100 MODE ALL AFTER MATCH SKIP TO NEXT ROW", "a0 a1 b2 b3", [["a0", "b2"], ["a1", "b2"]]),
+        (
+            "SEQ(A, B) WITHIN 100 MODE ALL AFTER MATCH SKIP TO NEXT ROW",
+            "a0 a1 b2 b3",
+            [["a0", "b2"], ["a1", "b2"]],
+        ),
         ("SEQ(A, B) WITHIN 100 MODE CHRONICLE AFTER MATCH SKIP PAST LAST ROW", "a0 a1 b2 b3", [["a0", "b2"]]),
         ("SEQ(A, B) MODE CHRONICLE WITHIN 100", "a0 a1 b2 b3", [["a0", "b2"], ["a0", "b3"]]),
-        ("SEQ(A, B) WITHIN 100 MODE CHRONICLE CONSUME EXCLUSIVE", "a0 a1 b2 b3", [["a0", "b2"], ["a1", "b3"]]),
-        ("SEQ(A, B) WITHIN 100 MODE ALL STRATEGY skip-till-next-match", "a0 a1 b2 b3", [["a0", "b2"], ["a1", "b2"]]),
-        ("SEQ(A, B+, C) WITHIN 100 MODE ALL STRATEGY skip-till-next-match", "a0 b1 c2 b3 c4", [["a0", ["b1"], "c2"]]),
+        (
+            "SEQ(A, B) WITHIN 100 MODE CHRONICLE CONSUME EXCLUSIVE",
+            "a0 a1 b2 b3",
+            [["a0", "b2"], ["a1", "b3"]],
+        ),
+        (
+            "SEQ(A, B) WITHIN 100 MODE ALL STRATEGY skip-till-next-match",
+            "a0 a1 b2 b3",
+            [["a0", "b2"], ["a1", "b2"]],
+        ),
+        (
+            "SEQ(A, B+, C) WITHIN 100 MODE ALL STRATEGY skip-till-next-match",
+            "a0 b1 c2 b3 c4",
+            [["a0", ["b1"], "c2"]],
+        ),
         ("SEQ(A, B) WITHIN 100 MODE ALL STRATEGY partition-contiguity", "a0 x1@2 b2 b3", [["a0", "b2"]]),
         ("SEQ(A, B) WITHIN 100 MODE ALL STRATEGY partition-contiguity", "a0 x1 b2 b3", []),
         ("SEQ(A, B) WITHIN 100 MODE ALL STRATEGY strict-contiguity", "a0 x1@2 b2 b3", []),
@@ -182,7 +201,9 @@ def test_what_is_used_up_is_cleaned_with_the_instances(compiled: bool | None) ->
     net = eng.network
     sizes = []
     for k in range(40):
-        batch = [Event(s, "AB"[i % 2], 100.0 * k + i, 100.0 * k + i, {}, 1.0) for s in range(3) for i in range(8)]
+        batch = [
+            Event(s, "AB"[i % 2], 100.0 * k + i, 100.0 * k + i, {}, 1.0) for s in range(3) for i in range(8)
+        ]
         assert eng.process(batch)
         eng.clean()
         sizes.append(sum(st.size() for st in net.policies.values()) + len(net.source_log or ()))
