@@ -142,7 +142,7 @@ class QueryInfo:
             kind=cq.kind,
             classes=sorted(cq.classes()),
             window=cq.window,
-            mode="all" if cq.mode_all else "recent",
+            mode=cq.ast.mode,  # type: ignore[arg-type]  # one of ecq.language.ast.MODES
             depends=frozenset(cq.depends),
         )
 
