@@ -355,8 +355,6 @@ def kernel_shape(cq: CompiledQuery) -> Shape | None:
     a search), more than :data:`KERNEL_COMPS` components. O(components + conditions)."""
     if cq.kind != KIND_AND or cq.overlapping or cq.length > KERNEL_COMPS:
         return None
-    if cq.policy is not None:
-        return None  # its candidates are chosen in Python (ecq.matching.policy)
     if any(c.sub is not None or any(x.startswith("@") for x in c.classes) for c in cq.comps):
         return None
     members: dict[frozenset[str], list[int]] = {}
