@@ -124,6 +124,18 @@ does the following.
     earliest start of the first positive component's events / the latest end of the last
     one's.
 
+13. Selection and consumption policies (docs/semantics.md §11-§12). A top-level query
+    with ``MODE CHRONICLE``, a ``strategy``, ``consume: exclusive`` or a ``skip`` gets
+    its candidates of an op as MODE ALL would, keeps those whose chain (positive
+    events, Kleene elements included, by arrival) passes the strategy (the events
+    between two chain events read from every event seen), orders them (RECENT: most
+    recent first, ties in emission order; CHRONICLE and ALL: emission order) and takes
+    each that avoids the query's consumed arrival indexes and its source's floor,
+    consuming as it goes; RECENT and CHRONICLE stop at the first taken. Refused
+    (``ValueError``): a policy with a trailing negation, a sub-pattern or an ``@name``
+    component; ``TO FIRST``/``TO LAST`` in a disjunction, of a negated or unknown
+    component, and ``TO FIRST`` of a sequence's first positive component.
+
 Not covered (``NotImplementedError``): Kleene over a sub-pattern or an ``@name`` class,
 Kleene in a conjunction or alone, two positive Kleene components next to each other, a
 leading and a trailing Kleene component in one sequence, a WHERE conjunct that reads two
