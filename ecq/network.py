@@ -27,7 +27,7 @@ processed (phase 1).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ecq.compiler.conditions import MISSING
@@ -746,22 +746,16 @@ class Network:
             self._clean_policies()
         return dropped
 
-    def _alive(self, classes: Iterable[str]) -> float:
-        """The smallest arrival index of a stored instance of ``classes`` (infinity:
-        none): SIQs keep arrival order and drop from the front."""
-        alive = float("inf")
-        for cls in classes:
-            ecq = self.ecqs.get(cls)
-            if ecq is not None and ecq.siq.queue:
-                alive = min(alive, ecq.siq.queue[0].arrival)
-        return alive
-
     def _clean_policies(self) -> None:
         """What the policies used up, and the source log, below every instance still
-        stored that they could use (ecq.matching.policy)."""
-        logged = float("inf")
+        stored that they could use (ecq.matching.policy): per query, the smallest
+        arrival index stored in its classes' SIQs (they keep arrival order and drop from
+        the front; infinity: none). O(classes + policies × their classes)."""
+        inf = float("inf")
+        front = {cls: ecq.siq.queue[0].arrival for cls, ecq in self.ecqs.items() if ecq.siq.queue}
+        logged = inf
         for bitno, st in self.policies.items():
-            alive = self._alive(self.by_bit[bitno].classes)
+            alive = min((front.get(cls, inf) for cls in self.by_bit[bitno].classes), default=inf)
             st.clean(alive)
             if st.policy.logs:
                 logged = min(logged, alive)
