@@ -7,8 +7,9 @@ combinations refused at registration.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from ecq.compiler.conditions import PredFn
 from ecq.language.ast import Query
 
 __all__ = ["Policy", "has_policy"]
@@ -27,6 +28,11 @@ class Policy:
     exclusive: bool
     skip: str | None
     skip_comp: int = -1
+    # A Kleene component's own conditions (the conjuncts that read its events and no
+    # other component: its one-event ``filter`` is empty), called with a binding whose
+    # entry at the component is one event; what skip-till-next-match asks of an event
+    # that might fill it.
+    kleene_own: dict[int, tuple[PredFn, ...]] = field(default_factory=dict)
 
     @property
     def filters(self) -> bool:

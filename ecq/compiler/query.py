@@ -394,7 +394,21 @@ class _Compiler:
                     "emitted later, so what they use up would be undefined meanwhile",
                     "pattern",
                 )
-        return Policy(ast.mode, ast.strategy, ast.consume == "exclusive", ast.skip, skip_comp)
+        kleene_own: dict[int, list[PredFn]] = {}
+        if ast.where is not None:
+            for expr, path in self.split(ast.where, "where"):
+                refs, aggs, equiv = self.references(expr, path)
+                if len(refs) == 1 and not aggs and not equiv and raw[next(iter(refs))].kleene is not None:
+                    pred = compile_predicate(expr, self.resolver(path))
+                    kleene_own.setdefault(next(iter(refs)), []).append(pred)
+        return Policy(
+            ast.mode,
+            ast.strategy,
+            ast.consume == "exclusive",
+            ast.skip,
+            skip_comp,
+            {k: tuple(v) for k, v in kleene_own.items()},
+        )
 
     def place_conditions(
         self, kind: str, raw: tuple[Component, ...], classes: list[frozenset[str]], roles: _Roles

@@ -154,7 +154,14 @@ class PolicyState:
             return False
         if self.cq.kind == KIND_SEQ and not x.end <= z.start:
             return False
-        return comp.filter is None or bool(comp.filter(z))
+        if comp.filter is not None and not comp.filter(z):
+            return False
+        own = self.policy.kleene_own.get(k)
+        if own:
+            env: list[Any] = [None] * self.cq.length
+            env[k] = z
+            return all(pred(env) for pred in own)
+        return True
 
     def strategy_ok(self, cand: Cand, log: SourceLog | None) -> bool:
         strategy = self.policy.strategy
