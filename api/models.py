@@ -241,7 +241,9 @@ class _QueryCompiled(_Model):
     kind: Literal["seq", "and", "or"]
     classes: list[str] = Field(description="Event classes the query reads, sorted.")
     window: float | None = Field(description="WITHIN in seconds; null for filters and disjunctions.")
-    mode: Literal["recent", "all"]
+    mode: Literal["recent", "all", "chronicle"] = Field(
+        description="MODE as written (default recent); the text shows any other policy clause."
+    )
 
 
 # What compiling the query "ab" gives: the examples of a checked and a registered query.

@@ -133,6 +133,18 @@ does the following.
     <= T``, ``e`` the arriving event), ``B^n`` the run of the n latest, the other forms
     all of them.
 
+13. Selection and consumption policies (docs/semantics.md §11-§12). A top-level query
+    with ``MODE CHRONICLE``, a ``strategy``, ``consume: exclusive`` or a ``skip`` gets
+    its candidates of an op as MODE ALL would, keeps those whose chain (positive
+    events, Kleene elements included, by arrival) passes the strategy (the events
+    between two chain events read from every event seen), orders them (RECENT: most
+    recent first, ties in emission order; CHRONICLE and ALL: emission order) and takes
+    each that avoids the query's consumed arrival indexes and its source's floor,
+    consuming as it goes; RECENT and CHRONICLE stop at the first taken. Refused
+    (``ValueError``): a policy with a trailing negation, a sub-pattern or an ``@name``
+    component; ``TO FIRST``/``TO LAST`` in a disjunction, of a negated or unknown
+    component, and ``TO FIRST`` of a sequence's first positive component.
+
 Not covered (``NotImplementedError``): Kleene over a sub-pattern or an ``@name`` class,
 Kleene in a conjunction, two positive Kleene components next to each other, a
 leading and a trailing Kleene component in one sequence, a WHERE conjunct that reads two
@@ -525,6 +537,21 @@ class Node:
     disj_conds: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     returns: list[dict[str, Any]] = field(default_factory=list)
     prob_bound: float | None = None
+    # Selection and consumption policies (docs/semantics.md §11-§12); top node only.
+    strategy: str = "skip-till-any-match"
+    consume: str = "shared"
+    skip: str | None = None  # "past-last-row" | "next-row" | "first" | "last"
+    skip_comp: int | None = None
+    own_conds: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+
+    @property
+    def policy(self) -> bool:
+        return (
+            self.mode == "chronicle"
+            or self.strategy != "skip-till-any-match"
+            or self.consume != "shared"
+            or self.skip is not None
+        )
 
     @property
     def positives(self) -> list[Comp]:
@@ -669,11 +696,12 @@ def compile_query(name: str, q: dict[str, Any]) -> Node:
         raise ValueError("not a query")
     window = float(q["within"]) if q.get("within") is not None else None
     mode = q.get("mode", "recent")
-    if mode not in ("recent", "all"):
+    if mode not in ("recent", "all", "chronicle"):
         raise ValueError(f"bad mode {mode!r}")
     node = _compile_node(q["pattern"], window, mode, f"@{name}", True)
     node.names = _names(node.comps)
     node.names.update(_inner_names(q["pattern"], node.names))  # type: ignore[arg-type] # paths too
+    _read_policy(node, q)
     node.prob_bound = float(q["probability"]) if q.get("probability") is not None else None
     node.returns = list(q.get("return", []))
     neg = {c.idx for c in node.comps if c.negated}
@@ -714,12 +742,53 @@ def compile_query(name: str, q: dict[str, Any]) -> Node:
             raise NotImplementedError(f"WHERE conjunct {cj!r}")
         if not (explicit & neg) and not (plain & kle):
             node.match_conds.append(cj)
+        if not agg and not equiv and len(plain) == 1:
+            # Own conditions of a component (docs/semantics.md §11, skip-till-next-match).
+            node.own_conds.setdefault(next(iter(plain)), []).append(cj)
         if not agg:
             for k in kle & mentions:
                 node.element_conds.setdefault(k, []).append(cj)
         for j in neg & mentions:
             node.blocker_conds.setdefault(j, []).append(cj)
     return node
+
+
+_STRATEGIES = ("skip-till-any-match", "skip-till-next-match", "partition-contiguity", "strict-contiguity")
+_SKIPS = ("past-last-row", "next-row", "first", "last")
+
+
+def _read_policy(node: Node, q: dict[str, Any]) -> None:
+    """docs/semantics.md §11-§12: the query's strategy, consumption and AFTER MATCH SKIP,
+    and the combinations refused at registration."""
+    node.strategy = q.get("strategy", "skip-till-any-match")
+    if node.strategy not in _STRATEGIES:
+        raise ValueError(f"bad strategy {node.strategy!r}")
+    node.consume = q.get("consume", "shared")
+    if node.consume not in ("shared", "exclusive"):
+        raise ValueError(f"bad consumption {node.consume!r}")
+    skip = q.get("skip")
+    if skip is not None:
+        node.skip = skip["to"]
+        if node.skip not in _SKIPS:
+            raise ValueError(f"bad AFTER MATCH SKIP {skip!r}")
+        if node.skip in ("first", "last"):
+            if node.kind == "or":
+                raise ValueError("AFTER MATCH SKIP TO FIRST/LAST in a disjunction")
+            var = skip.get("var")
+            if var not in node.names:
+                raise ValueError(f"AFTER MATCH SKIP names no component {var!r}")
+            idx = node.names[var]
+            if node.comps[idx].negated:
+                raise ValueError("AFTER MATCH SKIP names a negated component")
+            if node.skip == "first" and node.kind == "seq" and idx == node.positives[0].idx:
+                raise ValueError("AFTER MATCH SKIP TO FIRST of the first component")
+            node.skip_comp = idx
+    if not node.policy:
+        return
+    if node.trailing():
+        raise ValueError("a policy with a trailing negation")
+    if any(c.sub is not None or any(cls.startswith("@") for cls in c.classes) for c in node.comps):
+        raise ValueError("a policy with a sub-pattern or an @name component")
 
 
 def _sub_nodes(node: Node) -> list[Node]:
@@ -784,6 +853,9 @@ class Registered:
     deps: set[str]
     sub_insts: dict[str, list[Inst]] = field(default_factory=dict)
     pending: list[tuple[Node, Cand, float]] = field(default_factory=list)
+    # Consumption (docs/semantics.md §12): consumed arrival indexes, floors per source.
+    consumed: set[int] = field(default_factory=set)
+    floors: dict[Any, int] = field(default_factory=dict)
 
 
 class Reference:
@@ -801,6 +873,8 @@ class Reference:
         self.derived: dict[str, list[Inst]] = {}
         self.out: list[dict[str, Any]] = []
         self._emitted: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+        # Every primitive event, by arrival index (strategies read what lies between).
+        self.events: list[Inst] = []
 
     # ------------------------------------------------------------------ ops
 
@@ -863,6 +937,7 @@ class Reference:
             frozenset([arrival]),
         )
         self.tick(max(self.clock, end))
+        self.events.append(inst)
         self.by_type.setdefault(inst.type, []).append(inst)
         self.n_events += 1
         moment = (self.op, 1)
@@ -956,7 +1031,9 @@ class Reference:
         else:
             cands = self._conj_candidates(reg, node, moment)
         cands = [c for c in cands if self._bound_ok(node, c.prob)]
-        if node.mode == "recent":
+        if node.top and node.policy:
+            cands = self._apply_policy(reg, node, cands)
+        elif node.mode == "recent":
             best: dict[int, Cand] = {}
             for c in cands:
                 other = best.get(id(c.trigger))
@@ -968,6 +1045,80 @@ class Reference:
                 self._hold_trailing(reg, node, c, moment)
             else:
                 self._finish(reg, node, c, c.prob, moment)
+
+    # ------------------------------------------ policies (docs/semantics.md §11-§12)
+
+    @staticmethod
+    def _chain(node: Node, cand: Cand) -> list[tuple[Inst, int]]:
+        """The candidate's positive primitive events with the component each fills, in
+        arrival order."""
+        pairs = [
+            (x, c.idx) for c in node.positives if c.idx in cand.binding for x in _as_list(cand.binding[c.idx])
+        ]
+        return sorted(pairs, key=lambda p: p[0].key)
+
+    def _could_fill(self, node: Node, k: int, z: Inst, x: Inst) -> bool:
+        comp = node.comps[k]
+        if z.type not in comp.classes:
+            return False
+        if node.kind == "seq" and not x.end <= z.start:
+            return False
+        return _conds_ok(node.own_conds.get(k, []), Env(node.names, {k: z}))
+
+    def _strategy_ok(self, node: Node, cand: Cand) -> bool:
+        chain = self._chain(node, cand)
+        src = _src_key(cand.src)
+        order = [c.idx for c in node.positives]
+        for i, ((x, j), (y, _)) in enumerate(itertools.pairwise(chain)):
+            ax, ay = x.entry, y.entry
+            between = self.events[ax + 1 : ay]
+            if node.strategy == "strict-contiguity":
+                if ay != ax + 1:
+                    return False
+            elif node.strategy == "partition-contiguity":
+                if any(_src_key(z.src) == src for z in between):
+                    return False
+            elif node.strategy == "skip-till-next-match":
+                if node.kind == "seq":
+                    p = order.index(j)
+                    waiting = order[p + 1 : p + 2] + ([j] if node.comps[j].kleene else [])
+                else:
+                    waiting = sorted({k for _, k in chain[i + 1 :]})
+                for z in between:
+                    if _src_key(z.src) == src and any(self._could_fill(node, k, z, x) for k in waiting):
+                        return False
+        return True
+
+    def _apply_policy(self, reg: Registered, node: Node, cands: list[Cand]) -> list[Cand]:
+        """The candidates of one op that pass the strategy, taken in the mode's order of
+        preference, each checked against (and then adding to) what is consumed."""
+        kept = sorted((c for c in cands if self._strategy_ok(node, c)), key=lambda c: _norm(c.entries))
+        if node.mode == "recent":
+            kept.sort(key=lambda c: c.recent_key, reverse=True)
+        out = []
+        for c in kept:
+            chain = self._chain(node, c)
+            arrs = [x.entry for x, _ in chain]
+            src = _src_key(c.src)
+            if node.consume == "exclusive" and reg.consumed.intersection(arrs):
+                continue
+            if src in reg.floors and min(arrs) < reg.floors[src]:
+                continue
+            out.append(c)
+            if node.consume == "exclusive":
+                reg.consumed.update(arrs)
+            if node.skip is not None:
+                if node.skip == "past-last-row":
+                    floor = max(arrs) + 1
+                elif node.skip == "next-row":
+                    floor = min(arrs) + 1
+                else:
+                    own = [x.entry for x, k in chain if k == node.skip_comp]
+                    floor = min(own) if node.skip == "first" else max(own)
+                reg.floors[src] = max(reg.floors.get(src, floor), floor)
+            if node.mode != "all":
+                break
+        return out
 
     def _finish(self, reg: Registered, node: Node, cand: Cand, prob: float, moment: Moment) -> None:
         """A selected match with its final probability: emit it (and make it an ``@name``

@@ -886,3 +886,59 @@ def inner_alias_sets(
 ) -> list[tuple[str, J]]:
     """Queries whose conditions read components inside their sub-patterns by alias."""
     return [(f"q{i}", draw(_inner_alias_query(classes, i))) for i in range(draw(st.integers(1, max_queries)))]
+# ============================================================ selection and consumption
+
+# One policy element per entry: the test of each family is run with each of them (and
+# other elements drawn at random beside it): docs/semantics.md §11-§12.
+POLICIES = (
+    "chronicle",
+    "skip-till-next-match",
+    "partition-contiguity",
+    "strict-contiguity",
+    "exclusive",
+    "past-last-row",
+    "next-row",
+    "first",
+    "last",
+)
+
+
+def policy_allowed(q: J) -> bool:
+    """Whether a policy may go on ``q`` (no trailing negation, sub-pattern or ``@name``)."""
+    items = q["pattern"]["items"]
+    if any("sub" in it or any(c.startswith("@") for c in it.get("classes", ())) for it in items):
+        return False
+    return not (q["pattern"]["kind"] == "seq" and items[-1].get("negated"))
+
+
+@st.composite
+def with_policy(draw: st.DrawFn, q: J, policy: str) -> J:
+    """``q`` with ``policy`` and, now and then, other policy elements beside it; ``q``
+    unchanged when it cannot have one (:func:`policy_allowed`)."""
+    if not policy_allowed(q):
+        return q
+    out = dict(q)
+    out["mode"] = (
+        "chronicle" if policy == "chronicle" else draw(st.sampled_from(("recent", "all", "chronicle")))
+    )
+    strategies = POLICIES[1:4]
+    if policy in strategies:
+        out["strategy"] = policy
+    elif draw(st.integers(0, 3)) == 0:
+        out["strategy"] = draw(st.sampled_from(strategies))
+    if policy == "exclusive" or draw(st.integers(0, 3)) == 0:
+        out["consume"] = "exclusive"
+    items = q["pattern"]["items"]
+    positives = [i for i, it in enumerate(items) if not it.get("negated")]
+    skip = policy if policy in POLICIES[5:] else draw(st.sampled_from((None, None, None, *POLICIES[5:])))
+    if skip in ("first", "last") and q["pattern"]["kind"] == "or":
+        skip = "past-last-row"  # refused on a disjunction (its match binds one component)
+    if skip in ("first", "last"):
+        allowed = positives[1:] if skip == "first" and q["pattern"]["kind"] == "seq" else positives
+        if not allowed:
+            skip = "last"
+            allowed = positives
+        out["skip"] = {"to": skip, "var": f"$x{draw(st.sampled_from(allowed)) + 1}"}
+    elif skip is not None:
+        out["skip"] = {"to": skip}
+    return out

@@ -26,6 +26,7 @@ from typing import Any
 
 from ecq.compiler.conditions import PredFn, ValueFn, compile_predicate, compile_value
 from ecq.compiler.filters import filter_key
+from ecq.compiler.policy import Policy, has_policy
 from ecq.errors import SemanticError
 from ecq.language.ast import (
     Agg,
@@ -123,6 +124,10 @@ class CompiledQuery:
     # binding (the component holding the candidate element) followed by the run's
     # previous element (docs/semantics.md §6).
     iteration_conds: dict[int, tuple[PredFn, ...]] = dataclasses.field(default_factory=dict)
+    # The selection and consumption policy (docs/semantics.md §11-§12); None: none
+    # (MODE RECENT or ALL as §3-§10 say). A query with one runs in MODE ALL and the
+    # policy chooses among its candidates (ecq.matching.policy).
+    policy: Policy | None = None
 
     @cached_property
     def length(self) -> int:
@@ -341,13 +346,15 @@ class _Compiler:
         placed = self.place_conditions(kind, raw, classes, roles)
         comps = self.components(raw, classes, placed.filters)
         same_before, overlapping = _roles(comps)
+        policy = self.policy(kind, raw, subs, depends)
         return CompiledQuery(
             name=self.name,
             ast=ast,
             kind=kind,
             comps=tuple(comps),
             window=ast.within,
-            mode_all=ast.mode == "all",
+            mode_all=ast.mode == "all" or policy is not None,
+            policy=policy,
             checks=tuple(placed.checks),
             check_keys=tuple(placed.check_keys),
             element_conds={k: tuple(v) for k, v in placed.element.items()},
@@ -361,6 +368,68 @@ class _Compiler:
             subs=tuple(subs),
             depends=frozenset(depends),
             tag=self.tag,
+        )
+
+    def policy(
+        self, kind: str, raw: tuple[Component, ...], subs: list[CompiledQuery], depends: set[str]
+    ) -> Policy | None:
+        """The query's policy (docs/semantics.md §11-§12), or None; refuses the
+        combinations the contract excludes, saying why."""
+        ast = self.ast
+        if not has_policy(ast):
+            return None
+        skip_comp = -1
+        if ast.skip in ("first", "last"):
+            assert ast.skip_var is not None
+            if kind == KIND_OR:
+                raise self.error(
+                    f"AFTER MATCH SKIP TO {ast.skip.upper()} {ast.skip_var}: a disjunction's match binds "
+                    "one component, so the named one may have no event; use PAST LAST ROW or TO NEXT ROW",
+                    "skip",
+                )
+            skip_comp = self.resolve(ast.skip_var, "skip")
+            if raw[skip_comp].negated:
+                raise self.error(
+                    f"AFTER MATCH SKIP TO {ast.skip.upper()} {ast.skip_var}: a negated component has no events",
+                    "skip",
+                )
+            first = next(i for i, c in enumerate(raw) if not c.negated)
+            if ast.skip == "first" and kind == KIND_SEQ and skip_comp == first:
+                raise self.error(
+                    f"AFTER MATCH SKIP TO FIRST {ast.skip_var} would start the next match at the first "
+                    "event of this one (as in MATCH_RECOGNIZE, refused); use TO NEXT ROW",
+                    "skip",
+                )
+        if subs or depends:
+            raise self.error(
+                "a selection or consumption policy (MODE CHRONICLE, STRATEGY, CONSUME, AFTER MATCH SKIP) "
+                "needs components of primitive classes: a sub-pattern or @name component has no arrival "
+                "index of its own",
+                "pattern",
+            )
+        if kind == KIND_SEQ:
+            last = max(i for i, c in enumerate(raw) if not c.negated)
+            if any(c.negated for c in raw[last + 1 :]):
+                raise self.error(
+                    "a selection or consumption policy (MODE CHRONICLE, STRATEGY, CONSUME, AFTER MATCH SKIP) "
+                    "cannot go with a trailing negation: its matches are chosen when complete and "
+                    "emitted later, so what they use up would be undefined meanwhile",
+                    "pattern",
+                )
+        kleene_own: dict[int, list[PredFn]] = {}
+        if ast.where is not None:
+            for expr, path in self.split(ast.where, "where"):
+                refs, aggs, equiv = self.references(expr, path)
+                if len(refs) == 1 and not aggs and not equiv and raw[next(iter(refs))].kleene is not None:
+                    pred = compile_predicate(expr, self.resolver(path))
+                    kleene_own.setdefault(next(iter(refs)), []).append(pred)
+        return Policy(
+            ast.mode,
+            ast.strategy,
+            ast.consume == "exclusive",
+            ast.skip,
+            skip_comp,
+            {k: tuple(v) for k, v in kleene_own.items()},
         )
 
     def place_conditions(

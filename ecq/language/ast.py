@@ -238,6 +238,13 @@ class Query:
     returns: tuple[ReturnItem, ...] = ()
     probability: float | None = None
     name: str | None = None
+    # Selection and consumption policies (docs/semantics.md §11-§12): the strategy
+    # (one of STRATEGIES), the consumption ("shared" | "exclusive") and AFTER MATCH SKIP
+    # (one of SKIPS, or None) with the component it names for "first" / "last".
+    strategy: str = "skip-till-any-match"
+    consume: str = "shared"
+    skip: str | None = None
+    skip_var: str | None = None
     # Source positions of nodes, keyed by id-free paths; not part of equality.
     spans: dict[str, tuple[int, int, str]] = field(
         default_factory=dict, compare=False, hash=False, repr=False
@@ -264,7 +271,47 @@ def to_json(query: Query) -> dict[str, Any]:
         ]
     if query.probability is not None:
         out["probability"] = query.probability
+    out.update(policy_to_json(query))
     return out
+
+
+MODES = ("recent", "all", "chronicle")
+STRATEGIES = ("skip-till-any-match", "skip-till-next-match", "partition-contiguity", "strict-contiguity")
+SKIPS = ("past-last-row", "next-row", "first", "last")
+
+
+def policy_to_json(query: Query) -> dict[str, Any]:
+    """The policy keys of a query's JSON form: only those that differ from the default,
+    so a query without a policy has the JSON it always had."""
+    out: dict[str, Any] = {}
+    if query.strategy != "skip-till-any-match":
+        out["strategy"] = query.strategy
+    if query.consume != "shared":
+        out["consume"] = query.consume
+    if query.skip is not None:
+        out["skip"] = {"to": query.skip, **({"var": query.skip_var} if query.skip_var is not None else {})}
+    return out
+
+
+def policy_from_json(data: dict[str, Any]) -> dict[str, Any]:
+    """The policy fields of :class:`Query` from its JSON form; raises
+    :class:`SemanticError` naming the bad path."""
+    strategy = data.get("strategy", "skip-till-any-match")
+    if strategy not in STRATEGIES:
+        raise SemanticError(f"$.strategy must be one of {', '.join(STRATEGIES)}")
+    consume = data.get("consume", "shared")
+    if consume not in ("shared", "exclusive"):
+        raise SemanticError("$.consume must be 'shared' or 'exclusive'")
+    skip = data.get("skip")
+    to = var = None
+    if skip is not None:
+        if not isinstance(skip, dict) or skip.get("to") not in SKIPS:
+            raise SemanticError(f"$.skip must be an object with 'to' one of {', '.join(SKIPS)}")
+        to = skip["to"]
+        var = skip.get("var")
+        if (to in ("first", "last")) != isinstance(var, str):
+            raise SemanticError("$.skip.var must name a component for 'first' and 'last' only")
+    return {"strategy": strategy, "consume": consume, "skip": to, "skip_var": var}
 
 
 def from_json(data: Any) -> Query:
@@ -278,8 +325,8 @@ def from_json(data: Any) -> Query:
     ):
         raise SemanticError("$.within must be a non-negative number of seconds")
     mode = data.get("mode", "recent")
-    if mode not in ("recent", "all"):
-        raise SemanticError("$.mode must be 'recent' or 'all'")
+    if mode not in MODES:
+        raise SemanticError("$.mode must be 'recent', 'all' or 'chronicle'")
     returns_raw = data.get("return", [])
     if not isinstance(returns_raw, list):
         raise SemanticError("$.return must be a list")
@@ -309,6 +356,7 @@ def from_json(data: Any) -> Query:
         returns=tuple(returns),
         probability=float(probability) if probability is not None else None,
         name=name,
+        **policy_from_json(data),
     )
 
 

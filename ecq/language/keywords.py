@@ -17,7 +17,11 @@ __all__ = [
 ]
 
 # Words that start a clause: they end a pattern, a condition or a RETURN list.
-CLAUSE_KEYWORDS = frozenset({"QUERY", "PATTERN", "EVENT", "WHERE", "WITHIN", "MODE", "RETURN", "PROBABILITY"})
+CLAUSE_KEYWORDS = frozenset(
+    {"QUERY", "PATTERN", "EVENT", "WHERE", "WITHIN", "MODE", "RETURN", "PROBABILITY"}
+) | frozenset(
+    {"STRATEGY", "CONSUME", "AFTER"}  # selection and consumption policies
+)
 
 # Words that can never be a class name, an alias or a component reference
 # (compared upper-cased: keywords are case-insensitive).

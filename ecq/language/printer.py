@@ -21,6 +21,7 @@ from functools import lru_cache
 
 from ecq.errors import ParseError
 from ecq.language.ast import (
+    STRATEGIES,
     Agg,
     Arith,
     AttrRef,
@@ -64,8 +65,8 @@ def format_query(query: Query) -> str:
         lines.append(f"WHERE {format_expr(query.where)}")
     if query.within is not None:
         lines.append(f"WITHIN {_amount(query.within, 'WITHIN')} s")
-    if query.mode not in ("recent", "all"):
-        raise ValueError(f"mode must be 'recent' or 'all', not {query.mode!r}")
+    if query.mode not in ("recent", "all", "chronicle"):
+        raise ValueError(f"mode must be 'recent', 'all' or 'chronicle', not {query.mode!r}")
     lines.append(f"MODE {query.mode.upper()}")
     if query.returns:
         items = []
@@ -79,7 +80,42 @@ def format_query(query: Query) -> str:
         if not 0 <= query.probability <= 1:
             raise ValueError(f"probability must be in [0, 1], not {query.probability!r}")
         lines.append(f"PROBABILITY >= {_amount(query.probability, 'PROBABILITY')}")
+    lines.extend(_policy_lines(query))
     return "\n".join(lines)
+
+
+_SKIP_TEXT = {
+    "past-last-row": "PAST LAST ROW",
+    "next-row": "TO NEXT ROW",
+    "first": "TO FIRST",
+    "last": "TO LAST",
+}
+
+
+def _policy_lines(query: Query) -> list[str]:
+    """STRATEGY, CONSUME and AFTER MATCH SKIP, each when it differs from the default."""
+    lines = []
+    if query.strategy != "skip-till-any-match":
+        if query.strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {query.strategy!r}")
+        lines.append(f"STRATEGY {query.strategy}")
+    if query.consume != "shared":
+        if query.consume != "exclusive":
+            raise ValueError(f"consume must be 'shared' or 'exclusive', not {query.consume!r}")
+        lines.append("CONSUME EXCLUSIVE")
+    if query.skip is not None:
+        if query.skip not in _SKIP_TEXT:
+            raise ValueError(f"skip must be one of {', '.join(_SKIP_TEXT)}, not {query.skip!r}")
+        text = f"AFTER MATCH SKIP {_SKIP_TEXT[query.skip]}"
+        if query.skip in ("first", "last"):
+            if query.skip_var is None:
+                raise ValueError(f"AFTER MATCH SKIP {_SKIP_TEXT[query.skip]} needs a component")
+            var = query.skip_var
+            if not (_is_word(var) or _token_kind(var) == POSREF):
+                raise ValueError(f"{var!r} cannot be written as a component reference")
+            text += f" {var}"
+        lines.append(text)
+    return lines
 
 
 # ------------------------------------------------------------------------- names

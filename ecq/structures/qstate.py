@@ -98,7 +98,12 @@ class QState:
         self.steps = len(self.slots)
         self.kleene = tuple(i for i in self.slots if cq.comps[i].kleene is not None)
         self.simple = (
-            cq.top and not cq.trailing and not cq.returns and cq.probability is None and not self.kleene
+            cq.top
+            and not cq.trailing
+            and not cq.returns
+            and cq.probability is None
+            and not self.kleene
+            and cq.policy is None  # its candidates are chosen in Python (ecq.matching.policy)
         )
         position = {i: p for p, i in enumerate(self.slots)}
         self.checks_at = [[] for _ in range(self.steps)]

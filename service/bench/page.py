@@ -482,6 +482,18 @@ SECTIONS: tuple[Section, ...] = (
         "patterns run on the Python path.",
     ),
     Section(
+        "Selection and consumption policies",
+        "scemon bench operators --policy all",
+        "Every query of a family gets the same policy clause (MODE CHRONICLE, a STRATEGY, "
+        "CONSUME EXCLUSIVE or an AFTER MATCH SKIP form), and the shared engine runs it beside the "
+        "same queries in MODE RECENT, interleaved chunk by chunk in one run; `ratio` is the "
+        "policy's events/s over RECENT's.",
+        ("operators_policies",),
+        "A query with a policy runs in MODE ALL and its candidates are chosen in Python, where "
+        "RECENT's matches of plain sequences, conjunctions and negation are emitted by the "
+        "compiled kernel: the cost is MODE ALL's enumeration plus the choice.",
+    ),
+    Section(
         "Event time: the time keeper and the reorder buffer",
         "scemon bench lateness",
         "The targets' workload through the bare engine, and through the time keeper without and "

@@ -274,6 +274,14 @@ def operators(
             "scaled up (SP shares nothing between queries) [1,000; quick 50].",
         ),
     ] = None,
+    policy: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Also the policy axis: these selection or consumption policies (repeat the option; "
+            "'all' for every one) on the families that accept one, at 1,000 queries (else the middle "
+            "number), vs MODE RECENT [none].",
+        ),
+    ] = None,
 ) -> None:
     """Each operator family (bare, conditions, CNJ3, a conjunction with a negated
     component, conjunctions sharing a condition across events, negation in the middle,
@@ -293,6 +301,14 @@ def operators(
         scale = replace(scale, op_queries=tuple(sorted(set(queries))))
     if sp_sample is not None:
         scale = replace(scale, sp_sample=sp_sample)
+    if policy:
+        from service.bench.operators import POLICY_CLAUSES
+
+        chosen = list(POLICY_CLAUSES) if "all" in policy else policy
+        unknown = [p for p in chosen if p not in POLICY_CLAUSES]
+        if unknown:
+            fail(f"unknown policy {unknown[0]!r} (expected 'all' or one of {', '.join(POLICY_CLAUSES)})")
+        scale = replace(scale, policies=tuple(dict.fromkeys(chosen)))
     publish(_measured("operators", figure, scale), quick, out)
 
 

@@ -148,7 +148,7 @@ class QueryInfo:
             kind=cq.kind,
             classes=sorted(cq.classes()),
             window=cq.window,
-            mode="all" if cq.mode_all else "recent",
+            mode=cq.ast.mode,  # type: ignore[arg-type]  # one of ecq.language.ast.MODES
             depends=frozenset(cq.depends),
         )
 
@@ -931,6 +931,11 @@ class EngineHost:
         # Twice the reach and a second of margin: trimming later than needed costs only
         # replay time, trimming early would change results.
         horizon = self.engine.clock - 2.0 * retain - 1.0
+        since = self.engine.consuming_since()
+        if since is not None:
+            # What a query used up depends on every op since its registration
+            # (docs/semantics.md §12): replay must see them all.
+            horizon = min(horizon, since - 2.0 * retain - 1.0)
         if math.isfinite(horizon):
             self.store.trim(horizon, keep, self.match_log_max, self.next_seq)
 

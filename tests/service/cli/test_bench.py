@@ -173,3 +173,18 @@ def test_builds_command_compares_the_engines_and_scemon_replay(tmp_path: Path) -
     header, rows = read_csv(tmp_path / "builds_replay.csv")
     assert header == ["build", "events_per_s", "vs_first", "cpu_s", "cpu_vs_first", "matches"]
     assert [row[0] for row in rows] == ["a", "b"] and rows[0][5] == rows[1][5]
+
+
+def test_operators_command_takes_policies_and_rejects_unknown_ones(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["bench", "operators", "--quick", "--family", "bare", "--queries", "10", "--policy", "exclusive"]
+        + ["--policy", "chronicle", "--out", str(tmp_path)],
+    )
+    assert result.exit_code == 0, result.output
+    header, rows = read_csv(tmp_path / "operators_policies.csv")
+    assert header[:2] == ["family", "policy"]
+    assert [(row[0], row[1]) for row in rows] == [("bare", "exclusive"), ("bare", "chronicle")]
+    result = CliRunner().invoke(app, ["bench", "operators", "--quick", "--policy", "nonsense"])
+    assert result.exit_code == 1
+    assert "unknown policy 'nonsense'" in result.output
