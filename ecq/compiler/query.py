@@ -27,6 +27,7 @@ from typing import Any
 from ecq.compiler.conditions import PredFn, ValueFn, compile_predicate, compile_value
 from ecq.compiler.filters import filter_key
 from ecq.errors import SemanticError
+from ecq.language.partition import partition_key
 from ecq.language.ast import (
     Agg,
     AttrRef,
@@ -116,6 +117,12 @@ class CompiledQuery:
     # checks have the same key once the indexes are mapped to roles compute the same
     # thing on the same events (ecq.matching.conjunction.kernel_shape shares their evaluation).
     check_keys: tuple[tuple[Any, ...], ...] = ()
+
+    @cached_property
+    def partition(self) -> tuple[str, ...]:
+        """The partition key: the attributes whose values the events of one match share
+        (``("src",)`` by default, ``()`` for PARTITION BY NONE; ecq.language.partition)."""
+        return partition_key(self.ast)
 
     @cached_property
     def length(self) -> int:

@@ -10,6 +10,8 @@ __all__ = ["CLAUSE_KEYWORDS", "RESERVED", "AGGREGATES", "FUNCTIONS", "DURATION_U
 
 # Words that start a clause: they end a pattern, a condition or a RETURN list.
 CLAUSE_KEYWORDS = frozenset({"QUERY", "PATTERN", "EVENT", "WHERE", "WITHIN", "MODE", "RETURN", "PROBABILITY"})
+# PARTITION BY <attr>[, <attr>...] | PARTITION BY NONE (ecq.language.partition).
+CLAUSE_KEYWORDS = CLAUSE_KEYWORDS | frozenset({"PARTITION"})
 
 # Words that can never be a class name, an alias or a component reference
 # (compared upper-cased: keywords are case-insensitive).

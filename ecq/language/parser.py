@@ -5,6 +5,7 @@
     query := [QUERY name] [PATTERN | EVENT] pattern clause*
     clause := WHERE condition | WITHIN duration | MODE (RECENT | ALL)
             | RETURN expr [AS name] (, expr [AS name])* | PROBABILITY [>=] p
+            | PARTITION BY (NONE | attr (, attr)*)
 
 The clauses may come in any order (each starts with its own keyword, so this is
 unambiguous), each at most once. The pattern grammar is in :mod:`.patterns`, the
@@ -25,6 +26,7 @@ from ecq.language.stream import TokenStream
 __all__ = ["parse_query", "parse_queries"]
 
 _CLAUSES = ("WHERE", "WITHIN", "MODE", "RETURN", "PROBABILITY")
+_CLAUSES += ("PARTITION",)
 
 
 # Deeper nesting is rejected with its place rather than exhausting the interpreter's
@@ -95,6 +97,7 @@ def _query(ts: TokenStream) -> Query:
     mode = "recent"
     returns: tuple[ReturnItem, ...] = ()
     probability: float | None = None
+    partition: tuple[str, ...] | None = None
     seen: set[str] = set()
     while ts.at(*_CLAUSES):
         tok = ts.next()
@@ -111,13 +114,16 @@ def _query(ts: TokenStream) -> Query:
             clauses["mode"] = _span(tok)
         elif tok.key == "RETURN":
             returns = _returns(ts)
+        elif tok.key == "PARTITION":
+            partition = _partition(ts)
+            clauses["partition"] = _span(tok)
         else:
             probability = _probability(ts)
             clauses["probability"] = _span(tok)
     if not (ts.at_end() or ts.at("QUERY")):
         found = ts.peek().text
         raise ts.error(
-            f"expected WHERE, WITHIN, MODE, RETURN, PROBABILITY or the end of the query, found {found!r}"
+            f"expected WHERE, WITHIN, MODE, RETURN, PROBABILITY, PARTITION BY or the end of the query, found {found!r}"
         )
     query = Query(
         pattern=pattern,
@@ -127,6 +133,7 @@ def _query(ts: TokenStream) -> Query:
         returns=returns,
         probability=probability,
         name=name,
+        partition=partition,
     )
     query.spans.update(collect_spans(ts, query, clauses))
     return query
@@ -199,3 +206,26 @@ def _probability(ts: TokenStream) -> float:
         raise ts.error(f"a probability must be between 0 and 1, not {tok.text}", tok)
     ts.next()
     return float(tok.value)
+
+
+def _partition(ts: TokenStream) -> tuple[str, ...]:
+    """``BY NONE`` or ``BY attr, attr, ...`` after PARTITION (attribute names, each once)."""
+    tok = ts.peek()
+    if not (tok.kind == IDENT and tok.key == "BY"):
+        raise ts.error(f"expected BY after PARTITION, found {ts.describe(tok)}")
+    ts.next()
+    tok = ts.peek()
+    if tok.kind == IDENT and tok.key == "NONE":
+        ts.next()
+        return ()
+    attrs: list[str] = []
+    while True:
+        tok = ts.peek()
+        if tok.kind != IDENT or tok.key in CLAUSE_KEYWORDS:
+            raise ts.error(f"expected an attribute name or NONE after PARTITION BY, found {ts.describe(tok)}")
+        ts.next()
+        if tok.text in attrs:
+            raise ts.error(f"PARTITION BY names {tok.text!r} twice", tok)
+        attrs.append(tok.text)
+        if not ts.accept(","):
+            return tuple(attrs)
