@@ -21,7 +21,14 @@ from ecq.match import Match
 from ecq.network import LEVELS
 from tests import reference
 from tests.match_share import min_share, record
-from tests.strategies import conditioned_sets, planted_streams, query_sets, query_sets_full, streams
+from tests.strategies import (
+    conditioned_sets,
+    partitioned_sets,
+    planted_streams,
+    query_sets,
+    query_sets_full,
+    streams,
+)
 
 # Property tests: `make test` runs them a second time on the pure kernel (SCEMON_PURE=1).
 pytestmark = pytest.mark.property
@@ -180,4 +187,21 @@ def test_engine_equals_reference_on_conditioned_sequences(ops: list[tuple[Any, .
     """Many queries, each with its own conditions on single components (the filter
     index: bounds, bound pairs, equality on numbers, strings and booleans, IN lists,
     residuals), registered and unregistered mid-stream, on both kernels."""
+    same_as_reference(engine_run(ops, compiled=False if pure else None), ops)
+
+
+@min_share(0.25)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(partitioned_sets(query_sets(CLASSES))), st.booleans())
+def test_mixed_partition_keys_give_the_reference_matches(ops: list[tuple[Any, ...]], pure: bool) -> None:
+    """Queries partitioned by the source, an attribute, two attributes and NONE in one
+    engine (docs/semantics.md, "Partitions"), both modes, on both kernels."""
+    same_as_reference(engine_run(ops, compiled=False if pure else None), ops)
+
+
+@min_share(0.25)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(partitioned_sets(query_sets_full(CLASSES))), st.booleans())
+def test_mixed_partition_keys_with_negation_kleene_and_nesting(ops: list[tuple[Any, ...]], pure: bool) -> None:
+    """The same with negation, Kleene closure, sub-patterns and ``@name`` readers."""
     same_as_reference(engine_run(ops, compiled=False if pure else None), ops)
