@@ -83,14 +83,14 @@ class Engine(OpClock):
             key = cq.partition
             net = self._network_for(key)
             cq = retag(cq, f"#{net.seen}")
-        self._check_keys(cq)
-        net._order = self._next_order
+        self.ops += 1  # a rejected @name takes an op, as it always has
         try:
-            net.register(cq, 2 * self.ops + 3, self.clock)
+            self._check_keys(cq)
+            net._order = self._next_order
+            net.register(cq, 2 * self.ops + 1, self.clock)
         except BaseException:
             self._drop_if_empty(key)
             raise
-        self.ops += 1
         self._next_order = net._order
         self.key_of[name] = key
         if key != DEFAULT_KEY and _reads_src(cq):
