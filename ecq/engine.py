@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ecq.compiler.query import CompiledQuery, compile_query, retag
@@ -22,7 +22,7 @@ from ecq.match import Match
 from ecq.matching.emission import Emission
 from ecq.network import Network
 from ecq.ops import OpClock
-from ecq.partitions import key_value, output_src
+from ecq.partitions import key_value, output_src, view
 from ecq.structures.qstate import QState
 
 __all__ = ["Engine"]
@@ -177,9 +177,53 @@ class Engine(OpClock):
         loop, compiled when the kernel is: same results; profiled runs time the
         phases from the Python loop.)"""
         net = self.network
-        if net.timers is not None or self.keyed:
+        if net.timers is not None:
             return self.step_events(events)
+        if self.keyed:
+            return self._process_keyed(events)
         return net.kernel.run_events(self, events)
+
+    def _process_keyed(self, events: Iterable[Event]) -> list[Match]:
+        """:meth:`process` with several keys in use: each network runs the whole batch
+        through its kernel's event loop (a keyed one on views of the events, an event it
+        cannot see standing in as a placeholder that only moves the clock), from the
+        engine's counters; their matches are then merged into the one emission order
+        and numbered. Networks share nothing, so running them one after the other gives
+        what running them op by op would."""
+        batch = [
+            e if e.arrival < 0 else Event(e.src, e.type, e.start, e.end, e.attrs, e.prob, e.id) for e in events
+        ]
+        merged: list[Match] = []
+        hosts: list[_NetHost] = []
+        for key, net in self.networks():
+            host = _NetHost(self, net)
+            hosts.append(host)
+            if key == DEFAULT_KEY:
+                got = net.kernel.run_events(host, batch)
+            else:
+                keep = key in self._reads_src
+                ecqs = net.ecqs
+                views = []
+                for e in batch:
+                    value = key_value(e, key, keep) if e.type in ecqs else None
+                    if value is None:
+                        views.append(view(e, None, _UNSEEN, _NO_ATTRS))
+                    else:
+                        views.append(view(e, value[0], e.type, value[1]))
+                got = net.kernel.run_events(host, views)
+                for m in got:
+                    m.src = output_src(m.src)
+            merged.extend(got)
+        first = hosts[0]
+        self.ops, self.arrivals, self.clock = first.ops, first.arrivals, first.clock
+        self.since_clean = first.since_clean
+        if len(merged) > 1:
+            order = {qs.name: qs.order for _, net in self.networks() for qs in net.queries.values()}
+            merged.sort(key=lambda m: _emission_key(m, order))
+        for m in merged:
+            m.seq = self.next_seq
+            self.next_seq += 1
+        return merged
 
     def _on_event(self, e: Event, clock_before: float, clock: float) -> list[Emission] | None:
         out = self.network.on_event(e, clock_before, clock)
@@ -195,10 +239,10 @@ class Engine(OpClock):
                     out = out or []
                     net.fire(e.moment - 1, clock_before, clock, e.arrival, out)
                 continue
-            view = Event(value[0], e.type, e.start, e.end, value[1], e.prob, e.id)
-            view.arrival = e.arrival
-            view.moment = e.moment
-            more = net.on_event(view, clock_before, clock)
+            seen = view(e, value[0], e.type, value[1])
+            seen.arrival = e.arrival
+            seen.moment = e.moment
+            more = net.on_event(seen, clock_before, clock)
             if more:
                 out = more if out is None else out + more
         return out or None
@@ -267,3 +311,58 @@ class Engine(OpClock):
 def _reads_src(cq: CompiledQuery) -> bool:
     """Whether the query reads an event's ``src`` (its conditions or RETURN)."""
     return '"attr": "src"' in json.dumps(to_json(cq.ast))
+
+
+# The class of a placeholder for an event a keyed network cannot see (no network has
+# it: class names are never empty).
+_UNSEEN = ""
+_NO_ATTRS: dict[str, Any] = {}
+
+
+class _NetHost(OpClock):
+    """One network's event loop host during :meth:`Engine._process_keyed`: the
+    engine's counters at the start of the batch, that network's phases and cleaning."""
+
+    def __init__(self, engine: Engine, net: Network) -> None:
+        super().__init__(engine.clean_every)
+        self.net = net
+        self.ops, self.arrivals, self.clock = engine.ops, engine.arrivals, engine.clock
+        self.next_seq = engine.next_seq
+        self.since_clean = engine.since_clean
+
+    def _on_event(self, e: Event, clock_before: float, clock: float) -> list[Emission] | None:
+        return self.net.on_event(e, clock_before, clock)
+
+    def _fire(
+        self, moment: int, clock_before: float, clock: float, arrival: int, out: list[Emission]
+    ) -> None:
+        self.net.fire(moment, clock_before, clock, arrival, out)
+
+    def clean(self) -> int:
+        self.since_clean = 0
+        return self.net.clean(self.clock)
+
+
+def _entry_key(entry: Any) -> Any:
+    """docs/semantics.md's order of ``events``: an arrival index sorts before a list;
+    lists compare element by element."""
+    if type(entry) is list:
+        return (1, tuple(_entry_key(x) for x in entry))
+    return (0, entry)
+
+
+def _flat(entries: list[Any]) -> Iterator[int]:
+    for x in entries:
+        if type(x) is list:
+            yield from _flat(x)
+        else:
+            yield x
+
+
+def _emission_key(m: Match, order: dict[str, int]) -> tuple[Any, ...]:
+    """The emission order of a match in a batch: its op (the trigger), its phase (a
+    match of phase 1 holds the event of its op; one of phase 0 only earlier events),
+    the query's registration order, its events."""
+    arrivals = m.arrivals()
+    phase = 1 if m.trigger in _flat(arrivals) else 0
+    return (m.trigger, phase, order.get(m.query, -1), _entry_key(arrivals))

@@ -15,7 +15,7 @@ from typing import Any
 
 from ecq.event import Event
 
-__all__ = ["Typed", "key_value", "output_src", "FIELDS"]
+__all__ = ["Typed", "key_value", "output_src", "view", "FIELDS"]
 
 # Names read from the event's own fields when ``attrs`` lacks them (as conditions do).
 FIELDS = frozenset({"start", "end", "src", "type", "prob"})
@@ -90,3 +90,29 @@ def output_src(src: Any) -> Any:
     if kind is tuple:
         return tuple(v.value if type(v) is Typed else v for v in src)
     return src
+
+
+def view(e: Event, src: Any, type: str, attrs: dict[str, Any]) -> Event:
+    """A fresh, unstamped event with ``e``'s times, probability and id, and ``src``,
+    ``type`` and ``attrs`` (shared, never copied: the engine does not change an event's
+    attributes). What :class:`Event` makes, without its conversions (``e``'s fields
+    are converted already): a view per event per key is on the hot path."""
+    v = _new(Event)
+    v.src = src
+    v.type = type
+    v.start = e.start
+    v.end = e.end
+    v.attrs = attrs
+    v.prob = e.prob
+    v.id = e.id
+    v.arrival = -1
+    v.moment = -1
+    v.parts = None
+    v.flat = None
+    v.prims = None
+    v.prev = None
+    v.pmb = None
+    return v
+
+
+_new = Event.__new__
