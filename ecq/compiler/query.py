@@ -27,7 +27,6 @@ from typing import Any
 from ecq.compiler.conditions import PredFn, ValueFn, compile_predicate, compile_value
 from ecq.compiler.filters import filter_key
 from ecq.errors import SemanticError
-from ecq.language.partition import partition_key
 from ecq.language.ast import (
     Agg,
     AttrRef,
@@ -44,6 +43,7 @@ from ecq.language.ast import (
     Seq,
     pattern_to_json,
 )
+from ecq.language.partition import partition_key
 
 __all__ = ["Comp", "CompiledQuery", "compile_query", "retag", "KIND_SEQ", "KIND_AND", "KIND_OR", "MAX_WITHIN"]
 

@@ -25,7 +25,7 @@ from ecq.language.stream import TokenStream
 
 __all__ = ["parse_query", "parse_queries"]
 
-_CLAUSES = ("WHERE", "WITHIN", "MODE", "RETURN", "PROBABILITY")
+_CLAUSES: tuple[str, ...] = ("WHERE", "WITHIN", "MODE", "RETURN", "PROBABILITY")
 _CLAUSES += ("PARTITION",)
 
 
