@@ -19,7 +19,9 @@ from ecq.language.ast import Expr, Query, ReturnItem
 from ecq.language.conditions import parse_condition, parse_expression
 from ecq.language.keywords import CLAUSE_KEYWORDS, DURATION_UNITS
 from ecq.language.lexer import IDENT, NUMBER, PERCENT, STRING, Token
+from ecq.language.partition import parse_partition
 from ecq.language.patterns import parse_pattern
+from ecq.language.rizvi import is_rizvi, parse_rizvi
 from ecq.language.spans import Span, collect_spans
 from ecq.language.stream import TokenStream
 
@@ -89,6 +91,11 @@ def _query(ts: TokenStream) -> Query:
             clauses["name"] = _span(tok)
         else:
             raise ts.error(f"expected a query name after QUERY, found {ts.describe(tok)}")
+    if is_rizvi(ts):
+        # Rizvi's SELECT ... FROM ... EVENT form (ecq.language.rizvi).
+        rizvi = parse_rizvi(ts, name)
+        rizvi.spans.update(collect_spans(ts, rizvi, clauses))
+        return rizvi
     if ts.at("PATTERN", "EVENT"):
         ts.next()
     pattern = parse_pattern(ts)
@@ -115,7 +122,7 @@ def _query(ts: TokenStream) -> Query:
         elif tok.key == "RETURN":
             returns = _returns(ts)
         elif tok.key == "PARTITION":
-            partition = _partition(ts)
+            partition = parse_partition(ts)
             clauses["partition"] = _span(tok)
         else:
             probability = _probability(ts)
@@ -207,25 +214,3 @@ def _probability(ts: TokenStream) -> float:
     ts.next()
     return float(tok.value)
 
-
-def _partition(ts: TokenStream) -> tuple[str, ...]:
-    """``BY NONE`` or ``BY attr, attr, ...`` after PARTITION (attribute names, each once)."""
-    tok = ts.peek()
-    if not (tok.kind == IDENT and tok.key == "BY"):
-        raise ts.error(f"expected BY after PARTITION, found {ts.describe(tok)}")
-    ts.next()
-    tok = ts.peek()
-    if tok.kind == IDENT and tok.key == "NONE":
-        ts.next()
-        return ()
-    attrs: list[str] = []
-    while True:
-        tok = ts.peek()
-        if tok.kind != IDENT or tok.key in CLAUSE_KEYWORDS:
-            raise ts.error(f"expected an attribute name or NONE after PARTITION BY, found {ts.describe(tok)}")
-        ts.next()
-        if tok.text in attrs:
-            raise ts.error(f"PARTITION BY names {tok.text!r} twice", tok)
-        attrs.append(tok.text)
-        if not ts.accept(","):
-            return tuple(attrs)

@@ -10,9 +10,11 @@ SASE equivalence tests ``[attr]`` that are conjuncts of WHERE, else the default.
 from __future__ import annotations
 
 from ecq.language.ast import BoolOp, Equiv, Expr, Query
-from ecq.language.keywords import NO_OP_EQUIVS
+from ecq.language.keywords import CLAUSE_KEYWORDS, NO_OP_EQUIVS
+from ecq.language.lexer import IDENT
+from ecq.language.stream import TokenStream
 
-__all__ = ["DEFAULT_KEY", "partition_key", "describe_key"]
+__all__ = ["DEFAULT_KEY", "partition_key", "describe_key", "parse_partition"]
 
 DEFAULT_KEY: tuple[str, ...] = ("src",)
 
@@ -42,3 +44,26 @@ def _conjuncts(expr: Expr | None) -> list[Expr]:
     if isinstance(expr, BoolOp) and expr.op == "and":
         return [c for operand in expr.operands for c in _conjuncts(operand)]
     return [expr]
+
+
+def parse_partition(ts: TokenStream) -> tuple[str, ...]:
+    """``BY NONE`` or ``BY attr, attr, ...`` after PARTITION (attribute names, each once)."""
+    tok = ts.peek()
+    if not (tok.kind == IDENT and tok.key == "BY"):
+        raise ts.error(f"expected BY after PARTITION, found {ts.describe(tok)}")
+    ts.next()
+    tok = ts.peek()
+    if tok.kind == IDENT and tok.key == "NONE":
+        ts.next()
+        return ()
+    attrs: list[str] = []
+    while True:
+        tok = ts.peek()
+        if tok.kind != IDENT or tok.key in CLAUSE_KEYWORDS:
+            raise ts.error(f"expected an attribute name or NONE after PARTITION BY, found {ts.describe(tok)}")
+        ts.next()
+        if tok.text in attrs:
+            raise ts.error(f"PARTITION BY names {tok.text!r} twice", tok)
+        attrs.append(tok.text)
+        if not ts.accept(","):
+            return tuple(attrs)
