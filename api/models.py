@@ -244,6 +244,13 @@ class _QueryCompiled(_Model):
     mode: Literal["recent", "all", "chronicle"] = Field(
         description="MODE as written (default recent); the text shows any other policy clause."
     )
+    partition: list[str] = Field(
+        default=["src"],
+        description=(
+            "The partition key: the attributes whose values the events of one match share "
+            "(PARTITION BY, or [attr] conjuncts; default [\"src\"]); [] for PARTITION BY NONE."
+        ),
+    )
 
 
 # What compiling the query "ab" gives: the examples of a checked and a registered query.
@@ -254,6 +261,7 @@ _AB_COMPILED: dict[str, Any] = {
     "classes": ["A", "B"],
     "window": 10.0,
     "mode": "recent",
+    "partition": ["src"],
 }
 
 
@@ -417,7 +425,12 @@ class MatchPublic(_Model):
     service's life, without gaps, so a consumer resumes with ``from_seq = seq + 1``."""
 
     query: str
-    src: str | int
+    src: str | int | float | bool | list[Any] | None = Field(
+        description=(
+            "The match's partition value: the source by default; under PARTITION BY the "
+            "attribute's value (a list for several attributes, null for NONE)."
+        )
+    )
     start: float
     end: float
     events: list[Any]

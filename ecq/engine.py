@@ -8,18 +8,21 @@ no I/O, no threads and no wall clock: the service and the CLI are adapters aroun
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ecq.compiler.query import CompiledQuery, compile_query, retag
 from ecq.errors import DuplicateQueryError, SemanticError, UnknownQueryError
 from ecq.event import Event
-from ecq.language.ast import Query
+from ecq.language.ast import Query, to_json
+from ecq.language.partition import DEFAULT_KEY, describe_key
 from ecq.match import Match
 from ecq.matching.emission import Emission
 from ecq.network import Network
 from ecq.ops import OpClock
+from ecq.partitions import key_value, output_src, view
 from ecq.structures.qstate import QState
 
 __all__ = ["Engine"]
@@ -45,6 +48,17 @@ class Engine(OpClock):
     ) -> None:
         super().__init__(clean_every)
         self.network = Network(level, profile, compiled)
+        # Partitions (docs/semantics.md, "Partitions"): ``network`` holds the queries
+        # partitioned by source (the default, on the kernel's event loop); each other key
+        # in use has a network of its own, which sees every event as a view whose ``src``
+        # is the key's value. Keys of the registered queries, and the next registration
+        # order: one order across networks, as the emission order needs.
+        self._settings = (level, profile, compiled)
+        self.keyed: dict[tuple[str, ...], Network] = {}
+        self.key_of: dict[str, tuple[str, ...]] = {}
+        self._next_order = 0
+        # Keys some of whose queries read ``src`` in a condition or RETURN.
+        self._reads_src: dict[tuple[str, ...], set[str]] = {}
 
     # ------------------------------------------------------------------ queries
 
@@ -58,16 +72,55 @@ class Engine(OpClock):
         """
         if not isinstance(name, str) or not name:
             raise SemanticError("a query needs a non-empty name")
-        if name in self.network.queries:
+        if name in self.key_of:
             raise DuplicateQueryError(f"a query named {name!r} is already registered")
-        tag = f"#{self.network.seen}"
         if isinstance(query, CompiledQuery) and query.name == name and query.top:
-            cq = retag(query, tag)
+            key = query.partition
+            net = self._network_for(key)
+            cq = retag(query, f"#{net.seen}")
         else:
-            cq = self.compile(name, query, tag=tag)
-        self.ops += 1
-        self.network.register(cq, 2 * self.ops + 1, self.clock)
+            cq = self.compile(name, query)
+            key = cq.partition
+            net = self._network_for(key)
+            cq = retag(cq, f"#{net.seen}")
+        self.ops += 1  # a rejected @name takes an op, as it always has
+        try:
+            self._check_keys(cq)
+            net._order = self._next_order
+            net.register(cq, 2 * self.ops + 1, self.clock)
+        except BaseException:
+            self._drop_if_empty(key)
+            raise
+        self._next_order = net._order
+        self.key_of[name] = key
+        if key != DEFAULT_KEY and _reads_src(cq):
+            self._reads_src.setdefault(key, set()).add(name)
         return cq
+
+    def _network_for(self, key: tuple[str, ...]) -> Network:
+        """The network of the queries partitioned by ``key`` (made when first needed)."""
+        if key == DEFAULT_KEY:
+            return self.network
+        net = self.keyed.get(key)
+        if net is None:
+            net = self.keyed[key] = Network(*self._settings)
+        return net
+
+    def _drop_if_empty(self, key: tuple[str, ...]) -> None:
+        net = self.keyed.get(key)
+        if net is not None and not net.queries and not net.subs:
+            del self.keyed[key]
+
+    def _check_keys(self, cq: CompiledQuery) -> None:
+        """``@name`` reads the matches of a query with the same key only (they live in
+        one network)."""
+        for dep in sorted(cq.depends):
+            other = self.key_of.get(dep)
+            if other is not None and other != cq.partition:
+                raise SemanticError(
+                    f"@{dep} is partitioned by {describe_key(other)} but query {cq.name!r} by "
+                    f"{describe_key(cq.partition)}: a query reads @name only from a query with the same key"
+                )
 
     @staticmethod
     def compile(name: str, query: str | Query | CompiledQuery, tag: str = "") -> CompiledQuery:
@@ -87,20 +140,34 @@ class Engine(OpClock):
 
     def unregister(self, name: str) -> None:
         """Remove a query at any point of the stream (its pending matches go with it)."""
-        if name not in self.network.queries:
+        key = self.key_of.get(name)
+        if key is None:
             raise UnknownQueryError(f"no query named {name!r} is registered")
         self.ops += 1
-        self.network.unregister(name, 2 * self.ops + 1, self.clock)
+        self._network_for(key).unregister(name, 2 * self.ops + 1, self.clock)
+        del self.key_of[name]
+        readers = self._reads_src.get(key)
+        if readers is not None:
+            readers.discard(name)
+            if not readers:
+                del self._reads_src[key]
+        self._drop_if_empty(key)
+
+    def networks(self) -> list[tuple[tuple[str, ...], Network]]:
+        """The networks in use, by key: the source's first (always there), then the
+        others in the order their keys were first used."""
+        return [(DEFAULT_KEY, self.network), *self.keyed.items()]
 
     def queries(self) -> list[CompiledQuery]:
         """Registered queries in registration order."""
-        return [qs.cq for qs in sorted(self.network.queries.values(), key=lambda q: q.order)]
+        states = [qs for _, net in self.networks() for qs in net.queries.values()]
+        return [qs.cq for qs in sorted(states, key=lambda q: q.order)]
 
     def query_state(self, name: str) -> QState:
-        try:
-            return self.network.queries[name]
-        except KeyError:
-            raise UnknownQueryError(f"no query named {name!r} is registered") from None
+        key = self.key_of.get(name)
+        if key is None:
+            raise UnknownQueryError(f"no query named {name!r} is registered")
+        return self._network_for(key).queries[name]
 
     # ------------------------------------------------------------------- events
 
@@ -117,6 +184,8 @@ class Engine(OpClock):
             log.note(events, self.arrivals)
         if net.timers is not None:
             return self.step_events(events)
+        if self.keyed:
+            return self._process_keyed(events)
         return net.kernel.run_events(self, events)
 
     def consuming_since(self) -> float | None:
@@ -125,17 +194,92 @@ class Engine(OpClock):
         there is none. What such a query used up depends on every op since, so whoever
         rebuilds the engine by replay must keep them (docs/semantics.md §12)."""
         return min(
-            (st.since for st in self.network.policies.values() if st.policy.consumes),
+            (
+                st.since
+                for _, net in self.networks()
+                for st in net.policies.values()
+                if st.policy.consumes
+            ),
             default=None,
         )
+    def _process_keyed(self, events: Iterable[Event]) -> list[Match]:
+        """:meth:`process` with several keys in use: each network runs the whole batch
+        through its kernel's event loop (a keyed one on views of the events, an event it
+        cannot see standing in as a placeholder that only moves the clock), from the
+        engine's counters; their matches are then merged into the one emission order
+        and numbered. Networks share nothing, so running them one after the other gives
+        what running them op by op would."""
+        batch = [
+            e if e.arrival < 0 else Event(e.src, e.type, e.start, e.end, e.attrs, e.prob, e.id) for e in events
+        ]
+        merged: list[Match] = []
+        hosts: list[_NetHost] = []
+        for key, net in self.networks():
+            host = _NetHost(self, net)
+            hosts.append(host)
+            if key == DEFAULT_KEY:
+                got = net.kernel.run_events(host, batch)
+            else:
+                keep = key in self._reads_src
+                ecqs = net.ecqs
+                views = []
+                for e in batch:
+                    value = key_value(e, key, keep) if e.type in ecqs else None
+                    if value is None:
+                        views.append(view(e, None, _UNSEEN, _NO_ATTRS))
+                    else:
+                        views.append(view(e, value[0], e.type, value[1]))
+                got = net.kernel.run_events(host, views)
+                for m in got:
+                    m.src = output_src(m.src)
+            merged.extend(got)
+        first = hosts[0]
+        self.ops, self.arrivals, self.clock = first.ops, first.arrivals, first.clock
+        self.since_clean = first.since_clean
+        if len(merged) > 1:
+            order = {qs.name: qs.order for _, net in self.networks() for qs in net.queries.values()}
+            merged.sort(key=lambda m: _emission_key(m, order))
+        for m in merged:
+            m.seq = self.next_seq
+            self.next_seq += 1
+        return merged
 
     def _on_event(self, e: Event, clock_before: float, clock: float) -> list[Emission] | None:
-        return self.network.on_event(e, clock_before, clock)
+        out = self.network.on_event(e, clock_before, clock)
+        if not self.keyed:
+            return out
+        # Every keyed network takes the op too: a view of the event when it has the
+        # key's attributes and a class the network uses, else phase 0 alone.
+        for key, net in self.keyed.items():
+            value = key_value(e, key, key in self._reads_src) if e.type in net.ecqs else None
+            if value is None:
+                net.seen += 1
+                if clock > net.next_deadline:
+                    out = out or []
+                    net.fire(e.moment - 1, clock_before, clock, e.arrival, out)
+                continue
+            seen = view(e, value[0], e.type, value[1])
+            seen.arrival = e.arrival
+            seen.moment = e.moment
+            more = net.on_event(seen, clock_before, clock)
+            if more:
+                out = more if out is None else out + more
+        return out or None
 
     def _fire(
         self, moment: int, clock_before: float, clock: float, arrival: int, out: list[Emission]
     ) -> None:
-        self.network.fire(moment, clock_before, clock, arrival, out)
+        for _, net in self.networks():
+            net.fire(moment, clock_before, clock, arrival, out)
+
+    def emit(self, emitted: list[Emission], trigger: int, out: list[Match]) -> None:
+        """As :meth:`OpClock.emit`; a keyed query's match carries its key's value as
+        ``src`` (docs/semantics.md, "Partitions")."""
+        first = len(out)
+        super().emit(emitted, trigger, out)
+        if self.keyed:
+            for m in out[first:]:
+                m.src = output_src(m.src)
 
     # -------------------------------------------------------------------- stats
 
@@ -144,29 +288,100 @@ class Engine(OpClock):
         self.since_clean = 0
         timers = self.network.timers
         if timers is None:
-            return self.network.clean(self.clock)
+            return sum(net.clean(self.clock) for _, net in self.networks())
         began = time.perf_counter()
-        dropped = self.network.clean(self.clock)
+        dropped = sum(net.clean(self.clock) for _, net in self.networks())
         timers["clean"] += time.perf_counter() - began
         return dropped
 
     def stats(self) -> dict[str, Any]:
         """ECQs, stored instances, PMB entries, pending matches, matches per query, and
         the kernel the network runs (``"compiled"`` or ``"pure"``)."""
-        net = self.network
+        nets = [net for _, net in self.networks()]
         return {
-            "kernel": net.kernel.name,
-            "ecqs": len(net.ecqs),
-            "queries": len(net.queries),
-            "derived_classes": len(net.subs),
-            "stored_instances": net.stored(),
-            "pmb_entries": net.pmb_entries(),
-            "pending_matches": net.pending(),
+            "kernel": self.network.kernel.name,
+            "ecqs": sum(len(net.ecqs) for net in nets),
+            "queries": sum(len(net.queries) for net in nets),
+            "derived_classes": sum(len(net.subs) for net in nets),
+            "stored_instances": sum(net.stored() for net in nets),
+            "pmb_entries": sum(net.pmb_entries() for net in nets),
+            "pending_matches": sum(net.pending() for net in nets),
             "events": self.arrivals,
             "matches": self.next_seq,
             "clock": self.clock,
-            "matches_per_query": {qs.name: qs.matches for qs in net.queries.values()},
+            "matches_per_query": {qs.name: qs.matches for net in nets for qs in net.queries.values()},
+            # Per key in use: its queries and stored instances (the cost of many keys).
+            "partitions": {
+                describe_key(key): {"queries": len(net.queries), "stored_instances": net.stored()}
+                for key, net in self.networks()
+                if net.queries or key != DEFAULT_KEY
+            },
         }
 
     def _check(self) -> None:
-        self.network._check()
+        for key, net in self.networks():
+            net._check()
+            assert key == DEFAULT_KEY or net.queries or net.subs, "an empty keyed network must go"
+            for qs in net.queries.values():
+                assert self.key_of[qs.name] == key
+        assert len(self.key_of) == sum(len(net.queries) for _, net in self.networks())
+
+
+def _reads_src(cq: CompiledQuery) -> bool:
+    """Whether the query reads an event's ``src`` (its conditions or RETURN)."""
+    return '"attr": "src"' in json.dumps(to_json(cq.ast))
+
+
+# The class of a placeholder for an event a keyed network cannot see (no network has
+# it: class names are never empty).
+_UNSEEN = ""
+_NO_ATTRS: dict[str, Any] = {}
+
+
+class _NetHost(OpClock):
+    """One network's event loop host during :meth:`Engine._process_keyed`: the
+    engine's counters at the start of the batch, that network's phases and cleaning."""
+
+    def __init__(self, engine: Engine, net: Network) -> None:
+        super().__init__(engine.clean_every)
+        self.net = net
+        self.ops, self.arrivals, self.clock = engine.ops, engine.arrivals, engine.clock
+        self.next_seq = engine.next_seq
+        self.since_clean = engine.since_clean
+
+    def _on_event(self, e: Event, clock_before: float, clock: float) -> list[Emission] | None:
+        return self.net.on_event(e, clock_before, clock)
+
+    def _fire(
+        self, moment: int, clock_before: float, clock: float, arrival: int, out: list[Emission]
+    ) -> None:
+        self.net.fire(moment, clock_before, clock, arrival, out)
+
+    def clean(self) -> int:
+        self.since_clean = 0
+        return self.net.clean(self.clock)
+
+
+def _entry_key(entry: Any) -> Any:
+    """docs/semantics.md's order of ``events``: an arrival index sorts before a list;
+    lists compare element by element."""
+    if type(entry) is list:
+        return (1, tuple(_entry_key(x) for x in entry))
+    return (0, entry)
+
+
+def _flat(entries: list[Any]) -> Iterator[int]:
+    for x in entries:
+        if type(x) is list:
+            yield from _flat(x)
+        else:
+            yield x
+
+
+def _emission_key(m: Match, order: dict[str, int]) -> tuple[Any, ...]:
+    """The emission order of a match in a batch: its op (the trigger), its phase (a
+    match of phase 1 holds the event of its op; one of phase 0 only earlier events),
+    the query's registration order, its events."""
+    arrivals = m.arrivals()
+    phase = 1 if m.trigger in _flat(arrivals) else 0
+    return (m.trigger, phase, order.get(m.query, -1), _entry_key(arrivals))

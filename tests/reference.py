@@ -145,6 +145,20 @@ does the following.
     component; ``TO FIRST``/``TO LAST`` in a disjunction, of a negated or unknown
     component, and ``TO FIRST`` of a sequence's first positive component.
 
+13. Partitions. A query's key is its ``partition`` (a list of attribute names, ``[]`` for
+    NONE); without one, the attributes of the WHERE conjuncts ``[attr]`` (no value,
+    ``[symbol]``/``[src]`` left out) in the order written; without those, ``["src"]``.
+    An event's partition value for a key is the tuple of its values of the key's
+    attributes (looked up as conditions read them: ``attrs`` first, then the field);
+    for one attribute the value itself, for NONE ``None``. An event lacking one of them
+    is not seen by the query (not as a component, blocker or Kleene element). The
+    instances of one match (and its blockers) have equal partition values, compared by
+    type and value (``1``, ``1.0``, ``true`` and ``"1"`` differ); the match's ``src`` is
+    that value (a tuple for several attributes). Sub-pattern and ``@name`` instances
+    carry their match's value; a query reads ``@name`` only from a query with the same
+    key (registration is refused otherwise; a query registered later under that name
+    with another key feeds it nothing).
+
 Not covered (``NotImplementedError``): Kleene over a sub-pattern or an ``@name`` class,
 Kleene in a conjunction, two positive Kleene components next to each other, a
 leading and a trailing Kleene component in one sequence, a WHERE conjunct that reads two
@@ -215,6 +229,13 @@ class Inst:
         self.pos = pos
         self.entry = entry
         self.prims = prims
+        # The partition value the query reading this instance groups by (choice 13):
+        # the source, a view's key value, a derived instance's match value.
+        self.part: Any = src
+        # Views of a primitive event for each non-default key (None: lacks an attribute).
+        self.views: dict[tuple[str, ...], Inst | None] = {}
+        # The key of the query whose match an ``@name`` instance is.
+        self.producer_key: tuple[str, ...] | None = None
         # The events an equivalence test reads (choice 2).
         self.equiv_events: list[Inst] = equiv_events if equiv_events is not None else [self]
         # A sub-pattern instance: its positive components' bindings in component order
@@ -856,6 +877,7 @@ class Registered:
     # Consumption (docs/semantics.md §12): consumed arrival indexes, floors per source.
     consumed: set[int] = field(default_factory=set)
     floors: dict[Any, int] = field(default_factory=dict)
+    key: tuple[str, ...] = ("src",)
 
 
 class Reference:
@@ -869,7 +891,8 @@ class Reference:
         self.by_type: dict[str, list[Inst]] = {}
         self.queries: dict[str, Registered] = {}
         self.order = 0
-        self.horizon: dict[str, float] = {}
+        # Drop horizons per (partition key, class): choice 13.
+        self.horizon: dict[tuple[tuple[str, ...], str], float] = {}
         self.derived: dict[str, list[Inst]] = {}
         self.out: list[dict[str, Any]] = []
         self._emitted: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
@@ -903,6 +926,10 @@ class Reference:
         stored: dict[str, float] = {}
         _stored(node, stored)
         reg = Registered(name, node, self.order, self.op, _sub_nodes(node), stored, _depends(node))
+        reg.key = partition_of(q)
+        for dep in sorted(reg.deps):
+            if dep in self.queries and self.queries[dep].key != reg.key:
+                raise ValueError(f"@{dep} is partitioned by another key")
         self.order += 1
         for s in reg.subs:
             reg.sub_insts[s.key] = []
@@ -910,7 +937,7 @@ class Reference:
             raise ValueError(f"query {name!r} depends on itself")
         self.queries[name] = reg
         for cls in stored:
-            self.horizon.setdefault(cls, -INF)  # a new queue starts afresh
+            self.horizon.setdefault((reg.key, cls), -INF)  # a new queue starts afresh
 
     def unregister(self, name: str) -> None:
         if name not in self.queries:
@@ -958,12 +985,13 @@ class Reference:
 
     # ------------------------------------------------------------- helpers
 
-    def _windows(self) -> dict[str, float]:
-        """W(X) of docs/semantics.md: the largest window of the queries storing X."""
-        out: dict[str, float] = {}
+    def _windows(self) -> dict[tuple[tuple[str, ...], str], float]:
+        """W(X) of docs/semantics.md: the largest window of the queries storing X, per
+        partition key (choice 13)."""
+        out: dict[tuple[tuple[str, ...], str], float] = {}
         for reg in self.queries.values():
             for cls, w in reg.stored.items():
-                out[cls] = max(out.get(cls, -INF), w)
+                out[reg.key, cls] = max(out.get((reg.key, cls), -INF), w)
         return out
 
     def _reachable(self, names: set[str]) -> set[str]:
@@ -1003,14 +1031,15 @@ class Reference:
         else:
             for cls in sorted(comp.classes):
                 if cls.startswith("@"):
-                    pool = pool + self.derived.get(cls[1:], [])
+                    pool = pool + [x for x in self.derived.get(cls[1:], []) if x.producer_key == reg.key]
                 else:
-                    pool = pool + self.by_type.get(cls, [])
+                    pool = pool + [v for x in self.by_type.get(cls, []) if (v := _view(x, reg.key)) is not None]
         return sorted((x for x in pool if x.pos[0] > reg.reg_op and x.pos <= moment), key=lambda x: x.key)
 
-    def _usable(self, inst: Inst, moment: Moment) -> bool:
-        """The drop horizon (choice 5): an instance arriving now is always usable."""
-        return inst.pos == moment or inst.start >= self.horizon.get(inst.type, -INF)
+    def _usable(self, inst: Inst, moment: Moment, key: tuple[str, ...]) -> bool:
+        """The drop horizon (choice 5) of the reading query's key: an instance arriving
+        now is always usable."""
+        return inst.pos == moment or inst.start >= self.horizon.get((key, inst.type), -INF)
 
     def _bound_ok(self, node: Node, prob: float) -> bool:
         if node.top and node.prob_bound is not None:
@@ -1158,6 +1187,7 @@ class Reference:
         derived = Inst(
             cand.src, node.key, cand.start, cand.end, dict(attrs), prob, moment, cand.entries, cand.prims
         )
+        derived.producer_key = reg.key
         self.derived.setdefault(reg.name, []).append(derived)
 
     def _make_cand(self, node: Node, binding: dict[int, Bound], moment: Moment) -> Cand:
@@ -1182,7 +1212,7 @@ class Reference:
             prob *= x.prob
         return Cand(
             binding=binding,
-            src=insts[0].src,
+            src=insts[0].part,
             start=start,
             end=end,
             prob=prob,
@@ -1192,11 +1222,13 @@ class Reference:
             prims=frozenset().union(*(x.prims for x in insts)),
         )
 
-    def _common_ok(self, node: Node, binding: dict[int, Bound], moment: Moment) -> bool:
+    def _common_ok(
+        self, node: Node, binding: dict[int, Bound], moment: Moment, key: tuple[str, ...]
+    ) -> bool:
         """Rules every multi-event match obeys: one source, distinct primitive events,
         the window, the drop horizon."""
         insts = [x for c in node.positives for x in _as_list(binding[c.idx])]
-        if len({_src_key(x.src) for x in insts}) != 1:
+        if len({_src_key(x.part) for x in insts}) != 1:
             return False
         if sum(len(x.prims) for x in insts) != len(frozenset().union(*(x.prims for x in insts))):
             return False
@@ -1210,7 +1242,7 @@ class Reference:
         assert node.window is not None
         if span > node.window:
             return False
-        return all(self._usable(x, moment) for x in insts)
+        return all(self._usable(x, moment, key) for x in insts)
 
     # ================================================================== Part 1
 
@@ -1257,7 +1289,7 @@ class Reference:
         for src in self._sources_now(reg, node, moment):
             lists = []
             for c in plain:
-                insts = [x for x in self._instances(reg, c, moment) if _src_key(x.src) == src]
+                insts = [x for x in self._instances(reg, c, moment) if _src_key(x.part) == src]
                 if c is last:
                     insts = [x for x in insts if x.pos == moment]
                 lists.append(insts)
@@ -1271,7 +1303,7 @@ class Reference:
                         _before(binding[a.idx], binding[b.idx]) for a, b in itertools.pairwise(positives)
                     ):
                         continue
-                    if not self._common_ok(node, binding, moment):
+                    if not self._common_ok(node, binding, moment, reg.key):
                         continue
                     if not _conds_ok(node.match_conds, Env(node.names, binding)):
                         continue
@@ -1288,7 +1320,7 @@ class Reference:
         out = []
         for src in self._sources_now(reg, node, moment):
             lists = [
-                [x for x in self._instances(reg, c, moment) if _src_key(x.src) == src] for c in positives
+                [x for x in self._instances(reg, c, moment) if _src_key(x.part) == src] for c in positives
             ]
             decided: dict[frozenset[int], dict[int, Bound] | None] = {}
             for combo in itertools.product(*lists):
@@ -1304,7 +1336,7 @@ class Reference:
                 ):
                     continue
                 binding: dict[int, Bound] = {c.idx: x for c, x in zip(positives, combo, strict=True)}
-                if not self._common_ok(node, binding, moment):
+                if not self._common_ok(node, binding, moment, reg.key):
                     decided[members] = None
                     continue
                 if _conds_ok(node.match_conds, Env(node.names, binding)):
@@ -1320,7 +1352,7 @@ class Reference:
         """The sources of the instances arriving now that ``node`` could use (every match
         completed now has one of them)."""
         srcs = {
-            _src_key(x.src) for c in node.comps for x in self._instances(reg, c, moment) if x.pos == moment
+            _src_key(x.part) for c in node.comps for x in self._instances(reg, c, moment) if x.pos == moment
         }
         return sorted(srcs, key=repr)
 
@@ -1346,7 +1378,7 @@ class Reference:
         positives = node.positives
         plain_insts = [x for c in positives if c.idx in partial for x in _as_list(partial[c.idx])]
         if plain_insts:
-            src = _src_key(plain_insts[0].src)
+            src = _src_key(plain_insts[0].part)
         used = frozenset().union(*(x.prims for x in plain_insts))
         alone = left is None and right is None
         now = [x for x in self._instances(reg, comp, moment) if x.pos == moment]
@@ -1354,7 +1386,7 @@ class Reference:
             return []
         qualifying = []
         for x in self._instances(reg, comp, moment):
-            if _src_key(x.src) != src or x.prims & used or not self._usable(x, moment):
+            if _src_key(x.part) != src or x.prims & used or not self._usable(x, moment, reg.key):
                 continue
             if alone:
                 last = now[-1]
@@ -1419,9 +1451,9 @@ class Reference:
         mention ``comp`` (missing -> true)."""
         out = []
         for x in self._instances(reg, comp, moment):
-            if x.pos >= moment or _src_key(x.src) != _src_key(cand.src) or x.prims & cand.prims:
+            if x.pos >= moment or _src_key(x.part) != _src_key(cand.src) or x.prims & cand.prims:
                 continue
-            if not self._usable(x, moment) or not where(x):
+            if not self._usable(x, moment, reg.key) or not where(x):
                 continue
             env = Env(node.names, {**cand.binding, comp.idx: x}, negated=True)
             if _conds_ok(node.blocker_conds.get(comp.idx, []), env):
@@ -1500,9 +1532,40 @@ class Reference:
             self._finish(reg, n, cand, cand.prob * self._trailing_factor(reg, n, cand, moment), moment)
 
 
-def _src_key(src: Any) -> tuple[str, Any]:
-    """Sources compare by type and value (``1`` and ``"1"`` differ)."""
+def _src_key(src: Any) -> Any:
+    """Sources and partition values compare by type and value (``1`` and ``"1"``
+    differ; a tuple value element by element)."""
+    if isinstance(src, tuple):
+        return ("tuple", tuple(_src_key(v) for v in src))
     return (type(src).__name__, src)
+
+
+def partition_of(q: dict[str, Any]) -> tuple[str, ...]:
+    """Choice 13: the query's partition key."""
+    if q.get("partition") is not None:
+        return tuple(q["partition"])
+    attrs: list[str] = []
+    for cj in _conjuncts(q.get("where")):
+        if cj["kind"] == "equiv" and cj.get("value") is None and cj["attr"] not in ("symbol", "src"):
+            if cj["attr"] not in attrs:
+                attrs.append(cj["attr"])
+    return tuple(attrs) if attrs else ("src",)
+
+
+def _view(x: Inst, key: tuple[str, ...]) -> Inst | None:
+    """Choice 13: a primitive event as a query with ``key`` sees it (its ``part`` the
+    key's value), or None when it lacks an attribute of the key."""
+    if key == ("src",):
+        return x
+    if key in x.views:
+        return x.views[key]
+    values = [_lookup(x, a) for a in key]
+    view: Inst | None = None
+    if not any(v is MISSING for v in values):
+        view = Inst(x.src, x.type, x.start, x.end, x.attrs, x.prob, x.pos, x.entry, x.prims)
+        view.part = None if not key else values[0] if len(key) == 1 else tuple(values)
+    x.views[key] = view
+    return view
 
 
 # ============================================================================= API

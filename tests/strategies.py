@@ -40,6 +40,7 @@ __all__ = [
     "kleene_form_sets",
     "inner_alias_sets",
     "KLEENE_SHAPES",
+    "partitioned_sets",
     "CLASSES",
     "FAMILIES",
 ]
@@ -941,4 +942,38 @@ def with_policy(draw: st.DrawFn, q: J, policy: str) -> J:
         out["skip"] = {"to": skip, "var": f"$x{draw(st.sampled_from(allowed)) + 1}"}
     elif skip is not None:
         out["skip"] = {"to": skip}
+# ================================================================ partitions
+
+# Keys a query may be partitioned by: the default (no clause), the source written out,
+# an attribute (x, y), two of them, and NONE. Events lack x or y now and then.
+PARTITIONS: tuple[list[str] | None, ...] = (None, None, ["src"], ["x"], ["y"], ["y"], ["x", "y"], [], [])
+
+
+@st.composite
+def partitioned_sets(draw: st.DrawFn, base: Any) -> list[tuple[str, J]]:
+    """The query sets of ``base`` with a ``partition`` drawn for each query (a query
+    reading ``@q<i>`` mostly takes ``q<i>``'s, as it must to be registered)."""
+    queries = draw(base)
+    out: list[tuple[str, J]] = []
+    keys: dict[str, Any] = {}
+    for name, q in queries:
+        q = dict(q)
+        reads = [cls[1:] for cls in _classes_of(q["pattern"]) if cls.startswith("@")]
+        key = draw(st.sampled_from(PARTITIONS))
+        if reads and reads[0] in keys and draw(st.integers(0, 5)):
+            key = keys[reads[0]]
+        if key is not None:
+            q["partition"] = list(key)
+        keys[name] = key
+        out.append((name, q))
+    return out
+
+
+def _classes_of(pattern: J) -> list[str]:
+    out: list[str] = []
+    for item in pattern["items"]:
+        if "sub" in item:
+            out.extend(_classes_of(item["sub"]))
+        else:
+            out.extend(item["classes"])
     return out

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.match_share import min_share, record
-from tests.reference import evaluate, evaluate_queries, return_name
+from tests.reference import evaluate, evaluate_queries, partition_of, return_name
 from tests.strategies import query_sets, query_sets_full, streams
 
 J = dict[str, Any]
@@ -553,12 +553,18 @@ def test_negation_conditions_decide_which_events_block() -> None:
     assert events_of(run([("q", q)], [ev("A", 1, x=1), ev("B", 2, x=1), ev("C", 3)])) == []
     # A missing attribute cannot rule the event out: it blocks.
     assert events_of(run([("q", q)], [ev("A", 1, x=1), ev("B", 2), ev("C", 3)])) == []
-    # An equivalence test applies to the negated component too.
+    # An equivalence test applies to the negated component too (beside an explicit
+    # PARTITION BY it is a condition: a blocker lacking the attribute still blocks).
     same = query(
         pat("seq", "A", c("B", neg=True), "C"), within=10, mode="all", where={"kind": "equiv", "attr": "k"}
     )
+    same["partition"] = ["src"]
     assert events_of(run([("q", same)], [ev("A", 1, k=1), ev("B", 2, k=2), ev("C", 3, k=1)])) == [[0, 2]]
     assert events_of(run([("q", same)], [ev("A", 1, k=1), ev("B", 2), ev("C", 3, k=1)])) == []
+    # Alone, [k] partitions by k: an event lacking k is not seen, so it cannot block.
+    del same["partition"]
+    assert events_of(run([("q", same)], [ev("A", 1, k=1), ev("B", 2, k=2), ev("C", 3, k=1)])) == [[0, 2]]
+    assert events_of(run([("q", same)], [ev("A", 1, k=1), ev("B", 2), ev("C", 3, k=1)])) == [[0, 2]]
 
 
 def test_negation_must_lie_between_in_time_and_arrival() -> None:
@@ -773,7 +779,7 @@ def test_part1_matches_obey_the_basic_rules(queries: list[tuple[str, J]], events
     for m in matches:
         idx = _flat(m["events"])
         assert len(set(idx)) == len(idx)
-        assert {events[i]["src"] for i in idx} == {m["src"]}
+        assert {_part_value(events[i], partition_of(dict(queries)[m["query"]])) for i in idx} == {m["src"]}
         assert m["trigger"] == max(idx) >= last_trigger
         last_trigger = m["trigger"]
         if kinds[m["query"]] == "seq":
@@ -830,5 +836,84 @@ def test_full_queries_run_on_any_stream(queries: list[tuple[str, J]], events: li
     for m in matches:
         idx = _flat(m["events"])
         assert len(set(idx)) == len(idx)
-        assert {events[i]["src"] for i in idx} == {m["src"]}
+        assert {_part_value(events[i], partition_of(dict(queries)[m["query"]])) for i in idx} == {m["src"]}
         assert m["trigger"] >= max(idx) or not idx
+
+
+# ================================================================ partitions
+
+
+def _part_value(event: J, key: tuple[str, ...]) -> Any:
+    """The partition value of an event dict for ``key`` (choice 13), written again."""
+    values = [
+        (event.get("attrs") or {}).get(a, event.get(a)) if a in ("src", "type", "start") else event["attrs"][a]
+        for a in key
+    ]
+    return None if not key else values[0] if len(key) == 1 else tuple(values)
+
+
+def test_partition_by_an_attribute_matches_across_sources() -> None:
+    q = query(pat("seq", "A", "B"), within=10, mode="all")
+    q["partition"] = ["sym"]
+    events = [ev("A", 1, src="x", sym="IBM"), ev("B", 2, src="y", sym="IBM"), ev("B", 3, src="x", sym="SUN")]
+    got = run([("q", q)], events)
+    assert [(m["src"], m["events"]) for m in got] == [("IBM", [0, 1])]
+    # The default key (the source) gives the match of the same source only.
+    del q["partition"]
+    assert events_of(run([("q", q)], events)) == [[0, 2]]
+
+
+def test_an_event_lacking_the_key_is_not_seen() -> None:
+    q = query(pat("seq", "A", c("B", neg=True), "C"), within=10, mode="all")
+    q["partition"] = ["sym"]
+    # B lacks sym: not seen, so it does not block; C lacking sym cannot complete.
+    events = [ev("A", 1, sym=1), ev("B", 2), ev("C", 3, sym=1), ev("C", 4)]
+    assert events_of(run([("q", q)], events)) == [[0, 2]]
+
+
+def test_partition_by_none_relates_every_event() -> None:
+    q = query(pat("seq", "A", "B"), within=10, mode="all")
+    q["partition"] = []
+    events = [ev("A", 1, src="x"), ev("B", 2, src="y")]
+    got = run([("q", q)], events)
+    assert [(m["src"], m["events"]) for m in got] == [(None, [0, 1])]
+
+
+def test_partition_values_compare_by_type_and_several_attributes_give_a_tuple() -> None:
+    q = query(pat("seq", "A", "B"), within=10, mode="all")
+    q["partition"] = ["k"]
+    assert events_of(run([("q", q)], [ev("A", 1, k=1), ev("B", 2, k=True), ev("B", 3, k=1.0)])) == []
+    q["partition"] = ["card", "shop"]
+    events = [ev("A", 1, card=7, shop="a"), ev("B", 2, card=7, shop="b"), ev("B", 3, card=7, shop="a")]
+    assert [(m["src"], m["events"]) for m in run([("q", q)], events)] == [((7, "a"), [0, 2])]
+
+
+def test_an_equivalence_test_partitions_unless_partition_by_is_given() -> None:
+    q = query(pat("seq", "A", "B"), within=10, mode="all", where={"kind": "equiv", "attr": "id"})
+    events = [ev("A", 1, src="x", id=5), ev("B", 2, src="y", id=5), ev("B", 3, src="x", id=6)]
+    assert [(m["src"], m["events"]) for m in run([("q", q)], events)] == [(5, [0, 1])]
+    q["partition"] = ["src"]
+    assert events_of(run([("q", q)], events)) == []
+
+
+def test_name_reads_only_a_query_with_the_same_key() -> None:
+    base = query(pat("seq", "A", "B"), within=10, mode="all")
+    base["partition"] = ["sym"]
+    reader = query(pat("seq", "@p", "C"), within=10, mode="all")
+    with pytest.raises(ValueError, match="another key"):
+        evaluate([("register", "p", base), ("register", "r", reader)])
+    reader["partition"] = ["sym"]
+    events = [ev("A", 1, src="x", sym="I"), ev("B", 2, src="y", sym="I"), ev("C", 3, src="z", sym="I")]
+    got = evaluate([("register", "p", base), ("register", "r", reader), *[("event", e) for e in events]])
+    assert [(m["query"], m["src"], m["events"]) for m in got] == [("p", "I", [0, 1]), ("r", "I", [[0, 1], 2])]
+
+
+def test_drop_horizons_are_per_key() -> None:
+    # A late event: the src-keyed query with a short window dropped the A; the sym-keyed
+    # one, with a long window, still has it.
+    short = query(pat("seq", "A", "B"), within=1, mode="all")
+    long = query(pat("seq", "A", "B"), within=100, mode="all")
+    long["partition"] = ["sym"]
+    events = [ev("A", 1, sym=1), ev("C", 50, sym=1), ev("B", 2, sym=1)]
+    got = run([("short", short), ("long", long)], events)
+    assert [(m["query"], m["events"]) for m in got] == [("long", [0, 2])]

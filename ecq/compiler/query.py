@@ -45,6 +45,7 @@ from ecq.language.ast import (
     Seq,
     pattern_to_json,
 )
+from ecq.language.partition import partition_key
 
 __all__ = ["Comp", "CompiledQuery", "compile_query", "retag", "KIND_SEQ", "KIND_AND", "KIND_OR", "MAX_WITHIN"]
 
@@ -128,6 +129,12 @@ class CompiledQuery:
     # (MODE RECENT or ALL as §3-§10 say). A query with one runs in MODE ALL and the
     # policy chooses among its candidates (ecq.matching.policy).
     policy: Policy | None = None
+
+    @cached_property
+    def partition(self) -> tuple[str, ...]:
+        """The partition key: the attributes whose values the events of one match share
+        (``("src",)`` by default, ``()`` for PARTITION BY NONE; ecq.language.partition)."""
+        return partition_key(self.ast)
 
     @cached_property
     def length(self) -> int:
@@ -378,6 +385,13 @@ class _Compiler:
         ast = self.ast
         if not has_policy(ast):
             return None
+        if partition_key(ast) != ("src",):
+            raise self.error(
+                "a selection or consumption policy (MODE CHRONICLE, STRATEGY, CONSUME, AFTER MATCH SKIP) "
+                "needs the default partition by src; PARTITION BY another key (or NONE, or an [attr] "
+                "test) with a policy is not supported",
+                "partition",
+            )
         skip_comp = -1
         if ast.skip in ("first", "last"):
             assert ast.skip_var is not None

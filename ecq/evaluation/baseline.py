@@ -52,6 +52,8 @@ from ecq.evaluation.plan import (
 )
 from ecq.event import Event
 from ecq.language.ast import Query
+from ecq.language.partition import DEFAULT_KEY
+from ecq.match import Match
 from ecq.matching.candidate import Cand
 from ecq.matching.composite import (
     Context,
@@ -66,6 +68,7 @@ from ecq.matching.composite import (
 from ecq.matching.emission import Emission
 from ecq.network import check_depends
 from ecq.ops import OpClock
+from ecq.partitions import key_value, output_src
 from ecq.structures.qstate import QState
 
 __all__ = ["SeparateEngine", "PHASES"]
@@ -108,6 +111,13 @@ class SeparateEngine(OpClock):
         self._order = 0
         self._stored = 0
         self._waiting: dict[int, tuple[Plan, PlanNode]] = {}
+        # Queries partitioned by a key other than the source (docs/semantics.md,
+        # "Partitions"): one separate engine per key, fed views of the events, under this
+        # one's ops, clock, order and seq (as ecq.Engine's keyed networks).
+        self.keyed: dict[tuple[str, ...], SeparateEngine] = {}
+        self.key_of: dict[str, tuple[str, ...]] = {}
+        # A keyed child holds the queries of one key, whatever it is.
+        self.child = False
 
     # ------------------------------------------------------------------ queries
 
@@ -117,7 +127,7 @@ class SeparateEngine(OpClock):
         error. O(size of the query + index entries of its classes)."""
         if not isinstance(name, str) or not name:
             raise SemanticError("a query needs a non-empty name")
-        if name in self.plans:
+        if name in self.plans or name in self.key_of:
             raise DuplicateQueryError(f"a query named {name!r} is already registered")
         # Plans share nothing, so no sharing tag: every sub-pattern is the plan's own.
         cq = Engine.compile(name, query)
@@ -126,6 +136,14 @@ class SeparateEngine(OpClock):
                 f"query {name!r}: the separate-processing baseline has no selection or consumption "
                 "policies (MODE CHRONICLE, STRATEGY, CONSUME, AFTER MATCH SKIP); run it on the shared engine"
             )
+        key = cq.partition
+        for dep in sorted(cq.depends):
+            other = self.key_of.get(dep, DEFAULT_KEY if dep in self.plans else None)
+            if other is not None and other != key and not self.child:
+                self.ops += 1
+                raise SemanticError(f"@{dep} is partitioned by another key than query {name!r}")
+        if key != DEFAULT_KEY and not self.child:
+            return self._register_keyed(name, cq, key)
         self.ops += 1  # as the engine: a rejected @name still took an op
         check_depends(cq, self._depends)
         reg = 2 * self.ops + 1
@@ -142,9 +160,32 @@ class SeparateEngine(OpClock):
         self.plans[name] = plan
         return cq
 
+    def _register_keyed(self, name: str, cq: CompiledQuery, key: tuple[str, ...]) -> CompiledQuery:
+        child = self.keyed.get(key)
+        if child is None:
+            child = SeparateEngine(self.clean_every, self.profile)
+            child.child = True
+        child.clock, child.ops, child._order = self.clock, self.ops, self._order
+        try:
+            child.register(name, cq.ast)
+        finally:
+            self.ops, self._order = child.ops, child._order
+        self.keyed[key] = child
+        self.key_of[name] = key
+        return cq
+
     def unregister(self, name: str) -> None:
         """Drop a query's plan with everything it stores and its pending matches.
         O(index entries of its classes + its stored instances)."""
+        key = self.key_of.pop(name, None)
+        if key is not None:
+            child = self.keyed[key]
+            child.clock, child.ops = self.clock, self.ops
+            child.unregister(name)
+            self.ops = child.ops
+            if not child.plans:
+                del self.keyed[key]
+            return
         plan = self.plans.pop(name, None)
         if plan is None:
             raise UnknownQueryError(f"no query named {name!r} is registered")
@@ -189,7 +230,8 @@ class SeparateEngine(OpClock):
 
     def queries(self) -> list[CompiledQuery]:
         """Registered queries in registration order."""
-        return [p.top.cq for p in sorted(self.plans.values(), key=lambda p: p.order)]
+        plans = [*self.plans.values(), *(p for c in self.keyed.values() for p in c.plans.values())]
+        return [p.top.cq for p in sorted(plans, key=lambda p: p.order)]
 
     # ------------------------------------------------------------------- events
 
@@ -198,11 +240,33 @@ class SeparateEngine(OpClock):
         if self._waiting:
             self._fire(e.moment - 1, clock_before, clock, e.arrival, emitted)
         self._run([[(e, None)]], e.moment, clock, clock, 1, e.arrival, emitted)
+        for key, child in self.keyed.items():
+            child.clock = clock
+            value = key_value(e, key, True)
+            if value is None:
+                if child._waiting:
+                    child._fire(e.moment - 1, clock_before, clock, e.arrival, emitted)
+                continue
+            view = Event(value[0], e.type, e.start, e.end, value[1], e.prob, e.id)
+            view.arrival = e.arrival
+            view.moment = e.moment
+            emitted.extend(child._on_event(view, clock_before, clock) or ())
         return emitted
+
+    def emit(self, emitted: list[Emission], trigger: int, out: list[Match]) -> None:
+        """As :meth:`OpClock.emit`; a keyed query's match shows its key's value."""
+        first = len(out)
+        super().emit(emitted, trigger, out)
+        if self.keyed:
+            for m in out[first:]:
+                m.src = output_src(m.src)
 
     def _fire(self, moment: int, before: float, clock: float, arrival: int, out: list[Emission]) -> None:
         """Phase 0: pending trailing-negation matches whose deadline the clock passed,
         checked against each plan's store as it was before this op."""
+        for child in self.keyed.values():
+            child.clock = clock
+            child._fire(moment, before, clock, arrival, out)
         made: list[Delivery] = []
         for key, (plan, node) in list(self._waiting.items()):
             due = [(c, d) for c, d in node.pending if clock > d]
@@ -516,6 +580,10 @@ class SeparateEngine(OpClock):
         t0 = time.perf_counter() if self.profile else 0.0
         self.since_clean = 0
         clock = self.clock
+        dropped_keyed = 0
+        for child in self.keyed.values():
+            child.clock = clock
+            dropped_keyed += child.clean()
         limits = {cls: hz.at(clock) for cls, hz in self.horizons.items()}
         dropped = 0
         for plan in self.plans.values():
@@ -564,6 +632,7 @@ class SeparateEngine(OpClock):
                 for src in gone:
                     del plan.store[src]
         self._stored -= dropped
+        dropped += dropped_keyed
         if self.profile:
             self.timers["clean"] += time.perf_counter() - t0
         return dropped
@@ -571,8 +640,8 @@ class SeparateEngine(OpClock):
     # -------------------------------------------------------------------- stats
 
     def stored(self) -> int:
-        """Instances stored over all plans (one per plan that keeps it). O(1)."""
-        return self._stored
+        """Instances stored over all plans (one per plan that keeps it). O(keys)."""
+        return self._stored + sum(c.stored() for c in self.keyed.values())
 
     def stats(self) -> dict[str, Any]:
         """Plans, stored instances (every copy), per-source structures, pending matches,
@@ -580,7 +649,7 @@ class SeparateEngine(OpClock):
         return {
             "queries": len(self.plans),
             "plans": len(self.plans),
-            "stored_instances": self._stored,
+            "stored_instances": self.stored(),
             "source_structures": sum(len(node.sources) for p in self.plans.values() for node in p.nodes)
             + sum(len(p.store) for p in self.plans.values()),
             "pending_matches": sum(len(node.pending) for p in self.plans.values() for node in p.nodes),

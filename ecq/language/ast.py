@@ -245,6 +245,9 @@ class Query:
     consume: str = "shared"
     skip: str | None = None
     skip_var: str | None = None
+    # ``PARTITION BY``: attribute names, ``()`` for NONE; ``None`` when the query has no
+    # such clause (ecq.language.partition: equivalence tests, else the source).
+    partition: tuple[str, ...] | None = None
     # Source positions of nodes, keyed by id-free paths; not part of equality.
     spans: dict[str, tuple[int, int, str]] = field(
         default_factory=dict, compare=False, hash=False, repr=False
@@ -272,6 +275,8 @@ def to_json(query: Query) -> dict[str, Any]:
     if query.probability is not None:
         out["probability"] = query.probability
     out.update(policy_to_json(query))
+    if query.partition is not None:
+        out["partition"] = list(query.partition)
     return out
 
 
@@ -348,6 +353,7 @@ def from_json(data: Any) -> Query:
     name = data.get("name")
     if name is not None and not isinstance(name, str):
         raise SemanticError("$.name must be a string")
+    partition = _partition_from_json(data.get("partition"))
     return Query(
         pattern=pattern,
         where=where,
@@ -357,7 +363,19 @@ def from_json(data: Any) -> Query:
         probability=float(probability) if probability is not None else None,
         name=name,
         **policy_from_json(data),
+        partition=partition,
     )
+
+
+def _partition_from_json(raw: Any) -> tuple[str, ...] | None:
+    """``$.partition``: a list of distinct attribute names (``[]``: PARTITION BY NONE)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not all(isinstance(a, str) and a for a in raw):
+        raise SemanticError("$.partition must be a list of attribute names ([] for PARTITION BY NONE)")
+    if len(set(raw)) != len(raw):
+        raise SemanticError("$.partition names an attribute twice")
+    return tuple(raw)
 
 
 _PATTERN_KINDS: dict[str, type] = {"seq": Seq, "and": Conj, "or": Disj}

@@ -22,6 +22,8 @@ CLAUSE_KEYWORDS = frozenset(
 ) | frozenset(
     {"STRATEGY", "CONSUME", "AFTER"}  # selection and consumption policies
 )
+# PARTITION BY <attr>[, <attr>...] | PARTITION BY NONE (ecq.language.partition).
+CLAUSE_KEYWORDS = CLAUSE_KEYWORDS | frozenset({"PARTITION"})
 
 # Words that can never be a class name, an alias or a component reference
 # (compared upper-cased: keywords are case-insensitive).

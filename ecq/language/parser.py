@@ -7,6 +7,7 @@
             | RETURN expr [AS name] (, expr [AS name])* | PROBABILITY [>=] p
             | STRATEGY strategy | CONSUME (SHARED | EXCLUSIVE)
             | AFTER MATCH SKIP (PAST LAST ROW | TO NEXT ROW | TO [FIRST | LAST] ref)
+            | PARTITION BY (NONE | attr (, attr)*)
 
 The clauses may come in any order (each starts with its own keyword, so this is
 unambiguous), each at most once. The pattern grammar is in :mod:`.patterns`, the
@@ -20,13 +21,17 @@ from ecq.language.ast import STRATEGIES, Expr, Query, ReturnItem
 from ecq.language.conditions import parse_condition, parse_expression
 from ecq.language.keywords import CLAUSE_KEYWORDS, DURATION_UNITS
 from ecq.language.lexer import IDENT, NUMBER, PERCENT, POSREF, STRING, Token
+from ecq.language.partition import parse_partition
 from ecq.language.patterns import parse_pattern
+from ecq.language.rizvi import is_rizvi, parse_rizvi
 from ecq.language.spans import Span, collect_spans
 from ecq.language.stream import TokenStream
 
 __all__ = ["parse_query", "parse_queries"]
 
-_CLAUSES = ("WHERE", "WITHIN", "MODE", "RETURN", "PROBABILITY", "STRATEGY", "CONSUME", "AFTER")
+_CLAUSES: tuple[str, ...] = (
+    "WHERE", "WITHIN", "MODE", "RETURN", "PROBABILITY", "STRATEGY", "CONSUME", "AFTER", "PARTITION",
+)
 
 
 # Deeper nesting is rejected with its place rather than exhausting the interpreter's
@@ -89,6 +94,11 @@ def _query(ts: TokenStream) -> Query:
             clauses["name"] = _span(tok)
         else:
             raise ts.error(f"expected a query name after QUERY, found {ts.describe(tok)}")
+    if is_rizvi(ts):
+        # Rizvi's SELECT ... FROM ... EVENT form (ecq.language.rizvi).
+        rizvi = parse_rizvi(ts, name)
+        rizvi.spans.update(collect_spans(ts, rizvi, clauses))
+        return rizvi
     if ts.at("PATTERN", "EVENT"):
         ts.next()
     pattern = parse_pattern(ts)
@@ -98,6 +108,7 @@ def _query(ts: TokenStream) -> Query:
     returns: tuple[ReturnItem, ...] = ()
     probability: float | None = None
     policy: dict[str, str | None] = {}
+    partition: tuple[str, ...] | None = None
     seen: set[str] = set()
     while ts.at(*_CLAUSES):
         tok = ts.next()
@@ -123,14 +134,17 @@ def _query(ts: TokenStream) -> Query:
         elif tok.key == "AFTER":
             policy["skip"], policy["skip_var"] = _after_match(ts)
             clauses["skip"] = _span(tok)
+        elif tok.key == "PARTITION":
+            partition = parse_partition(ts)
+            clauses["partition"] = _span(tok)
         else:
             probability = _probability(ts)
             clauses["probability"] = _span(tok)
     if not (ts.at_end() or ts.at("QUERY")):
         found = ts.peek().text
         raise ts.error(
-            "expected WHERE, WITHIN, MODE, RETURN, PROBABILITY, STRATEGY, CONSUME, AFTER MATCH SKIP "
-            f"or the end of the query, found {found!r}"
+            "expected WHERE, WITHIN, MODE, RETURN, PROBABILITY, STRATEGY, CONSUME, AFTER MATCH SKIP, "
+            f"PARTITION BY or the end of the query, found {found!r}"
         )
     query = Query(
         pattern=pattern,
@@ -141,6 +155,7 @@ def _query(ts: TokenStream) -> Query:
         probability=probability,
         name=name,
         **policy,  # type: ignore[arg-type]
+        partition=partition,
     )
     query.spans.update(collect_spans(ts, query, clauses))
     return query
@@ -258,3 +273,4 @@ def _probability(ts: TokenStream) -> float:
         raise ts.error(f"a probability must be between 0 and 1, not {tok.text}", tok)
     ts.next()
     return float(tok.value)
+

@@ -2,7 +2,7 @@
 
 The canonical form uses the SASE functional pattern syntax (``SEQ(A a, !B, ANY(C, D) c,
 E+ e)``; a single-class filter is written bare, ``PATTERN BAR_C``), one clause per line
-in the order QUERY, PATTERN, WHERE, WITHIN (in seconds), MODE, RETURN, PROBABILITY, and
+in the order QUERY, PATTERN, PARTITION BY, WHERE, WITHIN (in seconds), MODE, RETURN, PROBABILITY, and
 parenthesises conditions exactly where the grammar needs it. Printing is used to show a
 registered query back to its author and to turn a query given as JSON into text, so it
 refuses (``ValueError``) an AST it could not print in a
@@ -61,6 +61,8 @@ def format_query(query: Query) -> str:
     if query.name is not None:
         lines.append(f"QUERY {_free_name(query.name, CLAUSE_KEYWORDS)}")
     lines.append(f"PATTERN {_top_pattern(query.pattern)}")
+    if query.partition is not None:
+        lines.append(_partition(query.partition))
     if query.where is not None:
         lines.append(f"WHERE {format_expr(query.where)}")
     if query.within is not None:
@@ -116,6 +118,19 @@ def _policy_lines(query: Query) -> list[str]:
             text += f" {var}"
         lines.append(text)
     return lines
+
+
+def _partition(key: tuple[str, ...]) -> str:
+    """``PARTITION BY a, b`` or ``PARTITION BY NONE``; an attribute named like a clause
+    keyword, ``NONE`` or a non-word cannot be written (``ValueError``)."""
+    if not key:
+        return "PARTITION BY NONE"
+    for attr in key:
+        if not _is_word(attr, CLAUSE_KEYWORDS | {"NONE"}):
+            raise ValueError(f"cannot write {attr!r} as an attribute of PARTITION BY")
+    if len(set(key)) != len(key):
+        raise ValueError("PARTITION BY names an attribute twice")
+    return "PARTITION BY " + ", ".join(key)
 
 
 # ------------------------------------------------------------------------- names

@@ -494,6 +494,20 @@ SECTIONS: tuple[Section, ...] = (
         "compiled kernel: the cost is MODE ALL's enumeration plus the choice.",
     ),
     Section(
+        "Partition keys: 1,000 queries over 1, 2, 4 and 8 keys",
+        "scemon bench partitions",
+        "The same 1,000 sequence queries (3 steps, 50 classes, windows 200-240 min) and the same "
+        "events over 1,000 sources; query `i` is partitioned by key `i mod keys`: key 0 the source, "
+        "key `j` an attribute `p<j>` that regroups the sources, so every event carries every key "
+        "and each key has 1,000 partitions. Shared engine and SP baseline side by side: events/s "
+        "and stored instances, and the shared engine's speed against its single-key row.",
+        ("partitions_keys",),
+        "The shared engine stores each event once per key whose network uses its class, SP once "
+        "per query that keeps it; with more than one key each network runs the batch through the "
+        "kernel's event loop on views of the events and their matches are merged in emission "
+        "order, so time grows with the keys in use.",
+    ),
+    Section(
         "Event time: the time keeper and the reorder buffer",
         "scemon bench lateness",
         "The targets' workload through the bare engine, and through the time keeper without and "

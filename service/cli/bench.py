@@ -583,3 +583,14 @@ def cluster(
         progress=lambda what: console.print(f"cluster: {what}", style="dim"),
     )
     publish([table], quick, out)
+
+
+@bench_app.command("partitions")
+def partitions(quick: QuickOption = False, out: OutOption = None, events: EventsOption = None) -> None:
+    """1,000 queries over 1, 2, 4, 8 partition keys: events/s and stored instances, shared vs SP."""
+    from service.bench.partitions import partitions as figure
+
+    with LazyProgress(min_items=0, min_seconds=1.0) as bar:
+        bar.phase("bench partitions", total=1000)
+        tables = figure(quick, events, lambda fraction, _label: bar.update(int(fraction * 1000)))
+    publish(tables, quick, out)

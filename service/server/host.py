@@ -68,6 +68,7 @@ from ecq.event import Event
 from ecq.kernel.make import block_writer
 from ecq.language import format_query
 from ecq.language.ast import Query, from_json
+from ecq.language.partition import describe_key
 from ecq.match import Match
 from ecq.network import check_depends
 from ecq.time.timekeeper import MAX_AHEAD, Late, TimeKeeper
@@ -138,6 +139,8 @@ class QueryInfo:
     # The queries it reads through @name: a query checked before registering is held
     # against these (no unknown name, no cycle) without asking the writer thread.
     depends: frozenset[str] = frozenset()
+    # The partition key (docs/semantics.md, "Partitions"): [] for PARTITION BY NONE.
+    partition: tuple[str, ...] = ("src",)
 
     @classmethod
     def of(cls, name: str, cq: CompiledQuery, text: str | None = None) -> QueryInfo:
@@ -150,6 +153,7 @@ class QueryInfo:
             window=cq.window,
             mode=cq.ast.mode,  # type: ignore[arg-type]  # one of ecq.language.ast.MODES
             depends=frozenset(cq.depends),
+            partition=cq.partition,
         )
 
 
@@ -359,6 +363,12 @@ class EngineHost:
         cq = await self._loop.run_in_executor(self._compiler, _compile, name or _UNNAMED, spec)
         infos = self._infos
         check_depends(cq, lambda n: infos[n].depends if n in infos else None)
+        for dep in sorted(cq.depends):
+            if dep in infos and infos[dep].partition != cq.partition:
+                raise SemanticError(
+                    f"@{dep} is partitioned by {describe_key(infos[dep].partition)} but this query by "
+                    f"{describe_key(cq.partition)}: a query reads @name only from a query with the same key"
+                )
         return QueryInfo.of(cq.name, cq)
 
     async def unregister(self, name: str) -> None:

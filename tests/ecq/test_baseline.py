@@ -29,7 +29,7 @@ from ecq.language.ast import from_json
 from ecq.match import Match
 from tests.ecq.test_properties import CLASSES, scenarios
 from tests.match_share import min_share, record
-from tests.strategies import query_sets, query_sets_full, streams
+from tests.strategies import partitioned_sets, query_sets, query_sets_full, streams
 
 # Not marked `property` (engine against the reference), so `make test` runs them once,
 # on the kernel that is built: the baseline is checked against the shared engine here,
@@ -239,3 +239,12 @@ def test_replay_picks_the_engine() -> None:
     shared = replay("shared")
     assert shared
     assert replay("separate") == shared
+
+
+@min_share(0.25)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(partitioned_sets(query_sets_full(CLASSES))), st.integers(1, 4))
+def test_separate_equals_shared_with_mixed_partition_keys(ops: list[tuple[Any, ...]], clean_every: int) -> None:
+    """The baseline honours each query's partition key (docs/semantics.md, "Partitions")."""
+    shared, separate = both(ops, clean_every)
+    assert separate == shared

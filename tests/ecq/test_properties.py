@@ -21,7 +21,14 @@ from ecq.match import Match
 from ecq.network import LEVELS
 from tests import reference
 from tests.match_share import min_share, record
-from tests.strategies import conditioned_sets, planted_streams, query_sets, query_sets_full, streams
+from tests.strategies import (
+    conditioned_sets,
+    partitioned_sets,
+    planted_streams,
+    query_sets,
+    query_sets_full,
+    streams,
+)
 
 # Property tests: `make test` runs them a second time on the pure kernel (SCEMON_PURE=1).
 pytestmark = pytest.mark.property
@@ -181,3 +188,72 @@ def test_engine_equals_reference_on_conditioned_sequences(ops: list[tuple[Any, .
     index: bounds, bound pairs, equality on numbers, strings and booleans, IN lists,
     residuals), registered and unregistered mid-stream, on both kernels."""
     same_as_reference(engine_run(ops, compiled=False if pure else None), ops)
+
+
+@min_share(0.25)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(partitioned_sets(query_sets(CLASSES))), st.booleans())
+def test_mixed_partition_keys_give_the_reference_matches(ops: list[tuple[Any, ...]], pure: bool) -> None:
+    """Queries partitioned by the source, an attribute, two attributes and NONE in one
+    engine (docs/semantics.md, "Partitions"), both modes, on both kernels."""
+    same_as_reference(engine_run(ops, compiled=False if pure else None), ops)
+
+
+@min_share(0.25)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(partitioned_sets(query_sets_full(CLASSES))), st.booleans())
+def test_mixed_partition_keys_with_negation_kleene_and_nesting(ops: list[tuple[Any, ...]], pure: bool) -> None:
+    """The same with negation, Kleene closure, sub-patterns and ``@name`` readers."""
+    same_as_reference(engine_run(ops, compiled=False if pure else None), ops)
+
+
+def engine_run_batched(ops: list[tuple[Any, ...]], compiled: bool | None = None) -> list[dict[str, Any]]:
+    """As :func:`engine_run`, with each run of consecutive events given to the engine in
+    one ``process`` call (the service's batches: with several keys in use, each network
+    runs the batch through its event loop and the matches are merged)."""
+    eng = Engine(clean_every=3, compiled=compiled)
+    out: list[Match] = []
+    kept: list[tuple[Any, ...]] = []
+    rejected: set[str] = set()
+    pending: list[Event] = []
+
+    def flush() -> None:
+        if pending:
+            out.extend(eng.process(pending))
+            pending.clear()
+
+    for op in ops:
+        if op[0] in ("register", "unregister") and op[1] in rejected:
+            continue
+        kept.append(op)
+        if op[0] == "event":
+            pending.append(Event.from_dict(op[1]))
+            continue
+        flush()
+        if op[0] == "register":
+            try:
+                eng.register(op[1], from_json(op[2]))
+            except QueryError:
+                rejected.add(op[1])
+                kept.pop()
+        elif op[0] == "unregister":
+            eng.unregister(op[1])
+        else:
+            out.extend(eng.advance_time(op[1]))
+        eng._check()
+    flush()
+    ops[:] = kept
+    seqs = [m.seq for m in out]
+    assert seqs == list(range(len(out))), "seq numbers the matches in emission order"
+    return [as_reference(m) for m in out]
+
+
+@min_share(0.25)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(partitioned_sets(query_sets_full(CLASSES))), st.booleans())
+def test_mixed_partition_keys_on_batches_give_the_reference_matches(
+    ops: list[tuple[Any, ...]], pure: bool
+) -> None:
+    """Events in batches: every network runs a batch through its kernel's event loop and
+    the matches of all keys come out merged in the one emission order."""
+    same_as_reference(engine_run_batched(ops, compiled=False if pure else None), ops)

@@ -77,6 +77,7 @@ def _fields(info: QueryInfo, rate: float) -> dict[str, Any]:
         "classes": info.classes,
         "window": info.window,
         "mode": info.mode,
+        "partition": list(info.partition),
         "matches": info.matches,
         "last_match": info.last_match,
         "rate": rate,
@@ -147,6 +148,7 @@ async def validate_query(request: Request, runtime: RuntimeDep, host: HostDep) -
         classes=info.classes,
         window=info.window,
         mode=info.mode,  # type: ignore[arg-type]
+        partition=list(info.partition),
     )
 
 

@@ -188,3 +188,18 @@ def test_operators_command_takes_policies_and_rejects_unknown_ones(tmp_path: Pat
     result = CliRunner().invoke(app, ["bench", "operators", "--quick", "--policy", "nonsense"])
     assert result.exit_code == 1
     assert "unknown policy 'nonsense'" in result.output
+
+
+def test_partitions_command_measures_every_key_count_shared_and_sp(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["bench", "partitions", "--quick", "--events", "600", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["machine.json", "partitions_keys.csv", "partitions_keys.png"]
+    header, rows = read_csv(tmp_path / "partitions_keys.csv")
+    assert header == ["keys", "shared_ev_s", "sp_ev_s", "shared_stored", "sp_stored", "shared_vs_1_key"]
+    table = [dict(zip(header, row, strict=True)) for row in rows]
+    assert [int(r["keys"]) for r in table] == [1, 2, 4, 8]
+    # Shared storage grows with the keys in use (each event once per key); SP stores a
+    # copy per query whatever the keys.
+    shared = [int(r["shared_stored"]) for r in table]
+    assert shared == sorted(shared) and shared[-1] > shared[0]
+    assert all(int(r["sp_stored"]) >= int(r["shared_stored"]) for r in table)
