@@ -202,6 +202,7 @@ class Engine(OpClock):
             ),
             default=None,
         )
+
     def _process_keyed(self, events: Iterable[Event]) -> list[Match]:
         """:meth:`process` with several keys in use: each network runs the whole batch
         through its kernel's event loop (a keyed one on views of the events, an event it

@@ -887,6 +887,8 @@ def inner_alias_sets(
 ) -> list[tuple[str, J]]:
     """Queries whose conditions read components inside their sub-patterns by alias."""
     return [(f"q{i}", draw(_inner_alias_query(classes, i))) for i in range(draw(st.integers(1, max_queries)))]
+
+
 # ============================================================ selection and consumption
 
 # One policy element per entry: the test of each family is run with each of them (and
@@ -942,6 +944,9 @@ def with_policy(draw: st.DrawFn, q: J, policy: str) -> J:
         out["skip"] = {"to": skip, "var": f"$x{draw(st.sampled_from(allowed)) + 1}"}
     elif skip is not None:
         out["skip"] = {"to": skip}
+    return out
+
+
 # ================================================================ partitions
 
 # Keys a query may be partitioned by: the default (no clause), the source written out,
