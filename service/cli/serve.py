@@ -49,6 +49,13 @@ def serve(
             "[env SCEMON_BUFFER_MAX; default 1000000].",
         ),
     ] = None,
+    producer_idle: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds without a batch after which a producer stops holding the clock back (the clock "
+            "is the slowest live producer's); inf: never [env SCEMON_PRODUCER_IDLE; default 60].",
+        ),
+    ] = None,
     log_level: Annotated[str | None, typer.Option(help="uvicorn log level [env SCEMON_LOG_LEVEL].")] = None,
     init: Annotated[
         bool,
@@ -84,6 +91,7 @@ def serve(
             "lateness": lateness,
             "max_ahead": max_ahead,
             "buffer_max": buffer_max,
+            "producer_idle": producer_idle,
             "log_level": log_level,
         }.items()
         if value is not None
