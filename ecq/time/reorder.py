@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 
 from sortedcontainers import SortedList
 
@@ -34,6 +35,8 @@ from ecq.event import Event
 __all__ = ["Reorder"]
 
 NEG_INF = float("-inf")
+
+_END = attrgetter("end")
 
 
 def check_lateness(lateness: float) -> float:
@@ -95,15 +98,18 @@ class Reorder:
                 self.observed = top
         return self._release()
 
-    def take(self, events: Sequence[Event], clock: float) -> list[Event]:
+    def take(self, events: Sequence[Event], clock: float, top: float | None = None) -> list[Event]:
         """Take events with the clock given by the caller (it never goes back): hold
         them, and return what ``clock`` releases. Events of a batch all at or below the
         clock, with nothing held and ``L = 0``, pass through in arrival order, as
-        :meth:`push` passes them."""
+        :meth:`push` passes them. ``top``: the events' largest ``end``, when known."""
         if clock > self.observed:
             self.observed = clock
-        if not self.lateness and not self._held and all(e.end <= self.observed for e in events):
-            return list(events)
+        if not self.lateness and not self._held:
+            if top is None:
+                top = max(map(_END, events), default=NEG_INF)
+            if top <= self.observed:
+                return list(events)
         n = self._pushed
         items = [(e.end, e.start, n + k, e) for k, e in enumerate(events)]
         self._pushed = n + len(items)
@@ -111,11 +117,17 @@ class Reorder:
             self._held.update(items)
         return self._release()
 
-    def held_at(self, events: Sequence[Event], clock: float) -> int:
+    def held_at(self, events: Sequence[Event], clock: float, top: float | None = None) -> int:
         """How many events would be held after :meth:`take` of ``events`` at ``clock``
-        (nothing changes). O(k + log n)."""
+        (nothing changes; ``top``: their largest ``end``, when known). O(k + log n), O(1)
+        with ``L = 0`` and nothing beyond the clock."""
         clock = max(clock, self.observed)
         held = self._held
+        if not self.lateness and not held:
+            if top is None:
+                top = max(map(_END, events), default=NEG_INF)
+            if top <= clock:
+                return 0
         if self.lateness:
             cut = clock - self.lateness
             return len(held) - held.bisect_left((cut,)) + sum(1 for e in events if e.end >= cut)

@@ -232,7 +232,7 @@ class TimeKeeper(Generic[E]):
         if producer is None:
             return self.reorder.held_after(events)
         top = max(map(_END, events), default=NEG_INF)
-        return self.reorder.held_at(events, self.clock_after(producer, top, now))
+        return self.reorder.held_at(events, self.clock_after(producer, top, now), top)
 
     # ------------------------------------------------------------------ changing
 
@@ -248,13 +248,14 @@ class TimeKeeper(Generic[E]):
         straight through). ``producer``: who sent them, at wall time ``now``; the clock
         is then the slowest live producer's (:meth:`clock_after`). ``clock``: the clock
         to take them at, as a log recorded it (a rebuild; producers are not consulted)."""
+        top = None
         if producer is not None:
             top = max(map(_END, events), default=NEG_INF)
             clock = self.clock_after(producer, top, now)
             self._heard(producer, top, now)
         if clock is None:
             return self._apply(self.reorder.push(events))
-        return self._apply(self.reorder.take(events, clock))
+        return self._apply(self.reorder.take(events, clock, top))
 
     def _heard(self, producer: str, top: float, now: float | None) -> None:
         """Note ``producer``'s watermark and when it was heard from; forget producers

@@ -396,13 +396,18 @@ class Store:
                 db.execute(f"ALTER TABLE {table} ADD COLUMN crc INTEGER")
             for table in [*missing, *unsealed]:
                 columns, key, _ = CHECKED[table]
-                rows = db.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE crc IS NULL").fetchall()
                 where = " AND ".join(f"{k} = ?" for k in key)
-                index = [columns.index(k) for k in key]
-                db.executemany(
-                    f"UPDATE {table} SET crc = ? WHERE {where}",
-                    [(_checksum(table, row), *(row[i] for i in index)) for row in rows],
-                )
+                # The keys first (small), then the rows a few at a time: a match log of
+                # gigabytes is never in memory at once.
+                keys = db.execute(f"SELECT {', '.join(key)} FROM {table} WHERE crc IS NULL").fetchall()
+                for at in range(0, len(keys), 64):
+                    sealed = []
+                    for values in keys[at : at + 64]:
+                        row = db.execute(
+                            f"SELECT {', '.join(columns)} FROM {table} WHERE {where}", values
+                        ).fetchone()
+                        sealed.append((_checksum(table, row), *values))
+                    db.executemany(f"UPDATE {table} SET crc = ? WHERE {where}", sealed)
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:

@@ -52,7 +52,7 @@ def files() -> list[list[dict[str, Any]]]:
     parts[2] = moved + parts[2]
     straggler = parts[0].pop(10)
     parts[3].append(straggler)
-    parts[1].insert(5, {"id": "ms", "src": 1, "type": "A", "start": 1.7e12, "attrs": {"x": 0}})
+    parts[1].insert(5, {"id": "ms", "src": 1, "type": "A", "start": 1.7e11, "attrs": {"x": 0}})
     return parts
 
 
