@@ -143,7 +143,8 @@ class TimeKeeper(Generic[E]):
 
     @property
     def observed(self) -> float:
-        """The clock of the stream: the largest ``end`` taken or time advanced to."""
+        """The clock of the stream: the largest ``end`` taken or time advanced to (with
+        producers named, the slowest live producer's watermark, or a later time advance)."""
         return max(self.reorder.observed, self.engine.clock)
 
     @property
