@@ -13,7 +13,6 @@ from typing import Annotated
 
 import typer
 
-from api.models import TIME_MAX
 from ecq.errors import ScemonError
 from ecq.time.timekeeper import MAX_AHEAD
 from service.cli.errors import user_errors
@@ -57,6 +56,7 @@ def repair_clock(
     clock suppressed are not made up (replay the source files for them). Stop the
     service first.
     """
+    from api.models import TIME_MAX  # here: loading the CLI app must not import the API models
     from service.server.repair import repair_clock as repair
     from service.server.store import Store
 
