@@ -91,17 +91,19 @@ __all__ = [
     "events_of",
 ]
 
+# No quotes or semicolons in the comments, and none after the column before a crc: SQLite
+# rewrites this text when a column is dropped (ALTER TABLE DROP COLUMN), and those break it.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL, crc INTEGER);
 CREATE TABLE IF NOT EXISTS ops (
     pos INTEGER PRIMARY KEY,
     kind TEXT NOT NULL,           -- register | unregister | batch | time | lateness
     name TEXT,                    -- the query (register, unregister)
-    body BLOB,                    -- register: spec JSON; batch: events JSON or ARROW_LOG
-    time REAL,                    -- batch: largest end; time: the time advanced to; lateness: seconds
+    body BLOB,                    -- register: spec JSON, batch: events JSON or ARROW_LOG
+    time REAL,                    -- batch: largest end, time: the time advanced to, lateness: seconds
     late BLOB,                    -- batch: its late events, JSON (null when none)
-    clock REAL,                   -- batch: the clock after it (the slowest live producer's)
-    crc INTEGER                   -- the row's checksum (row_crc), as every table has
+    clock REAL,                   -- batch: the clock after it (that of the slowest live producer)
+    crc INTEGER                   -- the checksum of the row (row_crc), as every table has
 );
 CREATE TABLE IF NOT EXISTS queries (
     name TEXT PRIMARY KEY,
@@ -124,9 +126,10 @@ CREATE TABLE IF NOT EXISTS match_blocks (
     first_seq INTEGER PRIMARY KEY,
     next_seq INTEGER NOT NULL,    -- the seq after its last match
     names TEXT NOT NULL,          -- JSON: the distinct query names of its matches
-    picks BLOB NOT NULL,          -- per match, its query's index in names (uint32 LE)
-    starts BLOB NOT NULL,         -- per match, where it starts in body, in characters; then len(body)
-    body BLOB NOT NULL,           -- the matches as one JSON array, in seq order
+    picks BLOB NOT NULL,          -- per match, the index of its query in names (uint32 LE)
+    starts BLOB NOT NULL,         -- per match, where it starts in body, in characters, then len(body)
+    -- body: the matches as one JSON array, in seq order
+    body BLOB NOT NULL,
     crc INTEGER
 );
 CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY, body BLOB NOT NULL);
