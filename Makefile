@@ -5,11 +5,14 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 # Touched after a successful install; re-install when pyproject.toml or the compiled
-# kernel (ecq/kernel/_*.pyx, built in place by the editable install) changes.
+# kernel (ecq/kernel/_*.pyx, built in place by the editable install) changes. The demo's
+# install (the service and the Spark job, no dev tools) has its own stamp, which the full
+# install touches too: it holds everything the demo needs.
 STAMP  := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 KERNEL := $(wildcard ecq/kernel/*.pyx ecq/kernel/*.pxd ecq/kernel/*.h)
 
-.PHONY: install java chromium test lint typecheck pytest demo clean distclean
+.PHONY: install install-demo java chromium test lint typecheck pytest demo clean distclean
 
 # The dev tools and the Spark job's extra (pyspark, pyarrow, pandas): the tests run the
 # job on a local Spark, and so does the demo. A kernel that cannot be built does not
@@ -21,7 +24,17 @@ $(STAMP): pyproject.toml setup.py $(KERNEL)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
 	$(BIN)/python -m ecq.kernel
-	touch $(STAMP)
+	touch $(STAMP) $(DEMO_STAMP)
+
+# What `make demo` needs and no more: scemon with the Spark job's extra (pyspark,
+# pyarrow, pandas) and a Java runtime; no test tools, no browser.
+install-demo: $(DEMO_STAMP) java
+
+$(DEMO_STAMP): pyproject.toml setup.py $(KERNEL)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -e '.[spark]'
+	$(BIN)/python -m ecq.kernel
+	touch $(DEMO_STAMP)
 
 # Spark needs a Java runtime (17 or later); install one from the distribution if none.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -59,12 +72,13 @@ pytest: install
 
 # The whole system: generated card payments → Spark job → service → WebSocket, ~30 s.
 # Run from a terminal, the service then stays up with its web console (the address is
-# printed) until Ctrl-C; from a script, CI or a pipe (stdin not a TTY) nobody would press
-# Ctrl-C, so the demo ends after the run. KEEP=1 or KEEP=0 decides either way;
-# DEMO_FLAGS passes other `scemon demo` options (e.g. DEMO_FLAGS='--events 20000').
+# printed) and payments go on streaming at a steady rate (--keep-rate) until Ctrl-C; from
+# a script, CI or a pipe (stdin not a TTY) nobody would press Ctrl-C, so the demo ends
+# after the run. KEEP=1 or KEEP=0 decides either way; DEMO_FLAGS passes other
+# `scemon demo` options (e.g. DEMO_FLAGS='--events 20000 --keep-rate 200').
 KEEP       ?= $(shell [ -t 0 ] && echo 1 || echo 0)
 DEMO_FLAGS ?=
-demo: install
+demo: install-demo
 	$(BIN)/scemon demo $(if $(filter 1,$(KEEP)),--keep) $(DEMO_FLAGS)
 
 clean:

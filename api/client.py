@@ -439,8 +439,10 @@ class Subscription(_Resume):
     tens of thousands of matches a second, one step of the loop per message instead of
     per match.
 
-    The iteration ends when no match arrives for ``idle_timeout`` seconds (if set);
-    ``max_retries`` consecutive failed connections raise the last error. A refusal (bad
+    A live feed: without ``idle_timeout`` the iteration waits for the next match for
+    ever (``break`` out of it, or cancel its task, to stop); with it, the iteration ends
+    when no match arrives for ``idle_timeout`` seconds. ``next_seq`` is the cursor to
+    resume from later. ``max_retries`` consecutive failed connections raise the last error. A refusal (bad
     token, unknown query, invalid ``from_seq``) raises :class:`ApiError` at once.
     """
 

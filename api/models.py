@@ -38,6 +38,7 @@ __all__ = [
     "PRODUCER_HEADER",
     "AttrValue",
     "BatchResult",
+    "ClusterShards",
     "ErrorBody",
     "ErrorDetail",
     "EventBatch",
@@ -128,7 +129,8 @@ class ErrorDetail(BaseModel):
     fields locate the mistake for programs: ``line``/``column``/``token`` in query text,
     ``index`` of the event (or of the query in a bulk call), ``field`` the bad field,
     ``query`` the query's name; ``indexes`` every event of the batch refused for the
-    same reason, when there are several (events too far ahead of the clock)."""
+    same reason, when there are several (events too far ahead of the clock);
+    ``dependents`` the queries that read a query refused deletion (as ``@name``)."""
 
     message: str
     line: int | None = None
@@ -138,6 +140,7 @@ class ErrorDetail(BaseModel):
     field: str | None = None
     query: str | None = None
     indexes: list[int] | None = None
+    dependents: list[str] | None = None
     damaged_seqs: list[int] | None = Field(
         default=None,
         description="A damaged match block's seqs, [first, next): not served; resume from next.",
@@ -246,7 +249,9 @@ class _QueryCompiled(_Model):
     kind: Literal["seq", "and", "or"]
     classes: list[str] = Field(description="Event classes the query reads, sorted.")
     window: float | None = Field(description="WITHIN in seconds; null for filters and disjunctions.")
-    mode: Literal["recent", "all"]
+    mode: Literal["recent", "all", "chronicle"] = Field(
+        description="MODE as written (default recent); the text shows any other policy clause."
+    )
 
 
 # What compiling the query "ab" gives: the examples of a checked and a registered query.
@@ -358,6 +363,12 @@ class BatchResult(_Model):
         default_factory=list,
         description=f"The first late events, in batch order: {LATE_EVENTS_SHOWN} unless ?late_events= asks otherwise.",
     )
+    matches_capped: int = Field(
+        default=0,
+        ge=0,
+        description="Matches dropped because one event completed more than the server's cap "
+        "(--max-matches-per-event) for one query; not counted in `matches`.",
+    )
 
     model_config = ConfigDict(
         extra="forbid",
@@ -382,7 +393,8 @@ class TimeAdvance(_Model):
     lateness ``L`` the released clock moves to ``time - L``. At most ``max_ahead``
     seconds beyond the clock (or the wall clock)."""
 
-    time: float = Field(description="Seconds; finite.")
+    # Strict: a JSON number only ("5" and true are refused, not read as 5 and 1).
+    time: float = Field(strict=True, description="Seconds, a JSON number; finite.")
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"time": 3600.0}]})
 
@@ -503,6 +515,7 @@ class Stats(_Model):
     uptime: float = Field(ge=0.0, description="Seconds since the process started.")
     started: float = Field(description="When it started, in seconds since the epoch.")
     kernel: str = Field(description="The engine's kernel: 'compiled', or 'pure' (several times slower).")
+    version: str = Field(description="scemon's version, as `scemon --version` prints it.")
     events: int = Field(ge=0, description="Events applied since start.")
     batches: int = Field(ge=0, description="Batches applied since start.")
     duplicates: int = Field(ge=0, description="Batches recognised as already applied, since start.")
@@ -542,6 +555,12 @@ class Stats(_Model):
     buffer_full: int = Field(
         ge=0, description="Batches answered 503 because the buffer was at its cap, since start."
     )
+    matches_capped: int = Field(
+        default=0,
+        ge=0,
+        description="Matches dropped because one event completed more than --max-matches-per-event "
+        "for one query, since start.",
+    )
 
     model_config = ConfigDict(
         extra="forbid",
@@ -578,4 +597,18 @@ class Stats(_Model):
                 }
             ]
         },
+    )
+
+
+class ClusterShards(_Model):
+    """The cluster a shard belongs to, as its operator told it (``SCEMON_CLUSTER``): every
+    shard's base URL in routing order (the Spark job's ``--service`` order), this one
+    included; empty when it was told none. A client given one shard (a seed) reads the
+    others here."""
+
+    shards: list[str] = Field(description="Base URLs of the cluster's shards, in routing order.")
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"shards": ["http://shard-0:8080", "http://shard-1:8080"]}]},
     )

@@ -110,9 +110,24 @@ class Engine(OpClock):
         loop, compiled when the kernel is: same results; profiled runs time the
         phases from the Python loop.)"""
         net = self.network
+        log = net.source_log
+        if log is not None:
+            # A strategy reads the events between a match's (ecq.matching.policy).
+            events = list(events)
+            log.note(events, self.arrivals)
         if net.timers is not None:
             return self.step_events(events)
         return net.kernel.run_events(self, events)
+
+    def consuming_since(self) -> float | None:
+        """The earliest clock at which a query that uses events up (``CONSUME
+        EXCLUSIVE``, ``AFTER MATCH SKIP``) still registered was registered; None when
+        there is none. What such a query used up depends on every op since, so whoever
+        rebuilds the engine by replay must keep them (docs/semantics.md §12)."""
+        return min(
+            (st.since for st in self.network.policies.values() if st.policy.consumes),
+            default=None,
+        )
 
     def _on_event(self, e: Event, clock_before: float, clock: float) -> list[Emission] | None:
         return self.network.on_event(e, clock_before, clock)

@@ -50,6 +50,7 @@ from ecq.matching.composite import (
 from ecq.matching.conjunction import by_presence, link, unlink
 from ecq.matching.deadlines import Deadlines
 from ecq.matching.emission import Emission
+from ecq.matching.policy import PolicyState, SourceLog
 from ecq.matching.skeleton import fast_cand
 from ecq.structures.ecq import BLOCKS, ECQ, CLink, SlotFilter
 from ecq.structures.qstate import QState
@@ -162,6 +163,10 @@ class Network:
         # once every instance that may still carry it has been dropped.
         self._free: list[tuple[int, int]] = []
         self._order = 0
+        # Selection and consumption policies (ecq.matching.policy), by node bit number;
+        # the log of every event by source while some query's strategy reads it.
+        self.policies: dict[int, PolicyState] = {}
+        self.source_log: SourceLog | None = None
         # The hot path (ecq.kernel): compiled when built and not turned off, chosen once.
         self.kernel: Kernel = make_kernel(self, level, compiled)
 
@@ -231,6 +236,10 @@ class Network:
         for cls in qs.classes:
             self.ecqs[cls].refresh()
         self.by_bit[qs.bitno] = qs
+        if cq.policy is not None:
+            self.policies[qs.bitno] = PolicyState(cq, clock)
+            if cq.policy.logs and self.source_log is None:
+                self.source_log = SourceLog()
         if cq.window is not None:
             self._window_bits[cq.window] = self._window_bits.get(cq.window, 0) | bit
         self._rebuild_windows()
@@ -314,6 +323,10 @@ class Network:
             else:
                 self.ecqs[cls].refresh()
         del self.by_bit[qs.bitno]
+        if self.policies.pop(qs.bitno, None) is not None and not any(
+            st.policy.logs for st in self.policies.values()
+        ):
+            self.source_log = None
         if cq.window is not None:
             left = self._window_bits[cq.window] & ~bit
             if left:
@@ -498,6 +511,8 @@ class Network:
         ``x`` completed; returns the derived instances (latest key last), which arrive at
         the same moment."""
         made: list[Event] = []
+        if self.policies:
+            completed = self._choose(completed)
         for qs, cand in completed:
             if qs.cq.trailing:
                 deadline = cand.start + (qs.cq.window or 0.0)
@@ -520,6 +535,23 @@ class Network:
         if len(made) > 1:
             made.sort(key=inst_key)
         return made
+
+    def _choose(self, completed: list[tuple[QState, Cand]]) -> list[tuple[QState, Cand]]:
+        """The candidates of the nodes with a policy replaced by those the policy
+        emits (docs/semantics.md §11-§12); the others unchanged. Costs nothing per node
+        without a policy beyond one dict lookup per completed node."""
+        policies = self.policies
+        out: list[tuple[QState, Cand]] = []
+        grouped: dict[int, tuple[QState, list[Cand]]] = {}
+        for qs, cand in completed:
+            if qs.bitno in policies:
+                if bound_ok(qs.cq, cand.prob):
+                    grouped.setdefault(qs.bitno, (qs, []))[1].append(cand)
+            else:
+                out.append((qs, cand))
+        for bitno, (qs, cands) in grouped.items():
+            out.extend((qs, cand) for cand in policies[bitno].choose(cands, self.source_log))
+        return out
 
     def _finish(
         self,
@@ -709,7 +741,26 @@ class Network:
         kernel = self.kernel
         kernel.prune(clock)
         kernel.prune_conjunctions(clock)
-        return sum(kernel.clean_siq(ecq.siq, ecq.horizon(clock)) for ecq in self.ecqs.values())
+        dropped = sum(kernel.clean_siq(ecq.siq, ecq.horizon(clock)) for ecq in self.ecqs.values())
+        if self.policies:
+            self._clean_policies()
+        return dropped
+
+    def _clean_policies(self) -> None:
+        """What the policies used up, and the source log, below every instance still
+        stored that they could use (ecq.matching.policy): per query, the smallest
+        arrival index stored in its classes' SIQs (they keep arrival order and drop from
+        the front; infinity: none). O(classes + policies × their classes)."""
+        inf = float("inf")
+        front = {cls: ecq.siq.queue[0].arrival for cls, ecq in self.ecqs.items() if ecq.siq.queue}
+        logged = inf
+        for bitno, st in self.policies.items():
+            alive = min((front.get(cls, inf) for cls in self.by_bit[bitno].classes), default=inf)
+            st.clean(alive)
+            if st.policy.logs:
+                logged = min(logged, alive)
+        if self.source_log is not None:
+            self.source_log.clean(logged)
 
     def stored(self) -> int:
         return sum(len(ecq.siq) for ecq in self.ecqs.values())

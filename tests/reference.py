@@ -55,7 +55,10 @@ does the following.
    starting from integer 0, ``avg`` is ``sum / count``.
 3. References. A reference is resolved as an alias, then ``$xN``, then a class name that
    exactly one component has as its single class. WHERE and RETURN name top-level
-   components only; a sub-pattern has no conditions of its own.
+   components, and components inside sub-patterns by alias (unique in the query): a
+   path, the top component then the position among the positive components at each
+   level, read through the sub-pattern instance's parts (not a negated component, nor
+   one of a disjunction). A sub-pattern has no conditions of its own.
 4. Filters. A pattern with one component, positive and not Kleene, is a filter: every
    arriving instance of its class that passes WHERE is a match, whatever WITHIN says.
 5. Drop horizon. It applies to every instance used by a match except the instances that
@@ -63,7 +66,8 @@ does the following.
    the members arriving then): a late event can still complete a match with stored
    instances that are above their own class's horizon. It applies to Kleene elements and
    to blockers too. A class is "stored" by a sequence or conjunction node (at any depth)
-   with two or more components (negated ones included), with the query's window; a
+   with two or more components (negated ones included), or by a Kleene component
+   alone, with the query's window; a
    sub-pattern's instances form the derived class "sub-pattern + mode + window" and an
    ``@name`` component the class ``@name``. Filters and disjunctions store nothing.
 6. Probability. The product, starting from 1.0, of the positive instances' ``prob`` in
@@ -123,9 +127,26 @@ does the following.
     group acts as a neighbour through all its events. Match ``start``/``end`` are the
     earliest start of the first positive component's events / the latest end of the last
     one's.
+    ``B{m,n}`` is the whole qualifying group when it holds m to n events. A group with
+    no right neighbour (last in a sequence, or alone) ends with the event arriving now:
+    its elements arrived up to now (alone: with ``x.end <= e.end`` and ``e.end - x.start
+    <= T``, ``e`` the arriving event), ``B^n`` the run of the n latest, the other forms
+    all of them.
+
+13. Selection and consumption policies (docs/semantics.md §11-§12). A top-level query
+    with ``MODE CHRONICLE``, a ``strategy``, ``consume: exclusive`` or a ``skip`` gets
+    its candidates of an op as MODE ALL would, keeps those whose chain (positive
+    events, Kleene elements included, by arrival) passes the strategy (the events
+    between two chain events read from every event seen), orders them (RECENT: most
+    recent first, ties in emission order; CHRONICLE and ALL: emission order) and takes
+    each that avoids the query's consumed arrival indexes and its source's floor,
+    consuming as it goes; RECENT and CHRONICLE stop at the first taken. Refused
+    (``ValueError``): a policy with a trailing negation, a sub-pattern or an ``@name``
+    component; ``TO FIRST``/``TO LAST`` in a disjunction, of a negated or unknown
+    component, and ``TO FIRST`` of a sequence's first positive component.
 
 Not covered (``NotImplementedError``): Kleene over a sub-pattern or an ``@name`` class,
-Kleene in a conjunction or alone, two positive Kleene components next to each other, a
+Kleene in a conjunction, two positive Kleene components next to each other, a
 leading and a trailing Kleene component in one sequence, a WHERE conjunct that reads two
 Kleene components, or a Kleene and a negated component, or ``b.attr`` and an aggregate.
 """
@@ -196,6 +217,9 @@ class Inst:
         self.prims = prims
         # The events an equivalence test reads (choice 2).
         self.equiv_events: list[Inst] = equiv_events if equiv_events is not None else [self]
+        # A sub-pattern instance: its positive components' bindings in component order
+        # (what a reference to a component inside it reads, choice 3).
+        self.parts: list[Bound] | None = None
         # Arrival order (choice 11); unique for primitive events.
         self.key = (pos, _norm(entry), type)
 
@@ -295,6 +319,10 @@ def _truth(v: Any, negated: bool) -> bool:
 def _aggregate(func: str, group: list[Inst], attr: str | None) -> Any:
     if func == "count":
         return len(group)
+    if func in ("first", "last"):  # b[1].x / b[last].x: the group's first / last element's
+        if not group or attr is None:
+            return MISSING
+        return _lookup(group[0] if func == "first" else group[-1], attr)
     values = [_lookup(x, attr) for x in group] if attr is not None else []
     if not values or not all(_is_num(v) for v in values):
         return MISSING
@@ -318,9 +346,10 @@ class Env:
     names: dict[str, int]
     binding: dict[int, Bound]
     negated: bool = False
+    prev: Inst | None = None  # b[i-1] in an iteration condition: the run's previous element
 
 
-def _resolve(names: dict[str, int], ref: str) -> int:
+def _resolve(names: dict[str, Any], ref: str) -> Any:
     if ref not in names:
         raise ValueError(f"unknown component reference {ref!r}")
     return names[ref]
@@ -332,10 +361,21 @@ def eval_expr(e: dict[str, Any], env: Env) -> Any:
     if kind == "lit":
         return e["value"]
     if kind == "attr":
-        bound = env.binding.get(_resolve(env.names, e["ref"]))
+        target = _resolve(env.names, e["ref"])
+        if isinstance(target, tuple):  # a component inside a sub-pattern: follow its path
+            bound = env.binding.get(target[0])
+            for p in target[1:]:
+                if not isinstance(bound, Inst) or bound.parts is None:
+                    return MISSING
+                bound = bound.parts[p]
+        else:
+            bound = env.binding.get(target)
         if bound is None or isinstance(bound, list):
             return MISSING
         return _lookup(bound, e["attr"])
+    if kind == "prev":
+        _resolve(env.names, e["ref"])
+        return MISSING if env.prev is None else _lookup(env.prev, e["attr"])
     if kind == "agg":
         bound = env.binding.get(_resolve(env.names, e["ref"]))
         if not isinstance(bound, list):
@@ -357,13 +397,30 @@ def eval_expr(e: dict[str, Any], env: Env) -> Any:
         v = eval_expr(e["operand"], env)
         return any(_compare("=", v, eval_expr(x, env), env.negated) for x in e["values"])
     if kind == "func":
-        if e["name"] != "abs" or len(e["args"]) != 1:
+        if e["name"] not in _FUNCS or len(e["args"]) != 1:
             raise ValueError(f"unknown function {e['name']!r}")
         v = eval_expr(e["args"][0], env)
-        return abs(v) if _is_num(v) else MISSING
+        if not _is_num(v) or not math.isfinite(v):
+            return MISSING
+        return _FUNCS[e["name"]](v)
     if kind == "equiv":
         return _equiv(e, env)
     raise ValueError(f"unknown expression kind {kind!r}")
+
+
+def _round_half_away(v: float) -> int:
+    """``round``: half away from zero, as SQL's ROUND (2.5 -> 3, -2.5 -> -3)."""
+    return int(math.floor(abs(v) + 0.5)) * (1 if v >= 0 else -1)
+
+
+# docs/semantics.md "Conditions": one number in; all but abs give an integer.
+_FUNCS: dict[str, Any] = {
+    "abs": abs,
+    "floor": lambda v: int(math.floor(v)),
+    "ceil": lambda v: int(math.ceil(v)),
+    "round": _round_half_away,
+    "int": lambda v: int(v),  # towards zero
+}
 
 
 def _is_noop_equiv(e: dict[str, Any]) -> bool:
@@ -424,9 +481,13 @@ def _references(e: dict[str, Any], names: dict[str, int]) -> tuple[set[int], set
     equiv = False
     for node in _walk(e):
         if node["kind"] == "attr":
-            plain.add(_resolve(names, node["ref"]))
+            target: Any = _resolve(names, node["ref"])
+            plain.add(target[0] if isinstance(target, tuple) else target)
         elif node["kind"] == "agg":
-            agg.add(_resolve(names, node["ref"]))
+            target = _resolve(names, node["ref"])
+            if isinstance(target, tuple):
+                raise ValueError("an aggregate over a component inside a sub-pattern")
+            agg.add(target)
         elif node["kind"] == "equiv" and not _is_noop_equiv(node):
             equiv = True
     return plain, agg, equiv
@@ -452,6 +513,7 @@ class Comp:
     negated: bool
     kleene: tuple[int, bool] | None  # (min, exact)
     alias: str | None
+    kmax: int | None = None  # the upper bound of B{m,n} (docs/semantics.md §6)
 
 
 @dataclass
@@ -468,10 +530,28 @@ class Node:
     names: dict[str, int] = field(default_factory=dict)
     match_conds: list[dict[str, Any]] = field(default_factory=list)
     element_conds: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    # Iteration conditions (they read b[i-1]): per Kleene component, checked between an
+    # element and the run's previous element (docs/semantics.md §6).
+    iter_conds: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     blocker_conds: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     disj_conds: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     returns: list[dict[str, Any]] = field(default_factory=list)
     prob_bound: float | None = None
+    # Selection and consumption policies (docs/semantics.md §11-§12); top node only.
+    strategy: str = "skip-till-any-match"
+    consume: str = "shared"
+    skip: str | None = None  # "past-last-row" | "next-row" | "first" | "last"
+    skip_comp: int | None = None
+    own_conds: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+
+    @property
+    def policy(self) -> bool:
+        return (
+            self.mode == "chronicle"
+            or self.strategy != "skip-till-any-match"
+            or self.consume != "shared"
+            or self.skip is not None
+        )
 
     @property
     def positives(self) -> list[Comp]:
@@ -519,7 +599,12 @@ def _compile_node(p: dict[str, Any], window: float | None, mode: str, key: str, 
             classes = frozenset(item["classes"])
         k = item.get("kleene")
         kleene = (int(k["min"]), bool(k.get("exact", False))) if k is not None else None
-        comps.append(Comp(idx, classes, sub, bool(item.get("negated", False)), kleene, item.get("alias")))
+        kmax = int(k["max"]) if k is not None and k.get("max") is not None else None
+        if kmax is not None and (kleene is None or kleene[1] or kmax < kleene[0]):
+            raise ValueError("a Kleene upper bound needs a non-exact group and max >= min")
+        comps.append(
+            Comp(idx, classes, sub, bool(item.get("negated", False)), kleene, item.get("alias"), kmax)
+        )
     node = Node(kind, comps, window, mode, key, top)
     _validate(node)
     return node
@@ -534,7 +619,7 @@ def _validate(node: Node) -> None:
         if any(c.negated or c.kleene for c in comps):
             raise ValueError("a disjunction has no negated or Kleene components")
         return
-    if len(comps) >= 2 and node.window is None:
+    if (len(comps) >= 2 or any(c.kleene for c in comps)) and node.window is None:
         raise ValueError("WITHIN is required")
     for c in comps:
         if c.kleene and c.negated:
@@ -550,13 +635,8 @@ def _validate(node: Node) -> None:
         for a, b in itertools.pairwise(positives):
             if a.kleene and b.kleene:
                 raise NotImplementedError("two Kleene components next to each other")
-        if any(c.kleene for c in positives) and len(positives) == 1:
-            raise NotImplementedError("a Kleene component alone")
-        if positives[0].kleene and positives[-1].kleene:
+        if len(positives) >= 2 and positives[0].kleene and positives[-1].kleene:
             raise NotImplementedError("a leading and a trailing Kleene component")
-        last = positives[-1]
-        if last.kleene and not last.kleene[1]:
-            raise ValueError("Kleene + as the last component of a sequence")
 
 
 def _names(comps: list[Comp]) -> dict[str, int]:
@@ -580,16 +660,48 @@ def _names(comps: list[Comp]) -> dict[str, int]:
     return names
 
 
+def _inner_names(pattern: dict[str, Any], top: dict[str, int]) -> dict[str, tuple[int, ...]]:
+    """Choice 3: aliases inside sub-patterns, each to its path (the top component, then
+    the position among the positive components at each level). A negated component or
+    one of a disjunction is not readable (left out: referring to it is an error)."""
+    out: dict[str, tuple[int, ...]] = {}
+
+    def walk(p: dict[str, Any], path: tuple[int, ...]) -> None:
+        positives = [it for it in p["items"] if not it.get("negated")]
+        for it in p["items"]:
+            alias = it.get("alias")
+            if alias is not None and (alias in top or alias in out):
+                raise ValueError(f"duplicate alias {alias!r}")
+            if it.get("negated") or p["kind"] == "or":
+                continue
+            here = (*path, next(k for k, x in enumerate(positives) if x is it))
+            if alias is not None and not it.get("kleene"):
+                out[alias] = here
+            if it.get("sub") is not None:
+                walk(it["sub"], here)
+
+    for j, it in enumerate(pattern["items"]):
+        if it.get("sub") is not None and not it.get("negated"):
+            walk(it["sub"], (j,))
+    return out
+
+
+def _reads_inside(e: dict[str, Any], names: dict[str, Any]) -> bool:
+    return any(n["kind"] == "attr" and isinstance(names.get(n["ref"]), tuple) for n in _walk(e))
+
+
 def compile_query(name: str, q: dict[str, Any]) -> Node:
     """The query's top node, with its conditions classified (Part 1 and Part 2)."""
     if q.get("kind", "query") != "query":
         raise ValueError("not a query")
     window = float(q["within"]) if q.get("within") is not None else None
     mode = q.get("mode", "recent")
-    if mode not in ("recent", "all"):
+    if mode not in ("recent", "all", "chronicle"):
         raise ValueError(f"bad mode {mode!r}")
     node = _compile_node(q["pattern"], window, mode, f"@{name}", True)
     node.names = _names(node.comps)
+    node.names.update(_inner_names(q["pattern"], node.names))  # type: ignore[arg-type] # paths too
+    _read_policy(node, q)
     node.prob_bound = float(q["probability"]) if q.get("probability") is not None else None
     node.returns = list(q.get("return", []))
     neg = {c.idx for c in node.comps if c.negated}
@@ -601,13 +713,26 @@ def compile_query(name: str, q: dict[str, Any]) -> Node:
             raise ValueError("aggregate over a non-Kleene component")
         if (plain | agg) & neg:
             raise ValueError("RETURN reads a negated component")  # the engine rejects it at registration
+    for item in node.returns:
+        if any(n["kind"] == "prev" for n in _walk(item["expr"])):
+            raise ValueError("RETURN cannot read b[i-1]: it belongs to iteration conditions")
     for cj in _conjuncts(q.get("where")):
         plain, agg, equiv = _references(cj, node.names)
+        prevs = {_resolve(node.names, n["ref"]) for n in _walk(cj) if n["kind"] == "prev"}
+        if prevs:
+            # An iteration condition: one Kleene component, its element and the element
+            # before it, and plain positive components.
+            if len(prevs) > 1 or not prevs <= kle or agg or equiv or plain & neg or len(plain & kle - prevs):
+                raise ValueError(f"bad iteration condition {cj!r}")
+            node.iter_conds.setdefault(next(iter(prevs)), []).append(cj)
+            continue
         explicit = plain | agg
         mentions = explicit | (every if equiv else set())
         if agg - kle:
             raise ValueError("aggregate over a non-Kleene component")
         if node.kind == "or":
+            if _reads_inside(cj, node.names):
+                raise ValueError("a disjunction's condition reads inside a sub-pattern")
             if len(mentions) > 1:
                 raise ValueError("a disjunction's WHERE conjunct must mention one component")
             for idx in mentions or every:
@@ -617,12 +742,53 @@ def compile_query(name: str, q: dict[str, Any]) -> Node:
             raise NotImplementedError(f"WHERE conjunct {cj!r}")
         if not (explicit & neg) and not (plain & kle):
             node.match_conds.append(cj)
+        if not agg and not equiv and len(plain) == 1:
+            # Own conditions of a component (docs/semantics.md §11, skip-till-next-match).
+            node.own_conds.setdefault(next(iter(plain)), []).append(cj)
         if not agg:
             for k in kle & mentions:
                 node.element_conds.setdefault(k, []).append(cj)
         for j in neg & mentions:
             node.blocker_conds.setdefault(j, []).append(cj)
     return node
+
+
+_STRATEGIES = ("skip-till-any-match", "skip-till-next-match", "partition-contiguity", "strict-contiguity")
+_SKIPS = ("past-last-row", "next-row", "first", "last")
+
+
+def _read_policy(node: Node, q: dict[str, Any]) -> None:
+    """docs/semantics.md §11-§12: the query's strategy, consumption and AFTER MATCH SKIP,
+    and the combinations refused at registration."""
+    node.strategy = q.get("strategy", "skip-till-any-match")
+    if node.strategy not in _STRATEGIES:
+        raise ValueError(f"bad strategy {node.strategy!r}")
+    node.consume = q.get("consume", "shared")
+    if node.consume not in ("shared", "exclusive"):
+        raise ValueError(f"bad consumption {node.consume!r}")
+    skip = q.get("skip")
+    if skip is not None:
+        node.skip = skip["to"]
+        if node.skip not in _SKIPS:
+            raise ValueError(f"bad AFTER MATCH SKIP {skip!r}")
+        if node.skip in ("first", "last"):
+            if node.kind == "or":
+                raise ValueError("AFTER MATCH SKIP TO FIRST/LAST in a disjunction")
+            var = skip.get("var")
+            if var not in node.names:
+                raise ValueError(f"AFTER MATCH SKIP names no component {var!r}")
+            idx = node.names[var]
+            if node.comps[idx].negated:
+                raise ValueError("AFTER MATCH SKIP names a negated component")
+            if node.skip == "first" and node.kind == "seq" and idx == node.positives[0].idx:
+                raise ValueError("AFTER MATCH SKIP TO FIRST of the first component")
+            node.skip_comp = idx
+    if not node.policy:
+        return
+    if node.trailing():
+        raise ValueError("a policy with a trailing negation")
+    if any(c.sub is not None or any(cls.startswith("@") for cls in c.classes) for c in node.comps):
+        raise ValueError("a policy with a sub-pattern or an @name component")
 
 
 def _sub_nodes(node: Node) -> list[Node]:
@@ -638,7 +804,7 @@ def _sub_nodes(node: Node) -> list[Node]:
 
 def _stored(node: Node, out: dict[str, float]) -> None:
     """Choice 5: the classes a node stores, with its window."""
-    stores = node.kind != "or" and len(node.comps) >= 2
+    stores = node.kind != "or" and (len(node.comps) >= 2 or node.comps[0].kleene is not None)
     for c in node.comps:
         if stores:
             assert node.window is not None
@@ -687,6 +853,9 @@ class Registered:
     deps: set[str]
     sub_insts: dict[str, list[Inst]] = field(default_factory=dict)
     pending: list[tuple[Node, Cand, float]] = field(default_factory=list)
+    # Consumption (docs/semantics.md §12): consumed arrival indexes, floors per source.
+    consumed: set[int] = field(default_factory=set)
+    floors: dict[Any, int] = field(default_factory=dict)
 
 
 class Reference:
@@ -704,6 +873,8 @@ class Reference:
         self.derived: dict[str, list[Inst]] = {}
         self.out: list[dict[str, Any]] = []
         self._emitted: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+        # Every primitive event, by arrival index (strategies read what lies between).
+        self.events: list[Inst] = []
 
     # ------------------------------------------------------------------ ops
 
@@ -766,6 +937,7 @@ class Reference:
             frozenset([arrival]),
         )
         self.tick(max(self.clock, end))
+        self.events.append(inst)
         self.by_type.setdefault(inst.type, []).append(inst)
         self.n_events += 1
         moment = (self.op, 1)
@@ -859,7 +1031,9 @@ class Reference:
         else:
             cands = self._conj_candidates(reg, node, moment)
         cands = [c for c in cands if self._bound_ok(node, c.prob)]
-        if node.mode == "recent":
+        if node.top and node.policy:
+            cands = self._apply_policy(reg, node, cands)
+        elif node.mode == "recent":
             best: dict[int, Cand] = {}
             for c in cands:
                 other = best.get(id(c.trigger))
@@ -871,6 +1045,80 @@ class Reference:
                 self._hold_trailing(reg, node, c, moment)
             else:
                 self._finish(reg, node, c, c.prob, moment)
+
+    # ------------------------------------------ policies (docs/semantics.md §11-§12)
+
+    @staticmethod
+    def _chain(node: Node, cand: Cand) -> list[tuple[Inst, int]]:
+        """The candidate's positive primitive events with the component each fills, in
+        arrival order."""
+        pairs = [
+            (x, c.idx) for c in node.positives if c.idx in cand.binding for x in _as_list(cand.binding[c.idx])
+        ]
+        return sorted(pairs, key=lambda p: p[0].key)
+
+    def _could_fill(self, node: Node, k: int, z: Inst, x: Inst) -> bool:
+        comp = node.comps[k]
+        if z.type not in comp.classes:
+            return False
+        if node.kind == "seq" and not x.end <= z.start:
+            return False
+        return _conds_ok(node.own_conds.get(k, []), Env(node.names, {k: z}))
+
+    def _strategy_ok(self, node: Node, cand: Cand) -> bool:
+        chain = self._chain(node, cand)
+        src = _src_key(cand.src)
+        order = [c.idx for c in node.positives]
+        for i, ((x, j), (y, _)) in enumerate(itertools.pairwise(chain)):
+            ax, ay = x.entry, y.entry
+            between = self.events[ax + 1 : ay]
+            if node.strategy == "strict-contiguity":
+                if ay != ax + 1:
+                    return False
+            elif node.strategy == "partition-contiguity":
+                if any(_src_key(z.src) == src for z in between):
+                    return False
+            elif node.strategy == "skip-till-next-match":
+                if node.kind == "seq":
+                    p = order.index(j)
+                    waiting = order[p + 1 : p + 2] + ([j] if node.comps[j].kleene else [])
+                else:
+                    waiting = sorted({k for _, k in chain[i + 1 :]})
+                for z in between:
+                    if _src_key(z.src) == src and any(self._could_fill(node, k, z, x) for k in waiting):
+                        return False
+        return True
+
+    def _apply_policy(self, reg: Registered, node: Node, cands: list[Cand]) -> list[Cand]:
+        """The candidates of one op that pass the strategy, taken in the mode's order of
+        preference, each checked against (and then adding to) what is consumed."""
+        kept = sorted((c for c in cands if self._strategy_ok(node, c)), key=lambda c: _norm(c.entries))
+        if node.mode == "recent":
+            kept.sort(key=lambda c: c.recent_key, reverse=True)
+        out = []
+        for c in kept:
+            chain = self._chain(node, c)
+            arrs = [x.entry for x, _ in chain]
+            src = _src_key(c.src)
+            if node.consume == "exclusive" and reg.consumed.intersection(arrs):
+                continue
+            if src in reg.floors and min(arrs) < reg.floors[src]:
+                continue
+            out.append(c)
+            if node.consume == "exclusive":
+                reg.consumed.update(arrs)
+            if node.skip is not None:
+                if node.skip == "past-last-row":
+                    floor = max(arrs) + 1
+                elif node.skip == "next-row":
+                    floor = min(arrs) + 1
+                else:
+                    own = [x.entry for x, k in chain if k == node.skip_comp]
+                    floor = min(own) if node.skip == "first" else max(own)
+                reg.floors[src] = max(reg.floors.get(src, floor), floor)
+            if node.mode != "all":
+                break
+        return out
 
     def _finish(self, reg: Registered, node: Node, cand: Cand, prob: float, moment: Moment) -> None:
         """A selected match with its final probability: emit it (and make it an ``@name``
@@ -887,6 +1135,7 @@ class Reference:
             inst = Inst(
                 cand.src, node.key, cand.start, cand.end, {}, prob, moment, cand.entries, cand.prims, flat
             )
+            inst.parts = [cand.binding[c.idx] for c in node.positives if c.idx in cand.binding]
             reg.sub_insts[node.key].append(inst)
             return
         attrs: dict[str, Any] = {}
@@ -1014,7 +1263,7 @@ class Reference:
                 lists.append(insts)
             for combo in itertools.product(*lists):
                 partial: dict[int, Bound] = {c.idx: x for c, x in zip(plain, combo, strict=True)}
-                group_options = [self._kleene_groups(reg, node, k, partial, moment) for k in kleene]
+                group_options = [self._kleene_groups(reg, node, k, partial, moment, src) for k in kleene]
                 for groups in itertools.product(*group_options):
                     binding = dict(partial)
                     binding.update({k.idx: g for k, g in zip(kleene, groups, strict=True)})
@@ -1078,43 +1327,81 @@ class Reference:
     # ================================================================== Part 2
 
     def _kleene_groups(
-        self, reg: Registered, node: Node, comp: Comp, partial: dict[int, Bound], moment: Moment
+        self,
+        reg: Registered,
+        node: Node,
+        comp: Comp,
+        partial: dict[int, Bound],
+        moment: Moment,
+        src: Any = None,
     ) -> list[list[Inst]]:
         """docs/semantics.md §6 and choice 12: the groups a Kleene component can take, given
-        the other positive components' events. ``B+``/``B{m,}``: all qualifying events
-        (at least m); ``B^n``: every run of n successive qualifying events."""
+        the other positive components' events. ``B+``/``B{m,}``/``B{m,n}``: all qualifying
+        events (m to n of them); ``B^n``: every run of n successive qualifying events. A
+        group with no right neighbour (trailing, or alone) ends with the event arriving
+        now; alone, its elements are the events in the window that ends with it."""
         assert comp.kleene is not None and node.window is not None
         minimum, exact = comp.kleene
         left, right = node.neighbours(comp)
         positives = node.positives
         plain_insts = [x for c in positives if c.idx in partial for x in _as_list(partial[c.idx])]
-        src = _src_key(plain_insts[0].src)
+        if plain_insts:
+            src = _src_key(plain_insts[0].src)
         used = frozenset().union(*(x.prims for x in plain_insts))
+        alone = left is None and right is None
+        now = [x for x in self._instances(reg, comp, moment) if x.pos == moment]
+        if alone and not now:
+            return []
         qualifying = []
         for x in self._instances(reg, comp, moment):
             if _src_key(x.src) != src or x.prims & used or not self._usable(x, moment):
                 continue
-            if left is not None and not _before(partial[left.idx], x):
-                continue
-            if right is not None and not _before(x, partial[right.idx]):
-                continue
-            if (
-                left is None
-                and max(y.end for y in _as_list(partial[positives[-1].idx])) - x.start > node.window
-            ):
-                continue
-            if (
-                right is None
-                and x.end - min(y.start for y in _as_list(partial[positives[0].idx])) > node.window
-            ):
-                continue
+            if alone:
+                last = now[-1]
+                if x.end > last.end or last.end - x.start > node.window:
+                    continue
+            else:
+                if left is not None and not _before(partial[left.idx], x):
+                    continue
+                if right is not None and not _before(x, partial[right.idx]):
+                    continue
+                if (
+                    left is None
+                    and max(y.end for y in _as_list(partial[positives[-1].idx])) - x.start > node.window
+                ):
+                    continue
+                if (
+                    right is None
+                    and x.end - min(y.start for y in _as_list(partial[positives[0].idx])) > node.window
+                ):
+                    continue
             env = Env(node.names, {**partial, comp.idx: x})
             if _conds_ok(node.element_conds.get(comp.idx, []), env):
                 qualifying.append(x)
+        iters = node.iter_conds.get(comp.idx, [])
+
+        def follows(prev: Inst, x: Inst) -> bool:
+            return _conds_ok(iters, Env(node.names, {**partial, comp.idx: x}, prev=prev))
+
+        if iters and not exact and qualifying:
+            # A run with an iteration condition is built in arrival order: from the first
+            # qualifying event, each next one joins when it passes against the last joined.
+            run = [qualifying[0]]
+            for x in qualifying[1:]:
+                if follows(run[-1], x):
+                    run.append(x)
+            qualifying = run
         if not exact:
-            return [qualifying] if len(qualifying) >= minimum else []
+            if right is None and (not qualifying or qualifying[-1].pos != moment):
+                return []  # a trailing or lone group ends with the event arriving now
+            size = len(qualifying)
+            if size < minimum or (comp.kmax is not None and size > comp.kmax):
+                return []
+            return [qualifying]
         runs = [qualifying[s : s + minimum] for s in range(len(qualifying) - minimum + 1)]
-        if right is None:  # a trailing B^n: its groups end with the completing event
+        if iters:  # B^n: n successive qualifying events, each passing against the one before
+            runs = [r for r in runs if all(follows(p, x) for p, x in itertools.pairwise(r))]
+        if right is None:  # a trailing or lone B^n: its groups end with the completing event
             runs = [r for r in runs if r[-1].pos == moment]
         return runs
 

@@ -37,6 +37,9 @@ __all__ = [
     "query_sets_full",
     "conditioned_sets",
     "operator_sets",
+    "kleene_form_sets",
+    "inner_alias_sets",
+    "KLEENE_SHAPES",
     "CLASSES",
     "FAMILIES",
 ]
@@ -144,7 +147,8 @@ def _acted(draw: st.DrawFn, pattern: J, named: dict[str, J], depth: int = 0, blo
         times = 1
         if item.get("kleene"):
             least = item["kleene"]["min"]
-            times = draw(st.integers(least, least + 2))
+            most = item["kleene"].get("max")
+            times = draw(st.integers(least, least + 2 if most is None else min(most, least + 2)))
         parts.extend(_acted_item(draw, item, named, depth) for _ in range(times))
     if pattern["kind"] == "and":
         parts = draw(st.permutations(parts))
@@ -714,3 +718,227 @@ def _conjunction_variant(draw: st.DrawFn, q: J) -> J:
     if draw(st.booleans()):
         variant.pop("probability", None)
     return variant
+
+
+# ====================================================== Kleene closure as users write it
+
+# Where the Kleene component stands (docs/semantics.md §6): alone (``FAIL{5}``), last
+# (``SEQ(LOGIN, FAIL{3,})``), in the middle or first with an upper bound (``B{2,4}``).
+KLEENE_SHAPES = ("alone", "trailing", "middle", "leading")
+
+
+def _kleene_form(draw: st.DrawFn, bounded: bool) -> J:
+    """A Kleene spec: ``B^n``, ``B+``, ``B{m,}``, ``B{m,n}`` or ``B{,n}`` (``bounded``:
+    one with an upper bound)."""
+    form = "bounded" if bounded else draw(st.sampled_from(("exact", "plus", "atleast", "bounded", "bounded")))
+    if form == "exact":
+        return {"min": draw(st.sampled_from((1, 2, 3))), "exact": True}
+    if form == "plus":
+        return {"min": 1, "exact": False}
+    if form == "atleast":
+        return {"min": draw(st.sampled_from((2, 3))), "exact": False}
+    least = draw(st.sampled_from((1, 1, 2, 3)))
+    return {"min": least, "exact": False, "max": least + draw(st.sampled_from((1, 2)))}
+
+
+@st.composite
+def _kleene_form_query(draw: st.DrawFn, shape: str, classes: tuple[str, ...]) -> J:
+    """One query of ``shape`` (:data:`KLEENE_SHAPES`) with its Kleene component's form,
+    now and then a negation next to the group (a trailing ``!B`` of the group's own
+    class among them: the maximal group once its window closes)."""
+    kleene_item = {**draw(_class_component(classes)), "kleene": {}}
+    if shape == "alone":
+        items = [kleene_item]
+        k = 0
+    elif shape == "trailing":
+        items = [draw(_class_component(classes)) for _ in range(draw(st.integers(1, 2)))] + [kleene_item]
+        k = len(items) - 1
+    elif shape == "middle":
+        items = [draw(_class_component(classes)), kleene_item, draw(_class_component(classes))]
+        k = 1
+    else:
+        items = [kleene_item, *[draw(_class_component(classes)) for _ in range(draw(st.integers(1, 2)))]]
+        k = 0
+    items[k]["kleene"] = _kleene_form(draw, bounded=shape in ("middle", "leading"))
+    kleene = {k}
+    if shape in ("alone", "trailing") and draw(st.integers(0, 2)) == 0:
+        # A trailing negation: of the group's own class now and then.
+        neg = _negated(draw, classes)
+        if draw(st.booleans()):
+            neg["classes"] = list(items[k]["classes"])
+        items.append(neg)
+    elif shape in ("middle", "alone") and draw(st.integers(0, 4)) == 0:
+        items.insert(k, _negated(draw, classes))
+        kleene = {k + 1}
+    items = _with_aliases(draw, items)
+    negated = {i for i, it in enumerate(items) if it.get("negated")}
+    where = draw(_where(items, "seq", negated=negated, kleene=kleene))
+    extra = draw(_run_conditions(items, next(iter(kleene)), negated))
+    if extra:
+        where = _and(([where] if where is not None else []) + extra)
+    q = draw(_finish_query("seq", items, where, kleene=kleene, windows=FAMILY_WINDOWS))
+    q["within"] = draw(st.sampled_from(FAMILY_WINDOWS))
+    if draw(st.integers(0, 3)) == 0:
+        ref = draw(_ref(items, next(iter(kleene))))
+        q.setdefault("return", []).append(
+            {
+                "expr": {
+                    "kind": "agg",
+                    "func": draw(st.sampled_from(("first", "last"))),
+                    "ref": ref,
+                    "attr": "x",
+                }
+            }
+        )
+    return q
+
+
+@st.composite
+def _run_conditions(draw: st.DrawFn, items: list[J], k: int, negated: set[int]) -> list[J]:
+    """Conditions on a Kleene run: an iteration condition (``b[i].x > b[i-1].x``, now and
+    then against a plain component too), the first / last element (``b[1].x``,
+    ``b[last].x``) and the numeric functions ``floor ceil round int``."""
+    out: list[J] = []
+    ref = draw(_ref(items, k))
+    plain = [i for i in range(len(items)) if i != k and i not in negated]
+    if draw(st.integers(0, 2)) == 0:
+        attr = draw(st.sampled_from(ATTRS))
+        here, prev = _attr(ref, attr), {"kind": "prev", "ref": ref, "attr": attr}
+        op = draw(st.sampled_from(("<", "<=", ">", ">=", "!=")))
+        if plain and draw(st.integers(0, 2)) == 0:
+            other = _attr(draw(_ref(items, draw(st.sampled_from(plain)))), "x")
+            diff = {"kind": "arith", "op": "-", "left": here, "right": prev}
+            out.append(_cmp(op, diff, other))
+        else:
+            out.append(_cmp(op, here, prev))
+    if draw(st.integers(0, 4)) == 0:
+        func = draw(st.sampled_from(("first", "last")))
+        agg = {"kind": "agg", "func": func, "ref": ref, "attr": draw(st.sampled_from(ATTRS))}
+        right = _attr(draw(_ref(items, draw(st.sampled_from(plain)))), "x") if plain else _lit(2)
+        out.append(_cmp(draw(st.sampled_from(CMP_OPS)), agg, right))
+    if draw(st.integers(0, 4)) == 0:
+        i = draw(st.sampled_from(plain)) if plain else k
+        arg = {"kind": "arith", "op": "/", "left": _attr(draw(_ref(items, i)), "x"), "right": _lit(2)}
+        if i == k:
+            arg = {"kind": "agg", "func": "avg", "ref": ref, "attr": "x"}
+        call: J = {
+            "kind": "func",
+            "name": draw(st.sampled_from(("floor", "ceil", "round", "int"))),
+            "args": [arg],
+        }
+        out.append(_cmp(draw(st.sampled_from(CMP_OPS)), call, _lit(draw(st.integers(0, 2)))))
+    return out
+
+
+@st.composite
+def kleene_form_sets(
+    draw: st.DrawFn, classes: tuple[str, ...] = CLASSES, max_queries: int = 3
+) -> list[tuple[str, J]]:
+    """Queries ``q0, q1, ...`` with a Kleene component alone, last, in the middle or
+    first, in every form (``B^n``, ``B+``, ``B{m,}``, ``B{m,n}``, ``B{,n}``; middle and
+    leading ones with an upper bound, the other forms there being covered by
+    :func:`operator_sets`), with WHERE (element conditions, aggregates, conditions with
+    the neighbours), RECENT or ALL, RETURN and PROBABILITY now and then."""
+    out: list[tuple[str, J]] = []
+    for i in range(draw(st.integers(1, max_queries))):
+        shape = draw(st.sampled_from(KLEENE_SHAPES))
+        out.append((f"q{i}", draw(_kleene_form_query(shape, classes))))
+    return out
+
+
+# ==================================================== conditions inside sub-patterns
+
+
+@st.composite
+def _inner_alias_query(draw: st.DrawFn, classes: tuple[str, ...], n: int) -> J:
+    """``SEQ(A a, AND(B b, C c))``-like queries whose WHERE and RETURN read the
+    components inside the sub-pattern by alias (docs/semantics.md §8)."""
+    inner_kind = draw(st.sampled_from(("seq", "and")))
+    inner = [{**draw(_class_component(classes)), "alias": f"i{n}{k}"} for k in range(2)]
+    if inner_kind == "seq" and draw(st.integers(0, 3)) == 0:
+        inner.insert(1, _negated(draw, classes))
+    outer = [{**draw(_class_component(classes)), "alias": f"o{n}"}]
+    sub = {"kind": "component", "sub": {"kind": inner_kind, "items": inner}}
+    items = [sub, *outer] if draw(st.booleans()) else [*outer, sub]
+    kind = draw(st.sampled_from(("seq", "seq", "and")))
+    conjuncts = []
+    for _ in range(draw(st.integers(1, 2))):
+        left = _attr(f"i{n}{draw(st.integers(0, 1))}", draw(st.sampled_from(ATTRS)))
+        right = _attr(f"o{n}", "x") if draw(st.booleans()) else _lit(draw(st.integers(0, 3)))
+        if draw(st.integers(0, 3)) == 0:
+            left = {"kind": "func", "name": draw(st.sampled_from(("floor", "round"))), "args": [left]}
+        conjuncts.append(_cmp(draw(st.sampled_from(CMP_OPS)), left, right))
+    q: J = {
+        "kind": "query",
+        "pattern": {"kind": kind, "items": items},
+        "mode": draw(st.sampled_from(("recent", "all"))),
+        "within": draw(st.sampled_from(FAMILY_WINDOWS)),
+        "where": _and(conjuncts),
+    }
+    if draw(st.booleans()):
+        q["return"] = [{"expr": _attr(f"i{n}{draw(st.integers(0, 1))}", "x"), "name": "inner"}]
+    return q
+
+
+@st.composite
+def inner_alias_sets(
+    draw: st.DrawFn, classes: tuple[str, ...] = CLASSES, max_queries: int = 3
+) -> list[tuple[str, J]]:
+    """Queries whose conditions read components inside their sub-patterns by alias."""
+    return [(f"q{i}", draw(_inner_alias_query(classes, i))) for i in range(draw(st.integers(1, max_queries)))]
+# ============================================================ selection and consumption
+
+# One policy element per entry: the test of each family is run with each of them (and
+# other elements drawn at random beside it): docs/semantics.md §11-§12.
+POLICIES = (
+    "chronicle",
+    "skip-till-next-match",
+    "partition-contiguity",
+    "strict-contiguity",
+    "exclusive",
+    "past-last-row",
+    "next-row",
+    "first",
+    "last",
+)
+
+
+def policy_allowed(q: J) -> bool:
+    """Whether a policy may go on ``q`` (no trailing negation, sub-pattern or ``@name``)."""
+    items = q["pattern"]["items"]
+    if any("sub" in it or any(c.startswith("@") for c in it.get("classes", ())) for it in items):
+        return False
+    return not (q["pattern"]["kind"] == "seq" and items[-1].get("negated"))
+
+
+@st.composite
+def with_policy(draw: st.DrawFn, q: J, policy: str) -> J:
+    """``q`` with ``policy`` and, now and then, other policy elements beside it; ``q``
+    unchanged when it cannot have one (:func:`policy_allowed`)."""
+    if not policy_allowed(q):
+        return q
+    out = dict(q)
+    out["mode"] = (
+        "chronicle" if policy == "chronicle" else draw(st.sampled_from(("recent", "all", "chronicle")))
+    )
+    strategies = POLICIES[1:4]
+    if policy in strategies:
+        out["strategy"] = policy
+    elif draw(st.integers(0, 3)) == 0:
+        out["strategy"] = draw(st.sampled_from(strategies))
+    if policy == "exclusive" or draw(st.integers(0, 3)) == 0:
+        out["consume"] = "exclusive"
+    items = q["pattern"]["items"]
+    positives = [i for i, it in enumerate(items) if not it.get("negated")]
+    skip = policy if policy in POLICIES[5:] else draw(st.sampled_from((None, None, None, *POLICIES[5:])))
+    if skip in ("first", "last") and q["pattern"]["kind"] == "or":
+        skip = "past-last-row"  # refused on a disjunction (its match binds one component)
+    if skip in ("first", "last"):
+        allowed = positives[1:] if skip == "first" and q["pattern"]["kind"] == "seq" else positives
+        if not allowed:
+            skip = "last"
+            allowed = positives
+        out["skip"] = {"to": skip, "var": f"$x{draw(st.sampled_from(allowed)) + 1}"}
+    elif skip is not None:
+        out["skip"] = {"to": skip}
+    return out

@@ -65,3 +65,46 @@ def test_at_a_terminal_the_service_stays_up_unless_asked_not_to(
 def test_other_demo_options_pass_through(terminal: int) -> None:
     assert _demo_command(terminal, "DEMO_FLAGS=--events 2000") == ["--keep", "--events", "2000"]
     assert _demo_command(subprocess.DEVNULL, "DEMO_FLAGS=--events 2000") == ["--events", "2000"]
+
+
+def _dry_run(target: str, venv: Path) -> str:
+    """``make -n TARGET`` for a virtualenv that does not exist yet: every install step."""
+    env = {k: v for k, v in os.environ.items() if k not in ("KEEP", "DEMO_FLAGS", "MAKEFLAGS")}
+    return subprocess.run(
+        ["make", "-n", target, f"VENV={venv}", "KEEP=0"],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+
+
+def test_the_demo_installs_scemon_with_the_spark_extra_only(tmp_path: Path) -> None:
+    """No dev tools (mypy, pytest, schemathesis, playwright) and no browser for a demo;
+    a Java runtime, which Spark needs."""
+    commands = _dry_run("demo", tmp_path / "venv")
+    installs = [line for line in commands.splitlines() if "pip install" in line]
+    assert installs == [f"{tmp_path / 'venv'}/bin/python -m pip install --quiet -e '.[spark]'"]
+    assert "chromium" not in commands and "dev" not in installs[0]
+    assert "openjdk" in commands
+    assert commands.rstrip().splitlines()[-1].split()[1:] == ["demo"]
+
+
+def test_the_tests_install_everything(tmp_path: Path) -> None:
+    commands = _dry_run("test", tmp_path / "venv")
+    assert "-e '.[dev,spark]'" in commands
+    assert "chromium" in commands and "openjdk" in commands
+
+
+def test_after_the_full_install_the_demo_installs_nothing_more(tmp_path: Path) -> None:
+    """The full install holds the demo's: it marks the demo's install done too."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    for stamp in (".installed", ".installed-demo"):
+        (venv / stamp).touch()
+    assert "pip install" not in _dry_run("demo", venv)
+    assert "touch" in _dry_run("test", tmp_path / "other")
+    assert f"{tmp_path / 'other'}/.installed-demo" in _dry_run("test", tmp_path / "other")

@@ -31,6 +31,7 @@ from ecq.language.ast import (
     Lit,
     Neg,
     Not,
+    Prev,
 )
 
 __all__ = [
@@ -56,7 +57,10 @@ MISSING: Any = _Missing()
 
 ValueFn = Callable[[Any], Any]
 PredFn = Callable[[Any], bool]
-Resolver = Callable[[str], int]
+# A reference to its component's index, or, for a component inside a sub-pattern, to its
+# path: the top component, then its position among the positive components at each level
+# (what a sub-pattern instance's ``parts`` hold).
+Resolver = Callable[[str], Any]
 
 # Event fields a condition may read when ``attrs`` lacks the name.
 FALLBACK_FIELDS = frozenset({"start", "end", "src", "type", "prob"})
@@ -117,6 +121,21 @@ def _arith_op(op: str, a: Any, b: Any) -> Any:
     return _finite(a / b)
 
 
+def _round_half_away(v: float) -> int:
+    """``round``: half away from zero, as SQL's ROUND (2.5 -> 3, -2.5 -> -3)."""
+    return int(math.floor(abs(v) + 0.5)) * (1 if v >= 0 else -1)
+
+
+# Scalar functions of one number (docs/semantics.md "Conditions"); all but abs give an int.
+_FUNCTIONS: dict[str, Callable[[Any], Any]] = {
+    "abs": abs,
+    "floor": lambda v: int(math.floor(v)),
+    "ceil": lambda v: int(math.ceil(v)),
+    "round": _round_half_away,
+    "int": int,  # towards zero
+}
+
+
 class _Compiler:
     """Compiles one expression tree; ``single`` and ``negated`` as in the module doc."""
 
@@ -134,6 +153,8 @@ class _Compiler:
             return self._attr(expr)
         if isinstance(expr, Agg):
             return self._aggregate(expr)
+        if isinstance(expr, Prev):
+            return self._previous(expr)
         if isinstance(expr, Arith):
             lf, rf, op = self.value(expr.left), self.value(expr.right), expr.op
             return lambda env: _arith_op(op, lf(env), rf(env))
@@ -146,15 +167,18 @@ class _Compiler:
 
             return neg
         if isinstance(expr, Func):
-            if expr.name != "abs" or len(expr.args) != 1:
+            func = _FUNCTIONS.get(expr.name)
+            if func is None or len(expr.args) != 1:
                 raise ValueError(f"unknown function {expr.name}/{len(expr.args)}")
             arg = self.value(expr.args[0])
 
-            def absolute(env: Any) -> Any:
+            def call(env: Any) -> Any:
                 v = arg(env)
-                return abs(v) if _is_number(v) else MISSING
+                if not _is_number(v) or (type(v) is float and not math.isfinite(v)):
+                    return MISSING
+                return func(v)
 
-            return absolute
+            return call
         # A condition used as a value is a boolean.
         return self.predicate(expr)
 
@@ -213,6 +237,20 @@ class _Compiler:
         if self.single:
             return lambda ev: lookup(ev, name)
         index = self.resolve(expr.ref)
+        if type(index) is tuple:
+            top, path = index[0], index[1:]
+
+            def read_inside(env: Any) -> Any:
+                ev = env[top]
+                for p in path:
+                    if ev is None or type(ev) is list or ev.parts is None or p >= len(ev.parts):
+                        return MISSING
+                    ev = ev.parts[p]
+                if ev is None or type(ev) is list:
+                    return MISSING
+                return lookup(ev, name)
+
+            return read_inside
 
         def read(env: Any) -> Any:
             ev = env[index]
@@ -236,6 +274,10 @@ class _Compiler:
                 return len(group)
             if name is None:
                 return MISSING
+            if func == "first":
+                return lookup(group[0], name) if group else MISSING
+            if func == "last":
+                return lookup(group[-1], name) if group else MISSING
             values = [lookup(ev, name) for ev in group]
             if not values or not all(_is_number(v) for v in values):
                 return MISSING
@@ -249,6 +291,22 @@ class _Compiler:
             return total if func == "sum" else _arith_op("/", total, len(values))
 
         return aggregate
+
+    def _previous(self, expr: Prev) -> ValueFn:
+        """``b[i-1].attr`` in an iteration condition: the environment then holds, after
+        the components, the run's previous element (``ecq.matching.composite``)."""
+        if self.single:
+            raise ValueError("b[i-1] reads a Kleene run's previous element, not one event")
+        self.resolve(expr.ref)
+        name = expr.attr
+
+        def previous(env: Any) -> Any:
+            ev = env[-1]
+            if ev is None or type(ev) is list:
+                return MISSING
+            return lookup(ev, name)
+
+        return previous
 
     def _equiv(self, expr: Equiv) -> PredFn:
         """``[a]``: every bound event's ``a`` is equal; ``[a='v']``: every one equals

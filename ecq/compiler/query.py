@@ -26,6 +26,7 @@ from typing import Any
 
 from ecq.compiler.conditions import PredFn, ValueFn, compile_predicate, compile_value
 from ecq.compiler.filters import filter_key
+from ecq.compiler.policy import Policy, has_policy
 from ecq.errors import SemanticError
 from ecq.language.ast import (
     Agg,
@@ -39,6 +40,7 @@ from ecq.language.ast import (
     Expr,
     Lit,
     Pattern,
+    Prev,
     Query,
     Seq,
     pattern_to_json,
@@ -74,6 +76,8 @@ class Comp:
     filter_key: tuple[Any, ...]
     negated: bool = False
     kleene: tuple[int, bool] | None = None  # (min, exact)
+    # The upper bound of ``B{m,n}`` (None: none; docs/semantics.md §6).
+    kleene_max: int | None = None
     sub: CompiledQuery | None = None
     # The filter's conjuncts, the component written ``$self`` (what the filter index
     # splits into atoms: ecq.compiler.filters).
@@ -116,6 +120,14 @@ class CompiledQuery:
     # checks have the same key once the indexes are mapped to roles compute the same
     # thing on the same events (ecq.matching.conjunction.kernel_shape shares their evaluation).
     check_keys: tuple[tuple[Any, ...], ...] = ()
+    # Iteration conditions (they read ``b[i-1]``), per Kleene component: called with the
+    # binding (the component holding the candidate element) followed by the run's
+    # previous element (docs/semantics.md §6).
+    iteration_conds: dict[int, tuple[PredFn, ...]] = dataclasses.field(default_factory=dict)
+    # The selection and consumption policy (docs/semantics.md §11-§12); None: none
+    # (MODE RECENT or ALL as §3-§10 say). A query with one runs in MODE ALL and the
+    # policy chooses among its candidates (ecq.matching.policy).
+    policy: Policy | None = None
 
     @cached_property
     def length(self) -> int:
@@ -144,8 +156,9 @@ class CompiledQuery:
 
     @property
     def stores(self) -> bool:
-        """Whether the node keeps instances (sequence or conjunction of two or more)."""
-        return self.kind != KIND_OR and len(self.comps) >= 2
+        """Whether the node keeps instances (sequence or conjunction of two or more, or a
+        Kleene component alone: its group is made of stored instances)."""
+        return self.kind != KIND_OR and (len(self.comps) >= 2 or self.comps[0].kleene is not None)
 
     @cached_property
     def plain(self) -> bool:
@@ -166,8 +179,19 @@ class CompiledQuery:
         return (
             self.kind == KIND_SEQ
             and not self.plain
+            and not self.open_kleene
             and all(c.sub is None and not any(x.startswith("@") for x in c.classes) for c in self.comps)
         )
+
+    @cached_property
+    def open_kleene(self) -> bool:
+        """A Kleene form the skeleton does not take (docs/semantics.md §6): a Kleene
+        component alone (a skeleton of one position would be a filter); matched by
+        ``ecq.matching.composite``. Trailing groups, upper bounds and iteration
+        conditions go through the skeleton: the leaf builds the group whose latest
+        element the skeleton bound."""
+        pos = self.positives
+        return self.kind == KIND_SEQ and len(pos) == 1 and self.comps[pos[0]].kleene is not None
 
     @cached_property
     def trailing(self) -> tuple[int, ...]:
@@ -280,6 +304,7 @@ class _Placed:
     check_keys: list[tuple[Any, ...]] = dataclasses.field(default_factory=list)
     element: dict[int, list[PredFn]] = dataclasses.field(default_factory=dict)
     blocker: dict[int, list[PredFn]] = dataclasses.field(default_factory=dict)
+    iteration: dict[int, list[PredFn]] = dataclasses.field(default_factory=dict)
     never: bool = False
 
 
@@ -316,21 +341,25 @@ class _Compiler:
         kind, raw, classes = self.node_shape(ast.pattern, "pattern", subs, depends)
         self.raw = raw
         self.names = self.build_names(raw, classes)
+        self.nested = self.inner_names(raw)
         roles = _Roles.of(raw)
         placed = self.place_conditions(kind, raw, classes, roles)
         comps = self.components(raw, classes, placed.filters)
         same_before, overlapping = _roles(comps)
+        policy = self.policy(kind, raw, subs, depends)
         return CompiledQuery(
             name=self.name,
             ast=ast,
             kind=kind,
             comps=tuple(comps),
             window=ast.within,
-            mode_all=ast.mode == "all",
+            mode_all=ast.mode == "all" or policy is not None,
+            policy=policy,
             checks=tuple(placed.checks),
             check_keys=tuple(placed.check_keys),
             element_conds={k: tuple(v) for k, v in placed.element.items()},
             blocker_conds={k: tuple(v) for k, v in placed.blocker.items()},
+            iteration_conds={k: tuple(v) for k, v in placed.iteration.items()},
             returns=tuple(self.return_items(roles.negated)),
             probability=ast.probability,
             never=placed.never,
@@ -339,6 +368,68 @@ class _Compiler:
             subs=tuple(subs),
             depends=frozenset(depends),
             tag=self.tag,
+        )
+
+    def policy(
+        self, kind: str, raw: tuple[Component, ...], subs: list[CompiledQuery], depends: set[str]
+    ) -> Policy | None:
+        """The query's policy (docs/semantics.md §11-§12), or None; refuses the
+        combinations the contract excludes, saying why."""
+        ast = self.ast
+        if not has_policy(ast):
+            return None
+        skip_comp = -1
+        if ast.skip in ("first", "last"):
+            assert ast.skip_var is not None
+            if kind == KIND_OR:
+                raise self.error(
+                    f"AFTER MATCH SKIP TO {ast.skip.upper()} {ast.skip_var}: a disjunction's match binds "
+                    "one component, so the named one may have no event; use PAST LAST ROW or TO NEXT ROW",
+                    "skip",
+                )
+            skip_comp = self.resolve(ast.skip_var, "skip")
+            if raw[skip_comp].negated:
+                raise self.error(
+                    f"AFTER MATCH SKIP TO {ast.skip.upper()} {ast.skip_var}: a negated component has no events",
+                    "skip",
+                )
+            first = next(i for i, c in enumerate(raw) if not c.negated)
+            if ast.skip == "first" and kind == KIND_SEQ and skip_comp == first:
+                raise self.error(
+                    f"AFTER MATCH SKIP TO FIRST {ast.skip_var} would start the next match at the first "
+                    "event of this one (as in MATCH_RECOGNIZE, refused); use TO NEXT ROW",
+                    "skip",
+                )
+        if subs or depends:
+            raise self.error(
+                "a selection or consumption policy (MODE CHRONICLE, STRATEGY, CONSUME, AFTER MATCH SKIP) "
+                "needs components of primitive classes: a sub-pattern or @name component has no arrival "
+                "index of its own",
+                "pattern",
+            )
+        if kind == KIND_SEQ:
+            last = max(i for i, c in enumerate(raw) if not c.negated)
+            if any(c.negated for c in raw[last + 1 :]):
+                raise self.error(
+                    "a selection or consumption policy (MODE CHRONICLE, STRATEGY, CONSUME, AFTER MATCH SKIP) "
+                    "cannot go with a trailing negation: its matches are chosen when complete and "
+                    "emitted later, so what they use up would be undefined meanwhile",
+                    "pattern",
+                )
+        kleene_own: dict[int, list[PredFn]] = {}
+        if ast.where is not None:
+            for expr, path in self.split(ast.where, "where"):
+                refs, aggs, equiv = self.references(expr, path)
+                if len(refs) == 1 and not aggs and not equiv and raw[next(iter(refs))].kleene is not None:
+                    pred = compile_predicate(expr, self.resolver(path))
+                    kleene_own.setdefault(next(iter(refs)), []).append(pred)
+        return Policy(
+            ast.mode,
+            ast.strategy,
+            ast.consume == "exclusive",
+            ast.skip,
+            skip_comp,
+            {k: tuple(v) for k, v in kleene_own.items()},
         )
 
     def place_conditions(
@@ -360,6 +451,8 @@ class _Compiler:
         )
         for expr, path in self.split(self.ast.where, "where"):
             if kind == KIND_OR:
+                if self.nested_refs(expr, path):
+                    raise self.error("a disjunction's condition may not read inside its sub-patterns", path)
                 self.place_in_disjunction(expr, path, roles, placed)
             else:
                 self.place_in_pattern(expr, path, roles, plain_seq, placed)
@@ -367,6 +460,8 @@ class _Compiler:
 
     def place_in_disjunction(self, expr: Expr, path: str, roles: _Roles, placed: _Placed) -> None:
         """A disjunction binds one component, so a condition is that component's filter."""
+        if self.previous_refs(expr, path):
+            raise self.error("b[i-1] needs a Kleene component, and a disjunction has none", path)
         refs, aggs, equiv = self.references(expr, path)
         mentions = refs | aggs | (roles.every if equiv else set())
         if len(mentions) > 1:
@@ -385,6 +480,10 @@ class _Compiler:
         explicit = refs | aggs
         mentions = explicit | (roles.every if equiv else set())
         negated, kleene = roles.negated, roles.kleene
+        prevs = self.previous_refs(expr, path)
+        if prevs:
+            self.place_iteration(expr, path, prevs, refs, aggs, equiv, roles, placed)
+            return
         if len(refs & kleene) > 1:
             raise self.error("a condition may read the events of only one Kleene component", path)
         if explicit & kleene and explicit & negated:
@@ -402,8 +501,9 @@ class _Compiler:
         if not (explicit & negated) and not (refs & kleene):
             if not mentions:
                 self.place_constant(expr, path, roles, placed)
-            elif equiv or aggs:
-                # Equivalence tests and aggregates read whole groups: checked on the
+            elif equiv or aggs or self.nested_refs(expr, path):
+                # Equivalence tests and aggregates read whole groups, and a component
+                # inside a sub-pattern is read through its instance: checked on the
                 # complete match, never as a one-event filter.
                 self.add_check(expr, mentions - negated, path, placed)
             else:
@@ -415,6 +515,35 @@ class _Compiler:
             placed.blocker.setdefault(j, []).append(
                 compile_predicate(expr, self.resolver(path), negated=True)
             )
+
+    def previous_refs(self, expr: Expr, path: str) -> set[int]:
+        """The components whose ``b[i-1]`` the expression reads."""
+        return {self.resolve(node.ref, p) for node, p in _walk(expr, path) if isinstance(node, Prev)}
+
+    def place_iteration(
+        self,
+        expr: Expr,
+        path: str,
+        prevs: set[int],
+        refs: set[int],
+        aggs: set[int],
+        equiv: bool,
+        roles: _Roles,
+        placed: _Placed,
+    ) -> None:
+        """An iteration condition (docs/semantics.md §6): it compares an element of one
+        Kleene component with the element before it in the run, and may read plain
+        positive components."""
+        k = next(iter(prevs))
+        if len(prevs) > 1 or k not in roles.kleene:
+            raise self.error("b[i-1] needs a Kleene component, one per condition", path)
+        if aggs or equiv:
+            raise self.error("a condition with b[i-1] may not hold an aggregate or an equivalence test", path)
+        if refs & roles.negated:
+            raise self.error("a condition with b[i-1] may not read a negated component", path)
+        if (refs & roles.kleene) - {k}:
+            raise self.error("a condition with b[i-1] may read the events of only one Kleene component", path)
+        placed.iteration.setdefault(k, []).append(compile_predicate(expr, self.resolver(path)))
 
     def place_constant(self, expr: Expr, path: str, roles: _Roles, placed: _Placed) -> None:
         """A condition that reads no component is decided now: false means no match ever."""
@@ -442,6 +571,7 @@ class _Compiler:
                     filter_key(conjuncts),
                     negated=comp.negated,
                     kleene=(comp.kleene.min, comp.kleene.exact) if comp.kleene is not None else None,
+                    kleene_max=comp.kleene.max if comp.kleene is not None else None,
                     sub=self.sub_nodes.get(i),
                     filter_conjuncts=conjuncts,
                 )
@@ -456,6 +586,8 @@ class _Compiler:
             refs, aggs, _ = self.references(item.expr, path)
             if (refs | aggs) & negated:
                 raise self.error("RETURN cannot read a negated component: it has no event in the match", path)
+            if self.previous_refs(item.expr, path):
+                raise self.error("RETURN cannot read b[i-1]: it exists only in an iteration condition", path)
             if item.name is not None:
                 label = item.name
             elif isinstance(item.expr, AttrRef):
@@ -524,6 +656,7 @@ class _Compiler:
                     (),
                     negated=comp.negated,
                     kleene=(comp.kleene.min, comp.kleene.exact) if comp.kleene is not None else None,
+                    kleene_max=comp.kleene.max if comp.kleene is not None else None,
                     sub=sub,
                 )
             )
@@ -592,20 +725,64 @@ class _Compiler:
                 raise self.error(
                     "two Kleene components next to each other are not supported", f"{path}.items[{b}]"
                 )
-        if len(pos_idx) == 1 and items[pos_idx[0]].kleene is not None:
-            raise self.error("a Kleene component needs a positive neighbour", f"{path}.items[{pos_idx[0]}]")
+        if len(pos_idx) == 1 and items[pos_idx[0]].kleene is not None and self.ast.within is None:
+            raise self.error(
+                "a Kleene component alone needs WITHIN <duration>: its group is the events in the window",
+                f"{path}.items[{pos_idx[0]}]",
+            )
         first, last = items[pos_idx[0]], items[pos_idx[-1]]
-        if first.kleene is not None and last.kleene is not None:
+        if len(pos_idx) >= 2 and first.kleene is not None and last.kleene is not None:
             raise self.error(
                 "a sequence cannot both start and end with Kleene closure", f"{path}.items[{pos_idx[-1]}]"
             )
-        if last.kleene is not None and not last.kleene.exact:
-            raise self.error(
-                "a Kleene closure B+ or B{m,} cannot end a sequence: it would never be complete",
-                f"{path}.items[{pos_idx[-1]}]",
-            )
 
     # ---------------------------------------------------------------- references
+
+    def inner_names(self, raw: tuple[Component, ...]) -> dict[str, tuple[int, ...] | str]:
+        """Aliases of components inside sub-patterns (docs/semantics.md §8): each to its
+        path — the top component, then the position among the positive components at
+        each level, as a sub-pattern instance's ``parts`` hold them — or to the reason it
+        cannot be read (a negated component, a disjunction's component)."""
+        out: dict[str, tuple[int, ...] | str] = {}
+
+        def walk(pattern: Pattern, path: tuple[int, ...], where: str) -> None:
+            positives = [c for c in pattern.items if not c.negated]
+            for i, comp in enumerate(pattern.items):
+                cpath = f"{where}.sub.items[{i}]"
+                if comp.alias is not None:
+                    if comp.alias in self.names or comp.alias in out:
+                        raise self.error(f"alias {comp.alias!r} is used twice", cpath)
+                    if comp.negated:
+                        out[comp.alias] = "it is negated: it has no event in the match"
+                    elif isinstance(pattern, Disj):
+                        out[comp.alias] = "it is in a disjunction: the match may not bind it"
+                    elif comp.kleene is not None:
+                        out[comp.alias] = "it is a Kleene group"
+                    else:
+                        out[comp.alias] = (*path, positives.index(comp))
+                if comp.sub is not None and not comp.negated and not isinstance(pattern, Disj):
+                    walk(comp.sub, (*path, positives.index(comp)), cpath)
+
+        for j, comp in enumerate(raw):
+            if comp.sub is not None and not comp.negated:
+                walk(comp.sub, (j,), f"pattern.items[{j}]")
+        return out
+
+    def nested_refs(self, expr: Expr, path: str) -> bool:
+        """Whether the expression reads a component inside a sub-pattern (by alias)."""
+        found = False
+        for node, node_path in _walk(expr, path):
+            ref = getattr(node, "ref", None)
+            if isinstance(ref, str) and ref not in self.names and ref in self.nested:
+                target = self.nested[ref]
+                if isinstance(target, str):
+                    raise self.error(f"{ref!r} cannot be read: {target}", node_path)
+                if not isinstance(node, AttrRef):
+                    raise self.error(
+                        f"{ref!r} is inside a sub-pattern: it has no group to aggregate", node_path
+                    )
+                found = True
+        return found
 
     def build_names(self, raw: tuple[Component, ...], classes: list[frozenset[str]]) -> dict[str, int]:
         """Alias, then ``$xN``, then a class held by exactly one component as its single
@@ -631,6 +808,11 @@ class _Compiler:
     def resolve(self, ref: str, path: str) -> int:
         if ref in self.names:
             return self.names[ref]
+        inner = getattr(self, "nested", {}).get(ref)
+        if isinstance(inner, tuple):
+            return inner[0]  # the sub-pattern holding it (the compiled read follows the path)
+        if isinstance(inner, str):
+            raise self.error(f"{ref!r} cannot be read: {inner}", path)
         if ref.startswith("$x") and ref[2:].isdigit():
             raise self.error(f"{ref} is out of range: the pattern has {len(self.raw)} components", path)
         if ref in self.ambiguous:
@@ -639,8 +821,14 @@ class _Compiler:
             )
         raise self.error(f"unknown component {ref!r} (no alias, $xN or class of that name)", path)
 
-    def resolver(self, base: str) -> Callable[[str], int]:
-        return lambda ref: self.resolve(ref, base)
+    def resolver(self, base: str) -> Callable[[str], Any]:
+        """References to compiled indexes; a component inside a sub-pattern to its path."""
+
+        def resolve(ref: str) -> Any:
+            inner = self.nested.get(ref) if ref not in self.names else None
+            return inner if isinstance(inner, tuple) else self.resolve(ref, base)
+
+        return resolve
 
     def references(self, expr: Expr, path: str) -> tuple[set[int], set[int], bool]:
         """(components read through ``ref.attr``, components aggregated, whether the

@@ -121,6 +121,11 @@ class SeparateEngine(OpClock):
             raise DuplicateQueryError(f"a query named {name!r} is already registered")
         # Plans share nothing, so no sharing tag: every sub-pattern is the plan's own.
         cq = Engine.compile(name, query)
+        if cq.policy is not None:
+            raise SemanticError(
+                f"query {name!r}: the separate-processing baseline has no selection or consumption "
+                "policies (MODE CHRONICLE, STRATEGY, CONSUME, AFTER MATCH SKIP); run it on the shared engine"
+            )
         self.ops += 1  # as the engine: a rejected @name still took an op
         check_depends(cq, self._depends)
         reg = 2 * self.ops + 1

@@ -147,6 +147,10 @@ FAMILIES: dict[str, str] = {
     "neg-trailing": "neg-trailing",
     "kleene": "kleene",
     "nested": "nested",
+    "kleene-count": "kleene-count",
+    "kleene-trailing": "kleene-trailing",
+    "kleene-bounded": "kleene-bounded",
+    "kleene-rising": "kleene-rising",
 }
 
 
@@ -163,7 +167,18 @@ def family_queries(w: Workload, template: str) -> list[tuple[str, str]]:
         "kleene": lambda p: [p[0], *(f"{c}+" if i == 1 else c for i, c in enumerate(p[1:], 1))],
         "nested": lambda p: [p[0], f"AND({', '.join(p[1:])})"],
         "cnj-neg": lambda p: [*p[:-1], f"!{p[-1]}"],
+        # Kleene closure as users write it (docs/semantics.md §6): a count threshold
+        # alone, a trailing run, a bounded run, a rising run.
+        "kleene-count": lambda p: [f"{p[1]}{{5}}"],
+        "kleene-trailing": lambda p: [*p[:-1], f"{p[-1]}{{2,}}"],
+        "kleene-bounded": lambda p: [p[0], *(f"{c}{{2,4}}" if i == 1 else c for i, c in enumerate(p[1:], 1))],
+        "kleene-rising": lambda p: [
+            f"{p[0]} a",
+            *(f"{c}+ b[]" if i == 1 else f"{c} c{i}" for i, c in enumerate(p[1:], 1)),
+        ],
     }
+    # The rising run's iteration condition (the events need ``n_attrs >= 1``).
+    where = " WHERE b[i].a0 > b[i-1].a0" if template == "kleene-rising" else ""
     kind = "AND" if template.startswith("cnj") else "SEQ"
     shape = shapes.get(template)
     if shape is None:
@@ -171,7 +186,7 @@ def family_queries(w: Workload, template: str) -> list[tuple[str, str]]:
     if w.n_steps < 3:
         raise ValueError(f"the {template} template needs at least 3 steps")
     return [
-        (f"{template.replace('-', '')}{i:05d}", f"{kind}({', '.join(shape(picks))}) {within}")
+        (f"{template.replace('-', '')}{i:05d}", f"{kind}({', '.join(shape(picks))}){where} {within}")
         for i, (picks, within) in enumerate(_sequence_picks(w))
     ]
 
@@ -231,6 +246,10 @@ TEMPLATES = (
     "neg-trailing",
     "kleene",
     "nested",
+    "kleene-count",
+    "kleene-trailing",
+    "kleene-bounded",
+    "kleene-rising",
 )
 
 

@@ -1,5 +1,5 @@
 /* What the compiled kernel needs from the compiler and from CPython, through portable
- * code and public API only (docs/architecture.md, "The compiled kernel"):
+ * code and public API only (docs/architecture.md, "The kernel", and its "Only public CPython API"):
  *
  * - the index of a word's lowest set bit and cache prefetches: compiler builtins where
  *   GCC or Clang provides them, else a portable de Bruijn lookup and no prefetch (a

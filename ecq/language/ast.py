@@ -28,6 +28,7 @@ __all__ = [
     "Lit",
     "AttrRef",
     "Agg",
+    "Prev",
     "Arith",
     "Neg",
     "Compare",
@@ -55,11 +56,13 @@ class Kleene:
 
     ``B+`` is ``Kleene(1, False)``; ``B{m,}`` is ``Kleene(m, False)`` (the maximal group,
     at least ``m``); ``B^n`` / ``B{n}`` is ``Kleene(n, True)`` (exactly ``n`` successive
-    events, sliding).
+    events, sliding). ``B{m,n}`` is ``Kleene(m, False, n)``: the maximal group, of ``m``
+    to ``n`` events (``B{,n}`` is ``B{1,n}``); ``max`` is None without an upper bound.
     """
 
     min: int
     exact: bool
+    max: int | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,17 @@ class Agg:
 
 
 @dataclass(frozen=True)
+class Prev:
+    """``b[i-1].attr`` (SASE+; MATCH_RECOGNIZE ``PREV(b.attr)``): the attribute of the
+    element before the one being added to Kleene component ``b``'s run, in an iteration
+    condition (docs/semantics.md §6). ``b[i].attr`` is the element itself (``AttrRef``);
+    ``b[1].attr`` / ``b[first].attr`` and ``b[last].attr`` are ``Agg('first' | 'last')``."""
+
+    ref: str
+    attr: str
+
+
+@dataclass(frozen=True)
 class Arith:
     """``left op right`` with ``op`` in ``+ - * /``."""
 
@@ -197,7 +211,7 @@ class Equiv:
     value: Lit | None = None
 
 
-Expr = Union[Lit, AttrRef, Agg, Arith, Neg, Compare, BoolOp, Not, InList, Func, Equiv]
+Expr = Union[Lit, AttrRef, Agg, Arith, Neg, Compare, BoolOp, Not, InList, Func, Equiv, Prev]
 
 
 @dataclass(frozen=True)
@@ -224,6 +238,13 @@ class Query:
     returns: tuple[ReturnItem, ...] = ()
     probability: float | None = None
     name: str | None = None
+    # Selection and consumption policies (docs/semantics.md §11-§12): the strategy
+    # (one of STRATEGIES), the consumption ("shared" | "exclusive") and AFTER MATCH SKIP
+    # (one of SKIPS, or None) with the component it names for "first" / "last".
+    strategy: str = "skip-till-any-match"
+    consume: str = "shared"
+    skip: str | None = None
+    skip_var: str | None = None
     # Source positions of nodes, keyed by id-free paths; not part of equality.
     spans: dict[str, tuple[int, int, str]] = field(
         default_factory=dict, compare=False, hash=False, repr=False
@@ -250,7 +271,47 @@ def to_json(query: Query) -> dict[str, Any]:
         ]
     if query.probability is not None:
         out["probability"] = query.probability
+    out.update(policy_to_json(query))
     return out
+
+
+MODES = ("recent", "all", "chronicle")
+STRATEGIES = ("skip-till-any-match", "skip-till-next-match", "partition-contiguity", "strict-contiguity")
+SKIPS = ("past-last-row", "next-row", "first", "last")
+
+
+def policy_to_json(query: Query) -> dict[str, Any]:
+    """The policy keys of a query's JSON form: only those that differ from the default,
+    so a query without a policy has the JSON it always had."""
+    out: dict[str, Any] = {}
+    if query.strategy != "skip-till-any-match":
+        out["strategy"] = query.strategy
+    if query.consume != "shared":
+        out["consume"] = query.consume
+    if query.skip is not None:
+        out["skip"] = {"to": query.skip, **({"var": query.skip_var} if query.skip_var is not None else {})}
+    return out
+
+
+def policy_from_json(data: dict[str, Any]) -> dict[str, Any]:
+    """The policy fields of :class:`Query` from its JSON form; raises
+    :class:`SemanticError` naming the bad path."""
+    strategy = data.get("strategy", "skip-till-any-match")
+    if strategy not in STRATEGIES:
+        raise SemanticError(f"$.strategy must be one of {', '.join(STRATEGIES)}")
+    consume = data.get("consume", "shared")
+    if consume not in ("shared", "exclusive"):
+        raise SemanticError("$.consume must be 'shared' or 'exclusive'")
+    skip = data.get("skip")
+    to = var = None
+    if skip is not None:
+        if not isinstance(skip, dict) or skip.get("to") not in SKIPS:
+            raise SemanticError(f"$.skip must be an object with 'to' one of {', '.join(SKIPS)}")
+        to = skip["to"]
+        var = skip.get("var")
+        if (to in ("first", "last")) != isinstance(var, str):
+            raise SemanticError("$.skip.var must name a component for 'first' and 'last' only")
+    return {"strategy": strategy, "consume": consume, "skip": to, "skip_var": var}
 
 
 def from_json(data: Any) -> Query:
@@ -264,8 +325,8 @@ def from_json(data: Any) -> Query:
     ):
         raise SemanticError("$.within must be a non-negative number of seconds")
     mode = data.get("mode", "recent")
-    if mode not in ("recent", "all"):
-        raise SemanticError("$.mode must be 'recent' or 'all'")
+    if mode not in MODES:
+        raise SemanticError("$.mode must be 'recent', 'all' or 'chronicle'")
     returns_raw = data.get("return", [])
     if not isinstance(returns_raw, list):
         raise SemanticError("$.return must be a list")
@@ -295,6 +356,7 @@ def from_json(data: Any) -> Query:
         returns=tuple(returns),
         probability=float(probability) if probability is not None else None,
         name=name,
+        **policy_from_json(data),
     )
 
 
@@ -328,6 +390,8 @@ def _component_to_json(comp: Component) -> dict[str, Any]:
         out["negated"] = True
     if comp.kleene is not None:
         out["kleene"] = {"min": comp.kleene.min, "exact": comp.kleene.exact}
+        if comp.kleene.max is not None:
+            out["kleene"]["max"] = comp.kleene.max
     if comp.alias is not None:
         out["alias"] = comp.alias
     return out
@@ -357,7 +421,12 @@ def _component_from_json(data: Any, path: str) -> Component:
             or not isinstance(k.get("exact", False), bool)
         ):
             raise SemanticError(f"{path}.kleene must be {{'min': int >= 1, 'exact': bool}}")
-        kleene = Kleene(k["min"], k.get("exact", False))
+        kmax = k.get("max")
+        if kmax is not None and (
+            isinstance(kmax, bool) or not isinstance(kmax, int) or kmax < k["min"] or k.get("exact", False)
+        ):
+            raise SemanticError(f"{path}.kleene.max must be a whole number >= min, without 'exact'")
+        kleene = Kleene(k["min"], k.get("exact", False), kmax)
     alias = data.get("alias")
     if alias is not None and not isinstance(alias, str):
         raise SemanticError(f"{path}.alias must be a string")
@@ -378,6 +447,8 @@ def expr_to_json(expr: Expr) -> dict[str, Any]:
         if expr.attr is not None:
             out["attr"] = expr.attr
         return out
+    if isinstance(expr, Prev):
+        return {"kind": "prev", "ref": expr.ref, "attr": expr.attr}
     if isinstance(expr, Arith):
         return {
             "kind": "arith",
@@ -416,8 +487,8 @@ def expr_to_json(expr: Expr) -> dict[str, Any]:
 
 _ARITH_OPS = {"+", "-", "*", "/"}
 _CMP_OPS = {"=", "!=", "<", "<=", ">", ">="}
-_AGG_FUNCS = {"count", "sum", "avg", "min", "max"}
-_FUNCS = {"abs"}
+_AGG_FUNCS = {"count", "sum", "avg", "min", "max", "first", "last"}
+_FUNCS = {"abs", "floor", "ceil", "round", "int"}
 
 
 def expr_from_json(data: Any, path: str = "$") -> Expr:
@@ -455,6 +526,8 @@ def expr_from_json(data: Any, path: str = "$") -> Expr:
         if func != "count" and not isinstance(attr, str):
             raise SemanticError(f"{path}.attr is required for {func}()")
         return Agg(func, text("ref"), attr if isinstance(attr, str) else None)
+    if kind == "prev":
+        return Prev(text("ref"), text("attr"))
     if kind == "arith":
         op = text("op")
         if op not in _ARITH_OPS:

@@ -26,8 +26,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ecq.language.ast import Agg, Arith, AttrRef, BoolOp, Compare, Equiv, Expr, Func, InList, Lit, Neg, Not
-from ecq.language.keywords import AGGREGATES, FUNCTIONS, NO_OP_EQUIVS, RESERVED
+from ecq.language.ast import (
+    Agg,
+    Arith,
+    AttrRef,
+    BoolOp,
+    Compare,
+    Equiv,
+    Expr,
+    Func,
+    InList,
+    Lit,
+    Neg,
+    Not,
+    Prev,
+)
+from ecq.language.keywords import AGGREGATES, FUNCTIONS, NO_OP_EQUIVS, PREVIOUS, RESERVED
 from ecq.language.lexer import DERIVED, IDENT, MONEY, NUMBER, PERCENT, POSREF, STRING, Token
 from ecq.language.stream import TokenStream
 
@@ -229,6 +243,8 @@ def _primary(ts: TokenStream) -> _Parsed:
         return _call(ts)
     if _is_ref(tok):
         ts.next()
+        if ts.at("["):
+            return _element(ts, tok)
         return ts.mark(AttrRef(tok.text, _attribute(ts, tok)), tok)
     if tok.kind == IDENT and tok.key in RESERVED:
         raise ts.error(f"expected an expression, found the keyword {tok.text!r}")
@@ -247,10 +263,62 @@ def _attribute(ts: TokenStream, ref: Token) -> str:
     return ts.next().text
 
 
+def _element(ts: TokenStream, ref: Token) -> Expr:
+    """SASE+'s elements of a Kleene run, after ``ref``: ``b[i].x`` (the element being
+    added), ``b[i-1].x`` (the one before it), ``b[1].x`` / ``b[first].x`` and
+    ``b[last].x`` (the group's first and last elements)."""
+    open_tok = ts.next()  # '['
+    tok = ts.peek()
+    word = tok.text.lower() if tok.kind == IDENT else None
+    which = None
+    if word == "i-1":
+        ts.next()
+        which = "prev"
+    elif word == "i":
+        ts.next()
+        which = "prev" if ts.accept("-") is not None and _one(ts) else "this"
+    elif word in ("first", "last"):
+        ts.next()
+        which = word
+    elif tok.kind == NUMBER and tok.value == 1 and not isinstance(tok.value, bool):
+        ts.next()
+        which = "first"
+    if which is None:
+        raise ts.error(
+            f"expected i, i-1, 1, first or last in {ref.text}[...], found {ts.describe(tok)}"
+            " (other positions of a run are not supported)"
+        )
+    ts.expect("]", f"expected ']' after {ref.text}[{tok.text}")
+    attr = _attribute(ts, ref)
+    if which == "this":
+        return ts.mark(AttrRef(ref.text, attr), ref)
+    if which == "prev":
+        return ts.mark(Prev(ref.text, attr), ref)
+    del open_tok
+    return ts.mark(Agg(which, ref.text, attr), ref)
+
+
+def _one(ts: TokenStream) -> bool:
+    """The ``1`` of ``b[i - 1]``."""
+    tok = ts.peek()
+    if tok.kind != NUMBER or tok.value != 1:
+        raise ts.error(f"expected 1 in [i - 1], found {ts.describe(tok)}")
+    ts.next()
+    return True
+
+
 def _call(ts: TokenStream) -> Expr:
     name_tok = ts.next()
     name = name_tok.text.lower()
     ts.next()  # '('
+    if name == PREVIOUS:
+        ref = ts.peek()
+        if not _is_ref(ref):
+            raise ts.error("expected a Kleene component's attribute in prev(...), as in prev(b.price)")
+        ts.next()
+        prev_attr = _attribute(ts, ref)
+        ts.expect(")", "expected ')' after the argument of prev()")
+        return ts.mark(Prev(ref.text, prev_attr), name_tok)
     if name in AGGREGATES:
         ref = ts.peek()
         if not _is_ref(ref):

@@ -6,10 +6,22 @@ read back as names (a class called ``WHERE`` cannot be written as query text).
 
 from __future__ import annotations
 
-__all__ = ["CLAUSE_KEYWORDS", "RESERVED", "AGGREGATES", "FUNCTIONS", "DURATION_UNITS", "NO_OP_EQUIVS"]
+__all__ = [
+    "CLAUSE_KEYWORDS",
+    "RESERVED",
+    "AGGREGATES",
+    "FUNCTIONS",
+    "PREVIOUS",
+    "DURATION_UNITS",
+    "NO_OP_EQUIVS",
+]
 
 # Words that start a clause: they end a pattern, a condition or a RETURN list.
-CLAUSE_KEYWORDS = frozenset({"QUERY", "PATTERN", "EVENT", "WHERE", "WITHIN", "MODE", "RETURN", "PROBABILITY"})
+CLAUSE_KEYWORDS = frozenset(
+    {"QUERY", "PATTERN", "EVENT", "WHERE", "WITHIN", "MODE", "RETURN", "PROBABILITY"}
+) | frozenset(
+    {"STRATEGY", "CONSUME", "AFTER"}  # selection and consumption policies
+)
 
 # Words that can never be a class name, an alias or a component reference
 # (compared upper-cased: keywords are case-insensitive).
@@ -18,10 +30,14 @@ RESERVED = CLAUSE_KEYWORDS | frozenset(
 )
 
 # Aggregates over a Kleene component; ``count`` is the only one without an attribute.
-AGGREGATES = frozenset({"count", "sum", "avg", "min", "max"})
+# ``first`` / ``last`` read the group's first / last element (``b[1].x``, ``b[last].x``).
+AGGREGATES = frozenset({"count", "sum", "avg", "min", "max", "first", "last"})
 
-# Scalar functions.
-FUNCTIONS = frozenset({"abs"})
+# Scalar functions (one number in; ``floor``, ``ceil``, ``round`` and ``int`` give an integer).
+FUNCTIONS = frozenset({"abs", "floor", "ceil", "round", "int"})
+
+# MATCH_RECOGNIZE's ``PREV(b.x)``: ``b[i-1].x``, the previous element of a Kleene run.
+PREVIOUS = "prev"
 
 # Duration units: name -> (multiplier, divisor) to seconds; division keeps ``ms`` exact.
 DURATION_UNITS: dict[str, tuple[int, int]] = {

@@ -3,8 +3,10 @@
 ::
 
     query := [QUERY name] [PATTERN | EVENT] pattern clause*
-    clause := WHERE condition | WITHIN duration | MODE (RECENT | ALL)
+    clause := WHERE condition | WITHIN duration | MODE (RECENT | ALL | CHRONICLE)
             | RETURN expr [AS name] (, expr [AS name])* | PROBABILITY [>=] p
+            | STRATEGY strategy | CONSUME (SHARED | EXCLUSIVE)
+            | AFTER MATCH SKIP (PAST LAST ROW | TO NEXT ROW | TO [FIRST | LAST] ref)
 
 The clauses may come in any order (each starts with its own keyword, so this is
 unambiguous), each at most once. The pattern grammar is in :mod:`.patterns`, the
@@ -14,17 +16,17 @@ condition grammar in :mod:`.conditions`. Nothing here is ever evaluated with
 
 from __future__ import annotations
 
-from ecq.language.ast import Expr, Query, ReturnItem
+from ecq.language.ast import STRATEGIES, Expr, Query, ReturnItem
 from ecq.language.conditions import parse_condition, parse_expression
 from ecq.language.keywords import CLAUSE_KEYWORDS, DURATION_UNITS
-from ecq.language.lexer import IDENT, NUMBER, PERCENT, STRING, Token
+from ecq.language.lexer import IDENT, NUMBER, PERCENT, POSREF, STRING, Token
 from ecq.language.patterns import parse_pattern
 from ecq.language.spans import Span, collect_spans
 from ecq.language.stream import TokenStream
 
 __all__ = ["parse_query", "parse_queries"]
 
-_CLAUSES = ("WHERE", "WITHIN", "MODE", "RETURN", "PROBABILITY")
+_CLAUSES = ("WHERE", "WITHIN", "MODE", "RETURN", "PROBABILITY", "STRATEGY", "CONSUME", "AFTER")
 
 
 # Deeper nesting is rejected with its place rather than exhausting the interpreter's
@@ -95,6 +97,7 @@ def _query(ts: TokenStream) -> Query:
     mode = "recent"
     returns: tuple[ReturnItem, ...] = ()
     probability: float | None = None
+    policy: dict[str, str | None] = {}
     seen: set[str] = set()
     while ts.at(*_CLAUSES):
         tok = ts.next()
@@ -111,13 +114,23 @@ def _query(ts: TokenStream) -> Query:
             clauses["mode"] = _span(tok)
         elif tok.key == "RETURN":
             returns = _returns(ts)
+        elif tok.key == "STRATEGY":
+            policy["strategy"] = _strategy(ts)
+            clauses["strategy"] = _span(tok)
+        elif tok.key == "CONSUME":
+            policy["consume"] = _one_of(ts, ("SHARED", "EXCLUSIVE"), "CONSUME")
+            clauses["consume"] = _span(tok)
+        elif tok.key == "AFTER":
+            policy["skip"], policy["skip_var"] = _after_match(ts)
+            clauses["skip"] = _span(tok)
         else:
             probability = _probability(ts)
             clauses["probability"] = _span(tok)
     if not (ts.at_end() or ts.at("QUERY")):
         found = ts.peek().text
         raise ts.error(
-            f"expected WHERE, WITHIN, MODE, RETURN, PROBABILITY or the end of the query, found {found!r}"
+            "expected WHERE, WITHIN, MODE, RETURN, PROBABILITY, STRATEGY, CONSUME, AFTER MATCH SKIP "
+            f"or the end of the query, found {found!r}"
         )
     query = Query(
         pattern=pattern,
@@ -127,6 +140,7 @@ def _query(ts: TokenStream) -> Query:
         returns=returns,
         probability=probability,
         name=name,
+        **policy,  # type: ignore[arg-type]
     )
     query.spans.update(collect_spans(ts, query, clauses))
     return query
@@ -164,10 +178,55 @@ def _duration(ts: TokenStream) -> float:
 
 def _mode(ts: TokenStream) -> str:
     tok = ts.peek()
-    if tok.kind == IDENT and tok.key in ("RECENT", "ALL"):
+    if tok.kind == IDENT and tok.key in ("RECENT", "ALL", "CHRONICLE"):
         ts.next()
         return tok.key.lower()
-    raise ts.error(f"expected RECENT or ALL after MODE, found {ts.describe(tok)}")
+    raise ts.error(f"expected RECENT or ALL (or CHRONICLE) after MODE, found {ts.describe(tok)}")
+
+
+def _strategy(ts: TokenStream) -> str:
+    """SASE+'s strategy names, hyphenated (``-`` between letters is part of a name)."""
+    tok = ts.peek()
+    if tok.kind == IDENT and tok.text.lower() in STRATEGIES:
+        ts.next()
+        return tok.text.lower()
+    raise ts.error(f"expected {', '.join(STRATEGIES)} after STRATEGY, found {ts.describe(tok)}")
+
+
+def _one_of(ts: TokenStream, words: tuple[str, ...], after: str) -> str:
+    tok = ts.peek()
+    if tok.kind == IDENT and tok.key in words:
+        ts.next()
+        return tok.key.lower()
+    raise ts.error(f"expected {' or '.join(words)} after {after}, found {ts.describe(tok)}")
+
+
+def _after_match(ts: TokenStream) -> tuple[str, str | None]:
+    """MATCH_RECOGNIZE's ``AFTER MATCH SKIP`` (``AFTER`` already read): PAST LAST ROW, TO
+    NEXT ROW, TO FIRST v, TO LAST v, TO v (= TO LAST v)."""
+    for word in ("MATCH", "SKIP"):
+        _one_of(ts, (word,), "AFTER" if word == "MATCH" else "AFTER MATCH")
+    how = _one_of(ts, ("PAST", "TO"), "AFTER MATCH SKIP")
+    if how == "past":
+        _one_of(ts, ("LAST",), "SKIP PAST")
+        _one_of(ts, ("ROW",), "SKIP PAST LAST")
+        return "past-last-row", None
+    tok = ts.peek()
+    if tok.kind == IDENT and tok.key == "NEXT":
+        ts.next()
+        _one_of(ts, ("ROW",), "SKIP TO NEXT")
+        return "next-row", None
+    where = "last"
+    if tok.kind == IDENT and tok.key in ("FIRST", "LAST"):
+        nxt = ts.tokens[ts.pos + 1] if ts.pos + 1 < len(ts.tokens) else None
+        if nxt is not None and nxt.kind in (IDENT, POSREF):
+            ts.next()
+            where = tok.key.lower()
+    tok = ts.peek()
+    if tok.kind == POSREF or (tok.kind == IDENT and tok.key not in CLAUSE_KEYWORDS):
+        ts.next()
+        return where, tok.text
+    raise ts.error(f"expected a component after AFTER MATCH SKIP TO, found {ts.describe(tok)}")
 
 
 def _returns(ts: TokenStream) -> tuple[ReturnItem, ...]:

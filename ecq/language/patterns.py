@@ -8,7 +8,7 @@
     conj      := seq (& seq)*
     seq       := component (; component)*
     item      := disj                                 -- inside SEQ(...), AND(...), OR(...), WITH
-    component := [!] base [+ | ^n | {n} | {m,}] [alias [ '[' ']' ]]
+    component := [!] base [+ | ^n | {n} | {m,} | {m,n} | {,n}] [alias [ '[' ']' ]]
     base      := class | @query | ANY(class, ...) | SEQ(item, ...) | AND(...) | OR(...) | ( pattern )
 
 Operators of one level are flattened (``A; B; C`` is one ``Seq`` of three). An operand
@@ -20,9 +20,8 @@ component ``X`` is ``Seq((X,))``.
 
 Structural errors raised here, each at the offending token: ``!!B``; a negated component
 with a Kleene closure; adjacent negated components in a sequence; a sequence or
-conjunction without a positive component (``PATTERN !B``); a Kleene closure on the last
-positive component of a sequence unless it is an exact ``B^n`` (``SEQ(A, B+)``,
-``SEQ(A, B+, !C)``).
+conjunction without a positive component (``PATTERN !B``); a Kleene upper bound below its
+lower bound (``B{3,2}``).
 """
 
 from __future__ import annotations
@@ -188,13 +187,27 @@ def _kleene(ts: TokenStream) -> tuple[Kleene | None, Token | None]:
     if ts.accept("^"):
         return Kleene(_count(ts, "^"), True), tok
     if ts.accept("{"):
+        if ts.accept(","):  # {,n}: at most n (a group is never empty, so at least 1)
+            return Kleene(1, False, _upper(ts, 1)), tok
         n = _count(ts, "{")
         if ts.accept(","):
-            ts.expect("}", "expected '}' after '{m,' (an upper bound {m,n} is not supported)")
-            return Kleene(n, False), tok
-        ts.expect("}", "expected '}' or ',' in a Kleene count {n} / {m,}")
+            if ts.accept("}"):
+                return Kleene(n, False), tok
+            upper = _upper(ts, n)
+            return (Kleene(n, True) if upper == n else Kleene(n, False, upper)), tok
+        ts.expect("}", "expected '}' or ',' in a Kleene count {n}, {m,}, {m,n} or {,n}")
         return Kleene(n, True), tok
     return None, None
+
+
+def _upper(ts: TokenStream, least: int) -> int:
+    """The upper bound of ``{m,n}`` / ``{,n}`` and its closing brace."""
+    tok = ts.peek()
+    upper = _count(ts, ",")
+    if upper < least:
+        raise ts.error(f"a Kleene upper bound must be at least its lower bound {least}, not {upper}", tok)
+    ts.expect("}", "expected '}' after the upper bound of {m,n}")
+    return upper
 
 
 def _build(ts: TokenStream, cls: _PatternClass, comps: list[Component], start: Token) -> Pattern:
@@ -219,13 +232,4 @@ def _build(ts: TokenStream, cls: _PatternClass, comps: list[Component], start: T
                     "two adjacent negated components in a sequence (write one !ANY(...) instead)",
                     neg_tok or start,
                 )
-        last = positives[-1]
-        if last.kleene is not None and not last.kleene.exact:
-            # B^n / B{n} may end a sequence (its n-th event ends it); B+ and B{m,} may not.
-            _, kleene_tok = ts.component_tokens.get(id(last), (None, None))
-            raise ts.error(
-                "a Kleene closure B+ or B{m,} cannot be on the last positive component of a sequence"
-                " (nothing would end it)",
-                kleene_tok or start,
-            )
     return pattern

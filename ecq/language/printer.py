@@ -21,6 +21,7 @@ from functools import lru_cache
 
 from ecq.errors import ParseError
 from ecq.language.ast import (
+    STRATEGIES,
     Agg,
     Arith,
     AttrRef,
@@ -38,6 +39,7 @@ from ecq.language.ast import (
     Neg,
     Not,
     Pattern,
+    Prev,
     Query,
     Seq,
 )
@@ -63,8 +65,8 @@ def format_query(query: Query) -> str:
         lines.append(f"WHERE {format_expr(query.where)}")
     if query.within is not None:
         lines.append(f"WITHIN {_amount(query.within, 'WITHIN')} s")
-    if query.mode not in ("recent", "all"):
-        raise ValueError(f"mode must be 'recent' or 'all', not {query.mode!r}")
+    if query.mode not in ("recent", "all", "chronicle"):
+        raise ValueError(f"mode must be 'recent', 'all' or 'chronicle', not {query.mode!r}")
     lines.append(f"MODE {query.mode.upper()}")
     if query.returns:
         items = []
@@ -78,7 +80,42 @@ def format_query(query: Query) -> str:
         if not 0 <= query.probability <= 1:
             raise ValueError(f"probability must be in [0, 1], not {query.probability!r}")
         lines.append(f"PROBABILITY >= {_amount(query.probability, 'PROBABILITY')}")
+    lines.extend(_policy_lines(query))
     return "\n".join(lines)
+
+
+_SKIP_TEXT = {
+    "past-last-row": "PAST LAST ROW",
+    "next-row": "TO NEXT ROW",
+    "first": "TO FIRST",
+    "last": "TO LAST",
+}
+
+
+def _policy_lines(query: Query) -> list[str]:
+    """STRATEGY, CONSUME and AFTER MATCH SKIP, each when it differs from the default."""
+    lines = []
+    if query.strategy != "skip-till-any-match":
+        if query.strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {query.strategy!r}")
+        lines.append(f"STRATEGY {query.strategy}")
+    if query.consume != "shared":
+        if query.consume != "exclusive":
+            raise ValueError(f"consume must be 'shared' or 'exclusive', not {query.consume!r}")
+        lines.append("CONSUME EXCLUSIVE")
+    if query.skip is not None:
+        if query.skip not in _SKIP_TEXT:
+            raise ValueError(f"skip must be one of {', '.join(_SKIP_TEXT)}, not {query.skip!r}")
+        text = f"AFTER MATCH SKIP {_SKIP_TEXT[query.skip]}"
+        if query.skip in ("first", "last"):
+            if query.skip_var is None:
+                raise ValueError(f"AFTER MATCH SKIP {_SKIP_TEXT[query.skip]} needs a component")
+            var = query.skip_var
+            if not (_is_word(var) or _token_kind(var) == POSREF):
+                raise ValueError(f"{var!r} cannot be written as a component reference")
+            text += f" {var}"
+        lines.append(text)
+    return lines
 
 
 # ------------------------------------------------------------------------- names
@@ -206,6 +243,8 @@ def _kleene(kleene: Kleene) -> str:
         raise ValueError(f"a Kleene closure needs a whole minimum of at least 1, not {kleene.min!r}")
     if kleene.exact:
         return f"^{kleene.min}"
+    if kleene.max is not None:
+        return f"{{{kleene.min},{kleene.max}}}"
     return "+" if kleene.min == 1 else f"{{{kleene.min},}}"
 
 
@@ -230,6 +269,8 @@ def _expr(expr: Expr) -> tuple[str, int]:
         return f"{_ref(expr.ref)}.{_attr(expr.attr)}", _ATOM
     if isinstance(expr, Agg):
         return _aggregate(expr), _ATOM
+    if isinstance(expr, Prev):
+        return f"{_ref(expr.ref)}[i-1].{_attr(expr.attr)}", _ATOM
     if isinstance(expr, Func):
         if expr.name not in FUNCTIONS:
             raise ValueError(f"unknown function {expr.name!r}")
@@ -239,7 +280,7 @@ def _expr(expr: Expr) -> tuple[str, int]:
             return f"[{_attr(expr.attr)}]", _NOT
         return f"[{_attr(expr.attr)} = {_literal(expr.value)[0]}]", _NOT
     if isinstance(expr, Neg):
-        if isinstance(expr.operand, (AttrRef, Agg, Func)):
+        if isinstance(expr.operand, (AttrRef, Agg, Func, Prev)):
             return "-" + format_expr(expr.operand), _UNARY
         return f"-({format_expr(expr.operand)})", _UNARY
     if isinstance(expr, Arith):

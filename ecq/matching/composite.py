@@ -183,9 +183,10 @@ def kleene_groups(
     qs: QState, index: int, binding: list[Bound], used: frozenset[int], ctx: Context
 ) -> list[list[Event]]:
     """docs/semantics.md §6: the groups Kleene component ``index`` can take given the bound
-    plain components: ``B+``/``B{m,}`` all qualifying events (at least m), ``B^n`` every
-    run of n successive qualifying events (a trailing one ending with the arriving
-    instance)."""
+    plain components: ``B+``/``B{m,}``/``B{m,n}`` all qualifying events (m to n of them),
+    ``B^n`` every run of n successive qualifying events. A group without a right
+    neighbour (trailing, or alone) ends with the arriving instance; alone, its elements
+    are the events of the window that ends with it."""
     cq = qs.cq
     comp = cq.comps[index]
     assert comp.kleene is not None and cq.window is not None
@@ -198,25 +199,56 @@ def kleene_groups(
     seen = ctx.instances(qs, comp.classes)
     arriving = ctx.arriving
     if arriving is not None and arriving.type in comp.classes and arriving not in seen:
-        # The arriving instance is stored after matching; a trailing B^n ends with it.
+        # The arriving instance is stored after matching; a trailing group ends with it.
         seen = [arriving, *seen]
+    alone = left < 0 and right < 0
+    if alone and (arriving is None or arriving.type not in comp.classes):
+        return []
     for x in reversed(seen):
         if x.moment > ctx.moment or prims_of(x) & used:
             continue
-        if left >= 0 and not before(binding[left], x):
-            continue
-        if right >= 0 and not before(x, binding[right]):
-            continue
-        if left < 0 and max(y.end for y in as_list(binding[positives[-1]])) - x.start > cq.window:
-            continue
-        if right < 0 and x.end - min(y.start for y in as_list(binding[positives[0]])) > cq.window:
-            continue
+        if alone:
+            assert arriving is not None
+            if x.end > arriving.end or arriving.end - x.start > cq.window:
+                continue
+        else:
+            if left >= 0 and not before(binding[left], x):
+                continue
+            if right >= 0 and not before(x, binding[right]):
+                continue
+            if left < 0 and max(y.end for y in as_list(binding[positives[-1]])) - x.start > cq.window:
+                continue
+            if right < 0 and x.end - min(y.start for y in as_list(binding[positives[0]])) > cq.window:
+                continue
         env[index] = x
         if all(c(env) for c in conds):
             qualifying.append(x)
+    iters = cq.iteration_conds.get(index, ())
+
+    def follows(prev: Event, x: Event) -> bool:
+        # An iteration condition sees the binding and, after it, the run's previous element.
+        env[index] = x
+        full = [*env, prev]
+        return all(c(full) for c in iters)
+
+    if iters and not exact and qualifying:
+        # docs/semantics.md §6: a run with an iteration condition is built in arrival
+        # order, each qualifying event joining when it passes against the last joined.
+        run = [qualifying[0]]
+        for x in qualifying[1:]:
+            if follows(run[-1], x):
+                run.append(x)
+        qualifying = run
     if not exact:
-        return [qualifying] if len(qualifying) >= minimum else []
+        if right < 0 and (not qualifying or qualifying[-1].moment != ctx.moment):
+            return []  # a trailing or lone group ends with the arriving instance
+        size = len(qualifying)
+        if size < minimum or (comp.kleene_max is not None and size > comp.kleene_max):
+            return []
+        return [qualifying]
     runs = [qualifying[s : s + minimum] for s in range(len(qualifying) - minimum + 1)]
+    if iters:
+        runs = [r for r in runs if all(follows(p, x) for p, x in zip(r, r[1:], strict=False))]
     if right < 0:
         runs = [r for r in runs if r[-1].moment == ctx.moment]
     return runs
@@ -486,8 +518,19 @@ def _first_assignment(cq: CompiledQuery, members: list[Event], fills: list[int])
 def complete(qs: QState, x: Event, ctx: Context) -> list[Cand]:
     """The candidates of a composite node that the arriving instance ``x`` completes,
     already selected by the node's mode (one per trigger for RECENT)."""
-    if qs.cq.kind == "and":
+    cq = qs.cq
+    if cq.kind == "and":
         return _conj_candidates(qs, x, ctx)
+    if cq.open_kleene:
+        # A lone group (docs/semantics.md §6) needs its minimum of instances at the
+        # source, the arriving one included; the chains' lengths bound that from above
+        # for every query at once, so most arrivals stop here, before any group is built.
+        comp = cq.comps[cq.positives[0]]
+        least = comp.kleene[0]  # type: ignore[index]
+        if x.type not in comp.classes or (
+            least > 1 and sum(len(ctx.probe(c)) for c in comp.classes) + 1 < least
+        ):
+            return []
     return _seq_candidates(qs, x, ctx)
 
 

@@ -98,7 +98,12 @@ class QState:
         self.steps = len(self.slots)
         self.kleene = tuple(i for i in self.slots if cq.comps[i].kleene is not None)
         self.simple = (
-            cq.top and not cq.trailing and not cq.returns and cq.probability is None and not self.kleene
+            cq.top
+            and not cq.trailing
+            and not cq.returns
+            and cq.probability is None
+            and not self.kleene
+            and cq.policy is None  # its candidates are chosen in Python (ecq.matching.policy)
         )
         position = {i: p for p, i in enumerate(self.slots)}
         self.checks_at = [[] for _ in range(self.steps)]
@@ -108,7 +113,11 @@ class QState:
             self.checks_at[min(position[i] for i in comps)].append(pred)
         self.classes_at = [tuple(sorted(cq.comps[i].classes)) for i in self.slots]
         self.latest_only = tuple(
-            i in self.kleene and not cq.comps[i].kleene[1] and not cq.element_conds.get(i)  # type: ignore[index]
+            i in self.kleene
+            and not cq.comps[i].kleene[1]  # type: ignore[index]
+            and not cq.element_conds.get(i)
+            # A run built with an iteration condition may end before its latest event.
+            and not cq.iteration_conds.get(i)
             for i in self.slots
         )
         self.classes = tuple(sorted(cq.classes()))

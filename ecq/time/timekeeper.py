@@ -81,7 +81,7 @@ class Late:
 
     Two parallel lists rather than an object per event: a stream out of order by a
     little makes most events late by a little, and a record each (with the garbage
-    collector walking them) cost a third of the engine's time (docs/benchmarks.md).
+    collector walking them) would cost a third of the engine's time.
     """
 
     __slots__ = ("events", "by")

@@ -109,6 +109,9 @@ class Scale:
     # SP above this many queries runs on a sample of them (service/bench/operators.py).
     sp_sample: int = 1000
     families: tuple[str, ...] = tuple(FAMILIES)
+    # The policy axis of the operator families (service/bench/operators.py
+    # POLICY_CLAUSES): none unless asked for (``scemon bench operators --policy``).
+    policies: tuple[str, ...] = ()
 
     def setting(self, template: str = "seq", **changes: int) -> Setting:
         """The default setting with workload fields changed (``n_queries=...``)."""

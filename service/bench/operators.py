@@ -9,7 +9,10 @@ operator family of the language, shared vs the separate-processing (SP) baseline
   ``ecq.evaluation.workload.FAMILIES`` (bare, conditions, CNJ3, a conjunction with a negated
   component, conjunctions sharing a condition across events, negation in the middle,
   leading and trailing, Kleene closure, a nested conjunction) at 100, 1,000 and 5,000
-  queries, shared vs SP, events/s and matches/s in one table and one plot.
+  queries, shared vs SP, events/s and matches/s in one table and one plot; and the
+  **policy axis** (:func:`policies`): each selection or consumption policy
+  (:data:`POLICY_CLAUSES`, docs/semantics.md §11-§12) on the families that accept one,
+  at one number of queries, against the same queries in MODE RECENT.
 
 Each prints its targets (met or missed) as a table of its own; nothing here is a test.
 """
@@ -24,7 +27,23 @@ from service.bench.figures import FULL, Scale, Steps, notes_of
 from service.bench.runner import SEPARATE, SHARED, Measurement, Progress, Setting, Variant, extrapolate
 from service.bench.table import Plot, Table
 
-__all__ = ["OPERATOR_TARGETS", "conditions", "operators"]
+__all__ = ["OPERATOR_TARGETS", "POLICY_CLAUSES", "POLICY_FAMILIES", "conditions", "operators", "policies"]
+
+# The policy axis: name -> the clauses appended to every query (docs/semantics.md §11-§12).
+POLICY_CLAUSES: dict[str, str] = {
+    "chronicle": "MODE CHRONICLE",
+    "all": "MODE ALL",
+    "next-match": "STRATEGY skip-till-next-match",
+    "partition-contiguity": "STRATEGY partition-contiguity",
+    "strict-contiguity": "STRATEGY strict-contiguity",
+    "exclusive": "CONSUME EXCLUSIVE",
+    "past-last-row": "AFTER MATCH SKIP PAST LAST ROW",
+    "next-row": "AFTER MATCH SKIP TO NEXT ROW",
+}
+# The families whose queries may have a policy (no trailing negation, no sub-pattern).
+POLICY_FAMILIES = ("bare", "conditions", "cnj3", "cnj-neg", "neg-middle", "neg-leading", "kleene")
+# Each policy's events/s at least this share of MODE RECENT's on the same queries.
+POLICY_TARGET = 0.5
 
 # The targets of the operator families at 1,000 queries (events/s, processing time):
 # family -> (events/s, times the SP baseline's events/s or 0 for none).
@@ -33,6 +52,10 @@ OPERATOR_TARGETS: dict[str, tuple[float, float]] = {
     "neg-middle": (30_000, 0.0),
     "kleene": (30_000, 0.0),
     "neg-trailing": (15_000, 0.0),
+    "kleene-count": (30_000, 10.0),
+    "kleene-trailing": (30_000, 10.0),
+    "kleene-bounded": (30_000, 10.0),
+    "kleene-rising": (30_000, 10.0),
 }
 # Conditions are flat in the number of queries when evaluating them (the search phase)
 # costs at most this many times more per event at the largest count than at the
@@ -158,7 +181,7 @@ def operators(scale: Scale = FULL, progress: Progress | None = None) -> list[Tab
         fam = replace(setting, template=template)
         if template.startswith("cond"):
             fam = replace(fam, workload=replace(fam.workload, n_attrs=int(template[4:])))
-        elif template == "cnj-sum":
+        elif template in ("cnj-sum", "kleene-rising"):
             fam = replace(fam, workload=replace(fam.workload, n_attrs=1))
         variants, measured = _operator_variants(sizes, scale.sp_sample)
         out = measured(steps.run(fam, variants))
@@ -187,7 +210,53 @@ def operators(scale: Scale = FULL, progress: Progress | None = None) -> list[Tab
         )
     # The targets are set at 1,000 queries; a run without that count is judged at its middle one.
     at = 1000 if 1000 in sizes else sizes[len(sizes) // 2]
-    return [table, _operator_targets(by, at, table.notes)]
+    tables = [table, _operator_targets(by, at, table.notes)]
+    if scale.policies:
+        tables.append(policies(scale, at, progress))
+    return tables
+
+
+def policies(scale: Scale = FULL, n: int = 1000, progress: Progress | None = None) -> Table:
+    """The policy axis: every policy of ``scale.policies`` on each family of
+    ``scale.families`` that accepts one, at ``n`` queries, shared engine only, beside
+    the same queries in MODE RECENT measured in the same run (interleaved chunk by
+    chunk). ``ratio`` is the policy's events/s over RECENT's; the target is
+    :data:`POLICY_TARGET` (within 2x)."""
+    families = [f for f in scale.families if f in POLICY_FAMILIES]
+    steps = Steps(progress, len(families))
+    table = Table(
+        "operators_policies",
+        f"Selection and consumption policies: events/s at {n:,} queries vs MODE RECENT",
+        ["family", "policy", "events_per_s", "recent_events_per_s", "ratio", "matches_per_event", "met"],
+    )
+    setting = _setting(scale, "seq", n, scale.op_events)
+    for family in families:
+        template = FAMILIES[family]
+        fam = replace(setting, template=template)
+        if template.startswith("cond"):
+            fam = replace(fam, workload=replace(fam.workload, n_attrs=int(template[4:])))
+        variants = [replace(SHARED, queries=n)] + [
+            replace(SHARED, queries=n, policy=POLICY_CLAUSES[p]) for p in scale.policies
+        ]
+        recent, *rest = steps.run(fam, variants)
+        for name, got in zip(scale.policies, rest, strict=True):
+            ratio = got.events_per_s / recent.events_per_s if recent.events_per_s else 0.0
+            table.add(
+                family=family,
+                policy=name,
+                events_per_s=round(got.events_per_s),
+                recent_events_per_s=round(recent.events_per_s),
+                ratio=round(ratio, 2),
+                matches_per_event=round(got.matches_per_event, 3),
+                met="yes" if ratio >= POLICY_TARGET else "NO",
+            )
+    table.notes = notes_of(
+        scale,
+        setting,
+        f"policy clauses appended to every query ({', '.join(f'{k}: {v}' for k, v in POLICY_CLAUSES.items())}); "
+        f"target: ratio >= {POLICY_TARGET:g}",
+    )
+    return table
 
 
 def _operator_variants(

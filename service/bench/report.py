@@ -31,7 +31,7 @@ __all__ = [
     "write_plot",
 ]
 
-# Where a full run writes its files, and the page whose tables it refreshes.
+# Where a full run writes its files, and the page it regenerates from them.
 DOCS = Path("docs/bench")
 PAGE = Path("docs/benchmarks.md")
 
@@ -172,18 +172,32 @@ def folder(quick: bool, out: Path | None) -> Path:
 
 
 def publish(tables: Sequence[Table], quick: bool, out: Path | None) -> None:
-    """Print the tables and write their files; a full run into the default folder also
-    refreshes the tables of ``docs/benchmarks.md``."""
-    report(tables, folder(quick, out))
-    if out is None and not quick:
-        names = refresh_doc(PAGE, DOCS)
-        if names:
-            Console().print(f"updated {PAGE}: {', '.join(names)}", style="dim")
+    """Print the tables, write their files and record the machine they ran on
+    (``machine.json`` beside them); a full run into ``docs/bench`` (the default folder,
+    or a folder under it such as ``docs/bench/gap3600``) also regenerates
+    ``docs/benchmarks.md`` from the files there."""
+    from service.bench.page import record_machine, write_page
+
+    where = folder(quick, out)
+    report(tables, where)
+    if not tables:
+        return
+    docs = DOCS.resolve()
+    target = where.resolve()
+    under_docs = target == docs or docs in target.parents
+    # A table of a sub-folder is named on the page by its path under docs/bench.
+    prefix = target.relative_to(docs).as_posix() + "/" if under_docs and target != docs else ""
+    if under_docs:
+        record_machine([prefix + table.name for table in tables], DOCS)
+        if not quick and write_page(PAGE, DOCS):
+            Console().print(f"regenerated {PAGE}", style="dim")
+    else:
+        record_machine([table.name for table in tables], where)
 
 
 # ---------------------------------------------------------------- the docs page
 
-_MARK = re.compile(r"(<!-- bench:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /bench:(?P=name) -->)", re.S)
+_MARK = re.compile(r"(<!-- bench:(?P<name>[\w/-]+) -->\n)(?P<body>.*?)(<!-- /bench:(?P=name) -->)", re.S)
 
 
 def markdown(path: Path) -> str:

@@ -85,6 +85,9 @@ class Variant:
     sample: int | None = None
     # The shared engine on its pure-Python code only (False), else compiled when built.
     compiled: bool | None = None
+    # Clauses appended to every query's text: a selection or consumption policy
+    # (docs/semantics.md §11-§12), e.g. "CONSUME EXCLUSIVE"; "" none.
+    policy: str = ""
 
     @property
     def label(self) -> str:
@@ -97,6 +100,8 @@ class Variant:
             label += f"@{self.queries}"
         if self.sample is not None:
             label += f"~{self.sample}"
+        if self.policy:
+            label += f"+{self.policy}"
         return label
 
 
@@ -297,7 +302,7 @@ def measure(
     results = [Measurement(v) for v in variants]
     for engine, variant in zip(engines, variants, strict=True):
         for name, text in _chosen(queries[: variant.queries], variant.sample):
-            engine.register(name, text)
+            engine.register(name, f"{text} {variant.policy}" if variant.policy else text)
     every = setting.clean_every
     ends = _boundaries(total, setting.chunk, [warm, *range(every, total, every)])
     now = time.perf_counter

@@ -6,10 +6,14 @@ work in the package it drives; this module only assembles.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
+from ecq import __version__
 from service.cli.admin import admin_app
 from service.cli.bench import bench_app
+from service.cli.cluster import cluster_app
 from service.cli.demo import demo
 from service.cli.generate import generate
 from service.cli.openapi import openapi
@@ -27,6 +31,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # The help strings are plain text: rendered as rich markup, a "[default ...]" or a
+    # "[env ...]" in them was taken for a style tag and vanished. Plain click help shows
+    # every string as written, with each option's "[env var: ...; default: ...]".
+    rich_markup_mode=None,
 )
 
 app.command()(serve)
@@ -35,14 +43,28 @@ app.add_typer(bench_app)
 app.command()(stream)
 app.command()(demo)
 app.add_typer(queries_app)
+app.add_typer(cluster_app)
 app.command()(generate)
 app.command()(parse)
 app.command()(replay)
 app.add_typer(admin_app)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"scemon {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def main() -> None:
+def main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print scemon's version and exit."
+        ),
+    ] = False,
+) -> None:
     """Register pattern queries and run events through them.
 
     `parse` checks a queries file, `replay` runs an events file through it; `serve`

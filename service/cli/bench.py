@@ -274,6 +274,14 @@ def operators(
             "scaled up (SP shares nothing between queries) [1,000; quick 50].",
         ),
     ] = None,
+    policy: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Also the policy axis: these selection or consumption policies (repeat the option; "
+            "'all' for every one) on the families that accept one, at 1,000 queries (else the middle "
+            "number), vs MODE RECENT [none].",
+        ),
+    ] = None,
 ) -> None:
     """Each operator family (bare, conditions, CNJ3, a conjunction with a negated
     component, conjunctions sharing a condition across events, negation in the middle,
@@ -293,6 +301,14 @@ def operators(
         scale = replace(scale, op_queries=tuple(sorted(set(queries))))
     if sp_sample is not None:
         scale = replace(scale, sp_sample=sp_sample)
+    if policy:
+        from service.bench.operators import POLICY_CLAUSES
+
+        chosen = list(POLICY_CLAUSES) if "all" in policy else policy
+        unknown = [p for p in chosen if p not in POLICY_CLAUSES]
+        if unknown:
+            fail(f"unknown policy {unknown[0]!r} (expected 'all' or one of {', '.join(POLICY_CLAUSES)})")
+        scale = replace(scale, policies=tuple(dict.fromkeys(chosen)))
     publish(_measured("operators", figure, scale), quick, out)
 
 
@@ -529,3 +545,41 @@ def pipeline(
         return pipeline_tables(scale, progress)
 
     publish(_measured("pipeline", figure, figures.sized(quick, None, None)), quick, out)
+
+
+@bench_app.command("cluster")
+def cluster(
+    quick: QuickOption = False,
+    out: OutOption = None,
+    shards: Annotated[str, typer.Option(help="Comma-separated shard counts.")] = "1,2,4",
+    events: Annotated[
+        int | None, typer.Option(min=100, help="Events posted per row [40,000; quick 4,000].")
+    ] = None,
+    batch: Annotated[
+        int | None, typer.Option(min=10, help="Events per micro-batch [5,000; quick 1,000].")
+    ] = None,
+    queries: Annotated[
+        int | None, typer.Option(min=1, help="Queries registered through the cluster [1,000; quick 100].")
+    ] = None,
+) -> None:
+    """A cluster on this machine: 1, 2 and 4 shards behind the Spark job's sink, with
+    the time to register the queries once on every shard, events/s end to end (post to
+    the merged subscriber) and per core, and the merged subscription's latency (p50,
+    p99). The one-shard row is the reference."""
+    from service.bench.cluster import run
+
+    try:
+        counts = tuple(int(part) for part in shards.split(",") if part.strip())
+    except ValueError:
+        raise typer.BadParameter(f"{shards!r} is not a list of integers", param_hint="--shards") from None
+    if not counts or any(n < 1 for n in counts):
+        raise typer.BadParameter("shard counts must be at least 1", param_hint="--shards")
+    console = Console(stderr=True)
+    table = run(
+        shard_counts=counts,
+        events=events if events is not None else (4_000 if quick else 40_000),
+        batch=batch if batch is not None else (1_000 if quick else 5_000),
+        n_queries=queries if queries is not None else (100 if quick else 1_000),
+        progress=lambda what: console.print(f"cluster: {what}", style="dim"),
+    )
+    publish([table], quick, out)

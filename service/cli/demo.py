@@ -4,13 +4,16 @@
                                               micro-batches, Arrow      REST    subscriber
 
 Everything it starts — the service child process, the Spark session, the subscriber
-thread — it stops in a ``finally``, by handle or pid, Ctrl-C included; the temporary
-folder goes too unless ``--workdir`` was given. With ``--keep`` the service stays up
-after the run, its web console open to look at, until Ctrl-C.
+thread, the live feed — it stops in a ``finally``, by handle or pid, Ctrl-C included;
+the temporary folder goes too unless ``--workdir`` was given, all but its ``logs/``
+(the service's and Spark's logs, which the demo names). With ``--keep`` the service
+stays up after the run, its web console open to look at, and payments go on streaming
+through the job at ``--keep-rate`` events a second until Ctrl-C, so the console moves.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import sys
@@ -38,6 +41,10 @@ __all__ = ["Demo", "MatchListener", "demo"]
 _PAPER = {name for name, _ in PAPER_CARD_QUERIES}
 # Seconds between the kept service's checks for Ctrl-C (Demo._serve).
 _SERVE_TICK = 0.25
+# With --keep: seconds between two files of the live feed, and the job's trigger.
+_LIVE_EVERY = 2.0
+# The payments the workload may yield: the run's, then the live feed's, for ever.
+_ENDLESS = sys.maxsize
 
 
 class MatchListener:
@@ -105,6 +112,7 @@ class Demo:
         console: Console | None = None,
         keep_serving: bool = False,
         port: int | None = None,
+        keep_rate: int = 1000,
     ) -> None:
         self.n_events = n_events
         self.n_files = n_files
@@ -118,6 +126,8 @@ class Demo:
         self.console = console or Console()
         self.keep_serving = keep_serving
         self.port = port
+        self.keep_rate = keep_rate
+        self.logs = self.workdir / "logs"
 
     def run(self) -> int:
         # Imported here, not with the module: every `scemon` command imports this module
@@ -133,8 +143,9 @@ class Demo:
         spark = None
         try:
             say(f"[bold]scemon demo[/] in {self.workdir}")
-            queries = self._generate()
-            server = ServerProcess(self.workdir / "data", port=self.port, log=self.workdir / "server.log")
+            queries, payments = self._generate()
+            self.logs.mkdir(parents=True, exist_ok=True)
+            server = ServerProcess(self.workdir / "data", port=self.port, log=self.logs / "server.log")
             server.start()
             say(f"service on {server.url} (log: {server.log}); its console: [bold]{server.url}/[/]")
             with Client(server.url) as client:
@@ -143,12 +154,12 @@ class Demo:
                 say(f"registered {len(queries):,} queries in one bulk call ({time.monotonic() - t:.1f}s)")
             listener = MatchListener(server.url)
             listener.start()
-            say(f"starting Spark (local[2]; its log: {self.workdir / 'spark.log'}) ...")
+            say(f"starting Spark (local[2]; its log: {self.logs / 'spark.log'}) ...")
             from service.pipeline.session import spark_session
             from service.pipeline.warmup import warm_up
 
             t = time.monotonic()
-            with _stderr_to(self.workdir / "spark.log"):  # the JVM keeps the stderr it starts with
+            with _stderr_to(self.logs / "spark.log"):  # the JVM keeps the stderr it starts with
                 spark = spark_session()
             session_seconds = time.monotonic() - t
             warm_seconds = warm_up(spark)
@@ -167,7 +178,9 @@ class Demo:
             self._drain(listener, totals.matches)
             self._summary(queries, totals, listener, streamed, spark_start, time.monotonic() - started)
             code = 0 if listener.error is None and listener.total == totals.matches else 1
-            if self.keep_serving:
+            if self.keep_serving and self.keep_rate > 0:
+                self._live(spark, server.url, listener, payments)
+            elif self.keep_serving:
                 spark.stop()
                 spark = None
                 self._serve(server.url)
@@ -182,32 +195,85 @@ class Demo:
                 spark.stop()
             if server is not None:
                 server.stop()
-            if not self.keep_files:
-                shutil.rmtree(self.workdir, ignore_errors=True)
+            self._clean_up()
 
     # ------------------------------------------------------------------------- steps
 
-    def _generate(self) -> list[tuple[str, str]]:
-        """The workload's queries; its payments written as JSON Lines files."""
+    def _generate(self) -> tuple[list[tuple[str, str]], Iterator[Any]]:
+        """The workload's queries, its first ``n_events`` payments written as JSON Lines
+        files, and the payments after them (in time order, for the live feed)."""
         t = time.monotonic()
         queries, events = credit_card_workload(
-            n_cards=self.n_cards, n_classes=self.n_classes, n_queries=self.n_queries, n_events=self.n_events
+            n_cards=self.n_cards, n_classes=self.n_classes, n_queries=self.n_queries, n_events=_ENDLESS
         )
         source = self.workdir / "in"
         source.mkdir(parents=True, exist_ok=True)
+        run = itertools.islice(events, self.n_events)
         per_file = -(-self.n_events // self.n_files)
         for k in range(self.n_files):
-            chunk = [orjson.dumps(e.to_dict()) for _, e in zip(range(per_file), events, strict=False)]
-            if not chunk:
+            if not _write_payments(source, k, itertools.islice(run, per_file)):
                 break
-            temp = source / f".payments-{k:04d}.jsonl"  # Spark skips dot files: rename when whole
-            temp.write_bytes(b"\n".join(chunk) + b"\n")
-            temp.rename(source / f"payments-{k:04d}.jsonl")
         self.console.print(
             f"generated {self.n_events:,} payments of {self.n_cards:,} card holders at {self.n_classes} merchant "
             f"classes in {self.n_files} files, and {len(queries):,} queries ({time.monotonic() - t:.1f}s)"
         )
-        return queries
+        return queries, events
+
+    def _live(self, spark: Any, url: str, listener: MatchListener, payments: Iterator[Any]) -> None:
+        """``--keep``: the service stays up and the stream goes on until Ctrl-C. A feeder
+        thread writes a file of the workload's next payments every few seconds
+        (``keep_rate`` a second), and the job, started again on the same checkpoint
+        without ``--once``, takes each new file as it comes."""
+        from service.pipeline.job import JobProgress, Pipeline
+        from service.pipeline.options import JobOptions
+
+        options = JobOptions(
+            source=str(self.workdir / "in"),
+            services=[url],
+            checkpoint=str(self.workdir / "checkpoint"),
+            dead_letter=str(self.workdir / "dead-letter"),
+            trigger_seconds=_LIVE_EVERY,
+            batch_events=self.batch_events,
+        )
+        self.console.print(
+            f"\n[bold]the service stays up:[/] open [bold]{url}/[/] for its console "
+            f"(API at {url}/docs); payments go on streaming, {self.keep_rate:,} a second; Ctrl-C stops it"
+        )
+        feeder = _Feeder(payments, self.workdir / "in", self.n_files, self.keep_rate, _LIVE_EVERY)
+        columns = (
+            TextColumn("live: {task.fields[events]:,} events · {task.fields[matches]:,} matches"),
+            TimeElapsedColumn(),
+        )
+        try:
+            with Progress(*columns, console=self.console, refresh_per_second=2) as bar:
+                task = bar.add_task("live", events=0, matches=listener.total)
+
+                def on_batch(p: JobProgress) -> None:
+                    bar.update(task, events=p.events)
+
+                ticker = _Ticker(lambda: bar.update(task, matches=listener.total))
+                ticker.start()
+                feeder.start()
+                try:
+                    Pipeline(spark, options, on_batch=on_batch).run()
+                finally:
+                    feeder.stop()
+                    ticker.stop()
+        except KeyboardInterrupt:
+            self.console.print("stopping the service")
+
+    def _clean_up(self) -> None:
+        """A temporary folder goes, all but the logs the demo named."""
+        if self.keep_files:
+            return
+        for child in self.workdir.iterdir() if self.workdir.exists() else ():
+            if child != self.logs:
+                if child.is_dir():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    child.unlink(missing_ok=True)
+        if self.logs.exists():
+            self.console.print(f"the logs are kept in {self.logs}")
 
     def _stream(self, spark: Any, url: str, listener: MatchListener) -> Any:
         from service.pipeline.job import JobProgress, Pipeline
@@ -305,6 +371,48 @@ class Demo:
             self.console.print(f"[red]the WebSocket subscription failed: {listener.error}[/]")
 
 
+def _write_payments(folder: Path, k: int, events: Iterator[Any]) -> int:
+    """Write ``events`` as the file ``payments-<k>.jsonl``, whole at once (Spark skips dot
+    files: written under a dot name, then renamed); how many it wrote."""
+    lines = [orjson.dumps(e.to_dict()) for e in events]
+    if lines:
+        temp = folder / f".payments-{k:04d}.jsonl"
+        temp.write_bytes(b"\n".join(lines) + b"\n")
+        temp.rename(folder / f"payments-{k:04d}.jsonl")
+    return len(lines)
+
+
+class _Feeder:
+    """``--keep``'s live feed: a daemon thread that writes the next ``rate × every``
+    payments as a new file every ``every`` seconds, until :meth:`stop`."""
+
+    def __init__(self, payments: Iterator[Any], folder: Path, first: int, rate: int, every: float) -> None:
+        self._payments = payments
+        self._folder = folder
+        self._next = first
+        self._per_file = max(1, round(rate * every))
+        self._every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="scemon-demo-feed", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        # On a schedule, not a sleep after each write: the rate stays steady however long
+        # a write takes.
+        due = time.monotonic()
+        while not self._stop.is_set():
+            _write_payments(self._folder, self._next, itertools.islice(self._payments, self._per_file))
+            self._next += 1
+            due += self._every
+            self._stop.wait(max(0.0, due - time.monotonic()))
+
+
 def _match_line(match: dict[str, Any]) -> str:
     events = ", ".join(str(e) for e in match["events"])
     return (
@@ -369,8 +477,20 @@ def demo(
     ] = None,
     keep: Annotated[
         bool,
-        typer.Option("--keep", help="After the run, keep the service and its web console up until Ctrl-C."),
+        typer.Option(
+            "--keep",
+            help="After the run, keep the service and its web console up until Ctrl-C, with payments "
+            "streaming on through the job at --keep-rate.",
+        ),
     ] = False,
+    keep_rate: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="With --keep: payments a second that go on streaming after the run, a file every "
+            f"{_LIVE_EVERY:g} s (0: none, the service only stays up).",
+        ),
+    ] = 1000,
     port: Annotated[
         int | None, typer.Option(min=1, max=65535, help="The service's port (default: a free one).")
     ] = None,
@@ -382,8 +502,10 @@ def demo(
     paper's two example queries and 1,000 generated ones over REST, subscribes to the
     matches over WebSocket, streams the payment files through the Spark job, and shows
     progress, a summary and a few matches. The service's web console is at the address it
-    prints; with --keep the service stays up after the run until Ctrl-C, so you can look.
-    Ctrl-C stops everything it started.
+    prints; with --keep the service stays up after the run and payments go on streaming
+    through the job at a steady rate (--keep-rate) until Ctrl-C, so its charts move.
+    Ctrl-C stops everything it started. The service's and Spark's logs are kept in the
+    logs folder of the work folder (which is otherwise removed unless --workdir is given).
     """
     with user_errors(SPARK_MISSING):
         code = Demo(
@@ -395,5 +517,6 @@ def demo(
             workdir=workdir,
             keep_serving=keep,
             port=port,
+            keep_rate=keep_rate,
         ).run()
     raise typer.Exit(code)

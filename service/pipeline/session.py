@@ -52,15 +52,14 @@ appender.console.layout.pattern = spark %p %c{1}: %m%n
 
 # The local JVM's flags. Its just-in-time compiler stops at the first tier (C1): in a
 # local job the JVM only reads the files, schedules the Python tasks and moves one packed
-# cell per file (service.pipeline.rows), and the optimising tier's compiler threads were
-# most of its CPU — on a 110,000-event micro-batch of seq, 4-6.5 µs an event of JVM CPU
-# after 15 micro-batches (0.2-0.4 s each still compiling) against 2.4-2.8 with C1 alone,
-# and its start-up 7.6 s of CPU against 5.1 (docs/benchmarks.md, "Issue 18, round 2").
+# cell per file (service.pipeline.rows), so the optimising tier's compiler threads would
+# be most of its CPU — with C2 on, a micro-batch of 110,000 bare-sequence events costs
+# the JVM about twice the CPU per event for its first dozen micro-batches, and its
+# start-up half as much again — on the cores the service beside it needs.
 # Its collector is the throughput one (parallel, stop-the-world) rather than G1, the
 # default on a machine of 2 cores or more: the job's heap is mostly short-lived file
-# bytes, and G1's concurrent marking and refinement threads took CPU the service beside
-# it needed — on ``scemon demo``'s 120,000 events the JVM's CPU went from 2.3-2.6 s to
-# 1.6-1.8 s (docs/benchmarks.md, "make demo").
+# bytes, and G1's concurrent marking and refinement threads take CPU the service beside
+# it needs (about 40% more JVM CPU over ``scemon demo``'s events).
 _JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
 
 

@@ -1,15 +1,14 @@
 """Start Spark's parts before the data comes: :func:`warm_up` runs the job's own plan on
 a sample of a few one-event files, with nothing posted.
 
-Why: a local job's first micro-batch paid Spark's start-up on top of its events — the
-Python workers forked and importing pyarrow and scemon (one per core), the JVM loading
-and compiling the file source, ``mapInArrow`` and the streaming classes — measured on
-``scemon demo``, 6.5 s from the query's start to its first delivery and 7.8 s to collect
-that first micro-batch of 100,000 events, against about 1 s once warm
-(docs/benchmarks.md, "make demo"). A job that runs for hours pays that once and never
-sees it again; a demo of 120,000 events spent most of its streaming time on it. The
-warm-up pays it before the events arrive, and says how long it took, so a rate measured
-afterwards is the job's rate and the start-up is reported as what it is.
+Why: without it a local job's first micro-batch pays Spark's start-up on top of its
+events — the Python workers forked and importing pyarrow and scemon (one per core), the
+JVM loading and compiling the file source, ``mapInArrow`` and the streaming classes:
+several seconds before the first delivery of ``scemon demo``, where a warm micro-batch
+of 100,000 events takes about one. A job that runs for hours pays that once and never
+sees it again; a demo of 120,000 events would spend most of its streaming time on it.
+The warm-up pays it before the events arrive, and says how long it took, so a rate
+measured afterwards is the job's rate and the start-up is reported as what it is.
 
 The sample goes through the same :func:`~service.pipeline.sources.event_rows` plan, in
 a streaming query of its own (its own folder, checkpoint and query id, deleted after),

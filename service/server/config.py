@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Role", "Settings", "is_loopback", "parse_tokens"]
+__all__ = ["Role", "Settings", "is_loopback", "parse_hosts", "parse_tokens"]
 
 
 class Role(StrEnum):
@@ -54,7 +54,13 @@ class Settings(BaseSettings):
         default=False,
         description="Offer permessage-deflate to WebSocket subscribers: fewer bytes on the wire, "
         "but every frame is compressed once per subscriber (with 10 subscribers, most of the "
-        "server's time: docs/benchmarks.md).",
+        "server's time).",
+    )
+    max_matches_per_event: int = Field(
+        default=10_000,
+        ge=0,
+        description="Matches one event (or time advance) may complete for one query; more are dropped, "
+        "counted and logged (0: no cap).",
     )
     trim_every: int = Field(default=64, ge=1, description="Trim the event log every that many batches.")
     match_log_max: int = Field(default=5_000_000, ge=1, description="Matches kept for polling and resuming.")
@@ -90,7 +96,33 @@ class Settings(BaseSettings):
         allow_inf_nan=False,
         description="Seconds between checks of every stored row's checksum while serving; 0: never.",
     )
+    allowed_hosts: str = Field(
+        default="",
+        description="Comma-separated host names the server answers to besides the loopback ones "
+        "(localhost, 127.0.0.1, [::1]); when set, they are required with tokens too.",
+    )
+    header_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        description="Seconds a client has to send a request's headers once it starts (or connects); "
+        "then the connection is closed.",
+    )
+    body_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds a request's body may stall (no byte arriving) before the connection is closed.",
+    )
+    max_connections: int = Field(
+        default=4096,
+        ge=1,
+        description="Open connections (HTTP and WebSocket) at once; a request beyond gets 503.",
+    )
     log_level: str = "info"
+    cluster: str = Field(
+        default="",
+        description="The cluster's shards, base URLs separated by commas in routing order (this one "
+        "included), for clients given this shard as a seed: GET /v1/cluster.",
+    )
 
     @field_validator("lateness")
     @classmethod
@@ -98,6 +130,23 @@ class Settings(BaseSettings):
         if not math.isfinite(value):
             raise ValueError("must be a finite number of seconds")
         return value
+
+    @field_validator("header_timeout", "body_timeout")
+    @classmethod
+    def _finite_timeout(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("must be a finite number of seconds")
+        return value
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _check_hosts(cls, value: str) -> str:
+        parse_hosts(value)
+        return value
+
+    def allowed_host_names(self) -> frozenset[str]:
+        """The configured host names, lower case (``[::1]`` kept bracketed)."""
+        return parse_hosts(self.allowed_hosts)
 
     @field_validator("tokens")
     @classmethod
@@ -130,6 +179,29 @@ def parse_tokens(text: str) -> dict[str, Role]:
         except ValueError:
             raise ValueError(f"unknown role {role!r} (expected admin, producer or reader)") from None
     return out
+
+
+def parse_hosts(text: str) -> frozenset[str]:
+    """``"scemon.lan, 10.0.0.5"`` → ``{"scemon.lan", "10.0.0.5"}``; a name with a port,
+    a scheme or a path raises ValueError naming it (the port is never compared)."""
+    out = set()
+    for entry in text.split(","):
+        name = entry.strip().lower()
+        if not name:
+            continue
+        bare = name[1:-1] if name.startswith("[") and name.endswith("]") else name
+        if not bare or any(c in bare for c in "/@ ") or (":" in bare and not _is_ip(bare)):
+            raise ValueError(f"{entry.strip()!r} is not a host name (give names without port or scheme)")
+        out.add(f"[{bare}]" if ":" in bare else bare)
+    return frozenset(out)
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def is_loopback(host: str) -> bool:

@@ -72,9 +72,15 @@ from ecq.match import Match
 from ecq.network import check_depends
 from ecq.time.timekeeper import IDLE, MAX_AHEAD, Late, TimeKeeper
 from service.server.blocks import Block
-from service.server.errors import BufferFullError, InBulkError, InvalidInputError, UnavailableError
+from service.server.errors import (
+    BufferFullError,
+    ConflictError,
+    InBulkError,
+    InvalidInputError,
+    UnavailableError,
+)
 from service.server.faults import StoreFault
-from service.server.limits import check_pattern_size
+from service.server.limits import check_pattern_size, check_query_bounds
 from service.server.metrics import Metrics
 from service.server.rates import MatchRates
 from service.server.store import (
@@ -146,7 +152,7 @@ class QueryInfo:
             kind=cq.kind,
             classes=sorted(cq.classes()),
             window=cq.window,
-            mode="all" if cq.mode_all else "recent",
+            mode=cq.ast.mode,  # type: ignore[arg-type]  # one of ecq.language.ast.MODES
             depends=frozenset(cq.depends),
         )
 
@@ -171,6 +177,8 @@ class BatchOutcome:
     duplicate: bool
     matches: int
     late: list[LateRow]
+    # Matches dropped over the per-event cap (see EngineHost._cap).
+    capped: int = 0
 
 
 def spec_query(spec: QuerySpec) -> str | Query:
@@ -196,9 +204,11 @@ def _compile(name: str, spec: QuerySpec) -> CompiledQuery:
     if "pattern" in spec:
         check_pattern_size(spec["pattern"])
     try:
-        return Engine.compile(name, spec_query(spec))
+        cq = Engine.compile(name, spec_query(spec))
     except RecursionError:  # nested so deep the parser ran out of stack
         raise SemanticError("the query is nested too deeply") from None
+    check_query_bounds(cq.ast)
+    return cq
 
 
 def prepare(entries: Sequence[tuple[str, QuerySpec]]) -> list[Prepared]:
@@ -231,11 +241,13 @@ class EngineHost:
         wall: Callable[[], float] = time.time,
         idle: float = IDLE,
         scrub_every: float = SCRUB_EVERY,
+        match_cap: int = 0,
     ) -> None:
         """``lateness`` is applied once the engine is rebuilt (a change is logged as an
         op); ``wall`` is the wall clock that guards an engine without a clock yet and
         tells when a producer has gone ``idle`` (seconds without a batch); every
-        ``scrub_every`` seconds (0: never) the store's checksums are all checked."""
+        ``scrub_every`` seconds (0: never) the store's checksums are all checked;
+        ``match_cap``: the matches one event may complete for one query (0: no cap)."""
         self.store = store
         self.metrics = metrics
         self._publish = publish
@@ -244,6 +256,7 @@ class EngineHost:
         self.lateness = lateness
         self.max_ahead = max_ahead
         self.buffer_max = buffer_max
+        self.match_cap = match_cap
         self._wall = wall
         self.idle = idle
         self.scrub_every = scrub_every
@@ -256,7 +269,7 @@ class EngineHost:
         self.keeper = TimeKeeper(Engine(), 0.0, max_ahead, idle)
         # Since this process started: late events applied, events and time advances
         # refused as too far ahead, batches refused for a full buffer.
-        self.counts = {"late_events": 0, "refused_ahead": 0, "buffer_full": 0}
+        self.counts = {"late_events": 0, "refused_ahead": 0, "buffer_full": 0, "matches_capped": 0}
         # Replaced wholesale (never mutated in place) so readers can iterate a snapshot.
         self._infos: dict[str, QueryInfo] = {}
         self.next_seq = 0
@@ -475,6 +488,13 @@ class EngineHost:
                 self._apply_lateness()
             except StoreFault as fault:
                 self._store_failed(fault, stale=True)
+            if self.state == OK:
+                try:
+                    # Ready only if the store takes writes: a read-only file opens and
+                    # reads well, and would otherwise be found by the first write only.
+                    self.store.probe()
+                except StoreFault as fault:
+                    self._store_failed(fault, stale=False)
             log.info(
                 "engine rebuilt from the store in %.2f s: %d queries, next seq %d",
                 time.perf_counter() - started,
@@ -594,7 +614,8 @@ class EngineHost:
         if self.state != UNWRITABLE:
             return
         try:
-            self.store.probe()
+            # On a new connection: one opened while the file was read-only stays so.
+            self.store.probe(reopen=True)
         except StoreFault as fault:
             if fault.kind != getattr(self.fault, "kind", None):
                 log.error("%s", fault)
@@ -665,6 +686,17 @@ class EngineHost:
         self._require_ok()
         if name not in self._infos:
             raise UnknownQueryError(f"no query named {name!r} is registered")
+        # A query read through @name would otherwise read, from then on, whatever query
+        # is registered under that name next: refuse, naming the readers.
+        readers = [other for other, info in self._infos.items() if name in info.depends]
+        if readers:
+            listed = ", ".join(repr(r) for r in readers)
+            raise ConflictError(
+                f"query {name!r} is read as @{name} by {listed}: delete "
+                f"{'that query' if len(readers) == 1 else 'those queries'} first",
+                query=name,
+                dependents=readers,
+            )
         try:
             self.engine.unregister(name)
             self.store.commit_unregister(name)
@@ -722,6 +754,7 @@ class EngineHost:
             began = time.thread_time()
             matches, late = self._process(events, producer, now)
             self.metrics.engine_seconds.inc(time.thread_time() - began)
+            matches, capped = self._cap(matches, "the batch")
             block, counts = self._number(matches)
             late_rows = _late_rows(late, posted)
             log_body = events_body(events) if arrow is None else arrow_log(batch_id, arrow)
@@ -759,7 +792,7 @@ class EngineHost:
             except StoreFault as fault:  # the batch is committed: answer it
                 self._store_failed(fault, stale=False)
         self._after_op()
-        return BatchOutcome(len(events), False, found, late_rows)
+        return BatchOutcome(len(events), False, found, late_rows, capped)
 
     def _process(self, events: list[Event], producer: str, now: float) -> tuple[list[Match], Late]:
         """``keeper.process`` in slices of SLICE events: the compiled loop holds the
@@ -792,6 +825,7 @@ class EngineHost:
             began = time.thread_time()
             matches = self.keeper.advance_time(t)
             self.metrics.engine_seconds.inc(time.thread_time() - began)
+            matches, _ = self._cap(matches, "the time advance")
             block, counts = self._number(matches)
             found = len(block) if block is not None else 0
             next_seq = self.next_seq + found
@@ -819,6 +853,47 @@ class EngineHost:
         self._after_op()
         log.info("allowed lateness %g s (was %g s); %d matches released", self.lateness, before, found)
 
+    def _cap(self, matches: list[Match], what: str) -> tuple[list[Match], int]:
+        """At most ``match_cap`` matches of each query completed by one event (its
+        ``trigger``), the first the engine emitted; the rest are dropped, counted per
+        query (``scemon_matches_capped_total``, the batch's answer) and logged.
+
+        Why: ``SEQ(A, B, C, D) MODE ALL`` over 80 events of each class completes 512,000
+        matches at the last D; every one would be stored and sent to every subscriber.
+        The engine has made them by then: the cap bounds the store and the subscribers,
+        not the engine's work. Deterministic (the engine's order), so what is stored
+        does not depend on timing."""
+        cap = self.match_cap
+        if not cap or len(matches) <= cap:
+            return matches, 0
+        per_trigger: Counter[tuple[str, int]] = Counter()
+        kept: list[Match] = []
+        dropped: Counter[str] = Counter()
+        for m in matches:
+            key = (m.query, m.trigger)
+            per_trigger[key] += 1
+            if per_trigger[key] <= cap:
+                kept.append(m)
+            else:
+                dropped[m.query] += 1
+        if not dropped:
+            return matches, 0
+        total = sum(dropped.values())
+        self.counts["matches_capped"] += total
+        for name, n in dropped.items():
+            self.metrics.matches_capped.labels(name).inc(n)
+        worst = max(per_trigger.values())
+        log.warning(
+            "%s completed up to %d matches of one query with one event; kept %d per event "
+            "(--max-matches-per-event) and dropped %d (%s)",
+            what,
+            worst,
+            cap,
+            total,
+            ", ".join(f"{name}: {n}" for name, n in dropped.most_common(5)),
+        )
+        return kept, total
+
     def _clocks(self) -> Clocks:
         return Clocks(self.keeper.released, self.keeper.observed)
 
@@ -828,9 +903,8 @@ class EngineHost:
         if not matches:
             return None, {}
         # One text for the whole block, written natively when the kernel is compiled:
-        # a dict and a ``dumps`` per match cost 2-3 µs each, most of the match rows'
-        # share of the server's time (docs/benchmarks.md, "a batch's matches written as
-        # one text").
+        # a dict and a ``dumps`` per match would cost 2-3 µs each, more than the rest
+        # of writing the match rows.
         text, starts = self._write_block(matches, self.next_seq, _dumps)
         queries = [m.query for m in matches]
         last: dict[str, float] = {}
@@ -904,6 +978,11 @@ class EngineHost:
         # Twice the reach and a second of margin: trimming later than needed costs only
         # replay time, trimming early would change results.
         horizon = self.engine.clock - 2.0 * retain - 1.0
+        since = self.engine.consuming_since()
+        if since is not None:
+            # What a query used up depends on every op since its registration
+            # (docs/semantics.md §12): replay must see them all.
+            horizon = min(horizon, since - 2.0 * retain - 1.0)
         if math.isfinite(horizon):
             self.store.trim(horizon, keep, self.match_log_max, self.next_seq)
 

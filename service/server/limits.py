@@ -17,6 +17,10 @@
 - **A query's AST JSON** (:func:`check_pattern_size`): the text form is bounded by its
   length, but a pattern given as JSON was bounded only by the body cap, and reading it
   back (``from_json``) recurses once per level.
+- **What a registered query may ask for** (:func:`check_query_bounds`): the language
+  takes ``WITHIN 0`` (events at one instant) and any Kleene count; the service refuses
+  a zero window, which is almost surely a mistake of unit, and a count over
+  :data:`MAX_KLEENE_COUNT`, whose matches would each list that many events.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from fastapi.routing import APIRoute
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ecq.language.ast import Component, Query
 from service.server.errors import InvalidInputError, PayloadTooLargeError
 from service.server.guard import is_json, media_type
 
@@ -42,7 +47,9 @@ __all__ = [
     "MAX_PATTERN_VALUES",
     "QUERY_BODY_MAX",
     "SMALL_BODY_MAX",
+    "MAX_KLEENE_COUNT",
     "check_pattern_size",
+    "check_query_bounds",
     "json_too_deep",
 ]
 
@@ -83,6 +90,34 @@ def check_pattern_size(pattern: Any) -> None:
             stack.extend((item, depth + 1, f"{path}.{key}") for key, item in value.items())
         elif isinstance(value, list):
             stack.extend((item, depth + 1, f"{path}[{i}]") for i, item in enumerate(value))
+
+
+# The most events a Kleene count (B^n, B{n}, B{m,}) may ask for: a match of B^n lists n
+# events, so one match of B^100000 is already a megabyte on the wire.
+MAX_KLEENE_COUNT = 100_000
+
+
+def check_query_bounds(query: Query) -> None:
+    """Raise 422 for ``WITHIN 0`` and for a Kleene count over MAX_KLEENE_COUNT (see the
+    module docstring)."""
+    if query.within is not None and query.within <= 0:
+        raise InvalidInputError(
+            "WITHIN 0 is refused: a window of 0 s matches only events that all happen at the same "
+            "instant; give the window in its unit (e.g. WITHIN 500 ms)",
+            field="within",
+        )
+    stack = list(query.pattern.items)
+    while stack:
+        comp: Component = stack.pop()
+        if comp.kleene is not None and comp.kleene.min > MAX_KLEENE_COUNT:
+            name = "/".join(comp.classes) or "(...)"
+            raise InvalidInputError(
+                f"a Kleene count of {comp.kleene.min:,} on {name} is refused: at most "
+                f"{MAX_KLEENE_COUNT:,} events in one group (a match lists them all)",
+                field="pattern",
+            )
+        if comp.sub is not None:
+            stack.extend(comp.sub.items)
 
 
 MAX_JSON_DEPTH = 200

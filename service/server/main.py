@@ -11,10 +11,10 @@ from fastapi import FastAPI
 
 from service.server import handlers
 from service.server.config import Settings
-from service.server.guard import RequestGuard
+from service.server.guard import HostCheck, RequestGuard
 from service.server.limits import BodyLimit
 from service.server.openapi import install_openapi
-from service.server.routes import console, docs, events, health, matches, queries, stats
+from service.server.routes import cluster, console, docs, events, health, matches, queries, stats
 from service.server.runtime import Runtime
 
 __all__ = ["create_app", "run"]
@@ -63,7 +63,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     # The last added runs first: the guard refuses on headers alone, then the body's limits.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, max_values=settings.max_json_values)
-    app.add_middleware(RequestGuard, auth_enabled=settings.auth_enabled)
+    hosts = HostCheck(settings.auth_enabled, settings.host, settings.allowed_host_names())
+    app.add_middleware(RequestGuard, auth_enabled=settings.auth_enabled, hosts=hosts)
     handlers.install(app)
     for router in (
         queries.router,
@@ -71,6 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         matches.router,
         stats.router,
         health.router,
+        cluster.router,
         docs.router_for(app),
     ):
         app.include_router(router)
@@ -100,9 +102,11 @@ def run(settings: Settings) -> None:
     """Serve the app on ``settings.host:settings.port`` until stopped (``scemon serve``)."""
     import uvicorn
 
+    from service.server.connections import raise_open_files, timed_protocol
     from service.server.logs import log_config
 
     tune_collector()
+    raise_open_files(settings.max_connections)
     uvicorn.run(
         create_app(settings),
         host=settings.host,
@@ -110,6 +114,9 @@ def run(settings: Settings) -> None:
         log_level=settings.log_level,
         log_config=log_config(settings.log_level),
         timeout_graceful_shutdown=5,
+        # Header and body read timeouts, and a cap on open connections (connections.py).
+        http=timed_protocol(settings.header_timeout, settings.body_timeout),
+        limit_concurrency=settings.max_connections,
         # Off unless asked for: deflating each subscriber's copy of every frame cost more
         # than everything else the server does per event with 10 subscribers (profiled).
         ws_per_message_deflate=settings.ws_compression,

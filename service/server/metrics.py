@@ -101,6 +101,12 @@ class Metrics:
             "scemon_duplicate_batches", "Batches recognised as already applied.", registry=r
         )
         self.matches = Counter("scemon_matches", "Matches emitted, per query.", ["query"], registry=r)
+        self.matches_capped = Counter(
+            "scemon_matches_capped",
+            "Matches dropped over the cap of matches one event may complete for a query, per query.",
+            ["query"],
+            registry=r,
+        )
         # The writer thread's CPU time inside the engine (thread time, so a wait for the
         # interpreter lock is not counted): beside the process's CPU, what the service
         # costs around its engine (scemon bench pipeline reads it).

@@ -59,6 +59,7 @@ class Runtime:
             buffer_max=settings.buffer_max,
             idle=settings.producer_idle,
             scrub_every=settings.scrub_every,
+            match_cap=settings.max_matches_per_event,
         )
         metrics.watch(host.stats_snapshot, hub)
         return cls(settings, store, hub, metrics, host)

@@ -344,6 +344,9 @@ class Store:
         # Rows found failing their checksum while serving: where -> the seqs of a match
         # block (None for other rows). Any thread adds; /readyz reports them.
         self.damage: dict[str, tuple[int, int] | None] = {}
+        # Readers running a read now, and the writer's reopen count (see _reading).
+        self._in_use: set[sqlite3.Connection] = set()
+        self._generation = 0
 
     def _connect(self) -> sqlite3.Connection:
         # isolation_level=None: transactions are explicit (BEGIN ... COMMIT) so that one
@@ -518,8 +521,7 @@ class Store:
     def scrub(self) -> list[str]:
         """Check every row's checksum (any thread; its own snapshot): what fails is noted
         in :attr:`damage` (and logged); returns all that is known damaged."""
-        db = self._reader()
-        with self._faults():
+        with self._reading() as db, self._faults():
             db.execute("BEGIN")
             try:
                 found = scan(db, most=1000)
@@ -607,9 +609,29 @@ class Store:
         except sqlite3.Error as err:
             raise StoreFault.of(err, self.path) from None
 
-    def probe(self, nbytes: int = PROBE_BYTES) -> None:
+    def reopen(self) -> None:
+        """Open the writer connection again. Why: SQLite opens a file it may not write
+        read-only, and that connection stays read-only after the file is made writable;
+        only a new one can write. The old one is closed first: while it is open, a new
+        connection of this process shares its read-only state of the file. If the new
+        one cannot be opened, the next call tries again (until then every write fails
+        as that open did)."""
+        with self._readers_lock:
+            self._generation += 1
+            for reader in [r for r in self._readers if r not in self._in_use]:
+                self._drop_reader(reader)  # a reader busy now is dropped when done
+        self._db.close()
+        try:
+            self._db = self._connect()
+        except sqlite3.Error as err:
+            raise StoreFault.of(err, self.path) from None
+
+    def probe(self, nbytes: int = PROBE_BYTES, reopen: bool = False) -> None:
         """Write ``nbytes`` and take them back, in two commits: raises :class:`StoreFault`
-        while the store cannot write that much (the disk is full, read-only, failing)."""
+        while the store cannot write that much (the disk is full, read-only, failing).
+        ``reopen``: on a fresh writer connection (:meth:`reopen`)."""
+        if reopen:
+            self.reopen()
         with self._writing() as db:
             db.execute("DELETE FROM probe")
             db.execute("INSERT INTO probe (body) VALUES (zeroblob(?))", (nbytes,))
@@ -821,15 +843,38 @@ class Store:
 
     # ------------------------------------------------------------- reading matches
 
-    def _reader(self) -> sqlite3.Connection:
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            with self._faults():
-                db = self._connect()
-            self._local.db = db
-            with self._readers_lock:
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """This thread's reader connection, marked in use while the block runs. One
+        opened before the writer's last :meth:`reopen` is replaced: SQLite shares a
+        file's state among a process's connections, so a reader opened while the file
+        was read-only would keep the new writer read-only too."""
+        local = self._local
+        with self._readers_lock:
+            db: sqlite3.Connection | None = getattr(local, "db", None)
+            if db is not None and local.generation != self._generation:
+                self._drop_reader(db)
+                db = None
+            if db is None:
+                with self._faults():
+                    db = self._connect()
+                local.db, local.generation = db, self._generation
                 self._readers.append(db)
-        return db
+            self._in_use.add(db)
+        try:
+            yield db
+        finally:
+            with self._readers_lock:
+                self._in_use.discard(db)
+                if local.generation != self._generation:  # reopened meanwhile
+                    self._drop_reader(db)
+                    local.db = None
+
+    def _drop_reader(self, db: sqlite3.Connection) -> None:
+        # With _readers_lock held. Closing a closed connection does nothing.
+        db.close()
+        if db in self._readers:
+            self._readers.remove(db)
 
     def read_matches(
         self, from_seq: int, limit: int, queries: frozenset[str] | None = None
@@ -859,8 +904,7 @@ class Store:
         :class:`~service.server.faults.DamagedRows` (naming its seqs); with
         ``partial``, one that reaches it after some matches returns those, with
         ``next_seq`` its first seq (the next read then starts in it and raises)."""
-        db = self._reader()
-        with self._faults():
+        with self._reading() as db, self._faults():
             return self._read_runs(db, from_seq, limit, queries, whole, partial)
 
     def _read_runs(
@@ -934,8 +978,7 @@ class Store:
         """Whether the match log holds a match of ``query`` (which may be gone now). Any
         thread. O(blocks): a query name has no quote, so its JSON string is found in a
         block's names only as that name."""
-        db = self._reader()
-        with self._faults():
+        with self._reading() as db, self._faults():
             row = db.execute(
                 "SELECT 1 FROM match_blocks WHERE instr(names, ?) > 0 LIMIT 1",
                 (orjson.dumps(query).decode(),),

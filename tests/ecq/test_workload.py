@@ -47,6 +47,8 @@ def test_templates_share_the_sequence_templates_classes_and_windows() -> None:
         for (_, plain), (_, other) in zip(seq, template_queries(SMALL, template), strict=True):
             assert plain.split("WITHIN")[1] == other.split("WITHIN")[1]
             classes = plain.split("WITH ")[1].split(" WHERE")[0].split(", ")
+            if template == "kleene-count":  # a count threshold of the middle class alone
+                classes = classes[1:2]
             assert all(c in other for c in classes)
 
 

@@ -6,6 +6,7 @@ import { api, token } from "./api.js";
 import { Editor } from "./editor.js";
 import { Feed } from "./feed.js";
 import { QueryTable } from "./queries.js";
+import { showShards } from "./shards.js";
 import { StatsPanel } from "./stats.js";
 
 const $ = (id) => document.getElementById(id);
@@ -40,9 +41,9 @@ function confirmDelete(name) {
   const dialog = $("confirm-dialog");
   $("confirm-title").textContent = `Delete the query ${name}?`;
   $("confirm-text").textContent =
-    "It stops matching at once; the matches it made stay in the match log. Queries reading it as @" +
+    "It stops matching at once; the matches it made stay in the match log. While other queries read it as @" +
     name +
-    " stay registered and receive nothing more from it.";
+    ", it is not deleted: delete those first.";
   return new Promise((resolve) => {
     const done = (answer) => {
       dialog.close();
@@ -106,6 +107,7 @@ async function main() {
   for (const node of document.querySelectorAll("[data-needs]")) {
     node.hidden = !may.has(node.dataset.needs);
   }
+  showShards($("shard"));
 
   const message = $("query-message");
   const say = (text, bad = false) => {

@@ -14,7 +14,7 @@ _REASONS = {
     401: "No bearer token, or an unknown one.",
     403: "The token's role may not do this.",
     404: "No such query.",
-    409: "The query name is taken.",
+    409: "The query name is taken; or, deleting, other queries read this one (`dependents`).",
     410: "from_seq is older than the match log keeps.",
     413: "The body or the batch is over the size limit.",
     415: "The body is neither JSON nor an Arrow IPC stream.",

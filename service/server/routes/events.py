@@ -133,6 +133,7 @@ async def post_events(
         matches=outcome.matches,
         late=len(outcome.late),
         late_events=[LateEvent(index=i, id=eid, by=by) for i, eid, by in outcome.late[:late_events]],
+        matches_capped=outcome.capped,
     )
 
 

@@ -54,6 +54,17 @@ async def readyz(host: HostDep) -> Response:
     return FastJSON(health.model_dump(), status_code=503)
 
 
+# HEAD for the probes that send it (load balancers, uptime checkers): the status alone.
+@router.head("/healthz", include_in_schema=False)
+async def healthz_head() -> Response:
+    return Response(status_code=200)
+
+
+@router.head("/readyz", include_in_schema=False)
+async def readyz_head(host: HostDep) -> Response:
+    return Response(status_code=200 if host.ready else 503)
+
+
 @router.get(
     "/metrics",
     response_class=Response,

@@ -28,6 +28,7 @@ from service.server.guard import foreign_origin
 from service.server.handlers import error_body, status_of
 from service.server.host import EngineHost
 from service.server.hub import Subscriber
+from service.server.memory import trimmer
 from service.server.responses import FastJSON
 from service.server.routes import errors
 from service.server.store import Store
@@ -207,6 +208,8 @@ async def subscribe(ws: WebSocket) -> None:
         receiver.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await receiver
+        if not runtime.hub and trimmer.due():  # the last one left: give memory back
+            await asyncio.to_thread(trimmer)
 
 
 async def _stream(

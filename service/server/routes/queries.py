@@ -185,11 +185,11 @@ async def get_query(name: NamePath, host: HostDep) -> QueryPublic:
     status_code=204,
     response_class=Response,
     dependencies=[Admin],
-    responses=errors(*_AUTH, 404, 422, 503),
+    responses=errors(*_AUTH, 404, 409, 422, 503),
     summary="Delete a query",
 )
 async def delete_query(name: NamePath, host: HostDep) -> Response:
-    """Unregister a query; its matches stay in the match log. Queries reading it as
-    ``@name`` stay registered and receive nothing more from it."""
+    """Unregister a query; its matches stay in the match log. 409 while other queries
+    read it as ``@name`` (``dependents`` names them): delete those first."""
     await host.unregister(name)
     return Response(status_code=204)

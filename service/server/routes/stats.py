@@ -9,6 +9,7 @@ import math
 from fastapi import APIRouter
 
 from api.models import Identity, IngestStats, Stats
+from ecq import __version__
 from service.server.auth import may
 from service.server.deps import AnyRole, CallerRole, RuntimeDep, SettingsDep
 from service.server.routes import errors, finite
@@ -27,8 +28,8 @@ router = APIRouter(prefix="/v1", tags=["service"])
 )
 async def stats(runtime: RuntimeDep) -> Stats:
     """Counters since start (events, batches, matches, ingest answer times as a
-    histogram), subscribers and their queued matches, the store's size, uptime, the
-    kernel the engine runs and its own figures; event time: the clock and the released
+    histogram), subscribers and their queued matches, the store's size, uptime, scemon's
+    version, the kernel the engine runs and its own figures; event time: the clock and the released
     clock, the allowed lateness, the far-future bound, the events held and the buffer's
     cap, late events, refused far-future events and full-buffer refusals since start. A
     client derives rates from two readings. Answers during the rebuild too (``state``),
@@ -44,6 +45,7 @@ async def stats(runtime: RuntimeDep) -> Stats:
         uptime=runtime.uptime,
         started=runtime.started,
         kernel=host.kernel,
+        version=__version__,
         events=int(totals.get("events", 0)),
         batches=int(totals.get("batches", 0)),
         duplicates=int(totals.get("duplicate_batches", 0)),

@@ -682,13 +682,21 @@ def test_negation_as_the_only_component() -> None:
 
 
 def test_kleene_as_the_last_component_of_a_sequence() -> None:
-    err = error("SEQ(A, B+) WITHIN 1")
-    assert (err.line, err.column, err.token) == (1, 9, "+")
-    assert "Kleene" in err.message
-    assert error("SEQ(A, B{2,}, !C) WITHIN 1").token == "{"
-    # An exact count may end a sequence: its n-th event ends it (docs/semantics.md §6).
+    # Every Kleene form may end a sequence or stand alone (docs/semantics.md §6).
+    assert parse_query("SEQ(A, B+) WITHIN 1").pattern.items[1].kleene == Kleene(1, False)
+    assert parse_query("SEQ(A, B{2,}, !C) WITHIN 1").pattern.items[1].kleene == Kleene(2, False)
     assert parse_query("A; B^3 WITHIN 1").pattern.items[1].kleene == Kleene(3, True)
-    assert error("PATTERN B+").token == "+"
+    assert parse_query("PATTERN FAIL{5} WITHIN 60").pattern.items[0].kleene == Kleene(5, True)
+
+
+def test_kleene_upper_bounds() -> None:
+    assert parse_query("SEQ(A, B{2,4}, C) WITHIN 1").pattern.items[1].kleene == Kleene(2, False, 4)
+    assert parse_query("SEQ(A, B{,3}, C) WITHIN 1").pattern.items[1].kleene == Kleene(1, False, 3)
+    # {n,n} is {n}: exactly n, sliding.
+    assert parse_query("SEQ(A, B{2,2}, C) WITHIN 1").pattern.items[1].kleene == Kleene(2, True)
+    err = error("SEQ(A, B{3,2}, C) WITHIN 1")
+    assert err.token == "2" and "at least its lower bound" in err.message
+    assert error("SEQ(A, B{,0}, C) WITHIN 1").token == "0"
 
 
 def test_negated_kleene_component() -> None:
@@ -697,7 +705,7 @@ def test_negated_kleene_component() -> None:
 
 def test_bad_kleene_counts() -> None:
     assert error("SEQ(A, B^0, C) WITHIN 1").token == "0"
-    assert error("SEQ(A, B{2,5}, C) WITHIN 1").token == "5"
+    assert error("SEQ(A, B{2,x}, C) WITHIN 1").token == "x"
     assert error("SEQ(A, B^x, C) WITHIN 1").token == "x"
 
 

@@ -92,7 +92,13 @@ def components(draw: st.DrawFn, depth: int) -> Component:
         base = Component(classes=(draw(class_names),))
     else:
         base = Component(classes=tuple(draw(st.lists(class_names, min_size=1, max_size=3))), any_of=True)
-    kleene = draw(st.none() | st.builds(Kleene, st.integers(1, 9), st.booleans()))
+    kleene = draw(
+        st.none()
+        | st.builds(Kleene, st.integers(1, 9), st.booleans())
+        | st.integers(1, 9).flatmap(
+            lambda m: st.builds(Kleene, st.just(m), st.just(False), st.integers(m + 1, 12))
+        )
+    )
     return dataclasses.replace(
         base, negated=draw(st.booleans()), kleene=kleene, alias=draw(st.none() | names)
     )

@@ -110,3 +110,30 @@ def test_the_operators_table_has_a_row_per_family_and_count() -> None:
     # The targets at the middle count, each met or missed.
     assert {r["met"] for r in targets.records()} <= {"yes", "NO"}
     assert all(", 10 queries" in str(metric) for metric in targets.column("metric"))
+
+
+def test_the_policy_axis_has_a_row_per_family_and_policy() -> None:
+    """``policies``: each policy on each family that accepts one, beside MODE RECENT;
+    a family that refuses policies (trailing negation, nesting) is left out."""
+    from dataclasses import replace
+
+    scale = replace(
+        TINY_SCALE, families=("bare", "neg-trailing", "kleene"), policies=("exclusive", "past-last-row")
+    )
+    table = operators.policies(scale, 10)
+    assert table.columns == [
+        "family",
+        "policy",
+        "events_per_s",
+        "recent_events_per_s",
+        "ratio",
+        "matches_per_event",
+        "met",
+    ]
+    assert [(r["family"], r["policy"]) for r in table.records()] == [
+        ("bare", "exclusive"),
+        ("bare", "past-last-row"),
+        ("kleene", "exclusive"),
+        ("kleene", "past-last-row"),
+    ]
+    assert all(float(r["events_per_s"]) > 0 and r["met"] in ("yes", "NO") for r in table.records())

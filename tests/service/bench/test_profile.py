@@ -17,7 +17,7 @@ def test_the_deepest_marked_frame_decides_the_layer() -> None:
         _ROOT,
         _INGEST,
         "EngineHost._process (/w/service/server/host.py:702)",
-        "TimeKeeper.process (/w/ecq/timekeeper.py:120)",
+        "TimeKeeper.process (/w/ecq/time/timekeeper.py:120)",
         "Network.clean.<locals>.<genexpr> (/w/ecq/network.py:641)",
     ]
     assert layer_of(engine) == "engine"
@@ -58,7 +58,7 @@ def test_the_writer_thread_outside_every_layer_is_host_bookkeeping() -> None:
     sort = [_ROOT, _INGEST, "_arrival_key (/w/service/server/host.py:212)"]
     assert layer_of(sort) == "host bookkeeping"
     # A marker's function name must be the frame's whole last part, not a suffix of it.
-    assert layer_of([_ROOT, _INGEST, "Engine.preprocess (/w/ecq/timekeeper.py:1)"]) == "host bookkeeping"
+    assert layer_of([_ROOT, _INGEST, "Engine.preprocess (/w/ecq/time/timekeeper.py:1)"]) == "host bookkeeping"
 
 
 def test_a_stack_without_a_marker_is_the_loop_or_other() -> None:
@@ -73,7 +73,7 @@ def test_a_stack_without_a_marker_is_the_loop_or_other() -> None:
 def test_a_raw_file_is_counted_by_layer(tmp_path: Path) -> None:
     raw = tmp_path / "profile.txt"
     raw.write_text(
-        f"{_ROOT};{_INGEST};TimeKeeper.process (/w/ecq/timekeeper.py:1) 7\n"
+        f"{_ROOT};{_INGEST};TimeKeeper.process (/w/ecq/time/timekeeper.py:1) 7\n"
         f"{_ROOT};{_INGEST};events_body (/w/service/server/store.py:1) 3\n"
         "not a sample line\n"
     )

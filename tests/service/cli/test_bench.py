@@ -19,7 +19,7 @@ def test_quick_commands_write_csv_and_png(command: str, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     names = EXPECTED[command]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        f"{name}.{ext}" for name in names for ext in ("csv", "png")
+        [*(f"{name}.{ext}" for name in names for ext in ("csv", "png")), "machine.json"]
     )
     for name, columns in names.items():
         header, rows = read_csv(tmp_path / f"{name}.csv")
@@ -95,7 +95,11 @@ def test_the_pipeline_bench_runs_every_path_on_the_same_events(tmp_path: Path) -
     or the bench fails), a ratio to replay, and the server's figures."""
     result = CliRunner().invoke(app, ["bench", "pipeline", "--quick", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipeline_demo.csv", "pipeline_demo.png"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "machine.json",
+        "pipeline_demo.csv",
+        "pipeline_demo.png",
+    ]
     header, rows = read_csv(tmp_path / "pipeline_demo.csv")
     assert header[:6] == ["path", "events", "matches", "seconds", "events_per_s", "ratio"]
     table = {row[0]: dict(zip(header, row, strict=True)) for row in rows}
@@ -169,3 +173,18 @@ def test_builds_command_compares_the_engines_and_scemon_replay(tmp_path: Path) -
     header, rows = read_csv(tmp_path / "builds_replay.csv")
     assert header == ["build", "events_per_s", "vs_first", "cpu_s", "cpu_vs_first", "matches"]
     assert [row[0] for row in rows] == ["a", "b"] and rows[0][5] == rows[1][5]
+
+
+def test_operators_command_takes_policies_and_rejects_unknown_ones(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["bench", "operators", "--quick", "--family", "bare", "--queries", "10", "--policy", "exclusive"]
+        + ["--policy", "chronicle", "--out", str(tmp_path)],
+    )
+    assert result.exit_code == 0, result.output
+    header, rows = read_csv(tmp_path / "operators_policies.csv")
+    assert header[:2] == ["family", "policy"]
+    assert [(row[0], row[1]) for row in rows] == [("bare", "exclusive"), ("bare", "chronicle")]
+    result = CliRunner().invoke(app, ["bench", "operators", "--quick", "--policy", "nonsense"])
+    assert result.exit_code == 1
+    assert "unknown policy 'nonsense'" in result.output

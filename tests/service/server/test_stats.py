@@ -10,6 +10,7 @@ import pytest
 from websockets.sync.client import connect
 
 from api.client import ApiError
+from ecq import __version__
 from ecq.kernel.select import status
 from tests.service.conftest import StartServer
 
@@ -23,6 +24,7 @@ def test_stats_count_what_the_service_did(start_server: StartServer) -> None:
     assert first.state == "ok" and first.events == 0 and first.matches == 0 and first.ingest.count == 0
     assert first.store_bytes > 0 and first.subscriber_queue == 50_000
     assert first.kernel == status().kind
+    assert first.version == __version__
     assert abs(first.started + first.uptime - time.time()) < 5
     client.register("ab", "SEQ(A, B) WITHIN 10 s")
     events = [{"src": 1, "type": "A", "start": 1}, {"src": 1, "type": "B", "start": 2}]

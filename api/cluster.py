@@ -1,0 +1,705 @@
+"""A cluster of scemon shards, used as one service (docs/architecture.md, "A cluster").
+
+A **cluster spec** is the shard URLs in the Spark job's ``--service`` order (a list, or
+one string of them separated by commas). Over it:
+
+- :class:`Cluster`: register or delete queries once on every shard, all or none
+  (check everywhere, apply in turn, roll back on a failure, settle a shard left in
+  doubt when it returns; :meth:`Cluster.repair` settles what an interrupted call left);
+  the queries, figures (:meth:`Cluster.stats`) and Prometheus text
+  (:meth:`Cluster.metrics`) of the whole cluster.
+- :class:`ClusterSubscription` (async) and :class:`SyncClusterSubscription`: one
+  WebSocket per shard, merged; each match carries ``shard`` (its shard's position in
+  the spec); one opaque resumable :attr:`cursor` holds every shard's next ``seq``. A
+  shard that dies is resumed from its ``seq`` when it returns; the others go on.
+
+Every shard is talked to through :mod:`api.client` (httpx, websockets): no other
+protocol than the service's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import queue
+import threading
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import orjson
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from api.client import FRAME_MATCHES, ApiError, Client, QueryLike, Subscription, _query_body, _query_dict
+from api.models import ClusterShards, QueryPublic, Stats
+
+__all__ = [
+    "Cluster",
+    "ClusterError",
+    "ClusterStats",
+    "ClusterSubscription",
+    "SyncClusterSubscription",
+    "decode_cursor",
+    "encode_cursor",
+    "seed_shards",
+    "shard_urls",
+]
+
+CURSOR_VERSION = 1
+# Figures of /v1/stats that add up over shards (counters and sizes).
+SUMMED = (
+    "events",
+    "batches",
+    "duplicates",
+    "matches",
+    "subscribers",
+    "backlog",
+    "overflows",
+    "store_bytes",
+    "held",
+    "late_events",
+    "refused_ahead",
+    "buffer_full",
+)
+# The engine's figures that add up (the rest, e.g. its clock, do not).
+ENGINE_SUMMED = ("queries", "ecqs", "stored_instances", "pmb_entries", "pending_matches")
+
+
+class ClusterError(Exception):
+    """A cluster call that did not complete everywhere. ``shards`` says what happened on
+    each shard (URL → outcome, in words); ``in_doubt``: shards that may hold part of it
+    until :meth:`Cluster.repair` runs with every shard up."""
+
+    def __init__(self, message: str, shards: Mapping[str, str] | None = None, in_doubt: Sequence[str] = ()):
+        self.message = message
+        self.shards = dict(shards or {})
+        self.in_doubt = list(in_doubt)
+        super().__init__(message)
+
+
+def shard_urls(spec: str | Iterable[str]) -> list[str]:
+    """The shard URLs of a spec, as given (a list, or ``"http://a:8081,http://b:8082"``),
+    without trailing slashes. Raises ValueError for an empty spec or a URL twice."""
+    items = spec.split(",") if isinstance(spec, str) else list(spec)
+    urls = [u.strip().rstrip("/") for item in items for u in item.split(",") if u.strip()]
+    if not urls:
+        raise ValueError("a cluster needs at least one shard URL")
+    seen = {u for u in urls if urls.count(u) > 1}
+    if seen:
+        raise ValueError(f"shard {sorted(seen)[0]} is given twice")
+    for url in urls:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"shard {url!r} is not an http:// or https:// URL")
+    return urls
+
+
+def seed_shards(seed: str, token: str | None = None, timeout: float = 10.0) -> list[str]:
+    """The shard URLs a seed shard knows (``GET /v1/cluster``, its ``SCEMON_CLUSTER``).
+    ValueError when it names none; :class:`ApiError` or an httpx error when it cannot
+    be asked."""
+    with Client(seed, token=token, timeout=timeout) as client:
+        known = ClusterShards.model_validate_json(client._send("GET", "/v1/cluster").content)
+    if not known.shards:
+        raise ValueError(f"{seed.rstrip('/')} names no cluster (its SCEMON_CLUSTER is empty)")
+    return shard_urls(known.shards)
+
+
+# --------------------------------------------------------------------------- cursor
+
+
+def encode_cursor(next_seqs: Mapping[str, int]) -> str:
+    """The cursor of every shard's next seq: unpadded base64url of
+    ``{"v": 1, "shards": {url: next_seq}}``."""
+    raw = orjson.dumps({"v": CURSOR_VERSION, "shards": dict(next_seqs)}, option=orjson.OPT_SORT_KEYS)
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def decode_cursor(cursor: str, urls: Sequence[str]) -> dict[str, int]:
+    """Every shard's next seq from a cursor; ValueError if it is malformed or names other
+    shards than ``urls``."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        data = orjson.loads(raw)
+    except (binascii.Error, ValueError, orjson.JSONDecodeError):
+        raise ValueError("the cursor is not one a cluster subscription gave") from None
+    if (
+        not isinstance(data, dict)
+        or data.get("v") != CURSOR_VERSION
+        or not isinstance(data.get("shards"), dict)
+    ):
+        raise ValueError("the cursor is not one a cluster subscription gave (or of another version)")
+    shards = data["shards"]
+    if set(shards) != set(urls):
+        raise ValueError(
+            f"the cursor is for shards {', '.join(sorted(shards))}, not {', '.join(sorted(urls))}"
+        )
+    out: dict[str, int] = {}
+    for url in urls:
+        seq = shards[url]
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+            raise ValueError(f"the cursor's seq for {url} is not a non-negative integer")
+        out[url] = seq
+    return out
+
+
+# --------------------------------------------------------------------------- stats
+
+
+@dataclass
+class ClusterStats:
+    """Every shard's ``/v1/stats`` and their sums. ``down``: shards that did not answer
+    (URL → why), left out of ``total``."""
+
+    shards: dict[str, Stats]
+    down: dict[str, str] = field(default_factory=dict)
+    total: dict[str, float | int] = field(default_factory=dict)
+    # The earliest and latest shard clock (event time), None before any event.
+    clock_min: float | None = None
+    clock_max: float | None = None
+
+    @classmethod
+    def of(cls, shards: dict[str, Stats], down: dict[str, str]) -> ClusterStats:
+        total: dict[str, float | int] = {
+            name: sum(getattr(s, name) for s in shards.values()) for name in SUMMED
+        }
+        total["backlog_max"] = max((s.backlog_max for s in shards.values()), default=0)
+        total["ingest_count"] = sum(s.ingest.count for s in shards.values())
+        total["ingest_seconds"] = sum(s.ingest.seconds for s in shards.values())
+        for name in ENGINE_SUMMED:
+            values = [s.engine.get(name) for s in shards.values()]
+            total[f"engine_{name}"] = sum(v for v in values if isinstance(v, int | float))
+        clocks = [s.clock for s in shards.values() if s.clock is not None]
+        return cls(shards, down, total, min(clocks) if clocks else None, max(clocks) if clocks else None)
+
+
+class _Relabelled(Collector):
+    """Parsed metric families with a ``shard`` label added to every sample."""
+
+    def __init__(self, families: list[Any]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterator[Any]:
+        yield from self.families
+
+
+# --------------------------------------------------------------------------- cluster
+
+
+def _why(err: BaseException) -> str:
+    if isinstance(err, ApiError):
+        return f"refused ({err.status}: {err.message})"
+    return (
+        f"not reachable ({type(err).__name__}: {err})"
+        if str(err)
+        else f"not reachable ({type(err).__name__})"
+    )
+
+
+def _unsent(err: BaseException) -> bool:
+    """The request never reached the shard (so it changed nothing there)."""
+    return isinstance(err, ApiError | httpx.ConnectError | httpx.ConnectTimeout)
+
+
+class Cluster:
+    """``Cluster(["http://a:8081", "http://b:8082"], token=...)``: the shards as one
+    service. ``recover``: how long a write waits for a shard that broke off mid-call to
+    come back, to settle it (roll back a registration, complete a delete) before giving
+    up and saying it is in doubt."""
+
+    def __init__(
+        self,
+        spec: str | Iterable[str],
+        token: str | None = None,
+        timeout: float = 60.0,
+        recover: float = 30.0,
+    ) -> None:
+        self.urls = shard_urls(spec)
+        self.token = token
+        self.recover = recover
+        self.clients = [Client(url, token=token, timeout=timeout) for url in self.urls]
+
+    @classmethod
+    def from_seed(cls, seed: str, token: str | None = None, **kwargs: Any) -> Cluster:
+        """The cluster one of its shards knows (:func:`seed_shards`)."""
+        return cls(seed_shards(seed, token), token=token, **kwargs)
+
+    def close(self) -> None:
+        for client in self.clients:
+            client.close()
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _each(self, call: Any) -> list[tuple[str, Any, BaseException | None]]:
+        """``call(client)`` on every shard at once: (url, result, error) in spec order."""
+
+        def one(client: Client) -> tuple[str, Any, BaseException | None]:
+            try:
+                return client.base_url, call(client), None
+            except (ApiError, httpx.HTTPError) as err:
+                return client.base_url, None, err
+
+        with ThreadPoolExecutor(max_workers=len(self.clients)) as pool:
+            return list(pool.map(one, self.clients))
+
+    def _check_up(self) -> dict[str, float]:
+        """Every shard ready, or :class:`ClusterError` changing nothing; each shard's
+        start time (``/v1/stats``' ``started``), which tells a restart later."""
+        answers = self._each(lambda c: c.stats())
+        down = {url: _why(err) for url, _, err in answers if err is not None}
+        down |= {url: f"not ready ({s.state})" for url, s, err in answers if err is None and s.state != "ok"}
+        if down:
+            raise ClusterError(
+                f"nothing was changed: shard {', '.join(down)} is down or not ready",
+                {url: down.get(url, "ready, left unchanged") for url in self.urls},
+            )
+        return {url: s.started for url, s, _ in answers}
+
+    # ----------------------------------------------------------------- queries
+
+    def register(
+        self, name: str, text: str | None = None, pattern: Mapping[str, Any] | None = None
+    ) -> QueryPublic:
+        """Register one query on every shard, or on none (:class:`ClusterError`)."""
+        [info] = self.register_bulk([_query_body(name, text, pattern)])
+        return info
+
+    def register_bulk(self, queries: Iterable[QueryLike]) -> list[QueryPublic]:
+        """Register queries on every shard (one bulk call each), or on none: a shard
+        down or refusing before anything is applied leaves every shard unchanged; a
+        shard failing while they are applied has the shards done before it rolled back,
+        and itself settled when it returns. Raises :class:`ClusterError` saying so."""
+        bodies = [dict(_query_dict(q)) for q in queries]
+        names = [str(b.get("name")) for b in bodies]
+        if not bodies:
+            return []
+        started = self._check_up()
+        refused: dict[str, str] = {}
+
+        def check(client: Client) -> None:
+            for body in bodies:
+                client.validate(body.get("text"), body.get("pattern"), body.get("name"))
+
+        for url, _, err in self._each(check):
+            if err is not None:
+                refused[url] = _why(err)
+        if refused:
+            url, why = next(iter(refused.items()))
+            raise ClusterError(
+                f"nothing was registered: {url} {why}",
+                {u: refused.get(u, "accepted the check, left unchanged") for u in self.urls},
+            )
+        done: list[Client] = []
+        infos: list[QueryPublic] = []
+        for client in self.clients:
+            try:
+                answer = client.register_bulk(bodies)
+            except (ApiError, httpx.HTTPError) as err:
+                self._undo_register(done, client, err, names, started[client.base_url])
+            else:
+                done.append(client)
+                infos = infos or answer
+        return infos
+
+    def _undo_register(
+        self, done: list[Client], failed: Client, err: BaseException, names: list[str], started: float
+    ) -> None:
+        outcome = {c.base_url: "rolled back" for c in done}
+        for client in done:
+            try:
+                self._delete_names(client, names)
+            except (ApiError, httpx.HTTPError) as undo_err:
+                outcome[client.base_url] = f"in doubt: rolling back failed ({_why(undo_err)})"
+        in_doubt = [url for url, what in outcome.items() if what.startswith("in doubt")]
+        if _unsent(err):
+            outcome[failed.base_url] = f"{_why(err)}: nothing registered there"
+        elif self._settle(failed, lambda c: self._roll_back(c, names, started)):
+            outcome[failed.base_url] = f"broke off ({_why(err)}); came back and was rolled back"
+        else:
+            outcome[failed.base_url] = f"broke off ({_why(err)}); in doubt until `repair` runs"
+            in_doubt.append(failed.base_url)
+        for client in self.clients[len(done) + 1 :]:
+            outcome[client.base_url] = "not reached, left unchanged"
+        message = f"nothing was registered: {failed.base_url} {_why(err)}"
+        if in_doubt:
+            message += f"; in doubt on {', '.join(in_doubt)}: run `scemon cluster repair` once it is up"
+        raise ClusterError(message, outcome, in_doubt)
+
+    def _settle(self, client: Client, action: Any) -> bool:
+        """Wait up to ``recover`` seconds for a shard to be ready and ``action(client)``
+        to succeed (it returns False to be asked again); whether it did."""
+        deadline = time.monotonic() + self.recover
+        while True:
+            if client.ready():
+                try:
+                    if action(client) is not False:
+                        return True
+                except (ApiError, httpx.HTTPError):
+                    pass
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.2)
+
+    def _roll_back(self, client: Client, names: list[str], started: float) -> bool:
+        """Undo a registration whose answer was lost. A shard that restarted since
+        (another ``started``) has what it committed and nothing in flight: delete what
+        it has. The same process may still be at work on it: only once the queries are
+        there can they be deleted for good (False: ask again)."""
+        have = {q.name for q in client.queries()}
+        if client.stats().started == started and not all(n in have for n in names):
+            return False
+        self._delete_names(client, names)
+        return True
+
+    @staticmethod
+    def _delete_names(client: Client, names: Iterable[str]) -> None:
+        """Delete those of ``names`` the shard has (a name it lacks is already gone)."""
+        have = {q.name for q in client.queries()}
+        for name in reversed([n for n in names if n in have]):  # readers of @name first
+            try:
+                client.delete_query(name)
+            except ApiError as err:
+                if err.status != 404:
+                    raise
+
+    def delete_query(self, name: str) -> None:
+        """Delete a query on every shard. Every shard must be up and have it, else
+        nothing is deleted; a shard failing midway is waited for and the delete completed
+        there (a delete cannot be undone without losing the query's partial matches)."""
+        self._check_up()
+        answers = self._each(lambda c: {q.name for q in c.queries()})
+        missing = [url for url, have, err in answers if err is not None or name not in have]
+        if missing:
+            raise ClusterError(
+                f"nothing was deleted: no query named {name!r} on {', '.join(missing)}"
+                + (
+                    " (the shards disagree: run `scemon cluster repair`)"
+                    if len(missing) < len(self.urls)
+                    else ""
+                ),
+            )
+        outcome: dict[str, str] = {}
+        in_doubt: list[str] = []
+        for client in self.clients:
+            try:
+                client.delete_query(name)
+                outcome[client.base_url] = "deleted"
+            except (ApiError, httpx.HTTPError) as err:
+                if self._settle(client, lambda c: self._delete_names(c, [name])):
+                    outcome[client.base_url] = f"broke off ({_why(err)}); came back and was deleted"
+                else:
+                    outcome[client.base_url] = f"{_why(err)}; in doubt until `repair` runs"
+                    in_doubt.append(client.base_url)
+        if in_doubt:
+            raise ClusterError(
+                f"{name!r} is deleted except on {', '.join(in_doubt)}: run `scemon cluster repair` once it is up",
+                outcome,
+                in_doubt,
+            )
+
+    def queries(self) -> list[QueryPublic]:
+        """The cluster's queries (the first shard's summaries, match counts and rates
+        summed over shards). Raises :class:`ClusterError` when a shard is down or the
+        shards do not hold the same queries (:meth:`repair` settles that)."""
+        answers = self._each(lambda c: c.queries())
+        down = {url: _why(err) for url, _, err in answers if err is not None}
+        if down:
+            raise ClusterError(f"shard {', '.join(down)} did not answer", down)
+        lists: list[list[QueryPublic]] = [a for _, a, _ in answers]
+        names = [{q.name for q in found} for found in lists]
+        every = set.intersection(*names)
+        partial = set.union(*names) - every
+        if partial:
+            raise ClusterError(
+                f"the shards disagree on {', '.join(sorted(partial))}: run `scemon cluster repair`",
+                {url: ", ".join(sorted(n & partial)) or "-" for url, n in zip(self.urls, names, strict=True)},
+            )
+        by_name = [{q.name: q for q in found} for found in lists]
+        out = []
+        for query in lists[0]:
+            parts = [found[query.name] for found in by_name]
+            ends = [p.last_match for p in parts if p.last_match is not None]
+            out.append(
+                query.model_copy(
+                    update={
+                        "matches": sum(p.matches for p in parts),
+                        "rate": sum(p.rate for p in parts),
+                        "last_match": max(ends) if ends else None,
+                    }
+                )
+            )
+        return out
+
+    def repair(self) -> dict[str, list[str]]:
+        """Settle what an interrupted register or delete left: a query name on some
+        shards but not every one is deleted where it is (an unfinished registration is
+        rolled back, an unfinished delete completed). Every shard must answer. Returns
+        name → the shards it was deleted from; safe to run at any time."""
+        self._check_up()
+        answers = self._each(lambda c: [q.name for q in c.queries()])
+        down = {url: _why(err) for url, _, err in answers if err is not None}
+        if down:
+            raise ClusterError(f"nothing was repaired: shard {', '.join(down)} did not answer", down)
+        held = {url: names for url, names, _ in answers}
+        every = set.intersection(*(set(n) for n in held.values()))
+        removed: dict[str, list[str]] = {}
+        for client in self.clients:
+            partial = [n for n in held[client.base_url] if n not in every]
+            if partial:
+                self._delete_names(client, partial)
+                for name in partial:
+                    removed.setdefault(name, []).append(client.base_url)
+        return removed
+
+    # ----------------------------------------------------------------- figures
+
+    def stats(self) -> ClusterStats:
+        """Every shard's figures and their sums; shards that do not answer are listed
+        in ``down``."""
+        answers = self._each(lambda c: c.stats())
+        return ClusterStats.of(
+            {url: s for url, s, err in answers if err is None},
+            {url: _why(err) for url, _, err in answers if err is not None},
+        )
+
+    def metrics(self) -> str:
+        """Every shard's ``/metrics`` as one Prometheus exposition, each sample labelled
+        ``shard="<url>"``. Shards that do not answer are left out (``scemon_shard_up``
+        says which)."""
+        answers = self._each(lambda c: c.metrics())
+        merged: dict[str, Any] = {}
+        for url, text, err in answers:
+            if err is not None:
+                continue
+            for family in text_string_to_metric_families(text):
+                into = merged.get(family.name)
+                if into is None:
+                    into = merged[family.name] = Metric(
+                        family.name, family.documentation, family.type, unit=family.unit
+                    )
+                for sample in family.samples:
+                    into.samples.append(sample._replace(labels={**sample.labels, "shard": url}))
+        up = GaugeMetricFamily("scemon_shard_up", "1 if the shard answered /metrics.", labels=["shard"])
+        for url, _, err in answers:
+            up.add_metric([url], 0.0 if err is not None else 1.0)
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Relabelled([*merged.values(), up]))
+        return generate_latest(registry).decode()
+
+    def subscribe(self, **kwargs: Any) -> SyncClusterSubscription:
+        """A merged subscription over this cluster's shards (same token)."""
+        return SyncClusterSubscription(self.urls, token=self.token, **kwargs)
+
+
+# --------------------------------------------------------------------------- subscriptions
+
+
+class _Merged:
+    """What both merged subscriptions share: the shards and every shard's next seq."""
+
+    def __init__(
+        self,
+        spec: str | Iterable[str],
+        cursor: str | None = None,
+        queries: Iterable[str] | None = None,
+        token: str | None = None,
+        idle_timeout: float | None = None,
+        backoff: float = 0.1,
+        batch: int = FRAME_MATCHES,
+        **connect_kwargs: Any,
+    ) -> None:
+        self.urls = shard_urls(spec)
+        self.next_seqs = decode_cursor(cursor, self.urls) if cursor else dict.fromkeys(self.urls, 0)
+        self.queries = list(queries) if queries else None
+        self.token = token
+        self.idle_timeout = idle_timeout
+        self.backoff = backoff
+        self.batch = batch
+        self.connect_kwargs = connect_kwargs
+
+    @property
+    def cursor(self) -> str:
+        """Where to resume: every shard's next seq after the last match handed out."""
+        return encode_cursor(self.next_seqs)
+
+    def took(self, match: dict[str, Any]) -> dict[str, Any]:
+        """``match`` was handed out: the cursor moves past it."""
+        self.next_seqs[self.urls[match["shard"]]] = int(match["seq"]) + 1
+        return match
+
+    def took_all(self, matches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A message's matches were handed out (one shard's, in seq order)."""
+        self.took(matches[-1])
+        return matches
+
+
+class ClusterSubscription(_Merged):
+    """``async for match in ClusterSubscription(urls, cursor=...)``: every shard's
+    matches, each once, each with ``shard`` (its position in the spec); in ``seq`` order
+    within a shard, as they come across shards. :attr:`cursor` after any match resumes
+    right after it. A shard that drops is reconnected (backoff up to 5 s) as long as the
+    iteration runs, from its own next seq; the others go on meanwhile. A refusal (bad
+    token, unknown query, a seq the shard no longer keeps) raises :class:`ApiError`.
+    ``idle_timeout``: end when no shard delivered for that many seconds."""
+
+    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        # aclosing: a consumer that stops early closes every shard's connection now.
+        async with contextlib.aclosing(self._merged()) as merged:
+            async for matches in merged:
+                for match in matches:
+                    yield self.took(match)
+
+    async def batches(self) -> AsyncIterator[list[dict[str, Any]]]:
+        """Each shard message's matches not seen before (never an empty list)."""
+        async with contextlib.aclosing(self._merged()) as merged:
+            async for matches in merged:
+                yield self.took_all(matches)
+
+    async def _merged(self) -> AsyncGenerator[list[dict[str, Any]], None]:
+        """The shards' messages as they come, each match marked with its shard; the
+        cursor is moved by the caller, as matches are handed out."""
+        inbox: asyncio.Queue[tuple[int, list[dict[str, Any]] | BaseException]] = asyncio.Queue(
+            maxsize=2 * len(self.urls)
+        )
+
+        async def pump(shard: int, url: str) -> None:
+            sub = Subscription(
+                url,
+                from_seq=self.next_seqs[url],
+                queries=self.queries,
+                token=self.token,
+                max_retries=None,
+                backoff=self.backoff,
+                batch=self.batch,
+                **self.connect_kwargs,
+            )
+            try:
+                async for matches in sub.batches():
+                    await inbox.put((shard, matches))
+            except Exception as err:  # a refusal: the consumer raises it
+                await inbox.put((shard, err))
+
+        tasks = [asyncio.create_task(pump(i, url)) for i, url in enumerate(self.urls)]
+        try:
+            while True:
+                try:
+                    shard, item = await asyncio.wait_for(inbox.get(), self.idle_timeout)
+                except TimeoutError:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                for match in item:
+                    match["shard"] = shard
+                yield item
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class SyncClusterSubscription(_Merged):
+    """The blocking twin of :class:`ClusterSubscription`: its event loop runs in a
+    thread of its own, handing each message over as it is taken."""
+
+    def __init__(self, spec: str | Iterable[str], **kwargs: Any) -> None:
+        super().__init__(spec, **kwargs)
+        self._closing = threading.Event()
+
+    def close(self) -> None:
+        """End the iteration (from any thread): it returns within a tenth of a second,
+        every shard's connection closed."""
+        self._closing.set()
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        with contextlib.closing(self._merged()) as merged:
+            for matches in merged:
+                for match in matches:
+                    yield self.took(match)
+
+    def batches(self) -> Iterator[list[dict[str, Any]]]:
+        """Each shard message's matches not seen before (never an empty list)."""
+        with contextlib.closing(self._merged()) as merged:
+            for matches in merged:
+                yield self.took_all(matches)
+
+    def _merged(self) -> Generator[list[dict[str, Any]], None, None]:
+        handoff: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=2)
+        stop = threading.Event()
+        inner = ClusterSubscription(
+            self.urls,
+            cursor=self.cursor,
+            queries=self.queries,
+            token=self.token,
+            idle_timeout=self.idle_timeout,
+            backoff=self.backoff,
+            batch=self.batch,
+            **self.connect_kwargs,
+        )
+
+        def put(item: tuple[str, Any]) -> bool:
+            while not stop.is_set():
+                try:
+                    handoff.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        async def pump() -> None:
+            try:
+                async with contextlib.aclosing(inner._merged()) as merged:
+                    async for matches in merged:
+                        # Waiting here holds back the shards' reading: the consumer's pace.
+                        if not await asyncio.to_thread(put, ("batch", matches)):
+                            return
+                put(("end", None))
+            except Exception as err:
+                put(("error", err))
+
+        loop = asyncio.new_event_loop()
+        task = loop.create_task(pump())
+
+        def run() -> None:
+            try:
+                loop.run_until_complete(task)
+            except asyncio.CancelledError:
+                pass
+            finally:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.run_until_complete(loop.shutdown_default_executor())
+                loop.close()
+
+        thread = threading.Thread(target=run, name="scemon-cluster-subscription", daemon=True)
+        thread.start()
+        try:
+            while True:
+                try:
+                    kind, item = handoff.get(timeout=0.1)
+                except queue.Empty:
+                    if self._closing.is_set():
+                        return
+                    continue
+                if kind == "end":
+                    return
+                if kind == "error":
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            if not loop.is_closed():
+                try:
+                    loop.call_soon_threadsafe(task.cancel)
+                except RuntimeError:  # the loop closed meanwhile
+                    pass
+            thread.join(timeout=10)

@@ -1,0 +1,255 @@
+"""Selection and consumption policies (docs/semantics.md §11-§12), applied to the
+candidates a query completes at one op.
+
+A query with a policy runs in MODE ALL: the kernels and the composite rules give every
+candidate the op's event completes, and :meth:`PolicyState.choose` keeps those the
+strategy accepts, takes them in the mode's order of preference and checks each against
+what the query has used up. What is used up is kept **per query, by arrival index**,
+never on the instances themselves (an instance one query consumed stays visible to
+every other): the consumed arrival indexes (``CONSUME EXCLUSIVE``) and, per source, a
+floor below which nothing may be used (``AFTER MATCH SKIP``). Both are forgotten once no
+stored instance lies below them (:meth:`PolicyState.clean`), so they are cleaned with
+the instances.
+
+Partition contiguity and skip-till-next-match read the events that arrived between two
+of a match's events, which the network does not store when no query needs them: a
+:class:`SourceLog` keeps every event of each source, in arrival order, while some query
+needs it (and only then: an engine without such a query pays nothing).
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_right
+from collections.abc import Iterable
+from itertools import count, pairwise
+from typing import Any
+
+from ecq.compiler.query import KIND_SEQ, CompiledQuery
+from ecq.event import Event
+from ecq.matching.candidate import Cand
+
+__all__ = ["PolicyState", "SourceLog"]
+
+
+class SourceLog:
+    """Every event of each source with its arrival index, while a query with a strategy
+    that reads them is registered. Filled by the engine before the kernel sees a batch
+    (arrival indexes are consecutive), emptied from the front by :meth:`clean`."""
+
+    __slots__ = ("arrivals", "events", "batch_start")
+
+    def __init__(self) -> None:
+        self.arrivals: dict[Any, list[int]] = {}
+        self.events: dict[Any, list[Event]] = {}
+        # The arrival index of the first event of the batch being processed: entries
+        # from there on may be of events not processed yet.
+        self.batch_start = 0
+
+    def note(self, events: list[Event], first: int) -> None:
+        self.batch_start = first
+        arrivals = self.arrivals
+        log = self.events
+        for i, e in enumerate(events, first):
+            src = e.src
+            got = arrivals.get(src)
+            if got is None:
+                arrivals[src] = [i]
+                log[src] = [e]
+            else:
+                got.append(i)
+                log[src].append(e)
+
+    def between(self, src: Any, low: int, high: int) -> list[Event]:
+        """The source's events with ``low < arrival < high``."""
+        arrivals = self.arrivals.get(src)
+        if not arrivals:
+            return []
+        i = bisect_right(arrivals, low)
+        j = bisect_right(arrivals, high - 1)
+        return self.events[src][i:j]
+
+    def clean(self, alive: float) -> None:
+        """Forget the entries below ``alive`` (no stored instance a match could use lies
+        below it) and below the batch being processed."""
+        limit = min(alive, self.batch_start)
+        for src in list(self.arrivals):
+            arrivals = self.arrivals[src]
+            k = bisect_right(arrivals, limit - 1)
+            if k:
+                if k == len(arrivals):
+                    del self.arrivals[src]
+                    del self.events[src]
+                else:
+                    del arrivals[:k]
+                    del self.events[src][:k]
+
+    def __len__(self) -> int:
+        return sum(len(a) for a in self.arrivals.values())
+
+
+def _norm(entry: Any) -> tuple[Any, ...]:
+    """The emission order of ``events`` entries: an arrival index sorts before a list."""
+    if type(entry) is list:
+        return (1, tuple([(0, x.arrival) for x in entry]))
+    return (0, entry.arrival)
+
+
+def _last(bound: Any) -> int:
+    return max(x.arrival for x in bound) if type(bound) is list else int(bound.arrival)
+
+
+class PolicyState:
+    """One query's policy and what it has used up."""
+
+    __slots__ = ("cq", "policy", "since", "consumed", "_consumed_heap", "floors", "_floor_heap", "_tick")
+
+    def __init__(self, cq: CompiledQuery, since: float) -> None:
+        assert cq.policy is not None
+        self.cq = cq
+        self.policy = cq.policy
+        # The engine's clock when the query was registered: what it uses up depends on
+        # every op since (the service keeps them for replay: docs/semantics.md §12).
+        self.since = since
+        self.consumed: set[int] = set()
+        self._consumed_heap: list[int] = []
+        self.floors: dict[Any, int] = {}
+        self._floor_heap: list[tuple[int, int, Any]] = []
+        self._tick = count()
+
+    # ------------------------------------------------------------------ choosing
+
+    def chain(self, cand: Cand) -> list[tuple[Event, int]]:
+        """The candidate's positive events with the component each fills, by arrival."""
+        binding = cand.binding
+        pairs: list[tuple[Event, int]] = []
+        for i in self.cq.positives:
+            b = binding[i]
+            if b is None:
+                continue
+            if type(b) is list:
+                pairs.extend((x, i) for x in b)
+            else:
+                pairs.append((b, i))
+        pairs.sort(key=lambda p: p[0].arrival)
+        return pairs
+
+    def recent_key(self, cand: Cand) -> tuple[int, ...]:
+        """docs/semantics.md §3, §4, §6: a sequence's components from the one before the
+        last back to the first, a Kleene group by its latest element; a conjunction's
+        events other than the completing one, latest first."""
+        cq = self.cq
+        binding = cand.binding
+        positives = [i for i in cq.positives if binding[i] is not None]
+        if cq.kind == KIND_SEQ:
+            return tuple(_last(binding[i]) for i in reversed(positives[:-1]))
+        trigger = cand.trigger.arrival
+        return tuple(
+            sorted((_last(binding[i]) for i in positives if _last(binding[i]) != trigger), reverse=True)
+        )
+
+    def _fills(self, k: int, z: Event, x: Event) -> bool:
+        comp = self.cq.comps[k]
+        if z.type not in comp.classes:
+            return False
+        if self.cq.kind == KIND_SEQ and not x.end <= z.start:
+            return False
+        if comp.filter is not None and not comp.filter(z):
+            return False
+        own = self.policy.kleene_own.get(k)
+        if own:
+            env: list[Any] = [None] * self.cq.length
+            env[k] = z
+            return all(pred(env) for pred in own)
+        return True
+
+    def strategy_ok(self, cand: Cand, log: SourceLog | None) -> bool:
+        strategy = self.policy.strategy
+        chain = self.chain(cand)
+        src = cand.trigger.src
+        cq = self.cq
+        for n, ((x, j), (y, _)) in enumerate(pairwise(chain)):
+            ax, ay = x.arrival, y.arrival
+            if strategy == "strict-contiguity":
+                if ay != ax + 1:
+                    return False
+                continue
+            assert log is not None
+            between = log.between(src, ax, ay)
+            if not between:
+                continue
+            if strategy == "partition-contiguity":
+                return False
+            # skip-till-next-match: nothing between that the run at x waits for.
+            if cq.kind == KIND_SEQ:
+                p = cq.positives.index(j)
+                waiting = list(cq.positives[p + 1 : p + 2])
+                if cq.comps[j].kleene is not None:
+                    waiting.append(j)
+            else:
+                waiting = sorted({k for _, k in chain[n + 1 :]})
+            for z in between:
+                if any(self._fills(k, z, x) for k in waiting):
+                    return False
+        return True
+
+    def choose(self, cands: Iterable[Cand], log: SourceLog | None) -> list[Cand]:
+        """The candidates of one op (all completed by the same event) that the policy
+        emits, consuming as it goes (docs/semantics.md §12, "Within one op")."""
+        policy = self.policy
+        kept = [c for c in cands if not policy.filters or self.strategy_ok(c, log)]
+        if not kept:
+            return []
+        entries = self.cq
+        kept.sort(key=lambda c: tuple(_norm(x) for x in c.entries(entries)))
+        if policy.mode == "recent":
+            kept.sort(key=self.recent_key, reverse=True)
+        out: list[Cand] = []
+        consumed = self.consumed
+        floors = self.floors
+        for c in kept:
+            chain = self.chain(c)
+            arrivals = [x.arrival for x, _ in chain]
+            src = c.trigger.src
+            if policy.exclusive and not consumed.isdisjoint(arrivals):
+                continue
+            floor = floors.get(src)
+            if floor is not None and arrivals[0] < floor:
+                continue
+            out.append(c)
+            if policy.exclusive:
+                for a in arrivals:
+                    consumed.add(a)
+                    heapq.heappush(self._consumed_heap, a)
+            if policy.skip is not None:
+                if policy.skip == "past-last-row":
+                    new = arrivals[-1] + 1
+                elif policy.skip == "next-row":
+                    new = arrivals[0] + 1
+                else:
+                    own = [x.arrival for x, k in chain if k == policy.skip_comp]
+                    new = own[0] if policy.skip == "first" else own[-1]
+                if floor is None or new > floor:
+                    floors[src] = new
+                    heapq.heappush(self._floor_heap, (new, next(self._tick), src))
+            if policy.mode != "all":
+                break
+        return out
+
+    # ------------------------------------------------------------------ cleaning
+
+    def clean(self, alive: float) -> None:
+        """Forget what lies below ``alive``: no stored instance the query could use has
+        a smaller arrival index, so a consumed index or a floor there excludes nothing."""
+        heap = self._consumed_heap
+        while heap and heap[0] < alive:
+            self.consumed.discard(heapq.heappop(heap))
+        floors = self._floor_heap
+        while floors and floors[0][0] <= alive:
+            floor, _, src = heapq.heappop(floors)
+            if self.floors.get(src) == floor:
+                del self.floors[src]
+
+    def size(self) -> int:
+        """Entries kept (consumed indexes and floors)."""
+        return len(self.consumed) + len(self.floors)

@@ -1,0 +1,79 @@
+"""``scemon cluster ...`` as a real process against two real shards: one registration,
+one subscription resumed by its cursor, the figures, and a shard down refused whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from api.cluster import decode_cursor
+from api.spark_sink import shard_of
+from tests.service.conftest import StartServer, scemon
+
+QUERIES = "QUERY ab\nPATTERN SEQ(A, B)\nWITHIN 10 s\n\nQUERY just_b\nPATTERN B\n"
+
+
+def events(count: int) -> list[dict[str, Any]]:
+    return [
+        {"id": f"e{n}", "src": n % 10, "type": "AB"[(n // 10) % 2], "start": float(n)} for n in range(count)
+    ]
+
+
+def test_register_subscribe_resume_and_figures(start_server: StartServer, tmp_path: Path) -> None:
+    servers = [start_server(), start_server()]
+    shards = [arg for s in servers for arg in ("-s", s.url)]
+    queries = tmp_path / "queries.txt"
+    queries.write_text(QUERIES)
+
+    done = scemon("cluster", "register", *shards, "-q", queries)
+    assert done.returncode == 0, done.stderr
+    assert "2 queries registered on 2 shards" in done.stderr
+    for server in servers:
+        assert [q.name for q in server.client().queries()] == ["ab", "just_b"]
+
+    batch = events(200)
+    for k, server in enumerate(servers):
+        server.client().post_events("job", 1, [e for e in batch if shard_of(e["src"], 2) == k])
+    total = sum(s.client().stats().matches for s in servers)
+    assert total > 20
+
+    first = scemon("cluster", "subscribe", *shards, "--limit", "7", "--idle-timeout", "5")
+    assert first.returncode == 0, first.stderr
+    taken = [orjson.loads(line) for line in first.stdout.splitlines()]
+    assert len(taken) == 7
+    cursor = first.stderr.strip().splitlines()[-1].removeprefix("cursor: ")
+    cursor_file = tmp_path / "cursor"
+    cursor_file.write_text(cursor)
+    rest = scemon("cluster", "subscribe", *shards, "--cursor-file", cursor_file, "--idle-timeout", "2")
+    assert rest.returncode == 0, rest.stderr
+    taken += [orjson.loads(line) for line in rest.stdout.splitlines()]
+    assert sorted((m["shard"], m["seq"]) for m in taken) == sorted(
+        (k, seq) for k, s in enumerate(servers) for seq in range(s.client().stats().matches)
+    )
+    assert decode_cursor(cursor_file.read_text().strip(), [s.url for s in servers]) == {
+        s.url: s.client().stats().matches for s in servers
+    }
+
+    figures = scemon("cluster", "stats", *shards, "--json")
+    assert figures.returncode == 0, figures.stderr
+    data = orjson.loads(figures.stdout)
+    assert data["total"]["events"] == 200 and data["total"]["matches"] == total
+    listed = scemon("cluster", "queries", *shards)
+    assert [orjson.loads(line)["name"] for line in listed.stdout.splitlines()] == ["ab", "just_b"]
+
+    deleted = scemon("cluster", "delete", "just_b", *shards)
+    assert deleted.returncode == 0, deleted.stderr
+    for server in servers:
+        assert [q.name for q in server.client().queries()] == ["ab"]
+
+    servers[1].stop()
+    refused = scemon("cluster", "register", *shards, "-q", queries)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines()[-1].startswith("error: nothing was changed: shard")
+    assert servers[1].url in refused.stderr
+    assert [q.name for q in servers[0].client().queries()] == ["ab"]
+
+    no_shards = scemon("cluster", "stats")
+    assert no_shards.returncode == 1 and no_shards.stderr.startswith("error: no shards")
