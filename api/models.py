@@ -78,6 +78,10 @@ TYPE_MAX = 128
 ATTR_NAME_MAX = 128
 ATTR_VALUE_MAX = 4096
 ATTRS_MAX = 256
+# Event times and time advances lie within +-TIME_MAX seconds: about 31,700 years either
+# side of 0, and millisecond steps stay exact (a float's spacing there is 1.2e-4 s). A
+# timestamp in milliseconds since 1970 (~1.8e12) is beyond it.
+TIME_MAX = 1e12
 # Late events a batch answer lists by default (``?late_events=`` asks for more).
 LATE_EVENTS_SHOWN = 10
 
@@ -137,6 +141,10 @@ class ErrorDetail(BaseModel):
     query: str | None = None
     indexes: list[int] | None = None
     dependents: list[str] | None = None
+    damaged_seqs: list[int] | None = Field(
+        default=None,
+        description="A damaged match block's seqs, [first, next): not served; resume from next.",
+    )
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -471,9 +479,10 @@ class MatchPage(_Model):
 class Health(_Model):
     """``starting``: rebuilding from the store (detail: progress); ``unwritable``: the
     store refuses writes (detail: disk full, read-only or I/O error, and the fix);
-    ``failed``: the store cannot be replayed (detail: why)."""
+    ``failed``: the store cannot be replayed (detail: why); ``damaged``: rows of the
+    store fail their checksum (detail: which; they are not served, the rest is)."""
 
-    status: Literal["ok", "starting", "unwritable", "failed"]
+    status: Literal["ok", "starting", "unwritable", "failed", "damaged"]
     detail: str | None = None
 
 
@@ -542,6 +551,14 @@ class Stats(_Model):
     max_ahead: float | None = Field(description="How far ahead of the clock an event may be; null: no bound.")
     held: int = Field(ge=0, description="Events held in the reorder buffer.")
     held_max: int = Field(ge=1, description="The buffer's cap: a batch that would exceed it gets 503.")
+    producers: dict[str, float] = Field(
+        default_factory=dict,
+        description="Each live producer's watermark (the largest end it sent); the clock is the smallest.",
+    )
+    producer_idle: float | None = Field(
+        default=None,
+        description="Seconds without a batch after which a producer stops holding the clock; null: never.",
+    )
     late_events: int = Field(
         ge=0, description="Events applied late (end below the released clock), since start."
     )
@@ -585,6 +602,8 @@ class Stats(_Model):
                     "max_ahead": 86400.0,
                     "held": 85,
                     "held_max": 1000000,
+                    "producers": {"spark-job-1": 3600.0, "gateway": 3612.5},
+                    "producer_idle": 60.0,
                     "late_events": 2,
                     "refused_ahead": 1,
                     "buffer_full": 0,

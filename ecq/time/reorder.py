@@ -14,6 +14,11 @@ has ``end < W - L``, and any event that can still come has ``end >= W - L``.
 ``L = 0`` holds nothing: events pass through in arrival order, unsorted (what the engine
 did before there was a buffer).
 
+A caller that knows the clock better than the largest ``end`` — the service, whose
+clock is the slowest of its producers' (docs/semantics.md) — passes it to
+:meth:`Reorder.take`: events beyond that clock are then held whatever ``L`` is, and
+released once the clock passes them (at ``L = 0``, once it reaches their ``end``).
+
 A pure data structure (no clock, no I/O): the caller decides when time moves.
 """
 
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 
 from sortedcontainers import SortedList
 
@@ -29,6 +35,8 @@ from ecq.event import Event
 __all__ = ["Reorder"]
 
 NEG_INF = float("-inf")
+
+_END = attrgetter("end")
 
 
 def check_lateness(lateness: float) -> float:
@@ -90,6 +98,41 @@ class Reorder:
                 self.observed = top
         return self._release()
 
+    def take(self, events: Sequence[Event], clock: float, top: float | None = None) -> list[Event]:
+        """Take events with the clock given by the caller (it never goes back): hold
+        them, and return what ``clock`` releases. Events of a batch all at or below the
+        clock, with nothing held and ``L = 0``, pass through in arrival order, as
+        :meth:`push` passes them. ``top``: the events' largest ``end``, when known."""
+        if clock > self.observed:
+            self.observed = clock
+        if not self.lateness and not self._held:
+            if top is None:
+                top = max(map(_END, events), default=NEG_INF)
+            if top <= self.observed:
+                return list(events)
+        n = self._pushed
+        items = [(e.end, e.start, n + k, e) for k, e in enumerate(events)]
+        self._pushed = n + len(items)
+        if items:
+            self._held.update(items)
+        return self._release()
+
+    def held_at(self, events: Sequence[Event], clock: float, top: float | None = None) -> int:
+        """How many events would be held after :meth:`take` of ``events`` at ``clock``
+        (nothing changes; ``top``: their largest ``end``, when known). O(k + log n), O(1)
+        with ``L = 0`` and nothing beyond the clock."""
+        clock = max(clock, self.observed)
+        held = self._held
+        if not self.lateness and not held:
+            if top is None:
+                top = max(map(_END, events), default=NEG_INF)
+            if top <= clock:
+                return 0
+        if self.lateness:
+            cut = clock - self.lateness
+            return len(held) - held.bisect_left((cut,)) + sum(1 for e in events if e.end >= cut)
+        return len(held) - held.bisect_right((clock, math.inf)) + sum(1 for e in events if e.end > clock)
+
     def observe(self, t: float) -> list[Event]:
         """The clock has reached ``t`` (a time advance); return what that releases."""
         if t > self.observed:
@@ -100,8 +143,6 @@ class Reorder:
         """Change the allowed lateness; a smaller one releases what it no longer holds
         (all of it for 0). Events already released stay released."""
         self.lateness = check_lateness(lateness)
-        if not self.lateness:
-            return self.flush()
         return self._release()
 
     def flush(self) -> list[Event]:
@@ -126,8 +167,15 @@ class Reorder:
 
     def _release(self) -> list[Event]:
         # (cut,) sorts before every (cut, start, ...): the events before it have end < cut.
+        # Without lateness (only events beyond a given clock are held) an event goes once
+        # the clock reaches its end: (clock, inf) sorts after every (clock, start, ...).
         held = self._held
-        k = held.bisect_left((self.observed - self.lateness,))
+        if not held:
+            return []
+        if self.lateness:
+            k = held.bisect_left((self.observed - self.lateness,))
+        else:
+            k = held.bisect_right((self.observed, math.inf))
         if not k:
             return []
         out = [item[3] for item in held[:k]]
@@ -139,13 +187,13 @@ class Reorder:
         held = self._held
         held._check()
         assert self.lateness >= 0 and math.isfinite(self.lateness)
-        if not self.lateness:
-            assert not held, "nothing is held without an allowed lateness"
         cut = self.observed - self.lateness
         numbers = set()
         for end, start, n, e in held:
-            assert end >= cut, f"held event {e!r} should have been released (cut {cut})"
-            assert end <= self.observed
+            # Held beyond the clock only when the caller gave it (take).
+            assert end >= cut if self.lateness else end > cut, (
+                f"held event {e!r} should have been released (cut {cut})"
+            )
             assert (end, start) == (e.end, e.start)
             assert n < self._pushed
             numbers.add(n)

@@ -385,7 +385,9 @@ def service_row(
         with Client(server.url, timeout=600.0) as client:
             _register(client, load)
             for k in range(warm):
-                client.post_arrow("warmup", k, bodies[k])
+                # The measured stream's own producer: a second name would hold the clock at
+                # the warm-up's end until it went idle (--producer-idle).
+                client.post_arrow("bench", k, bodies[k])
             from_seq = client.stats().matches
             subs = _Subscribers(server.url, n_subs, from_seq, folder)
             _wait_subscribed(client, n_subs)

@@ -169,7 +169,9 @@ def run(events: int, batch: int, n_queries: int, subscriber_counts: list[int]) -
                 )
                 t0 = 0.0
                 for k, chunk in enumerate(_batches(w, warmup, batch, t0)):
-                    client.post_events("warmup", k, chunk)
+                    # The stream's one producer: a second name would hold the clock at the
+                    # warm-up's end until it went idle (--producer-idle).
+                    client.post_events("bench", f"warmup-{k}", chunk)
                     t0 = chunk[-1]["end"] + 1.0
                 for fmt in ("json", "arrow"):
                     for n in subscriber_counts:

@@ -25,9 +25,9 @@ FOLDER_IN_USE = 5
 def serve(
     host: Annotated[str, typer.Option(envvar="SCEMON_HOST", help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(envvar="SCEMON_PORT", help="Port.")] = 8080,
-    data: Annotated[
-        Path, typer.Option(envvar="SCEMON_DATA", help="Folder of the SQLite store.")
-    ] = Path("./data"),
+    data: Annotated[Path, typer.Option(envvar="SCEMON_DATA", help="Folder of the SQLite store.")] = Path(
+        "./data"
+    ),
     lateness: Annotated[
         float,
         typer.Option(
@@ -59,6 +59,14 @@ def serve(
             "(comma-separated) when not given.",
         ),
     ] = None,
+    producer_idle: Annotated[
+        float,
+        typer.Option(
+            envvar="SCEMON_PRODUCER_IDLE",
+            help="Seconds without a batch after which a producer stops holding the clock back (the clock "
+            "is the slowest live producer's); inf: never.",
+        ),
+    ] = 60.0,
     max_connections: Annotated[
         int,
         typer.Option(
@@ -129,6 +137,7 @@ def serve(
         "lateness": lateness,
         "max_ahead": max_ahead,
         "buffer_max": buffer_max,
+        "producer_idle": producer_idle,
         "log_level": log_level,
         "init": init,
         "max_connections": max_connections,

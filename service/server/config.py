@@ -85,6 +85,17 @@ class Settings(BaseSettings):
     buffer_max: int = Field(
         default=1_000_000, ge=1, description="Events the reorder buffer may hold; a batch beyond gets 503."
     )
+    producer_idle: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds without a batch after which a producer stops holding the clock back; inf: never.",
+    )
+    scrub_every: float = Field(
+        default=3600.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="Seconds between checks of every stored row's checksum while serving; 0: never.",
+    )
     allowed_hosts: str = Field(
         default="",
         description="Comma-separated host names the server answers to besides the loopback ones "

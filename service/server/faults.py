@@ -84,3 +84,14 @@ class StoreFault(Exception):
 
 class UnusableStore(Exception):
     """The store cannot be served; the message names the file and the fix."""
+
+
+class DamagedRows(Exception):
+    """Rows of the store fail their checksum (their bytes changed on disk): what and
+    where. ``seqs``: for a match block, the seqs it holds, ``(first, next)``."""
+
+    def __init__(self, path: Path, where: str, seqs: tuple[int, int] | None = None) -> None:
+        self.path = path
+        self.where = where
+        self.seqs = seqs
+        super().__init__(f"the store {path} is damaged: {where} fails its checksum")

@@ -25,7 +25,7 @@ from ecq.errors import (
     UnknownQueryError,
 )
 from service.server.errors import InBulkError, ServiceError, UnauthorizedError
-from service.server.faults import StoreFault
+from service.server.faults import DamagedRows, StoreFault
 from service.server.responses import FastJSON
 
 __all__ = ["error_body", "install", "status_of"]
@@ -127,6 +127,28 @@ async def _store_fault(request: Request, err: Exception) -> FastJSON:
     return _answer(503, {"message": str(err)}, {"Retry-After": "1"} if err.passes else None)
 
 
+def damaged_message(err: DamagedRows) -> str:
+    """What a reader is told of a damaged part of the store, and how to go on."""
+    if err.seqs is None:
+        return f"{err}; it is not served: restore the store from a backup"
+    first, after = err.seqs
+    return (
+        f"{err}; matches {first} to {after - 1} are not served (those before them read with "
+        f"limit up to {first} - from_seq, those after from from_seq={after}); restore the store from a "
+        "backup for them"
+    )
+
+
+async def _damaged_rows(request: Request, err: Exception) -> FastJSON:
+    """A read met rows that fail their checksum: 503 naming them (never their altered
+    content); no Retry-After, as asking again finds the same bytes."""
+    assert isinstance(err, DamagedRows)
+    body: dict[str, Any] = {"message": damaged_message(err)}
+    if err.seqs is not None:
+        body["damaged_seqs"] = list(err.seqs)
+    return _answer(503, body)
+
+
 async def _unexpected(request: Request, err: Exception) -> FastJSON:
     log.exception("unexpected error on %s %s", request.method, request.url.path)
     return _answer(500, {"message": f"internal error ({type(err).__name__}); this is a bug"})
@@ -136,6 +158,7 @@ def install(app: FastAPI) -> None:
     """Attach the handlers to ``app``."""
     app.add_exception_handler(ScemonError, _scemon_error)
     app.add_exception_handler(StoreFault, _store_fault)
+    app.add_exception_handler(DamagedRows, _damaged_rows)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

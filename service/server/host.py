@@ -71,7 +71,7 @@ from ecq.language.ast import Query, from_json
 from ecq.language.partition import describe_key
 from ecq.match import Match
 from ecq.network import check_depends
-from ecq.time.timekeeper import MAX_AHEAD, Late, TimeKeeper
+from ecq.time.timekeeper import IDLE, MAX_AHEAD, Late, TimeKeeper
 from service.server.blocks import Block
 from service.server.errors import (
     BufferFullError,
@@ -114,6 +114,10 @@ STARTING, OK, UNWRITABLE, FAILED = "starting", "ok", "unwritable", "failed"
 
 # Events per call of the engine (see EngineHost._process): a few milliseconds of work.
 SLICE = 2048
+
+# Seconds between checks of every row's checksum while serving (the store is checked
+# whole at start): an hour, as a check reads the whole store.
+SCRUB_EVERY = 3600.0
 
 # Seconds a client is told to wait (Retry-After) while the engine rebuilds.
 REBUILD_RETRY = 1
@@ -239,10 +243,14 @@ class EngineHost:
         max_ahead: float = MAX_AHEAD,
         buffer_max: int = 1_000_000,
         wall: Callable[[], float] = time.time,
+        idle: float = IDLE,
+        scrub_every: float = SCRUB_EVERY,
         match_cap: int = 0,
     ) -> None:
         """``lateness`` is applied once the engine is rebuilt (a change is logged as an
-        op); ``wall`` is the wall clock that guards an engine without a clock yet;
+        op); ``wall`` is the wall clock that guards an engine without a clock yet and
+        tells when a producer has gone ``idle`` (seconds without a batch); every
+        ``scrub_every`` seconds (0: never) the store's checksums are all checked;
         ``match_cap``: the matches one event may complete for one query (0: no cap)."""
         self.store = store
         self.metrics = metrics
@@ -254,12 +262,15 @@ class EngineHost:
         self.buffer_max = buffer_max
         self.match_cap = match_cap
         self._wall = wall
+        self.idle = idle
+        self.scrub_every = scrub_every
+        self._scrub: asyncio.Task[None] | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scemon-engine")
         # One thread: a big compile competes with the writer for the interpreter, so
         # two of them would only slow ingestion down more.
         self._compiler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scemon-compile")
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.keeper = TimeKeeper(Engine(), 0.0, max_ahead)
+        self.keeper = TimeKeeper(Engine(), 0.0, max_ahead, idle)
         # Since this process started: late events applied, events and time advances
         # refused as too far ahead, batches refused for a full buffer.
         self.counts = {"late_events": 0, "refused_ahead": 0, "buffer_full": 0, "matches_capped": 0}
@@ -294,6 +305,8 @@ class EngineHost:
         self._loop = asyncio.get_running_loop()
         self._startup = self._loop.run_in_executor(self._executor, self._startup_job)
         self._watch = self._loop.create_task(self._watch_store())
+        if self.scrub_every > 0:
+            self._scrub = self._loop.create_task(self._scrub_store())
 
     async def wait_ready(self) -> None:
         if self._startup is not None:
@@ -303,6 +316,8 @@ class EngineHost:
         """Let queued operations finish, then end the threads."""
         if self._watch is not None and self._loop is not None:
             self._loop.call_soon_threadsafe(self._watch.cancel)
+        if self._scrub is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._scrub.cancel)
         self._compiler.shutdown(wait=True, cancel_futures=True)
         self._executor.shutdown(wait=True, cancel_futures=False)
 
@@ -437,6 +452,25 @@ class EngineHost:
                 with contextlib.suppress(RuntimeError):  # the executor shut down
                     await self._loop.run_in_executor(self._executor, self._probe)
 
+    async def _scrub_store(self) -> None:
+        """Now and then, check every row's checksum on a thread of its own (a reader:
+        the writer goes on): damage found is logged and reported on ``/readyz``
+        (``Store.damage``). The store was checked whole at start (``store.check``)."""
+        while True:
+            await asyncio.sleep(self.scrub_every)
+            if self.state in (OK, UNWRITABLE):
+                started = time.perf_counter()
+                try:
+                    damage = await asyncio.to_thread(self.store.scrub)
+                except StoreFault as fault:  # a read the store refused: the next scrub tries again
+                    log.error("the periodic check of the store's checksums failed: %s", fault)
+                    continue
+                log.info(
+                    "the store's checksums checked in %.2f s: %s",
+                    time.perf_counter() - started,
+                    f"{len(damage)} damaged rows" if damage else "all intact",
+                )
+
     # --------------------------------------------------------- the writer thread
 
     def _require_ok(self) -> None:
@@ -501,7 +535,7 @@ class EngineHost:
         self.metrics.rebuilds.labels(reason).inc()
         total = self.store.op_count()
         self.progress = (0, total)
-        keeper = TimeKeeper(Engine(), 0.0, self.max_ahead)
+        keeper = TimeKeeper(Engine(), 0.0, self.max_ahead, self.idle)
         engine = keeper.engine
         compiled: dict[tuple[str, bytes], CompiledQuery] = {}
         for done, op in enumerate(self.store.ops(), 1):
@@ -517,7 +551,9 @@ class EngineHost:
                 engine.unregister(op.name)
             elif op.kind == BATCH:
                 assert op.body is not None
-                keeper.process(events_of(op.body))
+                # At the clock logged with it (the slowest producer's then); a batch of
+                # an older build has none: the largest end, as it was.
+                keeper.process(events_of(op.body), clock=op.clock)
             elif op.kind == TIME:
                 assert op.time is not None
                 keeper.advance_time(op.time)
@@ -530,6 +566,7 @@ class EngineHost:
         next_seq = meta.next_seq
         # The advance that set a clock may have been trimmed with old batches.
         keeper.catch_up(meta.observed, meta.clock)
+        keeper.producers = self.store.producers()
         infos: dict[str, QueryInfo] = {}
         registered = {cq.name: cq for cq in engine.queries()}
         for stored in self.store.queries():
@@ -698,9 +735,10 @@ class EngineHost:
         except StoreFault as fault:
             raise self._store_failed(fault, stale=False) from None
         keeper = self.keeper
+        now = self._wall()
         try:
             # A batch in (end, start) order ends with its latest event.
-            keeper.check_ahead(events, self._wall(), latest=events[-1].end if ordered and events else None)
+            keeper.check_ahead(events, now, latest=events[-1].end if ordered and events else None)
         except AheadError as err:
             self.counts["refused_ahead"] += len(err.indexes)
             self.metrics.refused_ahead.inc(len(err.indexes))
@@ -711,8 +749,11 @@ class EngineHost:
         if not ordered:
             posted = list(events)
             events.sort(key=arrival_key)  # stable: equal (end, start) keep their posted order
-        held = keeper.held_after(events)
-        if held > self.buffer_max:
+        held = keeper.held_after(events, producer, now)
+        # Only a batch that adds to a full buffer is refused: one that releases (a slow
+        # producer catching up) goes through, so a producer far ahead cannot lock the
+        # others out by filling the buffer.
+        if held > self.buffer_max and held > keeper.held:
             self.counts["buffer_full"] += 1
             self.metrics.buffer_full.inc()
             raise BufferFullError(
@@ -721,7 +762,7 @@ class EngineHost:
             )
         try:
             began = time.thread_time()
-            matches, late = self._process(events)
+            matches, late = self._process(events, producer, now)
             self.metrics.engine_seconds.inc(time.thread_time() - began)
             matches, capped = self._cap(matches, "the batch")
             block, counts = self._number(matches)
@@ -741,6 +782,8 @@ class EngineHost:
                 next_seq,
                 self._clocks(),
                 orjson.dumps(late_rows) if late_rows else None,
+                keeper.reorder.observed,
+                orjson.dumps(keeper.producers),
             )
         except StoreFault as fault:
             raise self._store_failed(fault, stale=True) from None
@@ -761,19 +804,21 @@ class EngineHost:
         self._after_op()
         return BatchOutcome(len(events), False, found, late_rows, capped)
 
-    def _process(self, events: list[Event]) -> tuple[list[Match], Late]:
+    def _process(self, events: list[Event], producer: str, now: float) -> tuple[list[Match], Late]:
         """``keeper.process`` in slices of SLICE events: the compiled loop holds the
         interpreter lock while it runs, so a large batch in one call would stop the event
         loop (every HTTP and WebSocket client) for as long. The same events reach the
         engine in the same order however a sorted batch is cut (the reorder buffer
         releases in ``(end, start)`` order, and later slices hold no smaller keys), so the
-        matches and the late events are the same."""
+        matches and the late events are the same. A rebuild takes the batch at once at the
+        clock logged after it: as each slice's clock is at most the next's and the batch
+        is sorted, that releases the same events in the same order."""
         if len(events) <= SLICE:
-            return self.keeper.process(events)
+            return self.keeper.process(events, producer, now)
         matches: list[Match] = []
         late = Late()
         for at in range(0, len(events), SLICE):
-            found, behind = self.keeper.process(events[at : at + SLICE])
+            found, behind = self.keeper.process(events[at : at + SLICE], producer, now)
             matches += found
             late.extend(behind)
         return matches, late
@@ -912,6 +957,8 @@ class EngineHost:
             "max_ahead": keeper.max_ahead,
             "held": keeper.held,
             "held_max": self.buffer_max,
+            "producer_idle": keeper.idle,
+            "producers": {name: mark for name, (mark, _) in keeper.producers.items()},
         }
         self._stats = stats
         self._stats_ops = self._ops

@@ -16,7 +16,8 @@ Other integer and floating widths are accepted where a number is expected.
 Sizes: a JSON body is checked against the batch's value limit before it is parsed
 (:mod:`service.server.bodies`), and every event's fields against their limits
 (``api.models``: ``SRC_MAX``, ``TYPE_MAX``, ``ID_MAX``, ``ATTRS_MAX``,
-``ATTR_NAME_MAX``, ``ATTR_VALUE_MAX``) once read. These functions run in a worker
+``ATTR_NAME_MAX``, ``ATTR_VALUE_MAX``) once read, and every event's ``start`` and
+``end`` against ``TIME_MAX`` (:func:`check_times`). These functions run in a worker
 thread, never on the event loop.
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import orjson
@@ -32,14 +34,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from api.models import ATTR_NAME_MAX, ATTR_VALUE_MAX, ATTRS_MAX, ID_MAX, SRC_MAX, TYPE_MAX
+from api.models import ATTR_NAME_MAX, ATTR_VALUE_MAX, ATTRS_MAX, ID_MAX, SRC_MAX, TIME_MAX, TYPE_MAX
 from ecq.errors import EventError
 from ecq.event import Event
 from ecq.kernel.make import column_reader, event_reader
 from service.server.bodies import loads_in_pieces
 from service.server.errors import BadRequestError, InvalidInputError, PayloadTooLargeError
 
-__all__ = ["Batch", "batch_key", "check_fields", "from_arrow", "from_json"]
+__all__ = ["Batch", "batch_key", "check_fields", "check_times", "from_arrow", "from_json"]
 
 # An attrs column's JSON text longer than this cannot hold attributes within their
 # limits (names, values, quotes and separators); refused before it is parsed.
@@ -113,7 +115,9 @@ def from_json(body: bytes, max_events: int, max_values: int) -> Batch:
         raise PayloadTooLargeError(
             f"the batch has {len(raw)} events; the limit is {max_events}", field="events"
         )
-    return Batch(producer, batch_id, _events(raw, batch_id))
+    events = _events(raw, batch_id)
+    check_times(events)
+    return Batch(producer, batch_id, events)
 
 
 def _events(raw: list[Any], batch_id: str) -> list[Event]:
@@ -163,8 +167,38 @@ def check_fields(events: list[Event]) -> None:
                     raise _too_long(index, "attrs", f"attribute {name!r}", ATTR_VALUE_MAX)
 
 
-def from_arrow(body: bytes, producer: str | None, batch_id: str | None, max_events: int) -> Batch:
-    """An Arrow IPC stream with the key in headers; see the module docstring."""
+_START = attrgetter("start")
+_END = attrgetter("end")
+
+
+def check_times(events: list[Event]) -> None:
+    """422 naming the events whose ``start`` or ``end`` lies outside ``+-TIME_MAX``
+    seconds: ``index`` and ``field`` the first one's, ``indexes`` all of them (so a
+    producer drops them in one go). Two passes in C in the common case; a loop only to
+    name the offenders."""
+    if not events:
+        return
+    if min(map(_START, events)) >= -TIME_MAX and max(map(_END, events)) <= TIME_MAX:
+        return  # start <= end for every event, so both are within
+    bad = [i for i, e in enumerate(events) if not -TIME_MAX <= e.start <= e.end <= TIME_MAX]
+    first = events[bad[0]]
+    field, value = ("start", first.start) if not -TIME_MAX <= first.start <= TIME_MAX else ("end", first.end)
+    more = f"; {len(bad) - 1} more events of the batch are too" if len(bad) > 1 else ""
+    raise InvalidInputError(
+        f"event {bad[0]}, field {field!r}: {value:g} is outside the accepted times, -{TIME_MAX:g} to "
+        f"{TIME_MAX:g} seconds (about 31,700 years either side of 0; a timestamp in milliseconds is beyond "
+        f"it){more}",
+        index=bad[0],
+        field=field,
+        indexes=bad,
+    )
+
+
+def from_arrow(
+    body: bytes, producer: str | None, batch_id: str | None, max_events: int, times: bool = True
+) -> Batch:
+    """An Arrow IPC stream with the key in headers; see the module docstring. ``times``:
+    hold the events to ``TIME_MAX`` (not for a logged batch: it was taken as it is)."""
     if producer is None:
         raise InvalidInputError("missing header X-Scemon-Producer", field="X-Scemon-Producer")
     if batch_id is None:
@@ -205,6 +239,8 @@ def from_arrow(body: bytes, producer: str | None, batch_id: str | None, max_even
     if fast is not None:
         if not _fields_fit(table):
             check_fields(fast)  # some field may be too long: find the first, by index
+        if times:
+            check_times(fast)
         if "id" not in names or table.column("id").null_count:
             for index, event in enumerate(fast):
                 if event.id is None:
@@ -215,7 +251,10 @@ def from_arrow(body: bytes, producer: str | None, batch_id: str | None, max_even
         columns["attrs"] = [_attrs(text, index) for index, text in enumerate(columns["attrs"])]
     keys = list(columns)
     rows = [dict(zip(keys, values, strict=True)) for values in zip(*columns.values(), strict=True)]
-    return Batch(producer, batch_id, _events(rows, batch_id), body)
+    events = _events(rows, batch_id)
+    if times:
+        check_times(events)
+    return Batch(producer, batch_id, events, body)
 
 
 def _longest(column: pa.ChunkedArray) -> int:

@@ -57,6 +57,8 @@ class Runtime:
             lateness=settings.lateness,
             max_ahead=settings.max_ahead,
             buffer_max=settings.buffer_max,
+            idle=settings.producer_idle,
+            scrub_every=settings.scrub_every,
             match_cap=settings.max_matches_per_event,
         )
         metrics.watch(host.stats_snapshot, hub)

@@ -36,11 +36,23 @@ kill the store holds either all of a batch's effects or none of them.
 The writer connection belongs to the EngineHost's thread; readers (polling, WebSocket
 backlogs) use one connection per thread, which WAL lets run beside the writer.
 
+Checksums: every row of ``ops``, ``match_blocks``, ``meta``, ``queries`` and
+``batches`` carries ``crc``, a CRC-32 of its columns (:func:`row_crc`; ``CHECKED``
+names the columns), written with the row. ``PRAGMA quick_check`` sees the structure of
+the file, not what a row says: a damaged byte inside a row's text (a digit of a match's
+``start``) passes it. So the store is refused at start when any row fails its checksum
+(:func:`check`, which reads every row as quick_check reads every page); while serving,
+rows are checked as they are read (the op log on rebuild, the clocks, every match
+block a reader takes: :class:`~service.server.faults.DamagedRows`) and by a periodic
+scrub (:meth:`Store.scrub`); what fails is never served and is reported on ``/readyz``
+(:attr:`Store.damage`). A store of an older build gets the column, filled in, when it
+is first opened.
+
 Faults: every SQLite error is raised as a :class:`~service.server.faults.StoreFault`
 that says what it is (disk full, read-only, I/O error, corrupt). A store that cannot be
 served is refused when it is opened (:meth:`Store.open`: an empty file without
-``init``, a file that is not a scemon store, or one ``PRAGMA quick_check`` finds
-corrupt) with :class:`~service.server.faults.UnusableStore`.
+``init``, a file that is not a scemon store, one ``PRAGMA quick_check`` finds corrupt,
+or one with a row failing its checksum) with :class:`~service.server.faults.UnusableStore`.
 """
 
 from __future__ import annotations
@@ -49,6 +61,7 @@ import logging
 import sqlite3
 import sys
 import threading
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -60,7 +73,7 @@ import orjson
 
 from ecq.event import Event
 from service.server.blocks import Block, Run, u32_bytes, u32_list
-from service.server.faults import StoreFault, UnusableStore
+from service.server.faults import DamagedRows, StoreFault, UnusableStore
 from service.server.ingest import from_arrow
 
 __all__ = [
@@ -78,28 +91,34 @@ __all__ = [
     "events_of",
 ]
 
+# No quotes or semicolons in the comments, and none after the column before a crc: SQLite
+# rewrites this text when a column is dropped (ALTER TABLE DROP COLUMN), and those break it.
 SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL, crc INTEGER);
 CREATE TABLE IF NOT EXISTS ops (
     pos INTEGER PRIMARY KEY,
     kind TEXT NOT NULL,           -- register | unregister | batch | time | lateness
     name TEXT,                    -- the query (register, unregister)
-    body BLOB,                    -- register: spec JSON; batch: events JSON or ARROW_LOG
-    time REAL,                    -- batch: largest end; time: the time advanced to; lateness: seconds
-    late BLOB                     -- batch: its late events, JSON (null when none)
+    body BLOB,                    -- register: spec JSON, batch: events JSON or ARROW_LOG
+    time REAL,                    -- batch: largest end, time: the time advanced to, lateness: seconds
+    late BLOB,                    -- batch: its late events, JSON (null when none)
+    clock REAL,                   -- batch: the clock after it (that of the slowest live producer)
+    crc INTEGER                   -- the checksum of the row (row_crc), as every table has
 );
 CREATE TABLE IF NOT EXISTS queries (
     name TEXT PRIMARY KEY,
     spec BLOB NOT NULL,
     pos INTEGER NOT NULL,
     matches INTEGER NOT NULL DEFAULT 0,
-    last_match REAL
+    last_match REAL,
+    crc INTEGER
 );
 CREATE TABLE IF NOT EXISTS batches (
     producer TEXT NOT NULL,
     batch_id TEXT NOT NULL,
     pos INTEGER NOT NULL,
     accepted INTEGER NOT NULL,
+    crc INTEGER,
     PRIMARY KEY (producer, batch_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS matches (seq INTEGER PRIMARY KEY, query TEXT NOT NULL, body BLOB NOT NULL);
@@ -107,9 +126,11 @@ CREATE TABLE IF NOT EXISTS match_blocks (
     first_seq INTEGER PRIMARY KEY,
     next_seq INTEGER NOT NULL,    -- the seq after its last match
     names TEXT NOT NULL,          -- JSON: the distinct query names of its matches
-    picks BLOB NOT NULL,          -- per match, its query's index in names (uint32 LE)
-    starts BLOB NOT NULL,         -- per match, where it starts in body, in characters; then len(body)
-    body BLOB NOT NULL            -- the matches as one JSON array, in seq order
+    picks BLOB NOT NULL,          -- per match, the index of its query in names (uint32 LE)
+    starts BLOB NOT NULL,         -- per match, where it starts in body, in characters, then len(body)
+    -- body: the matches as one JSON array, in seq order
+    body BLOB NOT NULL,
+    crc INTEGER
 );
 CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY, body BLOB NOT NULL);
 """
@@ -123,6 +144,101 @@ PROBE_BYTES = 256 * 1024
 
 REGISTER, UNREGISTER, BATCH, TIME, LATENESS = "register", "unregister", "batch", "time", "lateness"
 
+# The columns each table's ``crc`` covers, its key (to name a row), and which columns
+# are REAL (their values are checksummed as floats: SQLite returns 5.0 for a 5 stored
+# there). ``queries.matches`` and ``last_match`` are left out: only older builds wrote them.
+CHECKED: dict[str, tuple[tuple[str, ...], tuple[str, ...], frozenset[str]]] = {
+    "ops": (("pos", "kind", "name", "body", "time", "late", "clock"), ("pos",), frozenset({"time", "clock"})),
+    "match_blocks": (
+        ("first_seq", "next_seq", "names", "picks", "starts", "body"),
+        ("first_seq", "next_seq"),
+        frozenset(),
+    ),
+    "meta": (("key", "value"), ("key",), frozenset()),
+    "queries": (("name", "spec", "pos"), ("name",), frozenset()),
+    "batches": (("producer", "batch_id", "pos", "accepted"), ("producer", "batch_id"), frozenset()),
+}
+
+_SEP = b"\x1f"
+_NULL = b"\x00"
+
+
+def row_crc(*values: Any) -> int:
+    """CRC-32 of a row's values, each as bytes (text as UTF-8, numbers by ``repr``,
+    null as a zero byte) and ended by a separator, so no two rows share an encoding.
+    zlib's CRC, over the values as they are (no copy of a block's body)."""
+    crc = 0
+    for value in values:
+        if value is None:
+            crc = zlib.crc32(_NULL, crc)
+        elif isinstance(value, bytes):
+            crc = zlib.crc32(value, crc)
+        elif isinstance(value, str):
+            crc = zlib.crc32(value.encode(), crc)
+        else:
+            crc = zlib.crc32(repr(value).encode(), crc)
+        crc = zlib.crc32(_SEP, crc)
+    return crc
+
+
+def _real(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _meta_rows(pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str, int]]:
+    return [(key, value, row_crc(key, value)) for key, value in pairs]
+
+
+_SET_META = "INSERT OR REPLACE INTO meta (key, value, crc) VALUES (?, ?, ?)"
+
+
+def _checksum(table: str, values: Sequence[Any]) -> int:
+    """The checksum of a row of ``table`` as read (``values`` in ``CHECKED`` order)."""
+    columns, _, real = CHECKED[table]
+    return row_crc(*(_real(v) if c in real else v for c, v in zip(columns, values, strict=True)))
+
+
+def _name_row(table: str, key: Sequence[Any]) -> str:
+    if table == "match_blocks":
+        return f"the match block of seqs {key[0]} to {int(key[1]) - 1}"
+    if table == "ops":
+        return f"logged operation {key[0]}"
+    if table == "meta":
+        return f"the stored {key[0]!r}"
+    if table == "queries":
+        return f"the stored query {key[0]!r}"
+    return f"the batch id {key[1]!r} of producer {key[0]!r}"
+
+
+def scan(
+    db: sqlite3.Connection, tables: Sequence[str] = tuple(CHECKED), most: int = 20
+) -> list[tuple[str, str, tuple[int, int] | None]]:
+    """The rows of ``tables`` that fail their checksum, as ``(table, where, seqs)``
+    (``seqs``: a match block's ``(first, next)``), at most ``most``; rows without a
+    checksum (none once a store is opened by this build) are skipped. Reads every row:
+    O(size of the store)."""
+    found: list[tuple[str, str, tuple[int, int] | None]] = []
+    present = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for table in tables:
+        if table not in present:
+            continue
+        have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        columns, key, _ = CHECKED[table]
+        if "crc" not in have or not set(columns) <= have:
+            continue
+        width = len(columns)
+        index = [columns.index(k) for k in key]
+        cursor = db.execute(f"SELECT {', '.join(columns)}, crc FROM {table} WHERE crc IS NOT NULL")
+        for row in cursor:
+            if _checksum(table, row[:width]) != row[width]:
+                at = [row[i] for i in index]
+                seqs = (int(at[0]), int(at[1])) if table == "match_blocks" else None
+                found.append((table, _name_row(table, at), seqs))
+                if len(found) >= most:
+                    cursor.close()
+                    return found
+    return found
+
 
 @dataclass(frozen=True)
 class Op:
@@ -133,6 +249,8 @@ class Op:
     name: str | None
     body: bytes | None
     time: float | None
+    # A batch's clock after it (None: logged by an older build, the largest end then).
+    clock: float | None = None
 
 
 @dataclass(frozen=True)
@@ -190,7 +308,7 @@ def events_of(body: bytes) -> list[Event]:
         size = int.from_bytes(body[at : at + 2], "big")
         batch_id = body[at + 2 : at + 2 + size].decode()
         # Checked when it was posted; read with the same rules, sorted as it was applied.
-        events = from_arrow(body[at + 2 + size :], "log", batch_id, sys.maxsize).events
+        events = from_arrow(body[at + 2 + size :], "log", batch_id, sys.maxsize, times=False).events
         events.sort(key=arrival_key)
         return events
     return [
@@ -223,6 +341,9 @@ class Store:
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
+        # Rows found failing their checksum while serving: where -> the seqs of a match
+        # block (None for other rows). Any thread adds; /readyz reports them.
+        self.damage: dict[str, tuple[int, int] | None] = {}
         # Readers running a read now, and the writer's reopen count (see _reading).
         self._in_use: set[sqlite3.Connection] = set()
         self._generation = 0
@@ -253,8 +374,60 @@ class Store:
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(ops)")}
         if "late" not in columns:
             self._db.execute("ALTER TABLE ops ADD COLUMN late BLOB")
+        if "clock" not in columns:
+            self._db.execute("ALTER TABLE ops ADD COLUMN clock REAL")
+        self._add_checksums()
         if self._db.execute("SELECT 1 FROM matches LIMIT 1").fetchone() is not None:
             self._blocks_from_rows()
+
+    def _add_checksums(self) -> None:
+        """Give a store of an older build its ``crc`` columns and fill them in, in one
+        transaction (the rows are taken as they are: nothing older can vouch for them)."""
+        db = self._db
+        missing = [
+            table
+            for table in CHECKED
+            if "crc" not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        ]
+        unsealed = [
+            t
+            for t in CHECKED
+            if t not in missing and db.execute(f"SELECT 1 FROM {t} WHERE crc IS NULL LIMIT 1").fetchone()
+        ]
+        if not missing and not unsealed:
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for table in missing:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN crc INTEGER")
+            for table in [*missing, *unsealed]:
+                columns, key, _ = CHECKED[table]
+                where = " AND ".join(f"{k} = ?" for k in key)
+                # The keys first (small), then the rows a few at a time: a match log of
+                # gigabytes is never in memory at once.
+                keys = db.execute(f"SELECT {', '.join(key)} FROM {table} WHERE crc IS NULL").fetchall()
+                for at in range(0, len(keys), 64):
+                    sealed = []
+                    for values in keys[at : at + 64]:
+                        row = db.execute(
+                            f"SELECT {', '.join(columns)} FROM {table} WHERE {where}", values
+                        ).fetchone()
+                        sealed.append((_checksum(table, row), *values))
+                    db.executemany(f"UPDATE {table} SET crc = ? WHERE {where}", sealed)
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        log.info("checksums added to the rows of %s", self.path)
+
+    def _seal(self, table: str, key: tuple[str, ...], values: tuple[Any, ...]) -> None:
+        """Write the checksum of a row changed in place (in the caller's transaction)."""
+        columns = CHECKED[table][0]
+        where = " AND ".join(f"{k} = ?" for k in key)
+        row = self._db.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE {where}", values).fetchone()
+        if row is not None:
+            self._db.execute(f"UPDATE {table} SET crc = ? WHERE {where}", (_checksum(table, row), *values))
 
     def _blocks_from_rows(self) -> None:
         """Move a store's one-row-per-match log (older builds) into blocks of up to
@@ -302,16 +475,66 @@ class Store:
         """``next_seq`` and the clocks as last committed (a store from before the observed
         clock was kept reads it as the clock)."""
         with self._faults():
-            rows = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+            rows = {
+                key: self._checked_meta(key, value, crc)
+                for key, value, crc in self._db.execute("SELECT key, value, crc FROM meta")
+            }
         clock = float(rows.get("clock", "-inf"))
         return Meta(int(rows.get("next_seq", 0)), clock, float(rows.get("observed", clock)))
 
     def ops(self) -> Iterator[Op]:
         """The op log in its original order."""
         with self._faults():
-            cursor = self._db.execute("SELECT pos, kind, name, body, time FROM ops ORDER BY pos")
-            for pos, kind, name, body, time in cursor:
-                yield Op(pos, kind, name, body, time)
+            cursor = self._db.execute(
+                "SELECT pos, kind, name, body, time, late, clock, crc FROM ops ORDER BY pos"
+            )
+            for pos, kind, name, body, time, late, clock, crc in cursor:
+                if crc is not None and _checksum("ops", (pos, kind, name, body, time, late, clock)) != crc:
+                    cursor.close()
+                    raise self._damaged("ops", (pos,))
+                yield Op(pos, kind, name, body, time, clock)
+
+    def producers(self) -> dict[str, list[float]]:
+        """The live producers as last committed: ``name -> [watermark, wall time last
+        heard from]`` (empty for a store of an older build)."""
+        with self._faults():
+            row = self._db.execute("SELECT value, crc FROM meta WHERE key = 'producers'").fetchone()
+        if row is None:
+            return {}
+        text = self._checked_meta("producers", row[0], row[1])
+        return {str(name): [float(mark), float(seen)] for name, (mark, seen) in orjson.loads(text).items()}
+
+    def _checked_meta(self, key: str, value: str, crc: int | None) -> str:
+        if crc is not None and row_crc(key, value) != crc:
+            raise self._damaged("meta", (key,))
+        return value
+
+    def _damaged(self, table: str, key: Sequence[Any]) -> DamagedRows:
+        """Note a row that failed its checksum (logged once) and say so."""
+        where = _name_row(table, key)
+        seqs = (int(key[0]), int(key[1])) if table == "match_blocks" else None
+        if where not in self.damage:
+            self.damage[where] = seqs
+            log.error("the store %s is damaged: %s fails its checksum; it is not served", self.path, where)
+        return DamagedRows(self.path, where, seqs)
+
+    def scrub(self) -> list[str]:
+        """Check every row's checksum (any thread; its own snapshot): what fails is noted
+        in :attr:`damage` (and logged); returns all that is known damaged."""
+        with self._reading() as db, self._faults():
+            db.execute("BEGIN")
+            try:
+                found = scan(db, most=1000)
+            finally:
+                if db.in_transaction:
+                    db.execute("COMMIT")
+        for _table, where, seqs in found:
+            if where not in self.damage:
+                self.damage[where] = seqs
+                log.error(
+                    "the store %s is damaged: %s fails its checksum; it is not served", self.path, where
+                )
+        return list(self.damage)
 
     def queries(self) -> list[StoredQuery]:
         """Registered queries in registration order, with their match counts."""
@@ -323,16 +546,15 @@ class Store:
     def _read_counts(self) -> dict[str, tuple[int, float | None]]:
         rows = self._db.execute("SELECT name, matches, last_match FROM queries").fetchall()
         counts: dict[str, tuple[int, float | None]] = {name: (n, last) for name, n, last in rows}
-        row = self._db.execute("SELECT value FROM meta WHERE key = 'counts'").fetchone()
-        for name, (n, last) in (orjson.loads(row[0]) if row else {}).items():
+        row = self._db.execute("SELECT value, crc FROM meta WHERE key = 'counts'").fetchone()
+        text = self._checked_meta("counts", row[0], row[1]) if row else "{}"
+        for name, (n, last) in orjson.loads(text).items():
             if name in counts:
                 counts[name] = (int(n), last)
         return counts
 
     def _write_counts(self, counts: dict[str, tuple[int, float | None]]) -> None:
-        self._db.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES ('counts', ?)", (orjson.dumps(counts).decode(),)
-        )
+        self._db.executemany(_SET_META, _meta_rows([("counts", orjson.dumps(counts).decode())]))
 
     def is_applied(self, producer: str, batch_id: str) -> bool:
         with self._faults():
@@ -422,12 +644,14 @@ class Store:
             pos = self._next_pos()
             for offset, (name, spec) in enumerate(entries):
                 body = orjson.dumps(spec)
+                at = pos + offset
                 db.execute(
-                    "INSERT INTO ops (pos, kind, name, body) VALUES (?, ?, ?, ?)",
-                    (pos + offset, REGISTER, name, body),
+                    "INSERT INTO ops (pos, kind, name, body, crc) VALUES (?, ?, ?, ?, ?)",
+                    (at, REGISTER, name, body, row_crc(at, REGISTER, name, body, None, None, None)),
                 )
                 db.execute(
-                    "INSERT INTO queries (name, spec, pos) VALUES (?, ?, ?)", (name, body, pos + offset)
+                    "INSERT INTO queries (name, spec, pos, crc) VALUES (?, ?, ?, ?)",
+                    (name, body, at, row_crc(name, body, at)),
                 )
         self._counts = {**self._counts, **{name: (0, None) for name, _ in entries}}
 
@@ -435,8 +659,10 @@ class Store:
         counts = dict(self._counts)
         counts.pop(name, None)  # a query registered again under the name starts from 0
         with self._writing() as db:
+            pos = self._next_pos()
             db.execute(
-                "INSERT INTO ops (pos, kind, name) VALUES (?, ?, ?)", (self._next_pos(), UNREGISTER, name)
+                "INSERT INTO ops (pos, kind, name, crc) VALUES (?, ?, ?, ?)",
+                (pos, UNREGISTER, name, row_crc(pos, UNREGISTER, name, None, None, None, None)),
             )
             db.execute("DELETE FROM queries WHERE name = ?", (name,))
             self._write_counts(counts)
@@ -454,19 +680,32 @@ class Store:
         next_seq: int,
         clocks: Clocks,
         late: bytes | None = None,
+        clock: float | None = None,
+        producers: bytes | None = None,
     ) -> None:
-        """One batch's effects, together: its op (with its late events), its id, its
-        matches (one block, None when none), the per-query counts (``name -> (new matches, last match end)``),
-        ``next_seq`` and the clocks."""
+        """One batch's effects, together: its op (with its late events and the clock
+        after it), its id, its matches (one block, None when none), the per-query counts
+        (``name -> (new matches, last match end)``), ``next_seq``, the clocks and the
+        producers' watermarks (JSON)."""
         with self._writing() as db:
             pos = self._next_pos()
             db.execute(
-                "INSERT INTO ops (pos, kind, body, time, late) VALUES (?, ?, ?, ?, ?)",
-                (pos, BATCH, events, max_end, late),
+                "INSERT INTO ops (pos, kind, body, time, late, clock, crc) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    pos,
+                    BATCH,
+                    events,
+                    max_end,
+                    late,
+                    clock,
+                    row_crc(pos, BATCH, None, events, _real(max_end), late, _real(clock)),
+                ),
             )
+            if producers is not None:
+                db.executemany(_SET_META, _meta_rows([("producers", producers.decode())]))
             db.execute(
-                "INSERT INTO batches (producer, batch_id, pos, accepted) VALUES (?, ?, ?, ?)",
-                (producer, batch_id, pos, accepted),
+                "INSERT INTO batches (producer, batch_id, pos, accepted, crc) VALUES (?, ?, ?, ?, ?)",
+                (producer, batch_id, pos, accepted, row_crc(producer, batch_id, pos, accepted)),
             )
             totals = self._write_matches(matches, counts, next_seq, clocks)
         self._counts = totals
@@ -483,23 +722,29 @@ class Store:
         """A time advance (or, ``kind=LATENESS``, a change of the allowed lateness to
         ``time`` seconds) and the matches it released."""
         with self._writing() as db:
-            db.execute("INSERT INTO ops (pos, kind, time) VALUES (?, ?, ?)", (self._next_pos(), kind, time))
+            pos = self._next_pos()
+            db.execute(
+                "INSERT INTO ops (pos, kind, time, crc) VALUES (?, ?, ?, ?)",
+                (pos, kind, time, row_crc(pos, kind, None, None, _real(time), None, None)),
+            )
             totals = self._write_matches(matches, counts, next_seq, clocks)
         self._counts = totals
 
     def _insert_block(self, block: Block) -> None:
         names = list(dict.fromkeys(block.queries))
         index = {name: k for k, name in enumerate(names)}
+        row = (
+            block.first,
+            block.next_seq,
+            orjson.dumps(names).decode(),
+            u32_bytes([index[q] for q in block.queries]),
+            u32_bytes(block.starts),
+            block.text.encode(),
+        )
         self._db.execute(
-            "INSERT INTO match_blocks (first_seq, next_seq, names, picks, starts, body) VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                block.first,
-                block.next_seq,
-                orjson.dumps(names).decode(),
-                u32_bytes([index[q] for q in block.queries]),
-                u32_bytes(block.starts),
-                block.text.encode(),
-            ),
+            "INSERT INTO match_blocks (first_seq, next_seq, names, picks, starts, body, crc) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (*row, row_crc(*row)),
         )
 
     def _write_matches(
@@ -518,28 +763,40 @@ class Store:
                     totals[name] = (totals[name][0] + n, last)
             self._write_counts(totals)
         db.executemany(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-            [
-                ("next_seq", str(next_seq)),
-                ("clock", repr(clocks.released)),
-                ("observed", repr(clocks.observed)),
-            ],
+            _SET_META,
+            _meta_rows(
+                [
+                    ("next_seq", str(next_seq)),
+                    ("clock", repr(clocks.released)),
+                    ("observed", repr(clocks.observed)),
+                ]
+            ),
         )
         return totals
 
     def rewrite_ops(
-        self, batches: Sequence[tuple[bytes, float, int]], drop: Sequence[int], clocks: Clocks
+        self,
+        batches: Sequence[tuple[bytes, float, int]],
+        drop: Sequence[int],
+        clocks: Clocks,
+        batch_clocks: Sequence[tuple[float, int]] = (),
     ) -> None:
         """Replace the events of logged batches (``(events, largest end, pos)``), drop ops
-        by position and set the clocks, in one transaction (``scemon admin repair-clock``)."""
+        by position, lower batches' logged clocks (``(clock, pos)``), set the clocks and
+        forget the producers' watermarks, in one transaction (``scemon admin
+        repair-clock``)."""
         with self._writing() as db:
             db.executemany(
                 "UPDATE ops SET body = ?, time = ? WHERE pos = ? AND kind = ?", [(*b, BATCH) for b in batches]
             )
             db.executemany("DELETE FROM ops WHERE pos = ?", [(pos,) for pos in drop])
+            db.executemany("UPDATE ops SET clock = ? WHERE pos = ?", list(batch_clocks))
+            changed = {pos for *_, pos in batches} | {pos for _, pos in batch_clocks}
+            for pos in sorted(changed):
+                self._seal("ops", ("pos",), (pos,))
+            db.execute("DELETE FROM meta WHERE key = 'producers'")
             db.executemany(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                [("clock", repr(clocks.released)), ("observed", repr(clocks.observed))],
+                _SET_META, _meta_rows([("clock", repr(clocks.released)), ("observed", repr(clocks.observed))])
             )
 
     def trim(self, horizon: float, keep: set[str], match_log_max: int, next_seq: int) -> int:
@@ -633,23 +890,37 @@ class Store:
         )
 
     def read_runs(
-        self, from_seq: int, limit: int, queries: frozenset[str] | None = None, whole: bool = False
+        self,
+        from_seq: int,
+        limit: int,
+        queries: frozenset[str] | None = None,
+        whole: bool = False,
+        partial: bool = False,
     ) -> tuple[list[Run], int, int]:
         """:meth:`read_matches` as runs of the log's blocks (no text copied per match);
         ``whole``: the last block is not cut at ``limit`` (a WebSocket backlog takes
-        whole blocks, whose frames are cut once). Any thread."""
+        whole blocks, whose frames are cut once). Any thread. A block failing its
+        checksum is never returned: a read that reaches it raises
+        :class:`~service.server.faults.DamagedRows` (naming its seqs); with
+        ``partial``, one that reaches it after some matches returns those, with
+        ``next_seq`` its first seq (the next read then starts in it and raises)."""
         with self._reading() as db, self._faults():
-            return self._read_runs(db, from_seq, limit, queries, whole)
+            return self._read_runs(db, from_seq, limit, queries, whole, partial)
 
-    @staticmethod
     def _read_runs(
-        db: sqlite3.Connection, from_seq: int, limit: int, queries: frozenset[str] | None, whole: bool
+        self,
+        db: sqlite3.Connection,
+        from_seq: int,
+        limit: int,
+        queries: frozenset[str] | None,
+        whole: bool,
+        partial: bool = False,
     ) -> tuple[list[Run], int, int]:
         runs: list[Run] = []
         db.execute("BEGIN")
         try:
-            row = db.execute("SELECT value FROM meta WHERE key = 'next_seq'").fetchone()
-            next_seq = int(row[0]) if row else 0
+            row = db.execute("SELECT value, crc FROM meta WHERE key = 'next_seq'").fetchone()
+            next_seq = int(self._checked_meta("next_seq", row[0], row[1])) if row else 0
             first = db.execute("SELECT MIN(first_seq) FROM match_blocks").fetchone()[0]
             first_seq = next_seq if first is None else int(first)
             if limit <= 0 or from_seq >= next_seq:
@@ -668,9 +939,21 @@ class Store:
             for block_first, names_text in heads:
                 if queries is not None and not any(f'"{q}"' in names_text for q in queries):
                     continue  # none of its matches is wanted: its body is not read
-                picks, starts, body = db.execute(
-                    "SELECT picks, starts, body FROM match_blocks WHERE first_seq = ?", (block_first,)
+                block_next, picks, starts, body, crc = db.execute(
+                    "SELECT next_seq, picks, starts, body, crc FROM match_blocks WHERE first_seq = ?",
+                    (block_first,),
                 ).fetchone()
+                if (
+                    crc is not None
+                    and row_crc(block_first, block_next, names_text, picks, starts, body) != crc
+                ):
+                    heads.close()
+                    damage = self._damaged("match_blocks", (block_first, block_next))
+                    if not runs or not partial:
+                        raise damage
+                    # The intact matches before it, as a page that ends where it begins: the
+                    # reader's next read starts at the damaged block and is told.
+                    return runs, int(block_first), first_seq
                 names = orjson.loads(names_text)
                 block = Block(
                     block_first, [names[k] for k in u32_list(picks)], body.decode(), u32_list(starts)
@@ -717,11 +1000,11 @@ def _legacy_block(rows: list[tuple[int, str, bytes]]) -> Block:
 def check(path: Path, init: bool) -> None:
     """Refuse a store that cannot be served (:class:`UnusableStore`, naming the file and
     the fix): an empty file unless ``init`` (then it is started afresh), a file that is
-    not an SQLite database or not a scemon store, or one that ``PRAGMA quick_check``
-    finds damaged. A missing file is a new store. O(size of the file): quick_check reads
-    every page and checks the structure of every b-tree (not the index-to-table
-    consistency ``integrity_check`` adds, nor the JSON inside rows, which is checked
-    when it is read)."""
+    not an SQLite database or not a scemon store, one that ``PRAGMA quick_check`` finds
+    damaged, or one with a row failing its checksum (:func:`scan`). A missing file is a
+    new store. O(size of the file): quick_check reads every page and checks the
+    structure of every b-tree (not the index-to-table consistency ``integrity_check``
+    adds), and the scan reads every row."""
     if not path.exists():
         log.info("no store at %s: starting a new one", path)
         return
@@ -754,14 +1037,20 @@ def check(path: Path, init: bool) -> None:
     try:
         problems = [" ".join(str(row[0]).split()) for row in db.execute("PRAGMA quick_check(3)")]
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        damaged = scan(db, most=5) if problems == ["ok"] else []
     except sqlite3.Error as err:
         raise UnusableStore(f"the store {path} is damaged ({' '.join(str(err).split())}): {aside}") from None
+    except (UnicodeDecodeError, ValueError, OverflowError) as err:  # a damaged row that cannot even be read
+        raise UnusableStore(f"the store {path} is damaged (a row cannot be read: {err}): {aside}") from None
     finally:
         db.close()
     if problems != ["ok"]:
         raise UnusableStore(
             f"the store {path} is damaged (PRAGMA quick_check: {'; '.join(problems)}): {aside}"
         )
+    if damaged:
+        what = "; ".join(where for _, where, _ in damaged)
+        raise UnusableStore(f"the store {path} is damaged (rows failing their checksum: {what}): {aside}")
     if not set(TABLES) <= tables:
         raise UnusableStore(
             f"{path} is an SQLite database but not a scemon store (no tables {', '.join(TABLES)}): "

@@ -154,7 +154,7 @@ def test_refused_and_late_events_come_back_with_their_rows_also_for_a_resent_bat
             {
                 "src": ["1", "1", "1", "1"],
                 "type": ["A"] * 4,
-                "start": [1.7e12, 50.0, 120.0, 1.7e12 + 1],
+                "start": [1.7e11, 50.0, 120.0, 1.7e11 + 1],
                 "id": ["ms", "late", "ok", "ms2"],
             }
         )

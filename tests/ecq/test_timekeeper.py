@@ -217,13 +217,78 @@ def test_an_event_far_beyond_the_clock_is_refused_and_nothing_changes() -> None:
     assert keeper.observed == 100.0 and keeper.held == 1
 
 
-def test_a_batch_may_walk_forward_in_steps_within_the_bound() -> None:
+def test_a_batch_climbing_by_steps_is_held_to_the_clock_it_found() -> None:
+    """Each step within the bound is not enough: the whole batch is measured from the
+    clock before it, so one batch cannot walk the clock forward without limit."""
     keeper = TimeKeeper(Engine(), max_ahead=10.0)
     keeper.process([Event("s", "A", 0.0)])
-    keeper.check_ahead([Event("s", "A", 25.0), Event("s", "A", 8.0), Event("s", "A", 17.0)])
+    keeper.check_ahead([Event("s", "A", 10.0), Event("s", "A", 8.0), Event("s", "A", 4.0)])
     with pytest.raises(AheadError) as caught:
-        keeper.check_ahead([Event("s", "A", 8.0), Event("s", "A", 19.0)])
+        keeper.check_ahead([Event("s", "A", 25.0), Event("s", "A", 8.0), Event("s", "A", 17.0)])
+    assert caught.value.indexes == (0, 2)
+    staircase = [Event("s", "A", 9.0 * k) for k in range(1, 101)]  # every step within 10 s
+    with pytest.raises(AheadError) as caught:
+        keeper.check_ahead(staircase)
+    assert caught.value.indexes == tuple(range(1, 100))
+    assert keeper.observed == 0.0
+
+
+def test_the_wall_clock_does_not_stand_in_for_a_stream_of_small_times() -> None:
+    """A stream whose clock is below EPOCH_FLOOR counts its own seconds: an event at
+    today's epoch time is a jump of ~1.8e9 s, refused; a stream in epoch time may still
+    catch up to the wall clock."""
+    now = 1.8e9
+    small = TimeKeeper(Engine())
+    small.process([Event("s", "A", 36_000.0)])
+    with pytest.raises(AheadError, match="not read as seconds since 1970") as caught:
+        small.check_ahead([Event("s", "A", 36_001.0), Event("s", "A", now)], now=now)
     assert caught.value.indexes == (1,)
+    with pytest.raises(AheadError, match="ahead of the clock"):
+        small.check_time(now, now=now)
+    epoch = TimeKeeper(Engine())
+    epoch.process([Event("s", "A", now - 30 * 86_400.0)])
+    epoch.check_ahead([Event("s", "A", now)], now=now)  # a backfill catching up to today
+    epoch.check_time(now + 1.0, now=now)
+
+
+def test_the_clock_is_the_slowest_live_producers_and_waits_for_it() -> None:
+    """Two producers: the one far ahead has its events held until the other reaches
+    them, so the slow one's events are never late; once the slow one is idle longer than
+    ``idle`` it no longer holds the clock back."""
+    keeper = TimeKeeper(Engine(), idle=60.0)
+    keeper.process([Event("s", "A", 10.0)], producer="a", now=1000.0)
+    keeper.process([Event("s", "B", 500.0), Event("s", "B", 900.0)], producer="b", now=1001.0)
+    assert keeper.observed == 10.0 and keeper.held == 2
+    _, late = keeper.process([Event("s", "A", 20.0)], producer="a", now=1002.0)
+    assert not late and keeper.observed == 20.0 and keeper.released == 20.0
+    keeper._check()
+    _, late = keeper.process([Event("s", "A", 600.0)], producer="a", now=1003.0)
+    assert not late and keeper.observed == 600.0 and keeper.held == 1 and keeper.released == 600.0
+    # "a" goes quiet: after 60 s of the wall clock "b" alone holds the clock.
+    keeper.process([], producer="b", now=1070.0)
+    assert keeper.observed == 900.0 and keeper.held == 0 and set(keeper.producers) == {"b"}
+    keeper._check()
+
+
+def test_one_producer_is_the_single_stream_it_always_was() -> None:
+    """With one producer, taking batches by producer gives the same matches, late events
+    and clocks as taking them without."""
+    events = [Event("s", "A", t, id=str(k)) for k, t in enumerate([5.0, 3.0, 9.0, 8.0, 12.0, 2.0, 15.0])]
+    for lateness in (0.0, 3.0):
+        plain, named = TimeKeeper(Engine(), lateness), TimeKeeper(Engine(), lateness)
+        for q in (plain, named):
+            q.engine.register("q", "SEQ(A a, A b) WITHIN 5")
+        for at in range(0, len(events), 2):
+            chunk = events[at : at + 2]
+            one, late_one = plain.process(chunk)
+            two, late_two = named.process(chunk, producer="p", now=float(at))
+            assert [m.event_ids() for m in one] == [m.event_ids() for m in two]
+            assert list(late_one.by) == list(late_two.by)
+            assert (plain.observed, plain.released, plain.held) == (
+                named.observed,
+                named.released,
+                named.held,
+            )
 
 
 class _Unread(list[Event]):

@@ -84,12 +84,12 @@ StartService = Callable[..., ServerProcess]
 
 @pytest.fixture
 def start_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartService]:
-    """``start_service()`` → a ready ``scemon serve`` on a free port and a fresh store;
-    every one is stopped (by its pid) at the end of the test."""
+    """``start_service(SCEMON_X="...")`` → a ready ``scemon serve`` on a free port and a
+    fresh store; every one is stopped (by its pid) at the end of the test."""
     servers: list[ServerProcess] = []
 
-    def start() -> ServerProcess:
-        server = ServerProcess(tmp_path_factory.mktemp("service") / "data")
+    def start(**settings: str) -> ServerProcess:
+        server = ServerProcess(tmp_path_factory.mktemp("service") / "data", env=settings or None)
         servers.append(server)
         server.start()
         return server

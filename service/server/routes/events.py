@@ -19,6 +19,7 @@ from api.models import (
     BATCH_HEADER,
     LATE_EVENTS_SHOWN,
     PRODUCER_HEADER,
+    TIME_MAX,
     BatchResult,
     ErrorBody,
     LateEvent,
@@ -150,5 +151,10 @@ async def post_time(advance: TimeAdvance, host: HostDep) -> TimeResult:
     ``time - L``. Refused (422) beyond ``--max-ahead`` of the clock (or the wall clock)."""
     if not math.isfinite(advance.time):
         raise InvalidInputError("'time' must be a finite number of seconds", field="time")
+    if not -TIME_MAX <= advance.time <= TIME_MAX:
+        raise InvalidInputError(
+            f"'time' {advance.time:g} is outside the accepted times, -{TIME_MAX:g} to {TIME_MAX:g} seconds",
+            field="time",
+        )
     clocks, released = await host.advance(advance.time)
     return TimeResult(clock=finite(clocks.observed), released_clock=finite(clocks.released), matches=released)

@@ -28,14 +28,26 @@ async def healthz() -> Health:
     "/readyz",
     response_model=Health,
     responses={
-        503: {"model": Health, "description": "Rebuilding from the store, the store cannot write, or failed."}
+        503: {
+            "model": Health,
+            "description": "Rebuilding from the store, the store cannot write, failed, or is damaged.",
+        }
     },
     summary="Readiness",
 )
 async def readyz(host: HostDep) -> Response:
     """200 once the engine has been rebuilt from the store; 503 before, while the store
     cannot write (``unwritable``: disk full, read-only, I/O error; detail says which and
-    what to do), or if the engine failed."""
+    what to do), if the engine failed, or once rows of the store are found failing
+    their checksum (``damaged``: detail names them; they are not served)."""
+    if host.ready and host.store.damage:
+        shown = list(host.store.damage)
+        more = f" and {len(shown) - 5} more" if len(shown) > 5 else ""
+        detail = (
+            f"the store {host.store.path} is damaged: {'; '.join(shown[:5])}{more} fail their checksum and are "
+            "not served (the rest is); restore the store from a backup"
+        )
+        return FastJSON(Health(status="damaged", detail=detail).model_dump(), status_code=503)
     if host.ready:
         return FastJSON(Health(status="ok").model_dump())
     health = Health(status=host.state, detail=host.status())  # type: ignore[arg-type]

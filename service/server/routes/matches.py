@@ -23,6 +23,7 @@ from service.server.auth import READER, authorize, websocket_credentials
 from service.server.blocks import Run, frames_of
 from service.server.deps import Reader, RuntimeDep, StoreDep, runtime_of
 from service.server.errors import ForbiddenError, GoneError, InvalidInputError
+from service.server.faults import DamagedRows
 from service.server.guard import foreign_origin
 from service.server.handlers import error_body, status_of
 from service.server.host import EngineHost
@@ -45,6 +46,7 @@ BACKLOG_PAGE = 1_000
 MAX_FRAME = 10_000
 OVERFLOW_CODE = 1008  # policy violation: the subscriber broke the queue bound
 SHUTDOWN_CODE = 1001  # going away
+DAMAGED_CODE = 1011  # the server met a condition it cannot serve past: damaged matches
 
 
 async def _check_range(store: Store, from_seq: int) -> None:
@@ -91,7 +93,10 @@ async def get_matches(
 ) -> Response:
     """Matches with ``seq >= from_seq`` in ``seq`` order. Ask again with ``from_seq =
     next_seq``; an empty page means no newer match yet. 410 when ``from_seq`` is older
-    than the match log keeps."""
+    than the match log keeps; 503 naming the seqs (``damaged_seqs``: ``[first, next)``)
+    when the page would reach a match block that fails its checksum: it is never
+    served; ``limit = first - from_seq`` reads the matches before it, ``from_seq =
+    next`` those after."""
     names = frozenset({query}) if query is not None else None
     if names is not None:
         await _check_queries(store, runtime.host, names)
@@ -186,6 +191,16 @@ async def subscribe(ws: WebSocket) -> None:
             await ws.close(OVERFLOW_CODE, reason[:123])
         elif runtime.hub.closing:
             await ws.close(SHUTDOWN_CODE, f"server shutting down: resume with from_seq={last + 1}")
+    except DamagedRows as err:
+        # The backlog reached rows that fail their checksum: never sent; the subscriber
+        # is told which seqs and where to resume (1011: the server cannot go on).
+        if err.seqs is not None:
+            first, after = err.seqs
+            reason = f"matches {first}-{after - 1} are damaged in the store: resume with from_seq={after}"
+        else:
+            reason = f"the store is damaged ({err.where}): restore it from a backup"
+        with contextlib.suppress(Exception):
+            await ws.close(DAMAGED_CODE, reason[:123])
     except Exception as err:  # the client went away mid-send: nothing to tell it
         log.debug("subscriber gone: %s", err)
     finally:
@@ -209,10 +224,12 @@ async def _stream(
     """Send the backlog, then live matches, until overflow, shutdown or the client
     leaves; returns the last ``seq`` sent."""
     while not sub.overflowed and not receiver.done():
-        runs, _, _ = await run_in_threadpool(store.read_runs, last + 1, BACKLOG_PAGE, queries, True)
-        last = await _send(ws, sub, runs, last, batch)
-        if sum(len(run) for run in runs) < BACKLOG_PAGE:
+        # Until a read comes back empty: a page cut short by a damaged match block is
+        # followed by a read that starts in it, which raises DamagedRows.
+        runs, _, _ = await run_in_threadpool(store.read_runs, last + 1, BACKLOG_PAGE, queries, True, True)
+        if not runs:
             break
+        last = await _send(ws, sub, runs, last, batch)
     hub_closing = False
     while not sub.overflowed and not receiver.done() and not hub_closing:
         last = await _send(ws, sub, sub.take(), last, batch)

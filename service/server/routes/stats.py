@@ -64,6 +64,8 @@ async def stats(runtime: RuntimeDep) -> Stats:
         max_ahead=finite(event_time.get("max_ahead", host.max_ahead)),
         held=event_time.get("held", 0),
         held_max=host.buffer_max,
+        producers=event_time.get("producers", {}),
+        producer_idle=finite(host.idle),
         **host.counts,
     )
 

@@ -88,7 +88,7 @@ def test_serve_shows_the_servers_own_defaults() -> None:
         for param in serve.params
         if param.param_type_name == "option" and param.name not in ("help", "allowed_host")
     ]
-    assert len(options) == 12
+    assert len(options) == 13
     for param in options:
         assert param.envvar == f"SCEMON_{param.name.upper()}"
         assert param.default == fields[param.name].default, param.name

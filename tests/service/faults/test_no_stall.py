@@ -123,7 +123,7 @@ def test_writes_during_a_rebuild_get_503_and_retry_after_at_once(tmp_path: Path)
                         break
                 except httpx.TransportError:
                     time.sleep(0.05)
-            event = {"src": 1, "type": "A", "start": 1e9}
+            event = {"src": 1, "type": "A", "start": 300 * 2000 + 1.0}  # just after the stored stream
             answer = http.post("/v1/events", json={"producer": "p", "batch_id": 1, "events": [event]})
             ready = http.get("/readyz")
             # Answered while the rebuild still runs: not queued behind it.

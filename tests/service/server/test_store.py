@@ -264,7 +264,7 @@ def test_a_store_with_a_match_row_per_match_is_moved_into_blocks(tmp_path: Path)
             "INSERT INTO matches VALUES (?, ?, ?)",
             [(seq, f"q{seq % 2}", t.encode()) for seq, t in texts.items()],
         )
-        db.execute("INSERT INTO meta VALUES ('next_seq', '10')")
+        db.execute("INSERT INTO meta (key, value) VALUES ('next_seq', '10')")
         db.commit()
     old = Store(folder)
     try:
