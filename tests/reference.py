@@ -686,13 +686,21 @@ def _inner_names(pattern: dict[str, Any], top: dict[str, int]) -> dict[str, tupl
     the position among the positive components at each level). A negated component or
     one of a disjunction is not readable (left out: referring to it is an error)."""
     out: dict[str, tuple[int, ...]] = {}
+    # An alias that names components in several sub-patterns (the branches of a
+    # disjunction, as Rizvi's ANYONE writes them) is not readable from outside them.
+    seen: set[str] = set()
 
     def walk(p: dict[str, Any], path: tuple[int, ...]) -> None:
         positives = [it for it in p["items"] if not it.get("negated")]
         for it in p["items"]:
             alias = it.get("alias")
-            if alias is not None and (alias in top or alias in out):
+            if alias is not None and alias in top:
                 raise ValueError(f"duplicate alias {alias!r}")
+            if alias is not None and alias in seen:
+                out.pop(alias, None)
+                alias = None
+            elif alias is not None:
+                seen.add(alias)
             if it.get("negated") or p["kind"] == "or":
                 continue
             here = (*path, next(k for k, x in enumerate(positives) if x is it))

@@ -764,9 +764,14 @@ class _Compiler:
             for i, comp in enumerate(pattern.items):
                 cpath = f"{where}.sub.items[{i}]"
                 if comp.alias is not None:
-                    if comp.alias in self.names or comp.alias in out:
+                    if comp.alias in self.names:
                         raise self.error(f"alias {comp.alias!r} is used twice", cpath)
-                    if comp.negated:
+                    if comp.alias in out:
+                        # Several sub-patterns (the branches of a disjunction, as Rizvi's
+                        # ANYONE writes them) may each name a component so; from outside
+                        # them the alias is ambiguous (docs/semantics.md §8).
+                        out[comp.alias] = "it names components in several sub-patterns"
+                    elif comp.negated:
                         out[comp.alias] = "it is negated: it has no event in the match"
                     elif isinstance(pattern, Disj):
                         out[comp.alias] = "it is in a disjunction: the match may not bind it"
