@@ -914,6 +914,26 @@ def policy_allowed(q: J) -> bool:
     return not (q["pattern"]["kind"] == "seq" and items[-1].get("negated"))
 
 
+def _partitions_by_equiv(q: J) -> bool:
+    """Whether ``q``'s WHERE has an ``[attr]`` conjunct that partitions it (no PARTITION
+    BY clause, an attribute other than src or symbol, no value)."""
+    if q.get("partition") is not None:
+        return False
+    todo, conjuncts = [q.get("where")], []
+    while todo:
+        e = todo.pop()
+        if e is None:
+            continue
+        if e.get("kind") == "bool" and e.get("op") == "and":
+            todo.extend(e["operands"])
+        else:
+            conjuncts.append(e)
+    return any(
+        c.get("kind") == "equiv" and c.get("value") is None and c.get("attr") not in ("src", "symbol")
+        for c in conjuncts
+    )
+
+
 @st.composite
 def with_policy(draw: st.DrawFn, q: J, policy: str) -> J:
     """``q`` with ``policy`` and, now and then, other policy elements beside it; ``q``
@@ -921,6 +941,10 @@ def with_policy(draw: st.DrawFn, q: J, policy: str) -> J:
     if not policy_allowed(q):
         return q
     out = dict(q)
+    if _partitions_by_equiv(q):
+        # A policy needs the partition by src (docs/semantics.md §11): written out, the
+        # query's [attr] tests stay conditions, as they were before partitions.
+        out["partition"] = ["src"]
     out["mode"] = (
         "chronicle" if policy == "chronicle" else draw(st.sampled_from(("recent", "all", "chronicle")))
     )
