@@ -69,9 +69,13 @@ def test_other_demo_options_pass_through(terminal: int) -> None:
 
 def _dry_run(target: str, venv: Path) -> str:
     """``make -n TARGET`` for a virtualenv that does not exist yet: every install step."""
-    env = {k: v for k, v in os.environ.items() if k not in ("KEEP", "DEMO_FLAGS", "MAKEFLAGS")}
+    # Run as `make test` runs the tests, make's own variables would make this make print
+    # "Entering/Leaving directory" around the commands: not a sub-make's view.
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("KEEP", "DEMO_FLAGS", "MAKEFLAGS", "MAKELEVEL", "MFLAGS")
+    }
     return subprocess.run(
-        ["make", "-n", target, f"VENV={venv}", "KEEP=0"],
+        ["make", "--no-print-directory", "-n", target, f"VENV={venv}", "KEEP=0"],
         cwd=ROOT,
         stdin=subprocess.DEVNULL,
         env=env,
