@@ -26,11 +26,13 @@ checks, and avoids the cases ``tests/reference.py`` does not cover.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from hypothesis import strategies as st
 
 __all__ = [
+    "acted_out",
     "streams",
     "planted_streams",
     "query_sets",
@@ -1006,3 +1008,32 @@ def _classes_of(pattern: J) -> list[str]:
         else:
             out.extend(item["classes"])
     return out
+
+
+@st.composite
+def acted_out(
+    draw: st.DrawFn, queries: list[tuple[str, J]], events: list[J], unregister_odds: int = 4
+) -> list[tuple[Any, ...]]:
+    """The ops of a scenario: most of ``queries`` registered up front and the rest
+    mid-stream, ``events`` acted out, clock advances now and then, an unregistration
+    once in a while (one chance in ``unregister_odds`` where one is drawn), then the
+    clock flushed."""
+    split = draw(st.integers(max(1, len(queries) - 1), len(queries)))
+    ops: list[tuple[Any, ...]] = [("register", name, q) for name, q in queries[:split]]
+    late = list(queries[split:])
+    for ev in events:
+        action = draw(st.sampled_from(["event"] * 8 + ["register", "time", "unregister"]))
+        if action == "register" and late:
+            name, q = late.pop(0)
+            ops.append(("register", name, q))
+        elif action == "time":
+            ops.append(("time", ev["start"] + draw(st.sampled_from([0.5, 2, 10]))))
+        elif action == "unregister" and draw(st.integers(0, unregister_odds - 1)) == 0:
+            names = [op[1] for op in ops if op[0] == "register"]
+            gone = {op[1] for op in ops if op[0] == "unregister"}
+            left = [n for n in names if n not in gone]
+            if left:
+                ops.append(("unregister", draw(st.sampled_from(left))))
+        ops.append(("event", ev))
+    ops.append(("time", math.inf))
+    return ops

@@ -22,7 +22,7 @@ from tests import reference
 from tests.ecq.test_baseline import run_ops
 from tests.ecq.test_properties import engine_run, same_as_reference
 from tests.match_share import min_share, record
-from tests.strategies import KLEENE_SHAPES, inner_alias_sets, kleene_form_sets, planted_streams
+from tests.strategies import KLEENE_SHAPES, acted_out, inner_alias_sets, kleene_form_sets, planted_streams
 
 CLASSES = ("A", "B", "C", "D")
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -35,25 +35,7 @@ def kleene_scenarios(draw: st.DrawFn, inner: bool = False) -> list[tuple[Any, ..
     their minimum), clock advances now and then, then the clock flushed."""
     queries = draw(inner_alias_sets(CLASSES) if inner else kleene_form_sets(CLASSES))
     events = draw(planted_streams(queries, CLASSES, n_sources=2, max_len=14, blockers=3))
-    split = draw(st.integers(max(1, len(queries) - 1), len(queries)))
-    ops: list[tuple[Any, ...]] = [("register", name, q) for name, q in queries[:split]]
-    late = list(queries[split:])
-    for ev in events:
-        action = draw(st.sampled_from(["event"] * 8 + ["register", "time", "unregister"]))
-        if action == "register" and late:
-            name, q = late.pop(0)
-            ops.append(("register", name, q))
-        elif action == "time":
-            ops.append(("time", ev["start"] + draw(st.sampled_from([0.5, 2, 10]))))
-        elif action == "unregister" and draw(st.integers(0, 3)) == 0:
-            names = [op[1] for op in ops if op[0] == "register"]
-            gone = {op[1] for op in ops if op[0] == "unregister"}
-            left = [n for n in names if n not in gone]
-            if left:
-                ops.append(("unregister", draw(st.sampled_from(left))))
-        ops.append(("event", ev))
-    ops.append(("time", math.inf))
-    return ops
+    return draw(acted_out(queries, events))
 
 
 @pytest.mark.property

@@ -6,7 +6,6 @@ of them must: tests/match_share.py)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pytest
@@ -16,7 +15,7 @@ from hypothesis import strategies as st
 from ecq.kernel.select import status
 from tests.ecq.test_properties import engine_run, same_as_reference
 from tests.match_share import min_share, record
-from tests.strategies import FAMILIES, operator_sets, planted_streams
+from tests.strategies import FAMILIES, acted_out, operator_sets, planted_streams
 
 pytestmark = pytest.mark.property
 
@@ -36,25 +35,7 @@ def family_scenarios(draw: st.DrawFn, family: str) -> list[tuple[Any, ...]]:
     # the one before, so that the rules of negation are met at their bounds.
     blockers, ties = (2, draw(st.booleans())) if family.startswith("negation") else (4, False)
     events = draw(planted_streams(queries, CLASSES, n_sources=2, max_len=14, blockers=blockers, ties=ties))
-    split = draw(st.integers(max(1, len(queries) - 1), len(queries)))
-    ops: list[tuple[Any, ...]] = [("register", name, q) for name, q in queries[:split]]
-    late = list(queries[split:])
-    for ev in events:
-        action = draw(st.sampled_from(["event"] * 8 + ["register", "time", "unregister"]))
-        if action == "register" and late:
-            name, q = late.pop(0)
-            ops.append(("register", name, q))
-        elif action == "time":
-            ops.append(("time", ev["start"] + draw(st.sampled_from([0.5, 2, 10]))))
-        elif action == "unregister" and draw(st.integers(0, 3)) == 0:
-            names = [op[1] for op in ops if op[0] == "register"]
-            gone = {op[1] for op in ops if op[0] == "unregister"}
-            left = [n for n in names if n not in gone]
-            if left:
-                ops.append(("unregister", draw(st.sampled_from(left))))
-        ops.append(("event", ev))
-    ops.append(("time", math.inf))
-    return ops
+    return draw(acted_out(queries, events))
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -18,7 +18,15 @@ from ecq.kernel.select import status
 from tests import reference
 from tests.ecq.test_properties import engine_run, normalise
 from tests.match_share import min_share, record
-from tests.strategies import FAMILIES, POLICIES, operator_sets, planted_streams, query_sets, with_policy
+from tests.strategies import (
+    FAMILIES,
+    POLICIES,
+    acted_out,
+    operator_sets,
+    planted_streams,
+    query_sets,
+    with_policy,
+)
 
 pytestmark = pytest.mark.property
 
@@ -44,25 +52,7 @@ def policy_scenarios(draw: st.DrawFn, family: str, policy: str) -> list[tuple[An
         for i, (name, q) in enumerate(queries)
     ]
     events = draw(planted_streams(queries, CLASSES, n_sources=2, max_len=14))
-    split = draw(st.integers(max(1, len(queries) - 1), len(queries)))
-    ops: list[tuple[Any, ...]] = [("register", name, q) for name, q in queries[:split]]
-    late = list(queries[split:])
-    for ev in events:
-        action = draw(st.sampled_from(["event"] * 8 + ["register", "time", "unregister"]))
-        if action == "register" and late:
-            name, q = late.pop(0)
-            ops.append(("register", name, q))
-        elif action == "time":
-            ops.append(("time", ev["start"] + draw(st.sampled_from([0.5, 2, 10]))))
-        elif action == "unregister" and draw(st.integers(0, 5)) == 0:
-            names = [op[1] for op in ops if op[0] == "register"]
-            gone = {op[1] for op in ops if op[0] == "unregister"}
-            left = [n for n in names if n not in gone]
-            if left:
-                ops.append(("unregister", draw(st.sampled_from(left))))
-        ops.append(("event", ev))
-    ops.append(("time", math.inf))
-    return ops
+    return draw(acted_out(queries, events, unregister_odds=6))
 
 
 @pytest.mark.parametrize("policy", POLICIES)
