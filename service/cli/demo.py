@@ -383,34 +383,26 @@ def _write_payments(folder: Path, k: int, events: Iterator[Any]) -> int:
 
 
 class _Feeder:
-    """``--keep``'s live feed: a daemon thread that writes the next ``rate × every``
-    payments as a new file every ``every`` seconds, until :meth:`stop`."""
+    """``--keep``'s live feed: writes the next ``rate × every`` payments as a new file at
+    once, then every ``every`` seconds from a :class:`_Ticker`, until :meth:`stop`."""
 
     def __init__(self, payments: Iterator[Any], folder: Path, first: int, rate: int, every: float) -> None:
         self._payments = payments
         self._folder = folder
         self._next = first
         self._per_file = max(1, round(rate * every))
-        self._every = every
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="scemon-demo-feed", daemon=True)
+        self._ticker = _Ticker(self._write_next, every)
 
     def start(self) -> None:
-        self._thread.start()
+        self._write_next()
+        self._ticker.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+        self._ticker.stop()
 
-    def _run(self) -> None:
-        # On a schedule, not a sleep after each write: the rate stays steady however long
-        # a write takes.
-        due = time.monotonic()
-        while not self._stop.is_set():
-            _write_payments(self._folder, self._next, itertools.islice(self._payments, self._per_file))
-            self._next += 1
-            due += self._every
-            self._stop.wait(max(0.0, due - time.monotonic()))
+    def _write_next(self) -> None:
+        _write_payments(self._folder, self._next, itertools.islice(self._payments, self._per_file))
+        self._next += 1
 
 
 def _match_line(match: dict[str, Any]) -> str:
@@ -437,8 +429,8 @@ def _stderr_to(path: Path) -> Iterator[None]:
 
 
 class _Ticker:
-    """Calls ``tick`` four times a second in a daemon thread: the match count moves on
-    the bar between Spark batches."""
+    """Calls ``tick`` every ``every`` seconds in a daemon thread (four times a second by
+    default: the match count moves on the bar between Spark batches)."""
 
     def __init__(self, tick: Any, every: float = 0.25) -> None:
         self._tick = tick
@@ -451,10 +443,16 @@ class _Ticker:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=2)
+        self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        while not self._stop.wait(self._every):
+        # On a schedule, not a wait after each tick: the rate stays steady however long a
+        # tick takes (the live feed's ticks write a file).
+        due = time.monotonic()
+        while True:
+            due += self._every
+            if self._stop.wait(max(0.0, due - time.monotonic())):
+                return
             self._tick()
 
 
