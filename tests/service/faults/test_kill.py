@@ -14,7 +14,7 @@ import pytest
 
 from ecq.engine import Engine
 from ecq.event import Event
-from tests.service.conftest import StartServer
+from tests.service.conftest import Server, StartServer
 
 pytestmark = pytest.mark.faults
 
@@ -65,6 +65,22 @@ class Resender(threading.Thread):
             self.error = err
 
 
+def kill_while_sending(server: Server, producer: Resender, kills: int, rng: random.Random) -> int:
+    """Start ``producer`` and SIGKILL ``server`` (then start it again) at random moments,
+    up to ``kills`` times while the producer runs; wait for it and check it failed on
+    nothing. The number of kills made."""
+    producer.start()
+    made = 0
+    while made < kills and producer.is_alive():
+        time.sleep(rng.uniform(0.1, 0.8))
+        server.kill()
+        server.start()
+        made += 1
+    producer.join(300)
+    assert producer.error is None, producer.error
+    return made
+
+
 def test_sigkill_at_random_moments_loses_and_duplicates_nothing(start_server: StartServer) -> None:
     rng = random.Random(2024)
     batches = [make_batch(k, rng) for k in range(N_BATCHES)]
@@ -74,15 +90,7 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(start_server: St
         for name, text in queries.items():
             assert http.post("/v1/queries", json={"name": name, "text": text}).status_code == 201
     producer = Resender(server.url, batches)
-    producer.start()
-    kills = 0
-    while kills < KILLS and producer.is_alive():
-        time.sleep(rng.uniform(0.1, 0.8))
-        server.kill()
-        server.start()
-        kills += 1
-    producer.join(300)
-    assert producer.error is None, producer.error
+    kills = kill_while_sending(server, producer, KILLS, rng)
     assert not producer.is_alive() and len(producer.answers) == N_BATCHES
     assert kills == KILLS and producer.retries > 0  # the kills hit the producer
 

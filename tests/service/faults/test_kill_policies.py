@@ -7,7 +7,6 @@ their registration (and must not be after it)."""
 from __future__ import annotations
 
 import random
-import time
 
 import httpx
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from ecq.engine import Engine
 from ecq.event import Event
 from tests.service.conftest import StartServer
-from tests.service.faults.test_kill import Resender, make_batch
+from tests.service.faults.test_kill import Resender, kill_while_sending, make_batch
 
 pytestmark = pytest.mark.faults
 
@@ -43,15 +42,7 @@ def test_policies_survive_sigkill(start_server: StartServer) -> None:
         for name, text in QUERIES.items():
             assert http.post("/v1/queries", json={"name": name, "text": text}).status_code == 201
     producer = Resender(server.url, batches)  # resends the first ones: recognised, not applied
-    producer.start()
-    kills = 0
-    while kills < KILLS and producer.is_alive():
-        time.sleep(rng.uniform(0.1, 0.8))
-        server.kill()
-        server.start()
-        kills += 1
-    producer.join(300)
-    assert producer.error is None, producer.error
+    kills = kill_while_sending(server, producer, KILLS, rng)
     assert not producer.is_alive() and len(producer.answers) == N_BATCHES
     assert kills == KILLS
 
