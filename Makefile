@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 KERNEL := $(wildcard ecq/kernel/*.pyx ecq/kernel/*.pxd ecq/kernel/*.h)
 
-.PHONY: install install-demo java chromium test lint typecheck pytest demo clean distclean
+.PHONY: install install-demo java chromium test lint typecheck pytest demo bench-docs clean distclean
 
 # The dev tools and the Spark job's extra (pyspark, pyarrow, pandas): the tests run the
 # job on a local Spark, and so does the demo. A kernel that cannot be built does not
@@ -80,6 +80,16 @@ KEEP       ?= $(shell [ -t 0 ] && echo 1 || echo 0)
 DEMO_FLAGS ?=
 demo: install-demo
 	$(BIN)/scemon demo $(if $(filter 1,$(KEEP)),--keep) $(DEMO_FLAGS)
+
+# One full run of every benchmark on docs/benchmarks.md (hours on two cores), which then
+# regenerates the page; the builds' row needs CPython 3.12 and 3.13 (from pyenv here).
+PYENV_ROOT_DIR := $(shell pyenv root 2>/dev/null)
+PYTHON312 ?= $(firstword $(wildcard $(PYENV_ROOT_DIR)/versions/3.12*/bin/python3))
+PYTHON313 ?= $(firstword $(wildcard $(PYENV_ROOT_DIR)/versions/3.13*/bin/python3))
+bench-docs: install-demo
+	$(MAKE) --no-print-directory install-demo PYTHON=$(PYTHON312) VENV=.venv-3.12
+	$(MAKE) --no-print-directory install-demo PYTHON=$(PYTHON313) VENV=.venv-3.13
+	$(BIN)/python -m service.bench.page --run
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -623,9 +623,10 @@ the shared engine (`ecq.Engine`) and an SP baseline
 operators, the service and the Spark job beyond it.
 
 Each command prints its tables and writes them as CSV and PNG under `docs/bench/` (or
-`--out DIR`), with the machine it ran on in `docs/bench/machine.json`; a full run into
-`docs/bench/` regenerates this page from those files (`python -m service.bench.page`
-does it from the files alone). `--quick` runs small sizes in seconds and writes to
+`--out DIR`), with the machine it ran on in `docs/bench/machine.json`, and regenerates
+this page from those files (`python -m service.bench.page` does it from the files
+alone). `make bench-docs` is one full run: every command on this page in turn, about
+two hours on two cores. `--quick` runs small sizes in seconds and writes to
 `build/bench-quick/`. `scemon bench all` runs the paper's figures, the event rate, the
 credit-card workload, the conditions, the operators and the targets; the other
 benchmarks have a command of their own. `scemon bench service` prints the ingest rate of
@@ -717,6 +718,46 @@ def write_page(page: Path = PAGE, folder: Path = DOCS) -> bool:
     return True
 
 
-if __name__ == "__main__":
+def full_run() -> list[list[str]]:
+    """The page's commands in its order, each once, as argument lists for the ``scemon``
+    beside this interpreter: running them all is one full run of the page."""
+    import shlex
+
+    scemon = str(Path(sys.executable).with_name("scemon"))
+    commands = list(dict.fromkeys(section.command for section in SECTIONS))
+    return [[scemon, *shlex.split(command)[1:]] for command in commands]
+
+
+def main(argv: Sequence[str]) -> int:
+    """``python -m service.bench.page [--run | --dry-run]``: regenerate the page from
+    the files (no option); or run every section's command first (``--run``, hours on
+    two cores), stopping at the first that fails; ``--dry-run`` prints those commands."""
+    import subprocess
+    import time
+
+    if argv and argv[0] not in ("--run", "--dry-run"):
+        print(f"unknown option {argv[0]!r} (expected --run or --dry-run)", file=sys.stderr)
+        return 2
+    if argv:
+        commands = full_run()
+        for number, command in enumerate(commands, 1):
+            line = " ".join(["scemon", *command[1:]])
+            if argv[0] == "--dry-run":
+                print(line)
+                continue
+            print(f"[{number}/{len(commands)}] {line}", file=sys.stderr, flush=True)
+            started = time.monotonic()
+            done = subprocess.run(command, check=False)
+            print(f"  ... {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+            if done.returncode != 0:
+                print(f"{line}: exit {done.returncode}; the page is not regenerated", file=sys.stderr)
+                return done.returncode
+        if argv[0] == "--dry-run":
+            return 0
     changed = write_page()
     print(f"{PAGE}: {'regenerated' if changed else 'unchanged'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
