@@ -3,8 +3,10 @@
 - ``models``: the pydantic models of every request and response (one family per
   resource); the server's routes and the clients use the same classes.
 - ``client``: HTTP (sync and async) and WebSocket subscriptions that resume by ``seq``.
-- ``spark_sink``: the Spark job's delivery — a micro-batch sorted by time, routed to its
-  shard by ``crc32(src)``, posted as Arrow under ``(producer, batch id)``, retried.
+- ``routing``: which shard owns a partition key's value (``crc32`` of its text mod N).
+- ``spark_sink``: the Spark job's delivery — a micro-batch sorted by time, routed to the
+  shards owning its sources and its values of the keys in use, posted as Arrow under
+  ``(producer, batch id)``, retried.
 
 May import ``ecq`` (event types); never ``service``.
 """

@@ -30,6 +30,7 @@ from api.models import (
     BATCH_HEADER,
     PRODUCER_HEADER,
     BatchResult,
+    ClusterRouting,
     EventIn,
     Identity,
     MatchPage,
@@ -228,6 +229,10 @@ class Client:
     def whoami(self) -> Identity:
         return Identity.model_validate_json(self._send("GET", "/v1/whoami").content)
 
+    def routing(self) -> ClusterRouting:
+        """This shard's place in its cluster and the partition keys its queries use."""
+        return ClusterRouting.model_validate_json(self._send("GET", "/v1/cluster/routing").content)
+
 
 class AsyncClient:
     """Asynchronous client with the same methods as :class:`Client`."""
@@ -321,6 +326,9 @@ class AsyncClient:
 
     async def whoami(self) -> Identity:
         return Identity.model_validate_json((await self._send("GET", "/v1/whoami")).content)
+
+    async def routing(self) -> ClusterRouting:
+        return ClusterRouting.model_validate_json((await self._send("GET", "/v1/cluster/routing")).content)
 
 
 # --------------------------------------------------------------------- subscriptions

@@ -38,7 +38,9 @@ __all__ = [
     "PRODUCER_HEADER",
     "AttrValue",
     "BatchResult",
+    "ClusterRouting",
     "ClusterShards",
+    "RoutingKey",
     "ErrorBody",
     "ErrorDetail",
     "EventBatch",
@@ -256,7 +258,7 @@ class _QueryCompiled(_Model):
         default=["src"],
         description=(
             "The partition key: the attributes whose values the events of one match share "
-            "(PARTITION BY, or [attr] conjuncts; default [\"src\"]); [] for PARTITION BY NONE."
+            '(PARTITION BY, or [attr] conjuncts; default ["src"]); [] for PARTITION BY NONE.'
         ),
     )
 
@@ -624,4 +626,31 @@ class ClusterShards(_Model):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={"examples": [{"shards": ["http://shard-0:8080", "http://shard-1:8080"]}]},
+    )
+
+
+class RoutingKey(_Model):
+    """A partition key in use on a shard other than ``src``, and the event classes its
+    queries read: the job sends an event of one of them also to the shard that owns the
+    event's value of the key."""
+
+    key: list[str] = Field(description="The key's attributes; [] for PARTITION BY NONE.")
+    classes: list[str] = Field(description="The event classes the key's queries read.")
+
+
+class ClusterRouting(_Model):
+    """What the Spark job routes by (docs/architecture.md, "A cluster"): which shard of
+    how many this one is (``SCEMON_SHARD``, ``"K/N"``; empty when it was told none, and
+    then it owns every value), and the keys other than ``src`` its queries use."""
+
+    shard: str = Field(description='This shard\'s place, "K/N" (K from 0); empty when not told.')
+    keys: list[RoutingKey] = Field(
+        description="The partition keys other than src in use, with their classes."
+    )
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"shard": "0/2", "keys": [{"key": ["symbol"], "classes": ["Buy", "Sell"]}]}]
+        },
     )

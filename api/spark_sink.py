@@ -20,9 +20,14 @@ applied all the same. Both come back in the :class:`BatchReport` with the row th
 from and a reason, for the job's dead-letter folder. A re-sent batch is told its late
 events again, so a re-run writes the same dead letters.
 
-Routing: all matches are within one source, so each source belongs to one shard —
-``crc32(utf-8 text of src) mod number of shards`` (an integer source's text is its
-decimal form) — and shards never need each other.
+Routing: every match is within one value of its query's partition key, so each value
+belongs to one shard — ``crc32(utf-8 text of the value) mod number of shards`` (an
+integer's text is its decimal form; see :func:`value_text`) — and shards never need
+each other. An event goes to the shard of its ``src`` and, for each other key in use
+whose queries read its class (:class:`api.models.ClusterRouting`, asked of the shards
+before each batch), to the shard of its value of that key; a shard evaluates a key's
+queries only on the values it owns (``SCEMON_SHARD``), so each match comes from one
+shard. PARTITION BY NONE has one value, whose text is empty: shard 0.
 
 Sources and ids travel as text in the job; a value that is an integer literal is sent as
 an integer. An Arrow column has one type, so a batch in which some value is not an
@@ -37,7 +42,6 @@ from __future__ import annotations
 
 import random
 import time
-import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -45,11 +49,13 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from api.client import ApiError, Client
 from api.models import BatchResult, LateEvent
+from api.routing import owner_of, shard_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -65,6 +71,7 @@ __all__ = [
     "encode_events",
     "shard_of",
     "sort_events",
+    "split_by_keys",
     "split_by_shard",
     "wait_until_ready",
 ]
@@ -123,10 +130,49 @@ class PreparedBatch:
 # ------------------------------------------------------------------------------ arrow
 
 
-def shard_of(src: str | int, shards: int) -> int:
-    """The shard a source belongs to: stable across processes, restarts and machines
-    (unlike ``hash()``), and cheap. O(len(src))."""
-    return zlib.crc32(str(src).encode()) % shards if shards > 1 else 0
+# An event's fields a key may name when its attributes lack the name (as the engine reads them).
+_FIELDS = ("src", "type", "start", "end", "prob")
+
+
+def split_by_keys(
+    table: pa.Table, shards: int, keys: Sequence[tuple[Sequence[str], frozenset[str]]]
+) -> list[pa.Table]:
+    """The rows of each shard, order kept, when partition keys other than ``src`` are in
+    use (``keys``: each with the classes its queries read): a row goes to its source's
+    shard and to the owner of its value of each key whose classes hold its type (a row
+    without one of the key's attributes is not seen by that key). O(rows × keys)."""
+    if shards <= 1 or table.num_rows == 0 or not keys:
+        return split_by_shard(table, shards)
+    names = table.column_names
+    src = _wire_ids(table.column("src")).to_pylist()
+    types = table.column("type").to_pylist()
+    texts = table.column("attrs").to_pylist() if "attrs" in names else [None] * table.num_rows
+    fields = {name: table.column(name).to_pylist() for name in _FIELDS if name in names and name != "src"}
+    fields["src"] = src
+    takes = [bytearray(table.num_rows) for _ in range(shards)]
+    for row, kind in enumerate(types):
+        takes[shard_of(src[row], shards)][row] = 1
+        attrs: dict[str, Any] | None = None
+        for key, classes in keys:
+            if kind not in classes:
+                continue
+            if attrs is None:
+                text = texts[row]
+                attrs = orjson.loads(text) if text else {}
+            values = []
+            for name in key:
+                if name in attrs:
+                    values.append(attrs[name])
+                elif name in fields:
+                    values.append(fields[name][row])
+                else:
+                    break
+            else:
+                takes[owner_of(key, values[0] if len(key) == 1 else values, shards)][row] = 1
+    return [
+        table.filter(pa.array(take, pa.uint8()).cast(pa.bool_())) if any(take) else table.slice(0, 0)
+        for take in takes
+    ]
 
 
 def sort_events(table: pa.Table, tie_break: Sequence[str] = ()) -> pa.Table:
@@ -298,13 +344,41 @@ class ServiceSink:
         return self.post_prepared(self.prepare(table, tie_break), batch_id)
 
     def prepare(self, table: pa.Table, tie_break: Sequence[str] = ()) -> PreparedBatch:
-        """The first half of :meth:`post_table`, which needs no service: sort the batch
-        and route it to its shards (a job overlaps it with the previous batch's post)."""
+        """The first half of :meth:`post_table`: sort the batch and route it to its
+        shards (a job overlaps it with the previous batch's post). With several shards
+        it first asks them the partition keys in use (:meth:`routing_keys`)."""
         started = time.monotonic()
         if "_row" not in table.column_names:
             table = table.append_column("_row", pa.array(range(table.num_rows), pa.int64()))
-        shards = split_by_shard(sort_events(table, tie_break), len(self.urls))
+        keys = self.routing_keys() if len(self.urls) > 1 and table.num_rows else []
+        shards = split_by_keys(sort_events(table, tie_break), len(self.urls), keys)
         return PreparedBatch(table.num_rows, shards, time.monotonic() - started)
+
+    def routing_keys(self) -> list[tuple[tuple[str, ...], frozenset[str]]]:
+        """The partition keys other than ``src`` the shards' queries use, each with the
+        classes read under it (``GET /v1/cluster/routing`` of every shard, retried as a
+        post is). When there are any, every shard must know its place (``SCEMON_SHARD``
+        of ``K/N`` matching its place in the job's list): otherwise two shards could
+        both give a value's matches, and :class:`SinkError` stops the job instead."""
+        n = len(self.urls)
+        # Not on the posting pool: a job prepares a batch while the previous one posts.
+        answers = [
+            _retrying(client.routing, url, self.policy, "routing")
+            for url, client in zip(self.urls, self._clients, strict=True)
+        ]
+        classes: dict[tuple[str, ...], set[str]] = {}
+        for answer in answers:
+            for entry in answer.keys:
+                classes.setdefault(tuple(entry.key), set()).update(entry.classes)
+        if classes:
+            for k, (url, answer) in enumerate(zip(self.urls, answers, strict=True)):
+                if answer.shard != f"{k}/{n}":
+                    told = f"SCEMON_SHARD={answer.shard}" if answer.shard else "no SCEMON_SHARD"
+                    raise SinkError(
+                        f"{url} is shard {k} of {n} in the job's list but was told {told}: queries "
+                        "partitioned by a key other than src need each shard to know its place"
+                    )
+        return [(key, frozenset(names)) for key, names in sorted(classes.items())]
 
     def post_prepared(self, prepared: PreparedBatch, batch_id: int) -> BatchReport:
         """The second half of :meth:`post_table`: post each shard's share and report."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ecq.compiler.query import CompiledQuery, compile_query, retag
@@ -59,6 +59,12 @@ class Engine(OpClock):
         self._next_order = 0
         # Keys some of whose queries read ``src`` in a condition or RETURN.
         self._reads_src: dict[tuple[str, ...], set[str]] = {}
+        # One shard of several (docs/architecture.md, "A cluster"): whether this engine
+        # owns a key's value (the key, and the value as a network sees it). A network
+        # takes an event whose value it does not own as a placeholder that only moves
+        # the clock: the shard that owns the value gives that value's matches, so each
+        # match comes from exactly one shard. None: every value is owned.
+        self.owns: Callable[[tuple[str, ...], Any], bool] | None = None
 
     # ------------------------------------------------------------------ queries
 
@@ -184,7 +190,7 @@ class Engine(OpClock):
             log.note(events, self.arrivals)
         if net.timers is not None:
             return self.step_events(events)
-        if self.keyed:
+        if self.keyed or self.owns is not None:
             return self._process_keyed(events)
         return net.kernel.run_events(self, events)
 
@@ -194,12 +200,7 @@ class Engine(OpClock):
         there is none. What such a query used up depends on every op since, so whoever
         rebuilds the engine by replay must keep them (docs/semantics.md §12)."""
         return min(
-            (
-                st.since
-                for _, net in self.networks()
-                for st in net.policies.values()
-                if st.policy.consumes
-            ),
+            (st.since for _, net in self.networks() for st in net.policies.values() if st.policy.consumes),
             default=None,
         )
 
@@ -211,22 +212,27 @@ class Engine(OpClock):
         and numbered. Networks share nothing, so running them one after the other gives
         what running them op by op would."""
         batch = [
-            e if e.arrival < 0 else Event(e.src, e.type, e.start, e.end, e.attrs, e.prob, e.id) for e in events
+            e if e.arrival < 0 else Event(e.src, e.type, e.start, e.end, e.attrs, e.prob, e.id)
+            for e in events
         ]
         merged: list[Match] = []
         hosts: list[_NetHost] = []
+        owns = self.owns
         for key, net in self.networks():
             host = _NetHost(self, net)
             hosts.append(host)
             if key == DEFAULT_KEY:
-                got = net.kernel.run_events(host, batch)
+                mine = batch
+                if owns is not None:
+                    mine = [e if owns(key, e.src) else view(e, None, _UNSEEN, _NO_ATTRS) for e in batch]
+                got = net.kernel.run_events(host, mine)
             else:
                 keep = key in self._reads_src
                 ecqs = net.ecqs
                 views = []
                 for e in batch:
                     value = key_value(e, key, keep) if e.type in ecqs else None
-                    if value is None:
+                    if value is None or (owns is not None and not owns(key, value[0])):
                         views.append(view(e, None, _UNSEEN, _NO_ATTRS))
                     else:
                         views.append(view(e, value[0], e.type, value[1]))
@@ -246,18 +252,21 @@ class Engine(OpClock):
         return merged
 
     def _on_event(self, e: Event, clock_before: float, clock: float) -> list[Emission] | None:
-        out = self.network.on_event(e, clock_before, clock)
+        owns = self.owns
+        if owns is None or owns(DEFAULT_KEY, e.src):
+            out = self.network.on_event(e, clock_before, clock)
+        else:
+            out = _unseen(self.network, e, clock_before, clock, None)
         if not self.keyed:
             return out
         # Every keyed network takes the op too: a view of the event when it has the
         # key's attributes and a class the network uses, else phase 0 alone.
         for key, net in self.keyed.items():
             value = key_value(e, key, key in self._reads_src) if e.type in net.ecqs else None
+            if value is not None and owns is not None and not owns(key, value[0]):
+                value = None
             if value is None:
-                net.seen += 1
-                if clock > net.next_deadline:
-                    out = out or []
-                    net.fire(e.moment - 1, clock_before, clock, e.arrival, out)
+                out = _unseen(net, e, clock_before, clock, out)
                 continue
             seen = view(e, value[0], e.type, value[1])
             seen.arrival = e.arrival
@@ -331,6 +340,18 @@ class Engine(OpClock):
 def _reads_src(cq: CompiledQuery) -> bool:
     """Whether the query reads an event's ``src`` (its conditions or RETURN)."""
     return '"attr": "src"' in json.dumps(to_json(cq.ast))
+
+
+def _unseen(
+    net: Network, e: Event, clock_before: float, clock: float, out: list[Emission] | None
+) -> list[Emission] | None:
+    """An event ``net`` does not see (another key's, or a value another shard owns): it
+    counts and moves the clock, which may pass a deadline; ``out`` gains what fires."""
+    net.seen += 1
+    if clock > net.next_deadline:
+        out = out or []
+        net.fire(e.moment - 1, clock_before, clock, e.arrival, out)
+    return out
 
 
 # The class of a placeholder for an event a keyed network cannot see (no network has

@@ -25,7 +25,8 @@ ServiceOption = Annotated[
         "--service",
         "-s",
         help="Base URL of a scemon service (http://host:port). Repeat for shards: each source goes to "
-        "shard crc32(src) mod the number of --service options, in the order given.",
+        "shard crc32(src) mod the number of --service options, in the order given (and each value of "
+        "another partition key in use to its owner; each shard then needs SCEMON_SHARD=K/N).",
         show_default=False,
     ),
 ]

@@ -3,7 +3,7 @@
     source folder ──binaryFile──► parse + validate (Python tasks, service.pipeline.rows)
         │                              │ bad rows ─► dead-letter folder, counted
         ▼ foreachBatch(df, batch id)   ▼ good rows
-    sort by time, route by crc32(src) mod shards, Arrow ─► POST /v1/events on each shard
+    sort by time, route by crc32(key value) mod shards, Arrow ─► POST /v1/events on each shard
         refused events (422) and late ones ─► dead-letter folder, with the reason
 
 Event time: each micro-batch is sorted by ``(end, start)`` before it is cut into posts,

@@ -124,6 +124,22 @@ class Settings(BaseSettings):
         "included), for clients given this shard as a seed: GET /v1/cluster.",
     )
 
+    shard: str = Field(
+        default="",
+        description='This shard\'s place in the cluster, "K/N" (K from 0, N shards, as the job routes): '
+        "it then evaluates each partition key's queries only on the values it owns. Empty: it owns all.",
+    )
+
+    @field_validator("shard")
+    @classmethod
+    def _place(cls, value: str) -> str:
+        if not value:
+            return value
+        k, slash, n = value.strip().partition("/")
+        if not (slash and k.isdigit() and n.isdigit() and 0 <= int(k) < int(n)):
+            raise ValueError('must be "K/N": shard K (from 0) of N shards, such as "0/2"')
+        return f"{int(k)}/{int(n)}"
+
     @field_validator("lateness")
     @classmethod
     def _finite(cls, value: float) -> float:

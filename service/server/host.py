@@ -84,6 +84,7 @@ from service.server.faults import StoreFault
 from service.server.limits import check_pattern_size, check_query_bounds
 from service.server.metrics import Metrics
 from service.server.rates import MatchRates
+from service.server.sharding import ownership
 from service.server.store import (
     BATCH,
     LATENESS,
@@ -246,12 +247,14 @@ class EngineHost:
         idle: float = IDLE,
         scrub_every: float = SCRUB_EVERY,
         match_cap: int = 0,
+        shard: str = "",
     ) -> None:
         """``lateness`` is applied once the engine is rebuilt (a change is logged as an
         op); ``wall`` is the wall clock that guards an engine without a clock yet and
         tells when a producer has gone ``idle`` (seconds without a batch); every
         ``scrub_every`` seconds (0: never) the store's checksums are all checked;
-        ``match_cap``: the matches one event may complete for one query (0: no cap)."""
+        ``match_cap``: the matches one event may complete for one query (0: no cap);
+        ``shard``: this shard's place ``"K/N"`` (service.server.sharding), or empty."""
         self.store = store
         self.metrics = metrics
         self._publish = publish
@@ -270,7 +273,9 @@ class EngineHost:
         # two of them would only slow ingestion down more.
         self._compiler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scemon-compile")
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.owns = ownership(shard)
         self.keeper = TimeKeeper(Engine(), 0.0, max_ahead, idle)
+        self.keeper.engine.owns = self.owns
         # Since this process started: late events applied, events and time advances
         # refused as too far ahead, batches refused for a full buffer.
         self.counts = {"late_events": 0, "refused_ahead": 0, "buffer_full": 0, "matches_capped": 0}
@@ -537,6 +542,7 @@ class EngineHost:
         self.progress = (0, total)
         keeper = TimeKeeper(Engine(), 0.0, self.max_ahead, self.idle)
         engine = keeper.engine
+        engine.owns = self.owns
         compiled: dict[tuple[str, bytes], CompiledQuery] = {}
         for done, op in enumerate(self.store.ops(), 1):
             if op.kind == REGISTER:

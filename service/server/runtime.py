@@ -60,6 +60,7 @@ class Runtime:
             idle=settings.producer_idle,
             scrub_every=settings.scrub_every,
             match_cap=settings.max_matches_per_event,
+            shard=settings.shard,
         )
         metrics.watch(host.stats_snapshot, hub)
         return cls(settings, store, hub, metrics, host)

@@ -50,6 +50,8 @@ def _handler(state: FakeService) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             if self.path in ("/healthz", "/readyz"):
                 self._answer(200, {"status": "ok"})
+            elif self.path == "/v1/cluster/routing":
+                self._answer(200, {"shard": "", "keys": []})  # queries by source only
             else:
                 self._answer(404, {"detail": {"message": "no such route"}})
 
