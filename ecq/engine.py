@@ -384,26 +384,24 @@ class _NetHost(OpClock):
         return self.net.clean(self.clock)
 
 
-def _entry_key(entry: Any) -> Any:
-    """docs/semantics.md's order of ``events``: an arrival index sorts before a list;
-    lists compare element by element."""
-    if type(entry) is list:
-        return (1, tuple(_entry_key(x) for x in entry))
-    return (0, entry)
-
-
-def _flat(entries: list[Any]) -> Iterator[int]:
-    for x in entries:
+def _holds(items: Iterable[Any], trigger: int) -> bool:
+    """Whether a match's ``events`` (groups as lists, a derived instance by its parts,
+    as :func:`ecq.match.event_ids` walks them) hold the event of arrival ``trigger``."""
+    for x in items:
         if type(x) is list:
-            yield from _flat(x)
-        else:
-            yield x
+            if _holds(x, trigger):
+                return True
+        elif x.parts is not None:
+            if _holds(x.parts, trigger):
+                return True
+        elif x.arrival == trigger:
+            return True
+    return False
 
 
-def _emission_key(m: Match, order: dict[str, int]) -> tuple[Any, ...]:
+def _emission_key(m: Match, order: dict[str, int]) -> tuple[int, int, int]:
     """The emission order of a match in a batch: its op (the trigger), its phase (a
     match of phase 1 holds the event of its op; one of phase 0 only earlier events),
-    the query's registration order, its events."""
-    arrivals = m.arrivals()
-    phase = 1 if m.trigger in _flat(arrivals) else 0
-    return (m.trigger, phase, order.get(m.query, -1), _entry_key(arrivals))
+    the query's registration order. Matches equal in all three are one query's, from
+    one network, which emitted them in order already: a stable sort keeps it."""
+    return (m.trigger, 1 if _holds(m.events, m.trigger) else 0, order.get(m.query, -1))
