@@ -116,7 +116,7 @@ def events_of(table: pa.Table) -> list[Event]:
 
 
 @min_share(0.25)
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data(), st.integers(2, 3), st.booleans())
 def test_shards_together_give_one_engines_matches(data: st.DataObject, shards: int, batched: bool) -> None:
     """Queries partitioned by the source, an attribute, two attributes and NONE; a
