@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ecq.compiler.query import CompiledQuery, compile_query, retag
@@ -384,10 +384,11 @@ class _NetHost(OpClock):
         return self.net.clean(self.clock)
 
 
-def _holds(items: Iterable[Any], trigger: int) -> bool:
+def _holds(items: Sequence[Any], trigger: int) -> bool:
     """Whether a match's ``events`` (groups as lists, a derived instance by its parts,
-    as :func:`ecq.match.event_ids` walks them) hold the event of arrival ``trigger``."""
-    for x in items:
+    as :func:`ecq.match.event_ids` walks them) hold the event of arrival ``trigger``.
+    From the last: the event of the op, when there, is most often the last one."""
+    for x in reversed(items):
         if type(x) is list:
             if _holds(x, trigger):
                 return True
