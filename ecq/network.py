@@ -230,6 +230,7 @@ class Network:
                             link(ecq, qs)
                         elif cq.kind != KIND_SEQ or k == last_positive:
                             ecq.general_final.append(CLink(qs, k))
+                            ecq.lone_gates = None
         if cq.stores and cq.window is not None:
             for cls in qs.classes:
                 self.ecqs[cls].set_windows(clock, add=cq.window)
@@ -312,6 +313,7 @@ class Network:
                     else:
                         ecq.general_uses -= 1
                         ecq.general_final = [c for c in ecq.general_final if c.q is not qs]
+                        ecq.lone_gates = None
                         if ecq.cnj_final & bit:
                             unlink(ecq, qs)
         if cq.stores and cq.window is not None:
@@ -650,14 +652,29 @@ class Network:
         """Composite patterns (negation, Kleene closure, sub-patterns, conjunctions) that
         ``e`` can complete: matched by walking the chains they need (ecq.matching.composite)."""
         ctx = Context(moment, probe, e)
+        chained = ctx.chain_length
+        gates = ecq.lone_gates
+        if gates is None:
+            gates = ecq.lone_gates = _lone_gates(ecq.general_final)
+        if gates is not False and all(chained(classes) + 1 < least for classes, least in gates):  # type: ignore[union-attr]
+            return  # every query here is a lone group short of its minimum at the source
         seen: set[int] = set()
         for clink in ecq.general_final:
             qs = clink.q
-            if qs.bitno in seen or qs.cq.never:
+            cq = qs.cq
+            if qs.bitno in seen or cq.never:
                 continue
             seen.add(qs.bitno)
             if e.moment <= qs.reg:
                 continue
+            if cq.open_kleene:
+                # A lone group short of its minimum at the source (counted once per
+                # class set for all such queries): :func:`complete`'s first test, here
+                # so that the many queries it stops cost no call.
+                comp = cq.comps[cq.positives[0]]
+                least = comp.kleene[0]  # type: ignore[index]
+                if least > 1 and chained(comp.classes) + 1 < least:
+                    continue
             for cand in complete(qs, e, ctx):
                 completed.append((qs, cand))
 
@@ -798,3 +815,18 @@ def _clear(masks: dict[int, int], k: int, bit: int) -> None:
         masks[k] = left
     else:
         masks.pop(k, None)
+
+
+def _lone_gates(final: list[CLink]) -> tuple[tuple[frozenset[str], int], ...] | bool:
+    """:attr:`ECQ.lone_gates` of an ECQ whose completing CLinks are ``final``."""
+    least: dict[frozenset[str], int] = {}
+    for clink in final:
+        cq = clink.q.cq
+        if not cq.open_kleene:
+            return False
+        comp = cq.comps[cq.positives[0]]
+        need = comp.kleene[0]  # type: ignore[index]
+        if need <= 1:
+            return False
+        least[comp.classes] = min(need, least.get(comp.classes, need))
+    return tuple(least.items())

@@ -86,7 +86,7 @@ class Context:
     """What matching at one moment needs: the moment, the probe of the per-source chains
     (visible instances only), and the arriving instance (if any)."""
 
-    __slots__ = ("moment", "probe", "arriving")
+    __slots__ = ("moment", "probe", "arriving", "chained")
 
     def __init__(
         self, moment: int, probe: Callable[[str], list[Event]], arriving: Event | None = None
@@ -94,6 +94,16 @@ class Context:
         self.moment = moment
         self.probe = probe
         self.arriving = arriving
+        # Instances in the chains of a set of classes at the source, counted once per
+        # moment for every lone Kleene group over that set (see :func:`complete`).
+        self.chained: dict[frozenset[str], int] = {}
+
+    def chain_length(self, classes: frozenset[str]) -> int:
+        """The visible instances of ``classes`` at the source, all chains together."""
+        got = self.chained.get(classes)
+        if got is None:
+            got = self.chained[classes] = sum(len(self.probe(c)) for c in classes)
+        return got
 
     def instances(self, qs: QState, classes: frozenset[str] | tuple[str, ...]) -> list[Event]:
         """Visible instances of ``classes`` that ``qs`` may see, latest first."""
@@ -527,9 +537,7 @@ def complete(qs: QState, x: Event, ctx: Context) -> list[Cand]:
         # for every query at once, so most arrivals stop here, before any group is built.
         comp = cq.comps[cq.positives[0]]
         least = comp.kleene[0]  # type: ignore[index]
-        if x.type not in comp.classes or (
-            least > 1 and sum(len(ctx.probe(c)) for c in comp.classes) + 1 < least
-        ):
+        if x.type not in comp.classes or (least > 1 and ctx.chain_length(comp.classes) + 1 < least):
             return []
     return _seq_candidates(qs, x, ctx)
 

@@ -175,6 +175,7 @@ class ECQ:
         "static_pass",
         "general_uses",
         "general_final",
+        "lone_gates",
         "disj",
         "cnj_final",
         "cnj_loose",
@@ -202,6 +203,11 @@ class ECQ:
         # the class (its instances are then stored), and the CLinks it can complete.
         self.general_uses = 0
         self.general_final: list[CLink] = []
+        # When every CLink of ``general_final`` is a lone Kleene group with a minimum
+        # (``FAIL{5}``): per set of classes, the least minimum; an arrival whose chains
+        # fall short of every one completes nothing (ecq.network). False when some CLink
+        # is of another kind; None until worked out again after a change.
+        self.lone_gates: tuple[tuple[frozenset[str], int], ...] | bool | None = None
         # Disjunctions using this class, in registration order.
         self.disj: list[CLink] = []
         # Conjunctions of primitive classes an instance of this class may complete, as

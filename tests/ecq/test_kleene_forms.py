@@ -20,7 +20,7 @@ from ecq.language.ast import to_json
 from ecq.language.parser import parse_query
 from tests import reference
 from tests.ecq.test_baseline import run_ops
-from tests.ecq.test_properties import engine_run, same_as_reference
+from tests.ecq.test_properties import engine_run, normalise, same_as_reference
 from tests.match_share import min_share, record
 from tests.strategies import KLEENE_SHAPES, acted_out, inner_alias_sets, kleene_form_sets, planted_streams
 
@@ -219,3 +219,34 @@ def test_match_recognize_spellings() -> None:
         {"q": "SEQ(A a, B+ b[], C c) WHERE b.price > prev(b.price) AND first(b.price) > a.price WITHIN 1 min"}
     )
     assert sase == mr and sase
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_lone_groups_of_several_minimums_registered_and_dropped_mid_stream(pure: bool) -> None:
+    """Lone groups share one test of the chains per class set (the least minimum of
+    the class's queries): queries of minimums 5 and 3 and one over two classes come and
+    go while one source's events arrive; every match is the reference's."""
+    compiled = False if pure or not status().compiled else None
+    queries = {
+        "five": "PATTERN F{5} WITHIN 1 min",
+        "three": "PATTERN F{3} WITHIN 1 min",
+        "either": "PATTERN ANY(F, G){4} WITHIN 1 min",
+        "plain": "PATTERN SEQ(G, F) WITHIN 1 min",
+    }
+    body = {name: to_json(parse_query(text)) for name, text in queries.items()}
+    ops: list[tuple[Any, ...]] = [("register", "five", body["five"])]
+    for i in range(14):
+        if i == 1:  # after an F: the class's gate (five's 5) is worked out already
+            ops.append(("register", "three", body["three"]))
+        if i == 5:
+            ops.append(("register", "either", body["either"]))
+        if i == 8:
+            ops += [("unregister", "three"), ("register", "plain", body["plain"])]
+        if i == 13:
+            ops.append(("unregister", "plain"))
+        kind = "G" if i % 4 == 3 else "F"
+        ops.append(("event", {"src": "s", "type": kind, "start": float(i), "id": f"e{i}"}))
+    ops.append(("time", math.inf))
+    got = engine_run(ops, compiled=compiled)
+    assert {m["query"] for m in got} == {"five", "three", "either", "plain"}
+    assert normalise(got) == normalise(reference.evaluate(ops))
