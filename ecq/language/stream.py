@@ -20,12 +20,20 @@ T = TypeVar("T")
 
 
 class TokenStream:
-    """Tokens of one text with a read position, error construction and a span registry."""
+    """Tokens of one text with a read position, error construction and a span registry.
+
+    ``tok`` is the next token (``tokens[pos]``; it stays on the final ``EOF`` token once
+    there): the parser reads it directly on its hot paths rather than through
+    :meth:`peek`.
+    """
+
+    __slots__ = ("text", "tokens", "pos", "tok", "marks", "component_tokens")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.tokens = tokenize(text)
         self.pos = 0
+        self.tok = self.tokens[0]
         # id(node) -> (node, (line, column, token text)); the node is kept so ids stay unique.
         self.marks: dict[int, tuple[object, tuple[int, int, str]]] = {}
         # id(component) -> tokens of its '!' and its Kleene suffix, for structural errors.
@@ -34,25 +42,36 @@ class TokenStream:
     # ---------------------------------------------------------------- reading
 
     def peek(self, k: int = 0) -> Token:
-        return self.tokens[min(self.pos + k, len(self.tokens) - 1)]
+        if k == 0:
+            return self.tok
+        tokens = self.tokens
+        i = self.pos + k
+        return tokens[i] if i < len(tokens) else tokens[-1]
 
     def next(self) -> Token:
-        tok = self.tokens[self.pos]
+        tok = self.tok
         if tok.kind != EOF:
             self.pos += 1
+            self.tok = self.tokens[self.pos]
         return tok
 
     def at(self, *keys: str) -> bool:
-        return self.peek().key in keys
+        return self.tok.key in keys
 
     def at_end(self) -> bool:
-        return self.peek().kind == EOF
+        return self.tok.kind == EOF
 
     def accept(self, key: str) -> Token | None:
-        return self.next() if self.at(key) else None
+        tok = self.tok
+        if tok.key != key:
+            return None
+        if tok.kind != EOF:
+            self.pos += 1
+            self.tok = self.tokens[self.pos]
+        return tok
 
     def expect(self, key: str, message: str) -> Token:
-        if not self.at(key):
+        if self.tok.key != key:
             raise self.error(message)
         return self.next()
 
@@ -65,7 +84,7 @@ class TokenStream:
 
     def error(self, message: str, tok: Token | None = None) -> ParseError:
         """A :class:`ParseError` at ``tok`` (default: the next token)."""
-        tok = tok if tok is not None else self.peek()
+        tok = tok if tok is not None else self.tok
         return ParseError(message, tok.line, tok.column, tok.text, excerpt(self.text, tok.line, tok.column))
 
     @staticmethod
