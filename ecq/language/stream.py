@@ -34,8 +34,8 @@ class TokenStream:
         self.tokens = tokenize(text)
         self.pos = 0
         self.tok = self.tokens[0]
-        # id(node) -> (node, (line, column, token text)); the node is kept so ids stay unique.
-        self.marks: dict[int, tuple[object, tuple[int, int, str]]] = {}
+        # id(node) -> (node, the token it was written at); the node is kept so ids stay unique.
+        self.marks: dict[int, tuple[object, Token]] = {}
         # id(component) -> tokens of its '!' and its Kleene suffix, for structural errors.
         self.component_tokens: dict[int, tuple[Token | None, Token | None]] = {}
 
@@ -95,9 +95,12 @@ class TokenStream:
 
     def mark(self, node: T, tok: Token) -> T:
         """Remember that ``node`` was written at ``tok``; returns ``node``."""
-        self.marks[id(node)] = (node, (tok.line, tok.column, tok.text))
+        self.marks[id(node)] = (node, tok)
         return node
 
     def span_of(self, node: object) -> tuple[int, int, str] | None:
         entry = self.marks.get(id(node))
-        return entry[1] if entry is not None and entry[0] is node else None
+        if entry is None or entry[0] is not node:
+            return None
+        tok = entry[1]
+        return (tok.line, tok.column, tok.text)
