@@ -24,8 +24,6 @@ literal (``-5`` is ``Lit(-5)``); ``-(5)`` and ``-x.a`` are ``Neg``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from ecq.language.ast import (
     Agg,
     Arith,
@@ -51,13 +49,16 @@ _CMP_OPS = frozenset({"=", "!=", "<", "<=", ">", ">="})
 _NUMBER_KINDS = (NUMBER, MONEY, PERCENT)
 
 
-@dataclass
 class _Group:
     """Conjuncts written as one unit; spliced into an enclosing AND."""
 
-    token: Token
-    items: list[Expr] = field(default_factory=list)
-    bracket: bool = False  # written as a bare [..]: may be followed by a juxtaposed operand
+    __slots__ = ("token", "items", "bracket")
+
+    def __init__(self, token: Token, items: list[Expr] | None = None, bracket: bool = False) -> None:
+        self.token = token
+        self.items: list[Expr] = items if items is not None else []
+        # Written as a bare [..]: may be followed by a juxtaposed operand.
+        self.bracket = bracket
 
 
 _Parsed = Expr | _Group
@@ -162,7 +163,9 @@ def _cmp(ts: TokenStream) -> _Parsed:
         first_tok = ts.tok
         while ts.tok.key in _CMP_OPS:
             tok = ts.next()
-            right = _as_expr(ts, _add(ts))
+            right = _add(ts)
+            if isinstance(right, _Group):
+                right = _as_expr(ts, right)
             compares.append(ts.mark(Compare(tok.key, left, right), tok))
             left = right
         if len(compares) == 1:
@@ -194,7 +197,7 @@ def _cmp(ts: TokenStream) -> _Parsed:
 
 def _add(ts: TokenStream) -> _Parsed:
     left = _mul(ts)
-    if isinstance(left, _Group):
+    if ts.tok.key not in ("+", "-") or isinstance(left, _Group):
         return left
     while ts.tok.key in ("+", "-"):
         tok = ts.next()
@@ -204,8 +207,8 @@ def _add(ts: TokenStream) -> _Parsed:
 
 
 def _mul(ts: TokenStream) -> _Parsed:
-    left = _unary(ts)
-    if isinstance(left, _Group):
+    left = _primary(ts) if ts.tok.key != "-" else _unary(ts)
+    if ts.tok.key not in ("*", "/") or isinstance(left, _Group):
         return left
     while ts.tok.key in ("*", "/"):
         tok = ts.next()

@@ -22,6 +22,7 @@ excerpt with ``splitlines`` points at the same line.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import NamedTuple
@@ -78,7 +79,7 @@ _ESCAPE = r"""\\(?:[\\'"nrt]|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})"""
 # matches wins, so "--" is a comment before "-" is an operator, "<=" before "<"). The
 # last alternative takes any single character, so the scan never skips text: whatever
 # lands there is an error, or a string whose error the slow path finds.
-_TOKENS = re.compile(
+_TOKENS = (
     rf"""
      (?P<space>[^\S{_BREAKS}]+)
     |(?P<name>[A-Za-z_]{_TAIL})
@@ -93,10 +94,16 @@ _TOKENS = re.compile(
     |(?P<uname>[^\W\d]{_TAIL})
     |(?P<uderived>@[^\W\d]{_TAIL})
     |(?P<other>.)
-    """,
-    re.VERBOSE | re.DOTALL,
+    """
 )
-_ESCAPES_RE = re.compile(_ESCAPE)
+
+
+@functools.cache
+def _pattern(source: str) -> re.Pattern[str]:
+    """A token pattern, compiled on first use (importing the language stays cheap)."""
+    return re.compile(source, re.VERBOSE | re.DOTALL)
+
+
 
 _OPS = {
     **{c: c for c in "=<>+-*/;&|!^{}[](),."},
@@ -117,7 +124,7 @@ _new_token = tuple.__new__
 # The common tokens, each with the spaces and tabs before it: the fast path of
 # tokenize(). Anything else lands in the last alternative and sends the whole text to
 # _tokenize_all (other whitespace, non-ASCII names, escapes, every error).
-_COMMON = re.compile(
+_COMMON = (
     rf"""([ \t]*)(
      [A-Za-z_]{_TAIL}
     |--[^{_BREAKS}]*
@@ -128,8 +135,7 @@ _COMMON = re.compile(
     |\$[0-9]+(?:\.[0-9]+)?
     |\$[xX][0-9]+(?!\w)
     |@[A-Za-z_]{_TAIL}
-    |.)""",
-    re.VERBOSE | re.DOTALL,
+    |.)"""
 )
 _NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _OP_START = frozenset("=<>+-*/;&|!^{}[](),.")
@@ -143,7 +149,7 @@ def tokenize(text: str) -> list[Token]:
     append = tokens.append
     line = 1
     column = 1
-    for space, raw in _COMMON.findall(text):
+    for space, raw in _pattern(_COMMON).findall(text):
         if space:
             column += len(space)
         c = raw[0]
@@ -154,7 +160,9 @@ def tokenize(text: str) -> list[Token]:
                 continue  # a comment: a line break or the end of the text follows
             append(_new_token(Token, (OP, raw, line, column, _OPS[raw], None)))
         elif c in _DIGITS:
-            if raw[-1] == "%":
+            if raw.isdigit():
+                append(_new_token(Token, (NUMBER, raw, line, column, "<NUMBER>", int(raw))))
+            elif raw[-1] == "%":
                 value = _number(text, raw[:-1], line, column, raw[:-1])
                 append(_new_token(Token, (PERCENT, raw, line, column, "<PERCENT>", value / 100)))
             else:
@@ -191,7 +199,7 @@ def _tokenize_all(text: str) -> list[Token]:
     append = tokens.append
     line = 1
     line_start = 0  # index of the first character of the current line
-    for m in _TOKENS.finditer(text):
+    for m in _pattern(_TOKENS).finditer(text):
         group = m.lastgroup
         if group == "space" or group == "comment":
             continue
@@ -266,7 +274,7 @@ def _unescape(text: str, raw: str, line: int, column: int) -> str:
             raise _error(text, f"unknown escape {bad!r} in string", line, column + m.start() + 1, bad)
         return chr(code)
 
-    return _ESCAPES_RE.sub(one, raw[1:-1])
+    return _pattern(_ESCAPE).sub(one, raw[1:-1])
 
 
 def _fail(text: str, group: str | None, m: re.Match[str], line: int, column: int) -> None:

@@ -203,9 +203,7 @@ def _suffixes(
         if ts.tok.key == "[" and ts.peek(1).key == "]":  # SASE+ array alias: B+ b[]
             ts.next()
             ts.next()
-    comp = Component(
-        classes=classes, sub=sub, negated=neg_tok is not None, kleene=kleene, alias=alias, any_of=any_of
-    )
+    comp = Component(classes, sub, neg_tok is not None, kleene, alias, any_of)
     if neg_tok is not None or kleene_tok is not None:
         ts.component_tokens[id(comp)] = (neg_tok, kleene_tok)
     return ts.mark(comp, start)
