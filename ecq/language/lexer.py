@@ -18,6 +18,13 @@ Lexing rules (the ones a reader could not guess):
 
 Lines are counted as :meth:`str.splitlines` counts them, so that anyone building an
 excerpt with ``splitlines`` points at the same line.
+
+How: :func:`tokenize` reads the usual tokens (ASCII names, numbers, operators, plain
+strings, spaces, tabs and ``\\n``) with one ``findall`` of a compiled pattern; any other
+text (other whitespace, non-ASCII names, escapes, every error) is read by
+``_tokenize_all``, one ``finditer`` over a pattern with a named group per token shape.
+Both are held to a character-at-a-time lexer written from the rules above
+(``tests/ecq/language/char_lexer.py``): same tokens, positions and errors.
 """
 
 from __future__ import annotations
