@@ -115,17 +115,11 @@ def _starts_operand(tok: Token) -> bool:
 def _and(ts: TokenStream) -> _Parsed:
     start = ts.tok
     first = _not(ts)
-    items: list[Expr] = []
-    count = 0
+    if ts.tok.key != "AND" and not (isinstance(first, _Group) and first.bracket and _starts_operand(ts.tok)):
+        return first
+    # Groups are spliced in: their conjuncts become this AND's operands.
+    items: list[Expr] = list(first.items) if isinstance(first, _Group) else [first]
     op_tok: Token | None = None
-
-    def add(parsed: _Parsed) -> None:
-        if isinstance(parsed, _Group):
-            items.extend(parsed.items)
-        else:
-            items.append(parsed)
-
-    add(first)
     last = first
     while True:
         if ts.tok.key == "AND":
@@ -134,10 +128,10 @@ def _and(ts: TokenStream) -> _Parsed:
         elif not (isinstance(last, _Group) and last.bracket and _starts_operand(ts.tok)):
             break
         last = _not(ts)
-        add(last)
-        count += 1
-    if count == 0:
-        return first
+        if isinstance(last, _Group):
+            items.extend(last.items)
+        else:
+            items.append(last)
     if not items:
         return _Group(start)
     if len(items) == 1:

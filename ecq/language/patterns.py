@@ -82,7 +82,8 @@ def _items(ts: TokenStream) -> list[Component]:
         start = ts.tok
         if not _starts_component(start):
             raise ts.error(f"expected a component, found {ts.describe(start)}")
-        out.append(_as_component(ts, _disj(ts), start))
+        parsed = _disj(ts)
+        out.append(parsed if isinstance(parsed, Component) else _as_component(ts, parsed, start))
         if ts.tok.key != ",":
             return out
         ts.next()
