@@ -266,8 +266,12 @@ def _build(ts: TokenStream, cls: _PatternClass, comps: list[Component], start: T
     ts.mark(pattern, start)
     if cls is Disj:
         return pattern
-    positives = [c for c in comps if not c.negated]
-    if not positives:
+    for comp in comps:
+        if comp.negated:
+            break
+    else:
+        return pattern  # no negated component: nothing to check
+    if all(c.negated for c in comps):
         neg_tok, _ = ts.component_tokens.get(id(comps[0]), (None, None))
         if len(comps) == 1:
             raise ts.error("a negation cannot be the only component of a pattern", neg_tok or start)
