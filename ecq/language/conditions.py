@@ -24,8 +24,6 @@ literal (``-5`` is ``Lit(-5)``); ``-(5)`` and ``-x.a`` are ``Neg``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from ecq.language.ast import (
     Agg,
     Arith,
@@ -47,17 +45,20 @@ from ecq.language.stream import TokenStream
 
 __all__ = ["parse_condition", "parse_expression"]
 
-_CMP_OPS = ("=", "!=", "<", "<=", ">", ">=")
+_CMP_OPS = frozenset({"=", "!=", "<", "<=", ">", ">="})
 _NUMBER_KINDS = (NUMBER, MONEY, PERCENT)
 
 
-@dataclass
 class _Group:
     """Conjuncts written as one unit; spliced into an enclosing AND."""
 
-    token: Token
-    items: list[Expr] = field(default_factory=list)
-    bracket: bool = False  # written as a bare [..]: may be followed by a juxtaposed operand
+    __slots__ = ("token", "items", "bracket")
+
+    def __init__(self, token: Token, items: list[Expr] | None = None, bracket: bool = False) -> None:
+        self.token = token
+        self.items: list[Expr] = items if items is not None else []
+        # Written as a bare [..]: may be followed by a juxtaposed operand.
+        self.bracket = bracket
 
 
 _Parsed = Expr | _Group
@@ -93,7 +94,7 @@ def _or(ts: TokenStream) -> _Parsed:
     first = _and(ts)
     operands: list[_Parsed] = [first]
     op_tok: Token | None = None
-    while ts.at("OR"):
+    while ts.tok.key == "OR":
         tok = ts.next()
         op_tok = op_tok or tok
         operands.append(_and(ts))
@@ -112,31 +113,25 @@ def _starts_operand(tok: Token) -> bool:
 
 
 def _and(ts: TokenStream) -> _Parsed:
-    start = ts.peek()
+    start = ts.tok
     first = _not(ts)
-    items: list[Expr] = []
-    count = 0
+    if ts.tok.key != "AND" and not (isinstance(first, _Group) and first.bracket and _starts_operand(ts.tok)):
+        return first
+    # Groups are spliced in: their conjuncts become this AND's operands.
+    items: list[Expr] = list(first.items) if isinstance(first, _Group) else [first]
     op_tok: Token | None = None
-
-    def add(parsed: _Parsed) -> None:
-        if isinstance(parsed, _Group):
-            items.extend(parsed.items)
-        else:
-            items.append(parsed)
-
-    add(first)
     last = first
     while True:
-        if ts.at("AND"):
+        if ts.tok.key == "AND":
             tok = ts.next()
             op_tok = op_tok or tok
-        elif not (isinstance(last, _Group) and last.bracket and _starts_operand(ts.peek())):
+        elif not (isinstance(last, _Group) and last.bracket and _starts_operand(ts.tok)):
             break
         last = _not(ts)
-        add(last)
-        count += 1
-    if count == 0:
-        return first
+        if isinstance(last, _Group):
+            items.extend(last.items)
+        else:
+            items.append(last)
     if not items:
         return _Group(start)
     if len(items) == 1:
@@ -145,7 +140,9 @@ def _and(ts: TokenStream) -> _Parsed:
 
 
 def _not(ts: TokenStream) -> _Parsed:
-    if ts.at("NOT", "!"):
+    if ts.tok.key == "[":
+        return _equivalence(ts)  # what _cmp would give: a bare [..] takes no operator
+    if ts.tok.key in ("NOT", "!"):
         tok = ts.next()
         return ts.mark(Not(_as_expr(ts, _not(ts))), tok)
     return _cmp(ts)
@@ -155,32 +152,34 @@ def _cmp(ts: TokenStream) -> _Parsed:
     left = _add(ts)
     if isinstance(left, _Group):
         return left
-    if ts.at(*_CMP_OPS):
+    if ts.tok.key in _CMP_OPS:
         compares: list[Expr] = []
-        first_tok = ts.peek()
-        while ts.at(*_CMP_OPS):
+        first_tok = ts.tok
+        while ts.tok.key in _CMP_OPS:
             tok = ts.next()
-            right = _as_expr(ts, _add(ts))
+            right = _add(ts)
+            if isinstance(right, _Group):
+                right = _as_expr(ts, right)
             compares.append(ts.mark(Compare(tok.key, left, right), tok))
             left = right
         if len(compares) == 1:
             return compares[0]
         return _Group(first_tok, compares)
     not_tok = None
-    if ts.at("NOT") and ts.peek(1).key in ("BETWEEN", "IN"):
+    if ts.tok.key == "NOT" and ts.peek(1).key in ("BETWEEN", "IN"):
         not_tok = ts.next()
-    if ts.at("BETWEEN"):
+    if ts.tok.key == "BETWEEN":
         tok = ts.next()
         low = _as_expr(ts, _add(ts))
-        ts.expect("AND", f"expected AND after the lower bound of BETWEEN, found {ts.describe(ts.peek())}")
+        ts.expect("AND", f"expected AND after the lower bound of BETWEEN, found {ts.describe(ts.tok)}")
         high = _as_expr(ts, _add(ts))
         group = _Group(tok, [ts.mark(Compare(">=", left, low), tok), ts.mark(Compare("<=", left, high), tok)])
         return ts.mark(Not(_as_expr(ts, group)), not_tok) if not_tok else group
-    if ts.at("IN"):
+    if ts.tok.key == "IN":
         tok = ts.next()
         ts.expect("(", "expected '(' after IN")
         values: list[Expr] = []
-        if not ts.at(")"):
+        if ts.tok.key != ")":
             values.append(parse_expression(ts))
             while ts.accept(","):
                 values.append(parse_expression(ts))
@@ -192,9 +191,9 @@ def _cmp(ts: TokenStream) -> _Parsed:
 
 def _add(ts: TokenStream) -> _Parsed:
     left = _mul(ts)
-    if isinstance(left, _Group):
+    if ts.tok.key not in ("+", "-") or isinstance(left, _Group):
         return left
-    while ts.at("+", "-"):
+    while ts.tok.key in ("+", "-"):
         tok = ts.next()
         right = _as_expr(ts, _mul(ts))
         left = ts.mark(Arith(tok.key, left, right), tok)
@@ -202,10 +201,10 @@ def _add(ts: TokenStream) -> _Parsed:
 
 
 def _mul(ts: TokenStream) -> _Parsed:
-    left = _unary(ts)
-    if isinstance(left, _Group):
+    left = _primary(ts) if ts.tok.key != "-" else _unary(ts)
+    if ts.tok.key not in ("*", "/") or isinstance(left, _Group):
         return left
-    while ts.at("*", "/"):
+    while ts.tok.key in ("*", "/"):
         tok = ts.next()
         right = _as_expr(ts, _unary(ts))
         left = ts.mark(Arith(tok.key, left, right), tok)
@@ -213,9 +212,9 @@ def _mul(ts: TokenStream) -> _Parsed:
 
 
 def _unary(ts: TokenStream) -> _Parsed:
-    if ts.at("-"):
+    if ts.tok.key == "-":
         tok = ts.next()
-        if ts.peek().kind in _NUMBER_KINDS:
+        if ts.tok.kind in _NUMBER_KINDS:
             value = ts.next().value
             assert isinstance(value, (int, float))
             return ts.mark(Lit(-value), tok)
@@ -224,7 +223,7 @@ def _unary(ts: TokenStream) -> _Parsed:
 
 
 def _primary(ts: TokenStream) -> _Parsed:
-    tok = ts.peek()
+    tok = ts.tok
     if tok.kind in _NUMBER_KINDS or tok.kind == STRING:
         ts.next()
         assert tok.value is not None
@@ -243,7 +242,7 @@ def _primary(ts: TokenStream) -> _Parsed:
         return _call(ts)
     if _is_ref(tok):
         ts.next()
-        if ts.at("["):
+        if ts.tok.key == "[":
             return _element(ts, tok)
         return ts.mark(AttrRef(tok.text, _attribute(ts, tok)), tok)
     if tok.kind == IDENT and tok.key in RESERVED:
@@ -258,7 +257,7 @@ def _is_ref(tok: Token) -> bool:
 def _attribute(ts: TokenStream, ref: Token) -> str:
     if not ts.accept("."):
         raise ts.error(f"expected '.' and an attribute after {ref.text!r} (write {ref.text}.<attribute>)")
-    if ts.peek().kind != IDENT:
+    if ts.tok.kind != IDENT:
         raise ts.error(f"expected an attribute name after '{ref.text}.'")
     return ts.next().text
 
@@ -268,7 +267,7 @@ def _element(ts: TokenStream, ref: Token) -> Expr:
     added), ``b[i-1].x`` (the one before it), ``b[1].x`` / ``b[first].x`` and
     ``b[last].x`` (the group's first and last elements)."""
     open_tok = ts.next()  # '['
-    tok = ts.peek()
+    tok = ts.tok
     word = tok.text.lower() if tok.kind == IDENT else None
     which = None
     if word == "i-1":
@@ -300,7 +299,7 @@ def _element(ts: TokenStream, ref: Token) -> Expr:
 
 def _one(ts: TokenStream) -> bool:
     """The ``1`` of ``b[i - 1]``."""
-    tok = ts.peek()
+    tok = ts.tok
     if tok.kind != NUMBER or tok.value != 1:
         raise ts.error(f"expected 1 in [i - 1], found {ts.describe(tok)}")
     ts.next()
@@ -312,7 +311,7 @@ def _call(ts: TokenStream) -> Expr:
     name = name_tok.text.lower()
     ts.next()  # '('
     if name == PREVIOUS:
-        ref = ts.peek()
+        ref = ts.tok
         if not _is_ref(ref):
             raise ts.error("expected a Kleene component's attribute in prev(...), as in prev(b.price)")
         ts.next()
@@ -320,18 +319,18 @@ def _call(ts: TokenStream) -> Expr:
         ts.expect(")", "expected ')' after the argument of prev()")
         return ts.mark(Prev(ref.text, prev_attr), name_tok)
     if name in AGGREGATES:
-        ref = ts.peek()
+        ref = ts.tok
         if not _is_ref(ref):
             raise ts.error(f"expected a Kleene component reference in {name}(...)")
         ts.next()
-        if name != "count" and not ts.at("."):
+        if name != "count" and ts.tok.key != ".":
             raise ts.error(f"{name}() needs an attribute, as in {name}({ref.text}.price)")
-        attr = _attribute(ts, ref) if ts.at(".") else None
+        attr = _attribute(ts, ref) if ts.tok.key == "." else None
         ts.expect(")", f"expected ')' after the argument of {name}()")
         return ts.mark(Agg(name, ref.text, attr), name_tok)
     if name in FUNCTIONS:
         args: list[Expr] = []
-        if not ts.at(")"):
+        if ts.tok.key != ")":
             args.append(parse_expression(ts))
             while ts.accept(","):
                 args.append(parse_expression(ts))
@@ -346,11 +345,11 @@ def _equivalence(ts: TokenStream) -> _Group:
     open_tok = ts.next()
     group = _Group(open_tok, bracket=True)
     while True:
-        attr_tok = ts.peek()
+        attr_tok = ts.tok
         if attr_tok.kind != IDENT:
             raise ts.error("expected an attribute name in the equivalence test [...]")
         ts.next()
-        if ts.at("="):
+        if ts.tok.key == "=":
             ts.next()
             group.items.append(ts.mark(Equiv(attr_tok.text, _literal(ts)), attr_tok))
         elif attr_tok.text.lower() not in NO_OP_EQUIVS:
@@ -362,9 +361,9 @@ def _equivalence(ts: TokenStream) -> _Group:
 
 
 def _literal(ts: TokenStream) -> Lit:
-    tok = ts.peek()
+    tok = ts.tok
     negative = ts.accept("-") is not None
-    value_tok = ts.peek()
+    value_tok = ts.tok
     if value_tok.kind in _NUMBER_KINDS:
         ts.next()
         value = value_tok.value

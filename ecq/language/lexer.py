@@ -18,12 +18,21 @@ Lexing rules (the ones a reader could not guess):
 
 Lines are counted as :meth:`str.splitlines` counts them, so that anyone building an
 excerpt with ``splitlines`` points at the same line.
+
+How: :func:`tokenize` reads the usual tokens (ASCII names, numbers, operators, plain
+strings, spaces, tabs and ``\\n``) with one ``findall`` of a compiled pattern; any other
+text (other whitespace, non-ASCII names, escapes, every error) is read by
+``_tokenize_all``, one ``finditer`` over a pattern with a named group per token shape.
+Both are held to a character-at-a-time lexer written from the rules above
+(``tests/ecq/language/char_lexer.py``): same tokens, positions and errors.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass
+import re
+from typing import NamedTuple
 
 from ecq.errors import ParseError
 from ecq.language.source import excerpt
@@ -53,8 +62,7 @@ OP = "OP"
 EOF = "EOF"
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
     """One token. ``text`` is as written; ``key`` is what the parser compares against
     (upper-cased name, canonical operator, or ``<KIND>`` for literals); ``value`` is the
     literal's value (number or string contents)."""
@@ -68,224 +76,256 @@ class Token:
 
 
 # Line breaks exactly as str.splitlines() knows them ("\r\n" counts once).
-_LINE_BREAKS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
+_BREAKS = r"\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+# The rest of a name: name characters (re's \w is exactly str.isalnum() or "_"), and a
+# "-" directly between two of them.
+_TAIL = r"\w*(?:-\w+)*"
+_ESCAPE = r"""\\(?:[\\'"nrt]|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})"""
 
-_TWO_CHAR_OPS = {"==": "=", "!=": "!=", "<>": "!=", "<=": "<=", ">=": ">="}
-_ONE_CHAR_OPS = {
+# One alternative per token shape, tried in this order at each position (the first that
+# matches wins, so "--" is a comment before "-" is an operator, "<=" before "<"). The
+# last alternative takes any single character, so the scan never skips text: whatever
+# lands there is an error, or a string whose error the slow path finds.
+_TOKENS = (
+    rf"""
+     (?P<space>[^\S{_BREAKS}]+)
+    |(?P<name>[A-Za-z_]{_TAIL})
+    |(?P<comment>--[^{_BREAKS}]*)
+    |(?P<op>==|!=|<>|<=|>=|[=<>+\-*/;&|!^{{}}\[\](),.\u2227\u2228\u00ac])
+    |(?P<number>[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?%?)
+    |(?P<newline>\r\n|[{_BREAKS}])
+    |(?P<string>'(?:[^'\\{_BREAKS}]|{_ESCAPE})*'|"(?:[^"\\{_BREAKS}]|{_ESCAPE})*")
+    |(?P<money>\$[0-9]+(?:\.[0-9]+)?)
+    |(?P<posref>\$[xX][0-9]+)(?P<badpos>\w{_TAIL})?
+    |(?P<derived>@[A-Za-z_]{_TAIL})
+    |(?P<uname>[^\W\d]{_TAIL})
+    |(?P<uderived>@[^\W\d]{_TAIL})
+    |(?P<other>.)
+    """
+)
+
+
+@functools.cache
+def _pattern(source: str) -> re.Pattern[str]:
+    """A token pattern, compiled on first use (importing the language stays cheap)."""
+    return re.compile(source, re.VERBOSE | re.DOTALL)
+
+
+
+_OPS = {
     **{c: c for c in "=<>+-*/;&|!^{}[](),."},
+    "==": "=",
+    "!=": "!=",
+    "<>": "!=",
+    "<=": "<=",
+    ">=": ">=",
     "∧": "AND",
     "∨": "OR",
     "¬": "NOT",
 }
 _ESCAPES = {"\\": "\\", "'": "'", '"': '"', "n": "\n", "r": "\r", "t": "\t"}
+_LINE_BREAKS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
+_new_token = tuple.__new__
 
 
-def _is_name_start(ch: str) -> bool:
-    return ch.isalpha() or ch == "_"
-
-
-def _is_name_char(ch: str) -> bool:
-    return ch.isalnum() or ch == "_"
-
-
-def _is_digit(ch: str) -> bool:
-    return "0" <= ch <= "9"
+# The common tokens, each with the spaces and tabs before it: the fast path of
+# tokenize(). Anything else lands in the last alternative and sends the whole text to
+# _tokenize_all (other whitespace, non-ASCII names, escapes, every error).
+_COMMON = (
+    rf"""([ \t]*)(
+     [A-Za-z_]{_TAIL}
+    |--[^{_BREAKS}]*
+    |==|!=|<>|<=|>=|[=<>+\-*/;&|!^{{}}\[\](),.]
+    |[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?%?
+    |\r\n?|\n
+    |'[^'\\{_BREAKS}]*'|"[^"\\{_BREAKS}]*"
+    |\$[0-9]+(?:\.[0-9]+)?
+    |\$[xX][0-9]+(?!\w)
+    |@[A-Za-z_]{_TAIL}
+    |.)"""
+)
+_NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_OP_START = frozenset("=<>+-*/;&|!^{}[](),.")
+_DIGITS = frozenset("0123456789")
 
 
 def tokenize(text: str) -> list[Token]:
     """Split ``text`` into tokens ending with an ``EOF`` token; raises :class:`ParseError`
     at the first character that cannot start a token."""
-    return _Lexer(text).run()
-
-
-class _Lexer:
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.i = 0
-        self.line = 1
-        self.column = 1
-        self.tokens: list[Token] = []
-
-    # ------------------------------------------------------------------ helpers
-
-    def peek(self, k: int = 0) -> str:
-        j = self.i + k
-        return self.text[j] if j < len(self.text) else ""
-
-    def error(self, message: str, line: int, column: int, token: str) -> ParseError:
-        return ParseError(message, line, column, token, excerpt(self.text, line, column))
-
-    def emit(self, kind: str, start: int, key: str, value: int | float | str | None = None) -> None:
-        raw = self.text[start : self.i]
-        self.tokens.append(Token(kind, raw, self.line, self.column, key, value))
-        self.column += self.i - start
-
-    # --------------------------------------------------------------------- run
-
-    def run(self) -> list[Token]:
-        text = self.text
-        while self.i < len(text):
-            ch = text[self.i]
-            if ch in _LINE_BREAKS:
-                self.i += 2 if text.startswith("\r\n", self.i) else 1
-                self.line += 1
-                self.column = 1
-            elif ch.isspace():
-                self.i += 1
-                self.column += 1
-            elif text.startswith("--", self.i):
-                while self.i < len(text) and text[self.i] not in _LINE_BREAKS:
-                    self.i += 1
-            elif _is_name_start(ch):
-                self.name()
-            elif _is_digit(ch):
-                self.number()
-            elif ch == "$":
-                self.dollar()
-            elif ch == "@":
-                self.derived()
-            elif ch in "'\"":
-                self.string()
-            elif text[self.i : self.i + 2] in _TWO_CHAR_OPS:
-                start = self.i
-                self.i += 2
-                self.emit(OP, start, _TWO_CHAR_OPS[text[start : self.i]])
-            elif ch in _ONE_CHAR_OPS:
-                start = self.i
-                self.i += 1
-                self.emit(OP, start, _ONE_CHAR_OPS[ch])
+    tokens: list[Token] = []
+    append = tokens.append
+    line = 1
+    column = 1
+    for space, raw in _pattern(_COMMON).findall(text):
+        if space:
+            column += len(space)
+        c = raw[0]
+        if c in _NAME_START:
+            append(_new_token(Token, (IDENT, raw, line, column, raw.upper(), None)))
+        elif c in _OP_START:
+            if c == "-" and len(raw) > 1:
+                continue  # a comment: a line break or the end of the text follows
+            append(_new_token(Token, (OP, raw, line, column, _OPS[raw], None)))
+        elif c in _DIGITS:
+            if raw.isdigit():
+                append(_new_token(Token, (NUMBER, raw, line, column, "<NUMBER>", int(raw))))
+            elif raw[-1] == "%":
+                value = _number(text, raw[:-1], line, column, raw[:-1])
+                append(_new_token(Token, (PERCENT, raw, line, column, "<PERCENT>", value / 100)))
             else:
-                raise self.error(f"unexpected character {ch!r}", self.line, self.column, ch)
-        if self.tokens:
-            last = self.tokens[-1]
-            line, column = last.line, last.column + len(last.text)
-        else:
-            line, column = 1, 1
-        self.tokens.append(Token(EOF, "", line, column, "<EOF>"))
-        return self.tokens
-
-    # ------------------------------------------------------------------ tokens
-
-    def scan_name(self) -> None:
-        """Advance over a name (the ``-`` rule of the module docstring)."""
-        text = self.text
-        self.i += 1
-        while self.i < len(text):
-            ch = text[self.i]
-            if _is_name_char(ch):
-                self.i += 1
-            elif ch == "-" and _is_name_char(self.peek(1)):
-                self.i += 2
+                value = _number(text, raw, line, column, raw)
+                append(_new_token(Token, (NUMBER, raw, line, column, "<NUMBER>", value)))
+        elif c == "\n" or c == "\r":
+            line += 1
+            column = 1
+            continue
+        elif len(raw) == 1:
+            return _tokenize_all(text)
+        elif c == "$":
+            if raw[1] in _DIGITS:
+                value = _number(text, raw[1:], line, column, raw)
+                append(_new_token(Token, (MONEY, raw, line, column, "<MONEY>", value)))
             else:
-                break
+                append(_new_token(Token, (POSREF, raw, line, column, "<POSREF>", None)))
+        elif c == "@":
+            append(_new_token(Token, (DERIVED, raw, line, column, "<DERIVED>", None)))
+        else:  # a string without escapes
+            append(_new_token(Token, (STRING, raw, line, column, "<STRING>", raw[1:-1])))
+        column += len(raw)
+    if tokens:
+        last = tokens[-1]
+        append(_new_token(Token, (EOF, "", last.line, last.column + len(last.text), "<EOF>", None)))
+    else:
+        append(_new_token(Token, (EOF, "", 1, 1, "<EOF>", None)))
+    return tokens
 
-    def name(self) -> None:
-        start = self.i
-        self.scan_name()
-        self.emit(IDENT, start, self.text[start : self.i].upper())
 
-    def derived(self) -> None:
-        start = self.i
-        if not _is_name_start(self.peek(1)):
-            raise self.error("expected a query name after '@'", self.line, self.column, "@")
-        self.i += 1
-        self.scan_name()
-        self.emit(DERIVED, start, "<DERIVED>")
-
-    def digits(self) -> None:
-        while _is_digit(self.peek()):
-            self.i += 1
-
-    def number(self) -> None:
-        start = self.i
-        is_float = self.unsigned(allow_exponent=True)
-        value = self.convert(start, self.text[start : self.i], is_float)
-        if self.peek() == "%":
-            self.i += 1
-            self.emit(PERCENT, start, "<PERCENT>", value / 100)
+def _tokenize_all(text: str) -> list[Token]:
+    """:func:`tokenize` for any text: every token shape and every error."""
+    tokens: list[Token] = []
+    append = tokens.append
+    line = 1
+    line_start = 0  # index of the first character of the current line
+    for m in _pattern(_TOKENS).finditer(text):
+        group = m.lastgroup
+        if group == "space" or group == "comment":
+            continue
+        raw = m.group()
+        start = m.start()
+        if group == "name":
+            append(_new_token(Token, (IDENT, raw, line, start - line_start + 1, raw.upper(), None)))
+        elif group == "op":
+            append(_new_token(Token, (OP, raw, line, start - line_start + 1, _OPS[raw], None)))
+        elif group == "newline":
+            line += 1
+            line_start = m.end()
+        elif group == "number":
+            column = start - line_start + 1
+            if raw[-1] == "%":
+                digits = raw[:-1]
+                value = _number(text, digits, line, column, digits)
+                append(_new_token(Token, (PERCENT, raw, line, column, "<PERCENT>", value / 100)))
+            else:
+                value = _number(text, raw, line, column, raw)
+                append(_new_token(Token, (NUMBER, raw, line, column, "<NUMBER>", value)))
+        elif group == "string":
+            column = start - line_start + 1
+            contents = raw[1:-1] if "\\" not in raw else _unescape(text, raw, line, column)
+            append(_new_token(Token, (STRING, raw, line, column, "<STRING>", contents)))
+        elif group == "money":
+            column = start - line_start + 1
+            value = _number(text, raw[1:], line, column, raw)
+            append(_new_token(Token, (MONEY, raw, line, column, "<MONEY>", value)))
+        elif group == "posref":
+            append(_new_token(Token, (POSREF, raw, line, start - line_start + 1, "<POSREF>", None)))
+        elif group == "derived":
+            append(_new_token(Token, (DERIVED, raw, line, start - line_start + 1, "<DERIVED>", None)))
+        elif group == "uname" and raw[0].isalpha():
+            append(_new_token(Token, (IDENT, raw, line, start - line_start + 1, raw.upper(), None)))
+        elif group == "uderived" and raw[1].isalpha():
+            append(_new_token(Token, (DERIVED, raw, line, start - line_start + 1, "<DERIVED>", None)))
         else:
-            self.emit(NUMBER, start, "<NUMBER>", value)
+            _fail(text, group, m, line, start - line_start + 1)
+    if tokens:
+        last = tokens[-1]
+        append(_new_token(Token, (EOF, "", last.line, last.column + len(last.text), "<EOF>", None)))
+    else:
+        append(_new_token(Token, (EOF, "", 1, 1, "<EOF>", None)))
+    return tokens
 
-    def unsigned(self, allow_exponent: bool) -> bool:
-        """Advance over ``digits[.digits][e[+-]digits]``; tell whether it is a float."""
-        is_float = False
-        self.digits()
-        if self.peek() == "." and _is_digit(self.peek(1)):
-            is_float = True
-            self.i += 1
-            self.digits()
-        if allow_exponent and self.peek() in ("e", "E"):
-            sign = 1 if self.peek(1) in ("+", "-") else 0
-            if _is_digit(self.peek(1 + sign)):
-                is_float = True
-                self.i += 1 + sign
-                self.digits()
-        return is_float
 
-    def convert(self, start: int, digits: str, is_float: bool) -> int | float:
-        if not is_float:
-            return int(digits)
-        value = float(digits)
-        if not math.isfinite(value):
-            raise self.error("number out of range", self.line, self.column, self.text[start : self.i])
-        return value
+def _error(text: str, message: str, line: int, column: int, token: str) -> ParseError:
+    return ParseError(message, line, column, token, excerpt(text, line, column))
 
-    def dollar(self) -> None:
-        start = self.i
-        if _is_digit(self.peek(1)):
-            self.i += 1
-            digits_start = self.i
-            is_float = self.unsigned(allow_exponent=False)
-            value = self.convert(start, self.text[digits_start : self.i], is_float)
-            self.emit(MONEY, start, "<MONEY>", value)
-            return
-        if self.peek(1) in ("x", "X") and _is_digit(self.peek(2)):
-            self.i += 2
-            self.digits()
-            if _is_name_char(self.peek()):
-                self.scan_name()
-                bad = self.text[start : self.i]
-                raise self.error(
-                    f"bad positional reference {bad!r}: write $x1, $x2, ...", self.line, self.column, bad
-                )
-            self.emit(POSREF, start, "<POSREF>")
-            return
-        raise self.error(
-            "expected an amount ($20) or a positional reference ($x1) after '$'", self.line, self.column, "$"
+
+def _number(text: str, digits: str, line: int, column: int, token: str) -> int | float:
+    """The value of ``digits`` (ASCII digits, maybe a fraction and an exponent)."""
+    if digits.isdigit():
+        return int(digits)
+    value = float(digits)
+    if not math.isfinite(value):
+        raise _error(text, "number out of range", line, column, token)
+    return value
+
+
+def _unescape(text: str, raw: str, line: int, column: int) -> str:
+    """The contents of the string token ``raw``, whose escapes are all well-formed."""
+
+    def one(m: re.Match[str]) -> str:
+        escape = m.group()
+        if len(escape) == 2:
+            return _ESCAPES[escape[1]]
+        code = int(escape[2:], 16)
+        if code > 0x10FFFF:
+            bad = escape[:2]
+            raise _error(text, f"unknown escape {bad!r} in string", line, column + m.start() + 1, bad)
+        return chr(code)
+
+    return _pattern(_ESCAPE).sub(one, raw[1:-1])
+
+
+def _fail(text: str, group: str | None, m: re.Match[str], line: int, column: int) -> None:
+    """Raise the error for a match that is not a token (see ``_TOKENS``)."""
+    raw = m.group()
+    if group == "badpos":
+        bad = text[m.start("posref") : m.end()]
+        raise _error(text, f"bad positional reference {bad!r}: write $x1, $x2, ...", line, column, bad)
+    if raw[0] == "@":
+        raise _error(text, "expected a query name after '@'", line, column, "@")
+    if raw == "$":
+        raise _error(
+            text, "expected an amount ($20) or a positional reference ($x1) after '$'", line, column, "$"
         )
+    if raw in ("'", '"'):
+        _string_error(text, m.start(), line, column)
+    raise _error(text, f"unexpected character {raw[0]!r}", line, column, raw[0])
 
-    def string(self) -> None:
-        start = self.i
-        quote = self.text[self.i]
-        self.i += 1
-        out: list[str] = []
-        while True:
-            ch = self.peek()
-            if ch == "" or ch in _LINE_BREAKS:
-                raise self.error("unterminated string", self.line, self.column, self.text[start : self.i])
-            self.i += 1
-            if ch == quote:
-                break
-            if ch != "\\":
-                out.append(ch)
-                continue
-            out.append(self.escape(start))
-        self.emit(STRING, start, "<STRING>", "".join(out))
 
-    def escape(self, start: int) -> str:
-        """Read the character(s) after a backslash inside a string."""
-        ch = self.peek()
+def _string_error(text: str, start: int, line: int, column: int) -> None:
+    """Raise the error of the malformed string starting at ``start``: the first line
+    break or end of text before its closing quote, or the first unknown escape."""
+    quote = text[start]
+    i = start + 1
+    while True:
+        ch = text[i] if i < len(text) else ""
+        if ch == "" or ch in _LINE_BREAKS:
+            raise _error(text, "unterminated string", line, column, text[start:i])
+        i += 1
+        if ch == quote:
+            break  # not reached: a string the pattern rejects has an error before its end
+        if ch != "\\":
+            continue
+        ch = text[i] if i < len(text) else ""
         if ch in _ESCAPES:
-            self.i += 1
-            return _ESCAPES[ch]
+            i += 1
+            continue
         if ch in ("u", "U"):
             width = 4 if ch == "u" else 8
-            hex_digits = self.text[self.i + 1 : self.i + 1 + width]
+            hex_digits = text[i + 1 : i + 1 + width]
             if len(hex_digits) == width and all(c in "0123456789abcdefABCDEF" for c in hex_digits):
-                code = int(hex_digits, 16)
-                if code <= 0x10FFFF:
-                    self.i += 1 + width
-                    return chr(code)
+                if int(hex_digits, 16) <= 0x10FFFF:
+                    i += 1 + width
+                    continue
         bad = "\\" + ch
-        column = self.column + (self.i - 1 - start)
-        raise self.error(f"unknown escape {bad!r} in string", self.line, column, bad)
+        raise _error(text, f"unknown escape {bad!r} in string", line, column + (i - 1 - start), bad)
+    raise AssertionError("a string the token pattern rejects has an error")

@@ -29,8 +29,8 @@ from ecq.language.stream import TokenStream
 
 __all__ = ["parse_query", "parse_queries"]
 
-_CLAUSES: tuple[str, ...] = (
-    "WHERE", "WITHIN", "MODE", "RETURN", "PROBABILITY", "STRATEGY", "CONSUME", "AFTER", "PARTITION",
+_CLAUSES = frozenset(
+    {"WHERE", "WITHIN", "MODE", "RETURN", "PROBABILITY", "STRATEGY", "CONSUME", "AFTER", "PARTITION"}
 )
 
 
@@ -48,7 +48,7 @@ def parse_query(text: str) -> Query:
         query = _query(ts)
     except RecursionError:
         raise ts.error("the query is nested too deeply") from None
-    if ts.at("QUERY"):
+    if ts.tok.key == "QUERY":
         raise ts.error("a second query starts here; use parse_queries() for a text of several queries")
     return query
 
@@ -59,8 +59,8 @@ def parse_queries(text: str) -> list[Query]:
     _check_nesting(ts)
     out = []
     while not ts.at_end():
-        if not ts.at("QUERY"):
-            raise ts.error(f"expected QUERY <name> to start a query, found {ts.describe(ts.peek())}")
+        if ts.tok.key != "QUERY":
+            raise ts.error(f"expected QUERY <name> to start a query, found {ts.describe(ts.tok)}")
         try:
             out.append(_query(ts))
         except RecursionError:
@@ -69,6 +69,8 @@ def parse_queries(text: str) -> list[Query]:
 
 
 def _check_nesting(ts: TokenStream) -> None:
+    if len(ts.tokens) <= MAX_NESTING:
+        return  # too few tokens to open that many brackets
     depth = 0
     for tok in ts.tokens:
         if tok.key in ("(", "[", "{"):
@@ -85,9 +87,9 @@ def _query(ts: TokenStream) -> Query:
     """One query, ending before the next QUERY or at the end of the text."""
     clauses: dict[str, Span] = {}
     name: str | None = None
-    if ts.at("QUERY"):
+    if ts.tok.key == "QUERY":
         ts.next()
-        tok = ts.peek()
+        tok = ts.tok
         if tok.kind == STRING or (tok.kind == IDENT and tok.key not in CLAUSE_KEYWORDS):
             ts.next()
             name = _name(tok)
@@ -99,7 +101,7 @@ def _query(ts: TokenStream) -> Query:
         rizvi = parse_rizvi(ts, name)
         rizvi.spans.update(collect_spans(ts, rizvi, clauses))
         return rizvi
-    if ts.at("PATTERN", "EVENT"):
+    if ts.tok.key in ("PATTERN", "EVENT"):
         ts.next()
     pattern = parse_pattern(ts)
     where: Expr | None = None
@@ -110,7 +112,7 @@ def _query(ts: TokenStream) -> Query:
     policy: dict[str, str | None] = {}
     partition: tuple[str, ...] | None = None
     seen: set[str] = set()
-    while ts.at(*_CLAUSES):
+    while ts.tok.key in _CLAUSES:
         tok = ts.next()
         if tok.key in seen:
             raise ts.error(f"duplicate {tok.key} clause", tok)
@@ -140,8 +142,8 @@ def _query(ts: TokenStream) -> Query:
         else:
             probability = _probability(ts)
             clauses["probability"] = _span(tok)
-    if not (ts.at_end() or ts.at("QUERY")):
-        found = ts.peek().text
+    if not (ts.at_end() or ts.tok.key == "QUERY"):
+        found = ts.tok.text
         raise ts.error(
             "expected WHERE, WITHIN, MODE, RETURN, PROBABILITY, STRATEGY, CONSUME, AFTER MATCH SKIP, "
             f"PARTITION BY or the end of the query, found {found!r}"
@@ -172,14 +174,14 @@ def _span(tok: Token) -> Span:
 
 def _duration(ts: TokenStream) -> float:
     """``<number> [unit]`` in seconds; a bare number is seconds."""
-    tok = ts.peek()
+    tok = ts.tok
     if tok.kind != NUMBER:
         raise ts.error(
             f"expected a duration (a number and a unit, e.g. 5 s) after WITHIN, found {ts.describe(tok)}"
         )
     ts.next()
     assert isinstance(tok.value, (int, float))
-    unit = ts.peek()
+    unit = ts.tok
     if unit.kind != IDENT or unit.key in CLAUSE_KEYWORDS:
         return float(tok.value)
     ts.next()
@@ -192,7 +194,7 @@ def _duration(ts: TokenStream) -> float:
 
 
 def _mode(ts: TokenStream) -> str:
-    tok = ts.peek()
+    tok = ts.tok
     if tok.kind == IDENT and tok.key in ("RECENT", "ALL", "CHRONICLE"):
         ts.next()
         return tok.key.lower()
@@ -201,7 +203,7 @@ def _mode(ts: TokenStream) -> str:
 
 def _strategy(ts: TokenStream) -> str:
     """SASE+'s strategy names, hyphenated (``-`` between letters is part of a name)."""
-    tok = ts.peek()
+    tok = ts.tok
     if tok.kind == IDENT and tok.text.lower() in STRATEGIES:
         ts.next()
         return tok.text.lower()
@@ -209,7 +211,7 @@ def _strategy(ts: TokenStream) -> str:
 
 
 def _one_of(ts: TokenStream, words: tuple[str, ...], after: str) -> str:
-    tok = ts.peek()
+    tok = ts.tok
     if tok.kind == IDENT and tok.key in words:
         ts.next()
         return tok.key.lower()
@@ -226,7 +228,7 @@ def _after_match(ts: TokenStream) -> tuple[str, str | None]:
         _one_of(ts, ("LAST",), "SKIP PAST")
         _one_of(ts, ("ROW",), "SKIP PAST LAST")
         return "past-last-row", None
-    tok = ts.peek()
+    tok = ts.tok
     if tok.kind == IDENT and tok.key == "NEXT":
         ts.next()
         _one_of(ts, ("ROW",), "SKIP TO NEXT")
@@ -237,7 +239,7 @@ def _after_match(ts: TokenStream) -> tuple[str, str | None]:
         if nxt is not None and nxt.kind in (IDENT, POSREF):
             ts.next()
             where = tok.key.lower()
-    tok = ts.peek()
+    tok = ts.tok
     if tok.kind == POSREF or (tok.kind == IDENT and tok.key not in CLAUSE_KEYWORDS):
         ts.next()
         return where, tok.text
@@ -247,11 +249,11 @@ def _after_match(ts: TokenStream) -> tuple[str, str | None]:
 def _returns(ts: TokenStream) -> tuple[ReturnItem, ...]:
     items = []
     while True:
-        start = ts.peek()
+        start = ts.tok
         expr = parse_expression(ts)
         name = None
         if ts.accept("AS"):
-            tok = ts.peek()
+            tok = ts.tok
             if tok.kind not in (IDENT, STRING):
                 raise ts.error(f"expected a name after AS, found {ts.describe(tok)}")
             ts.next()
@@ -263,9 +265,9 @@ def _returns(ts: TokenStream) -> tuple[ReturnItem, ...]:
 
 def _probability(ts: TokenStream) -> float:
     if not ts.accept(">="):
-        if ts.peek().kind not in (NUMBER, PERCENT):
-            raise ts.error(f"expected '>=' after PROBABILITY, found {ts.describe(ts.peek())}")
-    tok = ts.peek()
+        if ts.tok.kind not in (NUMBER, PERCENT):
+            raise ts.error(f"expected '>=' after PROBABILITY, found {ts.describe(ts.tok)}")
+    tok = ts.tok
     if tok.kind not in (NUMBER, PERCENT):
         raise ts.error(f"expected a probability between 0 and 1, found {ts.describe(tok)}")
     assert isinstance(tok.value, (int, float))

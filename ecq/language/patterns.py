@@ -45,13 +45,13 @@ _Parsed = Component | Pattern
 
 def parse_pattern(ts: TokenStream) -> Pattern:
     """The pattern of a query, in any of the three surface forms."""
-    start = ts.peek()
+    start = ts.tok
     if start.kind == IDENT and start.key in _SCEMON and ts.peek(1).key == "WITH":
         ts.next()
         ts.next()
         return _build(ts, _SCEMON[start.key], _items(ts), start)
-    if not _starts_component(ts.peek()):
-        raise ts.error(f"expected a pattern, found {ts.describe(ts.peek())}")
+    if not _starts_component(start):
+        raise ts.error(f"expected a pattern, found {ts.describe(start)}")
     return _as_pattern(ts, _disj(ts), start)
 
 
@@ -79,56 +79,87 @@ def _items(ts: TokenStream) -> list[Component]:
     """Comma-separated components of a functional or SCEMon pattern."""
     out = []
     while True:
-        start = ts.peek()
+        start = ts.tok
         if not _starts_component(start):
             raise ts.error(f"expected a component, found {ts.describe(start)}")
-        out.append(_as_component(ts, _disj(ts), start))
-        if not ts.accept(","):
+        parsed = _disj(ts)
+        out.append(parsed if isinstance(parsed, Component) else _as_component(ts, parsed, start))
+        if ts.tok.key != ",":
             return out
+        ts.next()
+
+
+# The three infix levels, loosest first: ``|`` of ``&`` of ``;`` of components. Most
+# components stand alone, so each level starts from an already parsed first component
+# (read once, in _disj) and returns it untouched when its operator does not follow.
+_INFIX_KEYS = frozenset({"|", "&", ";"})
+
+
+def _disj(ts: TokenStream) -> _Parsed:
+    start = ts.tok
+    first = _component(ts)
+    if ts.tok.key not in _INFIX_KEYS:
+        return first
+    return _infix(ts, "|", Disj, _conj_from(ts, _seq_from(ts, first, start), start), start, _conj)
+
+
+def _conj(ts: TokenStream) -> _Parsed:
+    start = ts.tok
+    return _conj_from(ts, _seq(ts), start)
+
+
+def _conj_from(ts: TokenStream, first: _Parsed, start: Token) -> _Parsed:
+    return _infix(ts, "&", Conj, first, start, _seq)
+
+
+def _seq(ts: TokenStream) -> _Parsed:
+    start = ts.tok
+    return _seq_from(ts, _component(ts), start)
+
+
+def _seq_from(ts: TokenStream, first: _Parsed, start: Token) -> _Parsed:
+    return _infix(ts, ";", Seq, first, start, _component)
 
 
 def _infix(
-    ts: TokenStream, op: str, cls: _PatternClass, operand: Callable[[TokenStream], _Parsed]
+    ts: TokenStream,
+    op: str,
+    cls: _PatternClass,
+    first: _Parsed,
+    start: Token,
+    operand: Callable[[TokenStream], _Parsed],
 ) -> _Parsed:
-    start = ts.peek()
-    parts = [operand(ts)]
+    """``first (op operand)*`` at one infix level, ``first`` already parsed."""
+    if ts.tok.key != op:
+        return first
+    parts = [first]
     starts = [start]
-    while ts.at(op):
+    while ts.tok.key == op:
         ts.next()
-        starts.append(ts.peek())
+        starts.append(ts.tok)
         parts.append(operand(ts))
-    if len(parts) == 1:
-        return parts[0]
     comps = [_as_component(ts, p, s) for p, s in zip(parts, starts, strict=True)]
     return _build(ts, cls, comps, start)
 
 
-def _disj(ts: TokenStream) -> _Parsed:
-    return _infix(ts, "|", Disj, _conj)
-
-
-def _conj(ts: TokenStream) -> _Parsed:
-    return _infix(ts, "&", Conj, _seq)
-
-
-def _seq(ts: TokenStream) -> _Parsed:
-    return _infix(ts, ";", Seq, _component)
-
-
 def _component(ts: TokenStream) -> Component:
-    start = ts.peek()
+    start = tok = ts.tok
+    if tok.kind == IDENT and tok.key not in RESERVED:
+        # The usual component: a class name, then maybe a Kleene suffix and an alias.
+        ts.next()
+        return _suffixes(ts, start, None, (tok.text,), None, False)
     neg_tok = ts.accept("!")
-    if neg_tok is not None and ts.at("!"):
+    if neg_tok is not None and ts.tok.key == "!":
         raise ts.error("two negations in a row")
     classes: tuple[str, ...] = ()
     sub: Pattern | None = None
     any_of = False
-    tok = ts.peek()
+    tok = ts.tok
     if tok.kind == IDENT and tok.key in _FUNCTIONAL and ts.peek(1).key == "(":
         ts.next()
         ts.next()
         items = _items(ts)
-        ts.expect(")", f"expected ',' or ')' after component, found {ts.describe(ts.peek())}")
+        ts.expect(")", f"expected ',' or ')' after component, found {ts.describe(ts.tok)}")
         sub = _build(ts, _FUNCTIONAL[tok.key], items, tok)
     elif tok.kind == IDENT and tok.key == "ANY" and ts.peek(1).key == "(":
         ts.next()
@@ -136,30 +167,46 @@ def _component(ts: TokenStream) -> Component:
         names = [_class_name(ts)]
         while ts.accept(","):
             names.append(_class_name(ts))
-        ts.expect(")", f"expected ',' or ')' after a class in ANY(...), found {ts.describe(ts.peek())}")
+        ts.expect(")", f"expected ',' or ')' after a class in ANY(...), found {ts.describe(ts.tok)}")
         classes, any_of = tuple(names), True
     elif tok.key == "(":
         ts.next()
-        inner_start = ts.peek()
+        inner_start = ts.tok
         if not _starts_component(inner_start):
             raise ts.error(f"expected a pattern after '(', found {ts.describe(inner_start)}")
         sub = _as_pattern(ts, _disj(ts), inner_start)
         ts.expect(")", f"expected ')' to close the '(' at line {tok.line}, column {tok.column}")
     else:
         classes = (_class_name(ts),)
-    kleene, kleene_tok = _kleene(ts)
-    if neg_tok is not None and kleene_tok is not None:
-        raise ts.error("a negated component cannot have a Kleene closure", kleene_tok)
+    return _suffixes(ts, start, neg_tok, classes, sub, any_of)
+
+
+def _suffixes(
+    ts: TokenStream,
+    start: Token,
+    neg_tok: Token | None,
+    classes: tuple[str, ...],
+    sub: Pattern | None,
+    any_of: bool,
+) -> Component:
+    """The Kleene suffix and the alias after a component's base; the component."""
+    kleene: Kleene | None = None
+    kleene_tok: Token | None = None
+    if ts.tok.key in _KLEENE_KEYS:
+        kleene, kleene_tok = _kleene(ts)
+        if neg_tok is not None:
+            raise ts.error("a negated component cannot have a Kleene closure", kleene_tok)
     alias = None
-    if ts.at_name():
-        alias = ts.next().text
-        if ts.at("[") and ts.peek(1).key == "]":  # SASE+ array alias: B+ b[]
+    tok = ts.tok
+    if tok.kind == IDENT and tok.key not in RESERVED:
+        ts.next()
+        alias = tok.text
+        if ts.tok.key == "[" and ts.peek(1).key == "]":  # SASE+ array alias: B+ b[]
             ts.next()
             ts.next()
-    comp = Component(
-        classes=classes, sub=sub, negated=neg_tok is not None, kleene=kleene, alias=alias, any_of=any_of
-    )
-    ts.component_tokens[id(comp)] = (neg_tok, kleene_tok)
+    comp = Component(classes, sub, neg_tok is not None, kleene, alias, any_of)
+    if neg_tok is not None or kleene_tok is not None:
+        ts.component_tokens[id(comp)] = (neg_tok, kleene_tok)
     return ts.mark(comp, start)
 
 
@@ -180,8 +227,11 @@ def _count(ts: TokenStream, after: str) -> int:
     return tok.value
 
 
+_KLEENE_KEYS = frozenset({"+", "^", "{"})
+
+
 def _kleene(ts: TokenStream) -> tuple[Kleene | None, Token | None]:
-    tok = ts.peek()
+    tok = ts.tok
     if ts.accept("+"):
         return Kleene(1, False), tok
     if ts.accept("^"):
@@ -216,8 +266,12 @@ def _build(ts: TokenStream, cls: _PatternClass, comps: list[Component], start: T
     ts.mark(pattern, start)
     if cls is Disj:
         return pattern
-    positives = [c for c in comps if not c.negated]
-    if not positives:
+    for comp in comps:
+        if comp.negated:
+            break
+    else:
+        return pattern  # no negated component: nothing to check
+    if all(c.negated for c in comps):
         neg_tok, _ = ts.component_tokens.get(id(comps[0]), (None, None))
         if len(comps) == 1:
             raise ts.error("a negation cannot be the only component of a pattern", neg_tok or start)

@@ -8,7 +8,23 @@ Keys follow the JSON form of :mod:`ecq.language.ast`: ``pattern``, ``pattern.ite
 
 from __future__ import annotations
 
-from ecq.language.ast import Arith, BoolOp, Compare, Expr, Func, InList, Neg, Not, Pattern, Query
+from ecq.language.ast import (
+    Agg,
+    Arith,
+    AttrRef,
+    BoolOp,
+    Compare,
+    Equiv,
+    Expr,
+    Func,
+    InList,
+    Lit,
+    Neg,
+    Not,
+    Pattern,
+    Prev,
+    Query,
+)
 from ecq.language.stream import TokenStream
 
 __all__ = ["collect_spans"]
@@ -19,11 +35,13 @@ Span = tuple[int, int, str]
 def collect_spans(ts: TokenStream, query: Query, clauses: dict[str, Span]) -> dict[str, Span]:
     """All known positions of ``query``'s nodes, plus the clause positions given."""
     out: dict[str, Span] = dict(clauses)
+    marks = ts.marks
 
     def put(key: str, node: object) -> None:
-        span = ts.span_of(node)
-        if span is not None:
-            out[key] = span
+        entry = marks.get(id(node))
+        if entry is not None and entry[0] is node:
+            tok = entry[1]
+            out[key] = (tok.line, tok.column, tok.text)
 
     def pattern(key: str, node: Pattern) -> None:
         put(key, node)
@@ -35,14 +53,16 @@ def collect_spans(ts: TokenStream, query: Query, clauses: dict[str, Span]) -> di
 
     def expr(key: str, node: Expr) -> None:
         put(key, node)
-        if isinstance(node, (Arith, Compare)):
+        if isinstance(node, _LEAVES):
+            return
+        if isinstance(node, (Compare, Arith)):
             expr(f"{key}.left", node.left)
             expr(f"{key}.right", node.right)
-        elif isinstance(node, (Neg, Not)):
-            expr(f"{key}.operand", node.operand)
         elif isinstance(node, BoolOp):
             for i, operand in enumerate(node.operands):
                 expr(f"{key}.operands[{i}]", operand)
+        elif isinstance(node, (Neg, Not)):
+            expr(f"{key}.operand", node.operand)
         elif isinstance(node, InList):
             expr(f"{key}.operand", node.operand)
             for i, value in enumerate(node.values):
@@ -58,3 +78,7 @@ def collect_spans(ts: TokenStream, query: Query, clauses: dict[str, Span]) -> di
         put(f"return[{i}]", item)
         expr(f"return[{i}].expr", item.expr)
     return out
+
+
+# Expressions without sub-expressions.
+_LEAVES = (Lit, AttrRef, Equiv, Agg, Prev)

@@ -20,39 +20,58 @@ T = TypeVar("T")
 
 
 class TokenStream:
-    """Tokens of one text with a read position, error construction and a span registry."""
+    """Tokens of one text with a read position, error construction and a span registry.
+
+    ``tok`` is the next token (``tokens[pos]``; it stays on the final ``EOF`` token once
+    there): the parser reads it directly on its hot paths rather than through
+    :meth:`peek`.
+    """
+
+    __slots__ = ("text", "tokens", "pos", "tok", "marks", "component_tokens")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.tokens = tokenize(text)
         self.pos = 0
-        # id(node) -> (node, (line, column, token text)); the node is kept so ids stay unique.
-        self.marks: dict[int, tuple[object, tuple[int, int, str]]] = {}
+        self.tok = self.tokens[0]
+        # id(node) -> (node, the token it was written at); the node is kept so ids stay unique.
+        self.marks: dict[int, tuple[object, Token]] = {}
         # id(component) -> tokens of its '!' and its Kleene suffix, for structural errors.
         self.component_tokens: dict[int, tuple[Token | None, Token | None]] = {}
 
     # ---------------------------------------------------------------- reading
 
     def peek(self, k: int = 0) -> Token:
-        return self.tokens[min(self.pos + k, len(self.tokens) - 1)]
+        if k == 0:
+            return self.tok
+        tokens = self.tokens
+        i = self.pos + k
+        return tokens[i] if i < len(tokens) else tokens[-1]
 
     def next(self) -> Token:
-        tok = self.tokens[self.pos]
+        tok = self.tok
         if tok.kind != EOF:
             self.pos += 1
+            self.tok = self.tokens[self.pos]
         return tok
 
     def at(self, *keys: str) -> bool:
-        return self.peek().key in keys
+        return self.tok.key in keys
 
     def at_end(self) -> bool:
-        return self.peek().kind == EOF
+        return self.tok.kind == EOF
 
     def accept(self, key: str) -> Token | None:
-        return self.next() if self.at(key) else None
+        tok = self.tok
+        if tok.key != key:
+            return None
+        if tok.kind != EOF:
+            self.pos += 1
+            self.tok = self.tokens[self.pos]
+        return tok
 
     def expect(self, key: str, message: str) -> Token:
-        if not self.at(key):
+        if self.tok.key != key:
             raise self.error(message)
         return self.next()
 
@@ -65,7 +84,7 @@ class TokenStream:
 
     def error(self, message: str, tok: Token | None = None) -> ParseError:
         """A :class:`ParseError` at ``tok`` (default: the next token)."""
-        tok = tok if tok is not None else self.peek()
+        tok = tok if tok is not None else self.tok
         return ParseError(message, tok.line, tok.column, tok.text, excerpt(self.text, tok.line, tok.column))
 
     @staticmethod
@@ -76,9 +95,12 @@ class TokenStream:
 
     def mark(self, node: T, tok: Token) -> T:
         """Remember that ``node`` was written at ``tok``; returns ``node``."""
-        self.marks[id(node)] = (node, (tok.line, tok.column, tok.text))
+        self.marks[id(node)] = (node, tok)
         return node
 
     def span_of(self, node: object) -> tuple[int, int, str] | None:
         entry = self.marks.get(id(node))
-        return entry[1] if entry is not None and entry[0] is node else None
+        if entry is None or entry[0] is not node:
+            return None
+        tok = entry[1]
+        return (tok.line, tok.column, tok.text)
