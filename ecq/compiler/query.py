@@ -21,8 +21,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import cached_property
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from ecq.compiler.conditions import PredFn, ValueFn, compile_predicate, compile_value
 from ecq.compiler.filters import filter_key
@@ -48,6 +47,39 @@ from ecq.language.ast import (
 from ecq.language.partition import partition_key
 
 __all__ = ["Comp", "CompiledQuery", "compile_query", "retag", "KIND_SEQ", "KIND_AND", "KIND_OR", "MAX_WITHIN"]
+
+
+
+_T = TypeVar("_T")
+
+
+class cached_property(Generic[_T]):  # noqa: N801 (a drop-in for functools')
+    """``functools.cached_property`` without its lock: on Python 3.11 that one takes an
+    ``RLock`` at every first read, a tenth of what installing a plain sequence cost. A
+    compiled query is made and read by one thread (a race would compute the same
+    value twice, harmlessly). The value lands in the instance's ``__dict__``, so later
+    reads never reach this descriptor."""
+
+    def __init__(self, func: Callable[[Any], _T]) -> None:
+        self.func = func
+        self.attrname = func.__name__
+        self.__doc__ = func.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.attrname = name
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> cached_property[_T]: ...
+
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> _T: ...
+
+    def __get__(self, instance: object, owner: type | None = None) -> _T | cached_property[_T]:
+        if instance is None:
+            return self
+        value = instance.__dict__[self.attrname] = self.func(instance)
+        return value
+
 
 KIND_SEQ = "seq"
 KIND_AND = "and"
@@ -532,7 +564,7 @@ class _Compiler:
 
     def previous_refs(self, expr: Expr, path: str) -> set[int]:
         """The components whose ``b[i-1]`` the expression reads."""
-        return {self.resolve(node.ref, p) for node, p in _walk(expr, path) if isinstance(node, Prev)}
+        return {self.resolve_in(node.ref, expr, path, node) for node in _nodes(expr) if type(node) is Prev}
 
     def place_iteration(
         self,
@@ -790,9 +822,10 @@ class _Compiler:
     def nested_refs(self, expr: Expr, path: str) -> bool:
         """Whether the expression reads a component inside a sub-pattern (by alias)."""
         found = False
-        for node, node_path in _walk(expr, path):
+        for node in _nodes(expr):
             ref = getattr(node, "ref", None)
             if isinstance(ref, str) and ref not in self.names and ref in self.nested:
+                node_path = _path_of(expr, path, node)
                 target = self.nested[ref]
                 if isinstance(target, str):
                     raise self.error(f"{ref!r} cannot be read: {target}", node_path)
@@ -840,6 +873,14 @@ class _Compiler:
             )
         raise self.error(f"unknown component {ref!r} (no alias, $xN or class of that name)", path)
 
+    def resolve_in(self, ref: str, expr: Expr, path: str, node: Expr) -> int:
+        """:meth:`resolve` of a reference read at ``node`` of ``expr`` (found at
+        ``path``): the node's own path is worked out only for an error."""
+        index = self.names.get(ref)
+        if index is not None:
+            return index
+        return self.resolve(ref, _path_of(expr, path, node))
+
     def resolver(self, base: str) -> Callable[[str], Any]:
         """References to compiled indexes; a component inside a sub-pattern to its path."""
 
@@ -856,14 +897,15 @@ class _Compiler:
         refs: set[int] = set()
         aggs: set[int] = set()
         equiv = False
-        for node, node_path in _walk(expr, path):
+        for node in _nodes(expr):
             if isinstance(node, AttrRef):
-                refs.add(self.resolve(node.ref, node_path))
+                refs.add(self.resolve_in(node.ref, expr, path, node))
             elif isinstance(node, Agg):
-                idx = self.resolve(node.ref, node_path)
+                idx = self.resolve_in(node.ref, expr, path, node)
                 if self.raw[idx].kleene is None:
                     raise self.error(
-                        f"{node.func}() needs a Kleene component, and {node.ref!r} is not one", node_path
+                        f"{node.func}() needs a Kleene component, and {node.ref!r} is not one",
+                        _path_of(expr, path, node),
                     )
                 aggs.add(idx)
             elif isinstance(node, Equiv) and not (node.attr in ("symbol", "src") and node.value is None):
@@ -920,17 +962,65 @@ def _roles(comps: list[Comp]) -> tuple[tuple[int, ...], bool]:
     return tuple(same_before), overlapping
 
 
+# The field names of each AST node class, and whether the class is one: read once per
+# class, not through dataclasses.fields() at every node (compiling a condition walks
+# its expression several times; that lookup was most of the cost).
+_FIELDS: dict[type, tuple[str, ...] | None] = {}
+
+
+def _fields_of(cls: type) -> tuple[str, ...] | None:
+    """The field names of a dataclass node class (None: not a node, or a ``Lit``)."""
+    names = _FIELDS.get(cls, ())
+    if names == ():
+        if cls is Lit or not dataclasses.is_dataclass(cls):
+            names = None
+        else:
+            names = tuple(f.name for f in dataclasses.fields(cls))
+        _FIELDS[cls] = names
+    return names
+
+
+def _nodes(expr: Expr) -> list[Expr]:
+    """Every node of an expression, in :func:`_walk`'s order (without the paths, which
+    only an error needs: :func:`_path_of`)."""
+    out: list[Expr] = []
+    todo: list[Any] = [expr]
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        names = _fields_of(type(node))
+        if names is None:
+            continue
+        children: list[Any] = []
+        for name in names:
+            value = getattr(node, name)
+            if type(value) is tuple:
+                children.extend(item for item in value if _fields_of(type(item)) is not None)
+            elif _fields_of(type(value)) is not None:
+                children.append(value)
+        todo.extend(reversed(children))
+    return out
+
+
+def _path_of(expr: Expr, path: str, node: Expr) -> str:
+    """The path of ``node`` (the first such object) inside ``expr`` found at ``path``."""
+    for found, found_path in _walk(expr, path):
+        if found is node:
+            return found_path
+    return path
+
+
 def _walk(expr: Expr, path: str) -> Iterator[tuple[Expr, str]]:
     """Every node of an expression with its JSON path (the parser's span keys)."""
     yield expr, path
-    for f in dataclasses.fields(expr):  # type: ignore[arg-type]
-        value = getattr(expr, f.name)
-        if isinstance(value, tuple):
+    for name in _fields_of(type(expr)) or ():
+        value = getattr(expr, name)
+        if type(value) is tuple:
             for i, item in enumerate(value):
-                if dataclasses.is_dataclass(item) and not isinstance(item, Lit):
-                    yield from _walk(item, f"{path}.{f.name}[{i}]")  # type: ignore[arg-type]
-        elif dataclasses.is_dataclass(value) and not isinstance(value, Lit):
-            yield from _walk(value, f"{path}.{f.name}")  # type: ignore[arg-type]
+                if _fields_of(type(item)) is not None:
+                    yield from _walk(item, f"{path}.{name}[{i}]")
+        elif _fields_of(type(value)) is not None:
+            yield from _walk(value, f"{path}.{name}")
 
 
 def _anonymise(expr: Expr) -> Expr:
@@ -949,15 +1039,16 @@ def rename_refs(expr: Expr, rename: Callable[[str], str]) -> Expr:
     replaced by ``rename(r)``."""
 
     def rewrite(node: Any) -> Any:
-        if isinstance(node, AttrRef):
+        cls = type(node)
+        if cls is AttrRef:
             return AttrRef(rename(node.ref), node.attr)
-        if isinstance(node, Agg):
+        if cls is Agg:
             return Agg(node.func, rename(node.ref), node.attr)
-        if isinstance(node, tuple):
+        if cls is tuple:
             return tuple(rewrite(x) for x in node)
-        if dataclasses.is_dataclass(node) and not isinstance(node, type):
-            changes = {f.name: rewrite(getattr(node, f.name)) for f in dataclasses.fields(node)}
-            return dataclasses.replace(node, **changes)
+        names = _fields_of(cls)
+        if names is not None:
+            return cls(**{name: rewrite(getattr(node, name)) for name in names})
         return node
 
     return rewrite(expr)  # type: ignore[no-any-return]
