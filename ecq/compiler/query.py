@@ -17,7 +17,9 @@ Errors point into the query text through ``Query.spans``.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+from collections import OrderedDict
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,6 +28,7 @@ from typing import Any, Generic, TypeVar, overload
 from ecq.compiler.conditions import PredFn, ValueFn, compile_predicate, compile_value
 from ecq.compiler.filters import filter_key
 from ecq.compiler.policy import Policy, has_policy
+from ecq.compiler.shapes import fields_of, shape_of
 from ecq.errors import SemanticError
 from ecq.language.ast import (
     Agg,
@@ -254,11 +257,74 @@ class CompiledQuery:
         return frozenset(out)
 
 
-def compile_query(name: str, ast: Query, text: str | None = None, tag: str = "") -> CompiledQuery:
+# One compiled query per shape (ecq.compiler.shapes), with its classes in order of
+# first appearance; the least recently used goes first past _SHAPES_MAX shapes.
+_SHAPES: OrderedDict[tuple[Any, ...], tuple[CompiledQuery, tuple[str, ...]]] = OrderedDict()
+_SHAPES_MAX = 4096
+# What a CompiledQuery made from another of its shape keeps of the other's: its fields,
+# and the values computed on first read that no class name changes.
+_SHAPE_FREE = frozenset(
+    [f.name for f in dataclasses.fields(CompiledQuery)]
+    + ["length", "positives", "is_filter", "plain", "skeletal", "open_kleene", "trailing"]
+)
+
+
+def compile_query(
+    name: str, ast: Query, text: str | None = None, tag: str = "", shapes: bool = True
+) -> CompiledQuery:
     """Check and compile ``ast``; ``text`` (when the query came as text) lets errors show
     an excerpt with a caret. ``tag`` is appended to the derived class names of the
     sub-patterns, so that only queries registered at the same point share them.
-    Raises :class:`SemanticError`."""
+    Raises :class:`SemanticError`.
+
+    A query of a shape compiled before (``ecq.compiler.shapes``: the same query up to
+    its class names) is that compiled query with its classes renamed, which is what
+    compiling it gives; ``shapes=False`` compiles it anew all the same."""
+    shape = shape_of(ast) if shapes else None
+    if shape is not None:
+        hit = _SHAPES.get(shape[0])
+        if hit is not None:
+            _SHAPES.move_to_end(shape[0])
+            return _renamed(hit[0], hit[1], shape[1], name, ast, tag)
+    cq = _compile(name, ast, text, tag)
+    if shape is not None:
+        # Computed once for the shape, and kept by every query made from it.
+        cq.length, cq.positives, cq.is_filter, cq.plain, cq.skeletal, cq.open_kleene, cq.trailing  # noqa: B018
+        _SHAPES[shape[0]] = (cq, shape[1])
+        if len(_SHAPES) > _SHAPES_MAX:
+            _SHAPES.popitem(last=False)
+    return cq
+
+
+def _renamed(
+    model: CompiledQuery,
+    model_classes: tuple[str, ...],
+    classes: tuple[str, ...],
+    name: str,
+    ast: Query,
+    tag: str,
+) -> CompiledQuery:
+    """``model`` (a compiled query of the same shape) for ``ast``: named ``name``, its
+    classes ``model_classes[i]`` renamed ``classes[i]``. Its predicates are shared: they
+    read components by position, never by class name. O(components)."""
+    comps = model.comps
+    if model_classes != classes:
+        rename = dict(zip(model_classes, classes, strict=True))
+        renamed = []
+        for comp in comps:
+            new_comp = object.__new__(Comp)
+            new_comp.__dict__.update(comp.__dict__)
+            new_comp.__dict__["classes"] = frozenset([rename[c] for c in comp.classes])
+            renamed.append(new_comp)
+        comps = tuple(renamed)
+    state = {k: v for k, v in model.__dict__.items() if k in _SHAPE_FREE}
+    state.update(name=name, ast=ast, comps=comps, tag=tag)
+    new = object.__new__(CompiledQuery)
+    new.__dict__.update(state)
+    return new
+
+
+def _compile(name: str, ast: Query, text: str | None, tag: str) -> CompiledQuery:
     compiler = _Compiler(name, ast, text, tag)
     if ast.within is not None and not ast.within <= MAX_WITHIN:
         raise compiler.error(
@@ -283,7 +349,11 @@ def retag(cq: CompiledQuery, tag: str) -> CompiledQuery:
     if cq.tag == tag:
         return cq
     if not cq.subs:
-        return dataclasses.replace(cq, tag=tag)
+        # A copy with the values computed so far (none depends on the tag), not
+        # dataclasses.replace, which runs __init__ and its checks anew.
+        new = copy.copy(cq)
+        object.__setattr__(new, "tag", tag)
+        return new
     cut = len(cq.tag)
     renamed: dict[str, CompiledQuery] = {}
 
@@ -962,24 +1032,6 @@ def _roles(comps: list[Comp]) -> tuple[tuple[int, ...], bool]:
     return tuple(same_before), overlapping
 
 
-# The field names of each AST node class, and whether the class is one: read once per
-# class, not through dataclasses.fields() at every node (compiling a condition walks
-# its expression several times; that lookup was most of the cost).
-_FIELDS: dict[type, tuple[str, ...] | None] = {}
-
-
-def _fields_of(cls: type) -> tuple[str, ...] | None:
-    """The field names of a dataclass node class (None: not a node, or a ``Lit``)."""
-    names = _FIELDS.get(cls, ())
-    if names == ():
-        if cls is Lit or not dataclasses.is_dataclass(cls):
-            names = None
-        else:
-            names = tuple(f.name for f in dataclasses.fields(cls))
-        _FIELDS[cls] = names
-    return names
-
-
 def _nodes(expr: Expr) -> list[Expr]:
     """Every node of an expression, in :func:`_walk`'s order (without the paths, which
     only an error needs: :func:`_path_of`)."""
@@ -988,15 +1040,15 @@ def _nodes(expr: Expr) -> list[Expr]:
     while todo:
         node = todo.pop()
         out.append(node)
-        names = _fields_of(type(node))
+        names = fields_of(type(node))
         if names is None:
             continue
         children: list[Any] = []
         for name in names:
             value = getattr(node, name)
             if type(value) is tuple:
-                children.extend(item for item in value if _fields_of(type(item)) is not None)
-            elif _fields_of(type(value)) is not None:
+                children.extend(item for item in value if fields_of(type(item)) is not None)
+            elif fields_of(type(value)) is not None:
                 children.append(value)
         todo.extend(reversed(children))
     return out
@@ -1013,13 +1065,13 @@ def _path_of(expr: Expr, path: str, node: Expr) -> str:
 def _walk(expr: Expr, path: str) -> Iterator[tuple[Expr, str]]:
     """Every node of an expression with its JSON path (the parser's span keys)."""
     yield expr, path
-    for name in _fields_of(type(expr)) or ():
+    for name in fields_of(type(expr)) or ():
         value = getattr(expr, name)
         if type(value) is tuple:
             for i, item in enumerate(value):
-                if _fields_of(type(item)) is not None:
+                if fields_of(type(item)) is not None:
                     yield from _walk(item, f"{path}.{name}[{i}]")
-        elif _fields_of(type(value)) is not None:
+        elif fields_of(type(value)) is not None:
             yield from _walk(value, f"{path}.{name}")
 
 
@@ -1046,7 +1098,7 @@ def rename_refs(expr: Expr, rename: Callable[[str], str]) -> Expr:
             return Agg(node.func, rename(node.ref), node.attr)
         if cls is tuple:
             return tuple(rewrite(x) for x in node)
-        names = _fields_of(cls)
+        names = fields_of(cls)
         if names is not None:
             return cls(**{name: rewrite(getattr(node, name)) for name in names})
         return node
