@@ -99,9 +99,7 @@ class Engine(OpClock):
             self._reads_src.setdefault(key, set()).add(name)
         return cq
 
-    def register_many(
-        self, items: Iterable[tuple[str, str | Query | CompiledQuery]]
-    ) -> list[CompiledQuery]:
+    def register_many(self, items: Iterable[tuple[str, str | Query | CompiledQuery]]) -> list[CompiledQuery]:
         """Register several queries as one call: the same as :meth:`register` of each in
         order (the same ops, bits, order and so the same matches), but every query is
         compiled and checked before any is installed, and then all are installed in one
@@ -150,9 +148,19 @@ class Engine(OpClock):
                 key = cq.partition
                 cq = retag(cq, self._tag_for(key))
                 if cq.depends:
-                    self._check_keys(cq, {dep: self.key_of[dep] if dep in self.key_of else keys.get(dep) for dep in cq.depends})
-                    check_depends(cq, _Reads(self.keyed.get(key) if key != DEFAULT_KEY else self.network,
-                                             depends.get(key, {})))
+                    self._check_keys(
+                        cq,
+                        {
+                            dep: self.key_of[dep] if dep in self.key_of else keys.get(dep)
+                            for dep in cq.depends
+                        },
+                    )
+                    check_depends(
+                        cq,
+                        _Reads(
+                            self.keyed.get(key) if key != DEFAULT_KEY else self.network, depends.get(key, {})
+                        ),
+                    )
             except QueryError as err:
                 raise BatchQueryError(err, index, str(name)) from None
             keys[name] = key
@@ -217,7 +225,7 @@ class Engine(OpClock):
         if net is not None and not net.queries and not net.subs:
             del self.keyed[key]
 
-    def _check_keys(self, cq: CompiledQuery, keys: dict[str, tuple[str, ...]] | None = None) -> None:
+    def _check_keys(self, cq: CompiledQuery, keys: dict[str, tuple[str, ...] | None] | None = None) -> None:
         """``@name`` reads the matches of a query with the same key only (they live in
         one network). ``keys``: the keys of the names read (default: the registered
         queries')."""

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections import OrderedDict
 import json
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
@@ -40,7 +40,6 @@ from ecq.language.ast import (
     Disj,
     Equiv,
     Expr,
-    Lit,
     Pattern,
     Prev,
     Query,
@@ -50,7 +49,6 @@ from ecq.language.ast import (
 from ecq.language.partition import partition_key
 
 __all__ = ["Comp", "CompiledQuery", "compile_query", "retag", "KIND_SEQ", "KIND_AND", "KIND_OR", "MAX_WITHIN"]
-
 
 
 _T = TypeVar("_T")
@@ -424,6 +422,9 @@ class _Compiler:
         self.text = text
         self.tag = tag
         self.sub_names: set[str] = set()
+        # The nodes of each expression read so far (``nodes``), by id; the expression is
+        # kept beside them, so an id is never that of another expression.
+        self.node_lists: dict[int, tuple[Expr, list[Expr]]] = {}
 
     # -------------------------------------------------------------------- errors
 
@@ -634,7 +635,9 @@ class _Compiler:
 
     def previous_refs(self, expr: Expr, path: str) -> set[int]:
         """The components whose ``b[i-1]`` the expression reads."""
-        return {self.resolve_in(node.ref, expr, path, node) for node in _nodes(expr) if type(node) is Prev}
+        return {
+            self.resolve_in(node.ref, expr, path, node) for node in self.nodes(expr) if type(node) is Prev
+        }
 
     def place_iteration(
         self,
@@ -892,7 +895,9 @@ class _Compiler:
     def nested_refs(self, expr: Expr, path: str) -> bool:
         """Whether the expression reads a component inside a sub-pattern (by alias)."""
         found = False
-        for node in _nodes(expr):
+        if not self.nested:
+            return False
+        for node in self.nodes(expr):
             ref = getattr(node, "ref", None)
             if isinstance(ref, str) and ref not in self.names and ref in self.nested:
                 node_path = _path_of(expr, path, node)
@@ -943,6 +948,15 @@ class _Compiler:
             )
         raise self.error(f"unknown component {ref!r} (no alias, $xN or class of that name)", path)
 
+    def nodes(self, expr: Expr) -> list[Expr]:
+        """:func:`_nodes` of ``expr``, listed once per compilation (a conjunct is read
+        for its references, its sub-pattern reads and its ``b[i-1]``)."""
+        key = id(expr)
+        got = self.node_lists.get(key)
+        if got is None or got[0] is not expr:
+            got = self.node_lists[key] = (expr, _nodes(expr))
+        return got[1]
+
     def resolve_in(self, ref: str, expr: Expr, path: str, node: Expr) -> int:
         """:meth:`resolve` of a reference read at ``node`` of ``expr`` (found at
         ``path``): the node's own path is worked out only for an error."""
@@ -967,7 +981,7 @@ class _Compiler:
         refs: set[int] = set()
         aggs: set[int] = set()
         equiv = False
-        for node in _nodes(expr):
+        for node in self.nodes(expr):
             if isinstance(node, AttrRef):
                 refs.add(self.resolve_in(node.ref, expr, path, node))
             elif isinstance(node, Agg):

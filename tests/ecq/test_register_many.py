@@ -66,10 +66,18 @@ def _state(eng: Engine) -> dict[str, Any]:
                 list(net._free),
                 dict(net._window_bits),
                 sorted(net.ecqs),
-                {cls: (len(ecq.clt), ecq.seq_final, ecq.seq_more, dict(ecq.rclt.items()) and
-                       {t: dict(rl.masks) for t, rl in ecq.rclt.items()}, ecq.general_uses,
-                       ecq.drop.window, ecq.static_pass)
-                 for cls, ecq in net.ecqs.items()},
+                {
+                    cls: (
+                        len(ecq.clt),
+                        ecq.seq_final,
+                        ecq.seq_more,
+                        {t: dict(rl.masks) for t, rl in ecq.rclt.items()},
+                        ecq.general_uses,
+                        ecq.drop.window,
+                        ecq.static_pass,
+                    )
+                    for cls, ecq in net.ecqs.items()
+                },
                 net.windows.bounds,
                 net.windows.masks,
             )
@@ -136,9 +144,7 @@ def test_a_batch_reads_its_own_earlier_queries_and_refuses_cycles_and_mixed_keys
         eng.register_many([("c", "SEQ(@d, C) WITHIN 9 s"), ("d", "SEQ(A, B) WITHIN 5 s")])
     assert caught.value.index == 0 and "@d names no registered query" in str(caught.value)
     with pytest.raises(BatchQueryError) as caught:
-        eng.register_many(
-            [("k", "SEQ(A, B) WITHIN 5 s PARTITION BY x"), ("m", "SEQ(@k, C) WITHIN 9 s")]
-        )
+        eng.register_many([("k", "SEQ(A, B) WITHIN 5 s PARTITION BY x"), ("m", "SEQ(@k, C) WITHIN 9 s")])
     assert caught.value.index == 1 and "partitioned by" in str(caught.value)
     assert sorted(eng.key_of) == ["a", "b"] and not eng.keyed
     eng._check()
@@ -147,7 +153,9 @@ def test_a_batch_reads_its_own_earlier_queries_and_refuses_cycles_and_mixed_keys
 def test_register_many_takes_text_asts_and_compiled_queries() -> None:
     eng = Engine()
     cq = Engine.compile("c", "SEQ(A, C) WITHIN 2 s")
-    got = eng.register_many([("a", "SEQ(A, B) WITHIN 5 s"), ("b", parse_query("SEQ(B, C) WITHIN 5 s")), ("c", cq)])
+    got = eng.register_many(
+        [("a", "SEQ(A, B) WITHIN 5 s"), ("b", parse_query("SEQ(B, C) WITHIN 5 s")), ("c", cq)]
+    )
     assert [g.name for g in got] == ["a", "b", "c"]
     assert eng.register_many([]) == []
     eng._check()
@@ -236,7 +244,7 @@ def _renamed(node: Any, rename: dict[str, str]) -> Any:
         return [_renamed(x, rename) for x in node]
     if not isinstance(node, dict):
         return node
-    out = {}
+    out: dict[str, Any] = {}
     for k, v in node.items():
         if k == "classes":
             out[k] = [rename.get(c, c) for c in v]
@@ -254,8 +262,18 @@ def _form(cq: CompiledQuery) -> Any:
         cq.ast,
         cq.kind,
         [
-            (c.index, c.classes, c.alias, c.filter is None, c.filter_key, c.negated, c.kleene,
-             c.kleene_max, None if c.sub is None else _form(c.sub), c.filter_conjuncts)
+            (
+                c.index,
+                c.classes,
+                c.alias,
+                c.filter is None,
+                c.filter_key,
+                c.negated,
+                c.kleene,
+                c.kleene_max,
+                None if c.sub is None else _form(c.sub),
+                c.filter_conjuncts,
+            )
             for c in cq.comps
         ],
         cq.window,
@@ -305,7 +323,9 @@ def _by_shape(name: str, q: dict[str, Any]) -> tuple[CompiledQuery, bool]:
 @min_share(0.25)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(query_sets_full(CLASSES)), st.booleans())
-def test_queries_compiled_by_shape_are_those_compiled_anew(ops: list[tuple[Any, ...]], compiled: bool) -> None:
+def test_queries_compiled_by_shape_are_those_compiled_anew(
+    ops: list[tuple[Any, ...]], compiled: bool
+) -> None:
     """Each query compiled from another of its shape (its classes renamed) has the
     compiled form of the query compiled without the cache, and gives the same
     matches on both kernels."""
