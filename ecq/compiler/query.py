@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -259,6 +260,8 @@ class CompiledQuery:
 # first appearance; the least recently used goes first past _SHAPES_MAX shapes.
 _SHAPES: OrderedDict[tuple[Any, ...], tuple[CompiledQuery, tuple[str, ...]]] = OrderedDict()
 _SHAPES_MAX = 4096
+# The service compiles in more than one thread.
+_SHAPES_LOCK = threading.Lock()
 # What a CompiledQuery made from another of its shape keeps of the other's: its fields,
 # and the values computed on first read that no class name changes.
 _SHAPE_FREE = frozenset(
@@ -280,17 +283,20 @@ def compile_query(
     compiling it gives; ``shapes=False`` compiles it anew all the same."""
     shape = shape_of(ast) if shapes else None
     if shape is not None:
-        hit = _SHAPES.get(shape[0])
+        with _SHAPES_LOCK:
+            hit = _SHAPES.get(shape[0])
+            if hit is not None:
+                _SHAPES.move_to_end(shape[0])
         if hit is not None:
-            _SHAPES.move_to_end(shape[0])
             return _renamed(hit[0], hit[1], shape[1], name, ast, tag)
     cq = _compile(name, ast, text, tag)
     if shape is not None:
         # Computed once for the shape, and kept by every query made from it.
         cq.length, cq.positives, cq.is_filter, cq.plain, cq.skeletal, cq.open_kleene, cq.trailing  # noqa: B018
-        _SHAPES[shape[0]] = (cq, shape[1])
-        if len(_SHAPES) > _SHAPES_MAX:
-            _SHAPES.popitem(last=False)
+        with _SHAPES_LOCK:
+            _SHAPES[shape[0]] = (cq, shape[1])
+            if len(_SHAPES) > _SHAPES_MAX:
+                _SHAPES.popitem(last=False)
     return cq
 
 
