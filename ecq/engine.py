@@ -132,7 +132,7 @@ class Engine(OpClock):
         keys: dict[str, tuple[str, ...]] = {}
         depends: dict[tuple[str, ...], dict[str, frozenset[str]]] = {}
         for index, item in enumerate(batch):
-            name = item[0] if isinstance(item, tuple) and len(item) == 2 else None
+            name = item[0] if isinstance(item, (tuple, list)) and len(item) == 2 else None
             try:
                 if name is None:
                     raise SemanticError("a batch holds (name, query) pairs")
