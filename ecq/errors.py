@@ -7,7 +7,8 @@
      │    ├── ParseError         the text does not parse (line, column, token, excerpt)
      │    ├── SemanticError      it parses but does not make sense (unknown alias, ...)
      │    ├── DuplicateQueryError  the name is taken
-     │    └── UnknownQueryError    no query of that name
+     │    ├── UnknownQueryError    no query of that name
+     │    └── BatchQueryError      one query of a batch was refused (so none was taken)
      └── EventError              an event is malformed (index or line, and field)
           └── AheadError         an event or time advance too far ahead of the clock
 
@@ -23,6 +24,7 @@ __all__ = [
     "SemanticError",
     "DuplicateQueryError",
     "UnknownQueryError",
+    "BatchQueryError",
     "EventError",
     "AheadError",
 ]
@@ -89,6 +91,18 @@ class DuplicateQueryError(QueryError):
 
 class UnknownQueryError(QueryError):
     """No registered query has that name."""
+
+
+class BatchQueryError(QueryError):
+    """One query of a batch (``Engine.register_many``) was refused, so none of the batch
+    was registered: the query's own error (``inner``), its position in the batch
+    (``index``, from 0) and its name (``name``)."""
+
+    def __init__(self, inner: QueryError, index: int, name: str) -> None:
+        self.inner = inner
+        self.index = index
+        self.name = name
+        super().__init__(f"query {index} ({name!r}) of the batch: {inner}")
 
 
 class EventError(ScemonError):

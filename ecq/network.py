@@ -52,7 +52,7 @@ from ecq.matching.deadlines import Deadlines
 from ecq.matching.emission import Emission
 from ecq.matching.policy import PolicyState, SourceLog
 from ecq.matching.skeleton import fast_cand
-from ecq.structures.ecq import BLOCKS, ECQ, CLink, SlotFilter
+from ecq.structures.ecq import BLOCKS, ECQ, CLink, RCLink, SlotFilter
 from ecq.structures.qstate import QState
 from ecq.time.windows import Windows
 
@@ -167,6 +167,11 @@ class Network:
         # the log of every event by source while some query's strategy reads it.
         self.policies: dict[int, PolicyState] = {}
         self.source_log: SourceLog | None = None
+        # During a bulk registration (begin_bulk .. end_bulk): the classes whose derived
+        # tables wait to be remade once at the end, and the query bits waiting to join
+        # their masks; None otherwise.
+        self._bulk: set[str] | None = None
+        self._bulk_bits: _BulkBits | None = None
         # The hot path (ecq.kernel): compiled when built and not turned off, chosen once.
         self.kernel: Kernel = make_kernel(self, level, compiled)
 
@@ -185,6 +190,28 @@ class Network:
         qs = self._add_node(cq, moment, clock)
         self.queries[cq.name] = qs
         return qs
+
+    def begin_bulk(self) -> None:
+        """Registrations until :meth:`end_bulk` leave what is derived from the whole set
+        of nodes (each touched class's tables, the window masks, the kernel's constants)
+        to be remade once, at the end. No event may be processed in between."""
+        if self._bulk is None:
+            self._bulk = set()
+            self._bulk_bits = _BulkBits()
+
+    def end_bulk(self) -> None:
+        """Remake what :meth:`begin_bulk` deferred."""
+        touched, self._bulk = self._bulk, None
+        bits, self._bulk_bits = self._bulk_bits, None
+        if touched is None:
+            return
+        if bits is not None:
+            bits.flush()
+        for cls in sorted(touched):
+            ecq = self.ecqs.get(cls)
+            if ecq is not None:
+                ecq.refresh()
+        self._rebuild_windows()
 
     def unregister(self, name: str, moment: int, clock: float) -> QState:
         """Remove a query; sub-patterns and ECQs no one uses any more go too."""
@@ -234,16 +261,23 @@ class Network:
         if cq.stores and cq.window is not None:
             for cls in qs.classes:
                 self.ecqs[cls].set_windows(clock, add=cq.window)
-        for cls in qs.classes:
-            self.ecqs[cls].refresh()
+        if self._bulk is None:
+            for cls in qs.classes:
+                self.ecqs[cls].refresh()
+        else:
+            self._bulk.update(qs.classes)
         self.by_bit[qs.bitno] = qs
         if cq.policy is not None:
             self.policies[qs.bitno] = PolicyState(cq, clock)
             if cq.policy.logs and self.source_log is None:
                 self.source_log = SourceLog()
         if cq.window is not None:
-            self._window_bits[cq.window] = self._window_bits.get(cq.window, 0) | bit
-        self._rebuild_windows()
+            if self._bulk_bits is not None:
+                self._bulk_bits.add(self._window_bits, cq.window, qs.bitno)
+            else:
+                self._window_bits[cq.window] = self._window_bits.get(cq.window, 0) | bit
+        if self._bulk is None:
+            self._rebuild_windows()
         return qs
 
     def _link_skeleton(self, qs: QState) -> None:
@@ -254,19 +288,37 @@ class Network:
         bit = qs.bit
         slots = qs.slots
         last = qs.steps - 1
+        # In a bulk registration the bits join the masks at the end, each mask made once
+        # (an OR per query copies a mask as long as the number of queries).
+        bulk = self._bulk_bits
+        bitno = qs.bitno
         for p, i in enumerate(slots):
             comp = cq.comps[i]
             for cls in comp.classes:
                 ecq = self.ecqs[cls]
                 ecq.clt.append(CLink(qs, p))
-                ecq.seq_filters.setdefault(p, SlotFilter()).add(
-                    bit, comp.filter, comp.filter_key, comp.filter_conjuncts
-                )
+                slot = ecq.seq_filters.get(p)
+                if slot is None:
+                    slot = ecq.seq_filters[p] = SlotFilter()
                 target = ecq.seq_final if p == last else ecq.seq_more
-                target[p] = target.get(p, 0) | bit
+                if bulk is None:
+                    slot.add(bit, comp.filter, comp.filter_key, comp.filter_conjuncts)
+                    target[p] = target.get(p, 0) | bit
+                else:
+                    if comp.filter is None:
+                        bulk.always(slot, bitno)
+                    else:
+                        slot.add(bit, comp.filter, comp.filter_key, comp.filter_conjuncts)
+                    bulk.add(target, p, bitno)
                 if p >= 1:
                     for pred_cls in cq.comps[slots[p - 1]].classes:
-                        ecq.rclt.link(pred_cls, p, bit)
+                        if bulk is None:
+                            ecq.rclt.link(pred_cls, p, bit)
+                        else:
+                            rl = ecq.rclt.get(pred_cls)
+                            if rl is None:
+                                rl = ecq.rclt[pred_cls] = RCLink(pred_cls)
+                            bulk.add(rl.masks, p, bitno)
                 if comp.kleene is not None:
                     ecq.general_uses += 1
         for comp in cq.comps:
@@ -807,6 +859,52 @@ class Network:
         assert by_window == self._window_bits, "window bits must follow the nodes"
         self.deadlines._check()
         self.kernel.check()
+
+
+class _BulkBits:
+    """Query bits waiting to join their masks until a bulk registration ends: per mask
+    (a dict's entry, or a slot's ``always``), the bit numbers, ORed in at once."""
+
+    __slots__ = ("masks", "slots")
+
+    def __init__(self) -> None:
+        self.masks: dict[int, tuple[dict[Any, int], dict[Any, list[int]]]] = {}
+        self.slots: dict[int, tuple[SlotFilter, list[int]]] = {}
+
+    def add(self, masks: dict[Any, int], key: Any, bitno: int) -> None:
+        """Bit ``bitno`` joins ``masks[key]``."""
+        entry = self.masks.get(id(masks))
+        if entry is None:
+            entry = self.masks[id(masks)] = (masks, {})
+        pending = entry[1].get(key)
+        if pending is None:
+            entry[1][key] = [bitno]
+        else:
+            pending.append(bitno)
+
+    def always(self, slot: SlotFilter, bitno: int) -> None:
+        """Bit ``bitno`` joins the queries ``slot`` takes without a filter."""
+        entry = self.slots.get(id(slot))
+        if entry is None:
+            self.slots[id(slot)] = (slot, [bitno])
+        else:
+            entry[1].append(bitno)
+
+    def flush(self) -> None:
+        for masks, pending in self.masks.values():
+            for key, bitnos in pending.items():
+                masks[key] = masks.get(key, 0) | _int_of(bitnos)
+        for slot, bitnos in self.slots.values():
+            slot.always |= _int_of(bitnos)
+            slot.native = None
+
+
+def _int_of(bitnos: list[int]) -> int:
+    """The int with exactly these bits set. O(bits + largest / 8)."""
+    buf = bytearray((max(bitnos) >> 3) + 1)
+    for b in bitnos:
+        buf[b >> 3] |= 1 << (b & 7)
+    return int.from_bytes(buf, "little")
 
 
 def _clear(masks: dict[int, int], k: int, bit: int) -> None:

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ecq.compiler.conditions import FALLBACK_FIELDS, MISSING, PredFn, compile_predicate, compile_value
+from ecq.compiler.shapes import fields_of
 from ecq.language.ast import Agg, AttrRef, BoolOp, Compare, Equiv, Expr, InList, Lit
 
 __all__ = [
@@ -109,16 +110,22 @@ def filter_key(conjuncts: tuple[Expr, ...]) -> tuple[Any, ...]:
     return (conjuncts, tuple(type(v) is bool for v in _literals(conjuncts)))
 
 
-def _literals(node: Any) -> Iterable[Any]:
-    if isinstance(node, Lit):
-        yield node.value
-    elif isinstance(node, tuple):
-        for x in node:
-            yield from _literals(x)
-    else:
-        fields = getattr(node, "__dataclass_fields__", None)
-        for f in fields or ():
-            yield from _literals(getattr(node, f))
+def _literals(node: Any) -> list[Any]:
+    """The literals' values in ``node`` (an expression or a tuple of them), in order."""
+    out: list[Any] = []
+    todo = [node]
+    while todo:
+        x = todo.pop()
+        cls = type(x)
+        if cls is Lit:
+            out.append(x.value)
+        elif cls is tuple:
+            todo.extend(reversed(x))
+        else:
+            names = fields_of(cls)
+            if names is not None:
+                todo.extend(reversed([getattr(x, name) for name in names]))
+    return out
 
 
 def split_filter(conjuncts: Iterable[Expr]) -> tuple[list[Atom], list[Expr]]:
@@ -442,7 +449,9 @@ class FilterIndex:
         self.all |= bits
 
     def set_bits(self, fid: int, bits: int) -> None:
-        """Filter ``fid``'s bits changed (a query joined or left it). O(its atoms)."""
+        """Filter ``fid``'s bits changed (a query joined or left it). O(its atoms), and
+        O(filters) when a query left it."""
+        old = self.bits[fid]
         self.bits[fid] = bits
         for name, c in self._attrs_of[fid].items():
             a = self.attrs[name]
@@ -450,7 +459,12 @@ class FilterIndex:
             a.dirty = True
         if fid in self.residual:
             self.residual[fid] = (self.residual[fid][0], bits)
-        self._reunion()
+        if bits & old == old:
+            # Only joined: the union grows by the new bits (a union over every filter
+            # per query made registering n queries of one filter O(n²)).
+            self.all |= bits
+        else:
+            self._reunion()
 
     def remove(self, fid: int) -> None:
         """Remove filter ``fid``. O(its atoms)."""

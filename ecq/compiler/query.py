@@ -17,16 +17,19 @@ Errors point into the query text through ``Query.spans``.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import cached_property
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from ecq.compiler.conditions import PredFn, ValueFn, compile_predicate, compile_value
 from ecq.compiler.filters import filter_key
 from ecq.compiler.policy import Policy, has_policy
+from ecq.compiler.shapes import fields_of, shape_of
 from ecq.errors import SemanticError
 from ecq.language.ast import (
     Agg,
@@ -38,7 +41,6 @@ from ecq.language.ast import (
     Disj,
     Equiv,
     Expr,
-    Lit,
     Pattern,
     Prev,
     Query,
@@ -48,6 +50,38 @@ from ecq.language.ast import (
 from ecq.language.partition import partition_key
 
 __all__ = ["Comp", "CompiledQuery", "compile_query", "retag", "KIND_SEQ", "KIND_AND", "KIND_OR", "MAX_WITHIN"]
+
+
+_T = TypeVar("_T")
+
+
+class cached_property(Generic[_T]):  # noqa: N801 (a drop-in for functools')
+    """``functools.cached_property`` without its lock: on Python 3.11 that one takes an
+    ``RLock`` at every first read, a tenth of what installing a plain sequence cost. A
+    compiled query is made and read by one thread (a race would compute the same
+    value twice, harmlessly). The value lands in the instance's ``__dict__``, so later
+    reads never reach this descriptor."""
+
+    def __init__(self, func: Callable[[Any], _T]) -> None:
+        self.func = func
+        self.attrname = func.__name__
+        self.__doc__ = func.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.attrname = name
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> cached_property[_T]: ...
+
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> _T: ...
+
+    def __get__(self, instance: object, owner: type | None = None) -> _T | cached_property[_T]:
+        if instance is None:
+            return self
+        value = instance.__dict__[self.attrname] = self.func(instance)
+        return value
+
 
 KIND_SEQ = "seq"
 KIND_AND = "and"
@@ -222,11 +256,79 @@ class CompiledQuery:
         return frozenset(out)
 
 
-def compile_query(name: str, ast: Query, text: str | None = None, tag: str = "") -> CompiledQuery:
+# One compiled query per shape (ecq.compiler.shapes), with its classes in order of
+# first appearance; the least recently used goes first past _SHAPES_MAX shapes.
+_SHAPES: OrderedDict[tuple[Any, ...], tuple[CompiledQuery, tuple[str, ...]]] = OrderedDict()
+_SHAPES_MAX = 4096
+# The service compiles in more than one thread.
+_SHAPES_LOCK = threading.Lock()
+# What a CompiledQuery made from another of its shape keeps of the other's: its fields,
+# and the values computed on first read that no class name changes.
+_SHAPE_FREE = frozenset(
+    [f.name for f in dataclasses.fields(CompiledQuery)]
+    + ["length", "positives", "is_filter", "plain", "skeletal", "open_kleene", "trailing"]
+)
+
+
+def compile_query(
+    name: str, ast: Query, text: str | None = None, tag: str = "", shapes: bool = True
+) -> CompiledQuery:
     """Check and compile ``ast``; ``text`` (when the query came as text) lets errors show
     an excerpt with a caret. ``tag`` is appended to the derived class names of the
     sub-patterns, so that only queries registered at the same point share them.
-    Raises :class:`SemanticError`."""
+    Raises :class:`SemanticError`.
+
+    A query of a shape compiled before (``ecq.compiler.shapes``: the same query up to
+    its class names) is that compiled query with its classes renamed, which is what
+    compiling it gives; ``shapes=False`` compiles it anew all the same."""
+    shape = shape_of(ast) if shapes else None
+    if shape is not None:
+        with _SHAPES_LOCK:
+            hit = _SHAPES.get(shape[0])
+            if hit is not None:
+                _SHAPES.move_to_end(shape[0])
+        if hit is not None:
+            return _renamed(hit[0], hit[1], shape[1], name, ast, tag)
+    cq = _compile(name, ast, text, tag)
+    if shape is not None:
+        # Computed once for the shape, and kept by every query made from it.
+        cq.length, cq.positives, cq.is_filter, cq.plain, cq.skeletal, cq.open_kleene, cq.trailing  # noqa: B018
+        with _SHAPES_LOCK:
+            _SHAPES[shape[0]] = (cq, shape[1])
+            if len(_SHAPES) > _SHAPES_MAX:
+                _SHAPES.popitem(last=False)
+    return cq
+
+
+def _renamed(
+    model: CompiledQuery,
+    model_classes: tuple[str, ...],
+    classes: tuple[str, ...],
+    name: str,
+    ast: Query,
+    tag: str,
+) -> CompiledQuery:
+    """``model`` (a compiled query of the same shape) for ``ast``: named ``name``, its
+    classes ``model_classes[i]`` renamed ``classes[i]``. Its predicates are shared: they
+    read components by position, never by class name. O(components)."""
+    comps = model.comps
+    if model_classes != classes:
+        rename = dict(zip(model_classes, classes, strict=True))
+        renamed = []
+        for comp in comps:
+            new_comp = object.__new__(Comp)
+            new_comp.__dict__.update(comp.__dict__)
+            new_comp.__dict__["classes"] = frozenset([rename[c] for c in comp.classes])
+            renamed.append(new_comp)
+        comps = tuple(renamed)
+    state = {k: v for k, v in model.__dict__.items() if k in _SHAPE_FREE}
+    state.update(name=name, ast=ast, comps=comps, tag=tag)
+    new = object.__new__(CompiledQuery)
+    new.__dict__.update(state)
+    return new
+
+
+def _compile(name: str, ast: Query, text: str | None, tag: str) -> CompiledQuery:
     compiler = _Compiler(name, ast, text, tag)
     if ast.within is not None and not ast.within <= MAX_WITHIN:
         raise compiler.error(
@@ -251,7 +353,11 @@ def retag(cq: CompiledQuery, tag: str) -> CompiledQuery:
     if cq.tag == tag:
         return cq
     if not cq.subs:
-        return dataclasses.replace(cq, tag=tag)
+        # A copy with the values computed so far (none depends on the tag), not
+        # dataclasses.replace, which runs __init__ and its checks anew.
+        new = copy.copy(cq)
+        object.__setattr__(new, "tag", tag)
+        return new
     cut = len(cq.tag)
     renamed: dict[str, CompiledQuery] = {}
 
@@ -322,6 +428,9 @@ class _Compiler:
         self.text = text
         self.tag = tag
         self.sub_names: set[str] = set()
+        # The nodes of each expression read so far (``nodes``), by id; the expression is
+        # kept beside them, so an id is never that of another expression.
+        self.node_lists: dict[int, tuple[Expr, list[Expr]]] = {}
 
     # -------------------------------------------------------------------- errors
 
@@ -532,7 +641,9 @@ class _Compiler:
 
     def previous_refs(self, expr: Expr, path: str) -> set[int]:
         """The components whose ``b[i-1]`` the expression reads."""
-        return {self.resolve(node.ref, p) for node, p in _walk(expr, path) if isinstance(node, Prev)}
+        return {
+            self.resolve_in(node.ref, expr, path, node) for node in self.nodes(expr) if type(node) is Prev
+        }
 
     def place_iteration(
         self,
@@ -790,9 +901,12 @@ class _Compiler:
     def nested_refs(self, expr: Expr, path: str) -> bool:
         """Whether the expression reads a component inside a sub-pattern (by alias)."""
         found = False
-        for node, node_path in _walk(expr, path):
+        if not self.nested:
+            return False
+        for node in self.nodes(expr):
             ref = getattr(node, "ref", None)
             if isinstance(ref, str) and ref not in self.names and ref in self.nested:
+                node_path = _path_of(expr, path, node)
                 target = self.nested[ref]
                 if isinstance(target, str):
                     raise self.error(f"{ref!r} cannot be read: {target}", node_path)
@@ -840,6 +954,23 @@ class _Compiler:
             )
         raise self.error(f"unknown component {ref!r} (no alias, $xN or class of that name)", path)
 
+    def nodes(self, expr: Expr) -> list[Expr]:
+        """:func:`_nodes` of ``expr``, listed once per compilation (a conjunct is read
+        for its references, its sub-pattern reads and its ``b[i-1]``)."""
+        key = id(expr)
+        got = self.node_lists.get(key)
+        if got is None or got[0] is not expr:
+            got = self.node_lists[key] = (expr, _nodes(expr))
+        return got[1]
+
+    def resolve_in(self, ref: str, expr: Expr, path: str, node: Expr) -> int:
+        """:meth:`resolve` of a reference read at ``node`` of ``expr`` (found at
+        ``path``): the node's own path is worked out only for an error."""
+        index = self.names.get(ref)
+        if index is not None:
+            return index
+        return self.resolve(ref, _path_of(expr, path, node))
+
     def resolver(self, base: str) -> Callable[[str], Any]:
         """References to compiled indexes; a component inside a sub-pattern to its path."""
 
@@ -856,14 +987,15 @@ class _Compiler:
         refs: set[int] = set()
         aggs: set[int] = set()
         equiv = False
-        for node, node_path in _walk(expr, path):
+        for node in self.nodes(expr):
             if isinstance(node, AttrRef):
-                refs.add(self.resolve(node.ref, node_path))
+                refs.add(self.resolve_in(node.ref, expr, path, node))
             elif isinstance(node, Agg):
-                idx = self.resolve(node.ref, node_path)
+                idx = self.resolve_in(node.ref, expr, path, node)
                 if self.raw[idx].kleene is None:
                     raise self.error(
-                        f"{node.func}() needs a Kleene component, and {node.ref!r} is not one", node_path
+                        f"{node.func}() needs a Kleene component, and {node.ref!r} is not one",
+                        _path_of(expr, path, node),
                     )
                 aggs.add(idx)
             elif isinstance(node, Equiv) and not (node.attr in ("symbol", "src") and node.value is None):
@@ -920,17 +1052,47 @@ def _roles(comps: list[Comp]) -> tuple[tuple[int, ...], bool]:
     return tuple(same_before), overlapping
 
 
+def _nodes(expr: Expr) -> list[Expr]:
+    """Every node of an expression, in :func:`_walk`'s order (without the paths, which
+    only an error needs: :func:`_path_of`)."""
+    out: list[Expr] = []
+    todo: list[Any] = [expr]
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        names = fields_of(type(node))
+        if names is None:
+            continue
+        children: list[Any] = []
+        for name in names:
+            value = getattr(node, name)
+            if type(value) is tuple:
+                children.extend(item for item in value if fields_of(type(item)) is not None)
+            elif fields_of(type(value)) is not None:
+                children.append(value)
+        todo.extend(reversed(children))
+    return out
+
+
+def _path_of(expr: Expr, path: str, node: Expr) -> str:
+    """The path of ``node`` (the first such object) inside ``expr`` found at ``path``."""
+    for found, found_path in _walk(expr, path):
+        if found is node:
+            return found_path
+    return path
+
+
 def _walk(expr: Expr, path: str) -> Iterator[tuple[Expr, str]]:
     """Every node of an expression with its JSON path (the parser's span keys)."""
     yield expr, path
-    for f in dataclasses.fields(expr):  # type: ignore[arg-type]
-        value = getattr(expr, f.name)
-        if isinstance(value, tuple):
+    for name in fields_of(type(expr)) or ():
+        value = getattr(expr, name)
+        if type(value) is tuple:
             for i, item in enumerate(value):
-                if dataclasses.is_dataclass(item) and not isinstance(item, Lit):
-                    yield from _walk(item, f"{path}.{f.name}[{i}]")  # type: ignore[arg-type]
-        elif dataclasses.is_dataclass(value) and not isinstance(value, Lit):
-            yield from _walk(value, f"{path}.{f.name}")  # type: ignore[arg-type]
+                if fields_of(type(item)) is not None:
+                    yield from _walk(item, f"{path}.{name}[{i}]")
+        elif fields_of(type(value)) is not None:
+            yield from _walk(value, f"{path}.{name}")
 
 
 def _anonymise(expr: Expr) -> Expr:
@@ -949,15 +1111,16 @@ def rename_refs(expr: Expr, rename: Callable[[str], str]) -> Expr:
     replaced by ``rename(r)``."""
 
     def rewrite(node: Any) -> Any:
-        if isinstance(node, AttrRef):
+        cls = type(node)
+        if cls is AttrRef:
             return AttrRef(rename(node.ref), node.attr)
-        if isinstance(node, Agg):
+        if cls is Agg:
             return Agg(node.func, rename(node.ref), node.attr)
-        if isinstance(node, tuple):
+        if cls is tuple:
             return tuple(rewrite(x) for x in node)
-        if dataclasses.is_dataclass(node) and not isinstance(node, type):
-            changes = {f.name: rewrite(getattr(node, f.name)) for f in dataclasses.fields(node)}
-            return dataclasses.replace(node, **changes)
+        names = fields_of(cls)
+        if names is not None:
+            return cls(**{name: rewrite(getattr(node, name)) for name in names})
         return node
 
     return rewrite(expr)  # type: ignore[no-any-return]

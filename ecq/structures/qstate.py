@@ -51,7 +51,6 @@ class QState:
     bitno: int
     order: int
     reg: int
-    bit: int = 0
     # The skeleton: position p binds component ``slots[p]`` (the positive components in
     # order; for a plain sequence, every component); ``steps`` positions.
     slots: tuple[int, ...] = ()
@@ -91,7 +90,6 @@ class QState:
     plan: NodePlan | None = None
 
     def __post_init__(self) -> None:
-        self.bit = 1 << self.bitno
         self.derived_class = "@" + self.cq.name
         cq = self.cq
         self.slots = cq.positives
@@ -133,6 +131,13 @@ class QState:
         self.leafy = cq.skeletal and (
             bool(self.kleene) or (not self.negs and any(c.index not in trailing for c in negated))
         )
+
+    @property
+    def bit(self) -> int:
+        """The node's query bit, ``1 << bitno``: made when read, not kept, since it is
+        as long as the number of nodes (kept on every node, the bits of 100,000 queries
+        took 600 MB)."""
+        return 1 << self.bitno
 
     @property
     def name(self) -> str:

@@ -1,4 +1,5 @@
-"""``scemon bench compile``: what registering a query costs against its size.
+"""``scemon bench compile``: what registering a query costs against its size, and what
+registering many costs against their number.
 
 Each point is one query — an ``OR`` of n classes, or a sequence of n components — taken
 through what the service does with it: parse the text, compile it, install it in an
@@ -10,6 +11,14 @@ each point is measured there too, in a subprocess that imports that checkout's `
 so an old and a new build are compared in one run. The measuring code below uses only
 the engine's public calls (``parse_query``, ``Engine.compile``, ``Engine.register``,
 ``format_query``), which both sides have.
+
+``compile_scale``: registering 1,000, 10,000 and 100,000 queries of three workloads —
+the paper's sequences, the same with a condition on each component, and the demo's
+credit-card queries — as the service registers a batch: parse every text, compile
+every query (``Engine.compile``), install them in one ``Engine.register_many``.
+Queries per second of CPU time for each phase and for the whole, and the process's
+resident memory grown per query. Each point runs in a fresh process (its memory and
+the compiler's cache of query shapes start empty).
 """
 
 from __future__ import annotations
@@ -26,11 +35,15 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from service.bench.table import Table
 
-__all__ = ["PHASES", "SIZES", "measure", "run", "text_of"]
+__all__ = ["PHASES", "SCALE_SIZES", "SCALE_WORKLOADS", "SIZES", "measure", "measure_scale", "run", "text_of"]
 
 PHASES = ("parse", "compile", "install", "text")
 SIZES = {"or": (1000, 2000, 4000, 10_000), "seq": (250, 500, 1000, 2000)}
 QUICK_SIZES = {"or": (250, 500, 1000), "seq": (100, 250, 500)}
+SCALE_WORKLOADS = ("sequences", "conditions", "card")
+SCALE_SIZES = (1000, 10_000, 100_000)
+QUICK_SCALE_SIZES = (200, 1000)
+SCALE_PHASES = ("parse", "compile", "install")
 # A point measured on the other build that takes longer than this is cut off.
 AGAINST_TIMEOUT = 600.0
 
@@ -135,4 +148,133 @@ def run(quick: bool = False, against: Path | None = None) -> list[Table]:
                 row["other_total_ms"] = round(1000 * sum(other.values()), 1) if other is not None else ""
             table.add(**row)
         tables.append(table)
+    tables.append(run_scale(quick))
     return tables
+
+
+def scale_queries(workload: str, n: int) -> list[tuple[str, str]]:
+    """``n`` queries ``(name, text)`` of a workload of ``compile_scale``."""
+    from ecq.evaluation.workload import Workload, condition_queries, credit_card_workload, sequence_queries
+
+    w = Workload(n_queries=n)
+    if workload == "sequences":
+        return sequence_queries(w)
+    if workload == "conditions":
+        return condition_queries(w, 1)
+    if workload == "card":
+        return credit_card_workload(n_queries=n)[0][:n]
+    raise ValueError(f"unknown workload {workload!r} (one of {', '.join(SCALE_WORKLOADS)})")
+
+
+def _rss() -> int:
+    """This process's resident memory in bytes (Linux; 0 where unknown)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def measure_scale(workload: str, n: int) -> dict[str, float]:
+    """CPU seconds of each phase (parse, compile, install) for ``n`` queries of
+    ``workload``, and the resident bytes the process grew by (``rss``), in this
+    process."""
+    from ecq.engine import Engine
+    from ecq.language import parse_query
+
+    queries = scale_queries(workload, n)
+    gc.collect()
+    before = _rss()
+    t0 = time.process_time()
+    asts = [(name, parse_query(text)) for name, text in queries]
+    t1 = time.process_time()
+    compiled = [(name, Engine.compile(name, ast, "#0")) for name, ast in asts]
+    t2 = time.process_time()
+    engine = Engine()
+    engine.register_many(compiled)
+    t3 = time.process_time()
+    del asts, compiled
+    gc.collect()
+    grown = _rss() - before
+    assert len(engine.key_of) == n
+    return {"parse": t1 - t0, "compile": t2 - t1, "install": t3 - t2, "rss": float(max(grown, 0))}
+
+
+def measure_scale_fresh(workload: str, n: int) -> dict[str, float]:
+    """:func:`measure_scale` in a fresh process running this checkout's ``ecq``."""
+    here = Path(__file__).resolve().parents[2]
+    code = (
+        "import json, runpy; "
+        f"m = runpy.run_path({str(Path(__file__))!r}); "
+        f"print(json.dumps(m['measure_scale']({workload!r}, {n})))"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(here), os.environ.get("PYTHONPATH")])),
+    }
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=AGAINST_TIMEOUT,
+            check=True,
+        )
+    except subprocess.CalledProcessError as err:
+        raise RuntimeError(
+            f"measuring {workload} at {n} queries failed: {err.stderr.strip()[-500:]}"
+        ) from None
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def run_scale(quick: bool = False) -> Table:
+    """The ``compile_scale`` table: per workload and number of queries, queries per CPU
+    second of each phase and in all, and resident memory per query."""
+    from service.bench.table import Plot, Table
+
+    columns = [
+        "workload",
+        "queries",
+        *(f"{p}_qps" for p in SCALE_PHASES),
+        "total_qps",
+        *(f"{p}_us" for p in SCALE_PHASES),
+        "kb_per_query",
+    ]
+    table = Table(
+        "compile_scale",
+        "Registering many queries at once: queries per second by phase",
+        columns,
+        plot=Plot(
+            x="queries",
+            series=("total_qps",),
+            group="workload",
+            y_label="queries per CPU second (parse + compile + install)",
+            x_label="queries registered",
+            x_log=True,
+            y_log=True,
+        ),
+        notes=[
+            "sequences: the paper's 3-step sequences; conditions: the same with a bound on each "
+            "component (every query its own constants); card: the demo's credit-card queries",
+            "parse: the texts to ASTs; compile: Engine.compile of each (a query of a shape compiled "
+            "before reuses its compiled form); install: one Engine.register_many of the compiled queries",
+            "qps: queries per CPU second of the phase; us: CPU microseconds per query; kb_per_query: the "
+            "process's resident memory grown from before parsing to after registering, per query; each "
+            "point in a fresh process",
+        ],
+    )
+    for workload in SCALE_WORKLOADS:
+        for n in QUICK_SCALE_SIZES if quick else SCALE_SIZES:
+            got = measure_scale_fresh(workload, n)
+            total = sum(got[p] for p in SCALE_PHASES)
+            table.add(
+                workload=workload,
+                queries=n,
+                **{f"{p}_qps": round(n / got[p]) if got[p] > 0 else "" for p in SCALE_PHASES},
+                total_qps=round(n / total) if total > 0 else "",
+                **{f"{p}_us": round(1e6 * got[p] / n, 1) for p in SCALE_PHASES},
+                kb_per_query=round(got["rss"] / n / 1024, 2),
+            )
+    return table

@@ -58,8 +58,8 @@ from ecq.compiler.query import CompiledQuery
 from ecq.engine import Engine
 from ecq.errors import (
     AheadError,
+    BatchQueryError,
     DuplicateQueryError,
-    QueryError,
     ScemonError,
     SemanticError,
     UnknownQueryError,
@@ -663,14 +663,18 @@ class EngineHost:
         self._require_ok()
         engine = self.engine
         self._check_names([(p.name, p) for p in prepared])  # taken while compiling?
-        bulk = len(prepared) > 1
         done: list[tuple[Prepared, CompiledQuery]] = []
         try:
-            for index, p in enumerate(prepared):
+            if len(prepared) > 1:
+                # One pass for the whole batch (the engine's tables are made once, not
+                # once per query), all or nothing.
                 try:
-                    done.append((p, engine.register(p.name, p.cq)))
-                except QueryError as err:
-                    raise InBulkError(err, index, p.name) if bulk else err from None
+                    got = engine.register_many([(p.name, p.cq) for p in prepared])
+                except BatchQueryError as err:
+                    raise InBulkError(err.inner, err.index, err.name) from None
+                done = list(zip(prepared, got, strict=True))
+            else:
+                done.append((prepared[0], engine.register(prepared[0].name, prepared[0].cq)))
         except ScemonError:
             self._undo(done)  # all or nothing
             raise

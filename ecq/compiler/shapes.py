@@ -1,0 +1,133 @@
+"""The shape of a query: everything compiling it reads, with its class names replaced by
+their order of first appearance.
+
+Thousands of registered queries often differ only in their classes (the paper's
+templates, a generated workload, a service's users writing the same pattern over their
+own classes). Two queries with the same shape compile to the same thing up to their
+class names: the compiler reads a class name only to tell components apart (which
+components share a class, which name a reference resolves to), never for what it
+says. So one compiled query of a shape, with its classes renamed, is what compiling
+another of that shape gives (``ecq.compiler.query.compile_query`` keeps one per shape).
+
+What the key keeps, so that no two queries that compile differently share one:
+
+- every field of the AST but the source positions (``spans``, which only errors read);
+- literals by type and ``repr`` (``1``, ``1.0`` and ``true`` are equal Python values but
+  different queries; ``-0.0`` and ``0.0`` too), and every other float by ``repr``;
+- a reference (``ref`` of ``A.x``, ``count(A)``, ``A[i-1].x``, ``AFTER MATCH SKIP TO
+  LAST A``) to a class as that class's number, any other reference as written.
+
+A query has no shape (it is compiled as it is) when its shape could not stand for it:
+an alias spelled as one of its classes (a reference to it would resolve otherwise once
+the classes are renamed), a sub-pattern or an ``@name`` class (their derived classes
+are named after the query's text), or a selection or consumption policy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ecq.compiler.policy import has_policy
+from ecq.language.ast import Component, Lit, Query
+
+__all__ = ["Shape", "fields_of", "shape_of"]
+
+# A query's shape key and its classes in order of first appearance (class ``i`` of the
+# key is ``classes[i]``).
+Shape = tuple[tuple[Any, ...], tuple[str, ...]]
+
+# The field names of each AST node class (None: not a node, or a ``Lit``): read once per
+# class, not through dataclasses.fields() at every node.
+_FIELDS: dict[type, tuple[str, ...] | None] = {}
+
+# Fields holding a reference to a component: an alias, ``$xN`` or a class name.
+_REF_FIELDS = frozenset({"ref", "skip_var"})
+
+
+def fields_of(cls: type) -> tuple[str, ...] | None:
+    """The field names of an AST node class (None: not a node, or a ``Lit``)."""
+    names = _FIELDS.get(cls, ())
+    if names == ():
+        if cls is Lit or not dataclasses.is_dataclass(cls):
+            names = None
+        else:
+            names = tuple(f.name for f in dataclasses.fields(cls))
+        _FIELDS[cls] = names
+    return names
+
+
+def shape_of(ast: Query) -> Shape | None:
+    """The query's shape (the module's docstring), or None when it has none."""
+    if has_policy(ast):
+        return None
+    numbers: dict[str, int] = {}
+    aliases: list[str] = []
+    for comp in ast.pattern.items:
+        if comp.sub is not None:
+            return None
+        for cls in comp.classes:
+            if cls.startswith("@"):
+                return None
+            if cls not in numbers:
+                numbers[cls] = len(numbers)
+        if comp.alias is not None:
+            aliases.append(comp.alias)
+    if any(alias in numbers for alias in aliases):
+        return None
+    key = tuple([_key(getattr(ast, name), numbers) for name in _query_fields()])
+    return key, tuple(numbers)
+
+
+def _query_fields() -> tuple[str, ...]:
+    names = _FIELDS.get(Query)
+    if names is None:
+        names = _FIELDS[Query] = tuple(f.name for f in dataclasses.fields(Query) if f.name != "spans")
+    return names
+
+
+# A component's key built field by field, when its fields are those known here (else
+# the generic walk, which takes any field).
+_COMPONENT_FAST = fields_of(Component) == ("classes", "sub", "negated", "kleene", "alias", "any_of")
+
+# Values that stand for themselves in a key.
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
+def _key(node: Any, numbers: dict[str, int]) -> Any:
+    cls = type(node)
+    if cls in _PLAIN:
+        return node
+    if cls is tuple:
+        return tuple([_key(x, numbers) for x in node])
+    if cls is Lit:
+        value = node.value
+        return (Lit, type(value), repr(value))
+    if cls is float:
+        return (float, repr(node))
+    if cls is Component and _COMPONENT_FAST and node.sub is None:
+        kleene = node.kleene
+        return (
+            tuple([numbers[c] for c in node.classes]),
+            node.negated,
+            None if kleene is None else _key(kleene, numbers),
+            node.alias,
+            node.any_of,
+        )
+    names = fields_of(cls)
+    if names is None:
+        return node
+    out: list[Any] = [cls]
+    for name in names:
+        value = getattr(node, name)
+        if type(value) in _PLAIN:
+            if name in _REF_FIELDS and type(value) is str:
+                # A class as its number (an int), anything else as written (a str).
+                out.append(numbers.get(value, value))
+            else:
+                out.append(value)
+        elif cls is Component and name == "classes":
+            out.append(tuple([numbers[c] for c in value]))
+        else:
+            out.append(_key(value, numbers))
+    return tuple(out)
