@@ -145,6 +145,8 @@ class Measurement:
     timers: dict[str, float] = field(default_factory=dict)
     # Not run whole: estimated from a run of this many of its queries (extrapolate).
     estimated_from: int | None = None
+    # Seconds to register the engine's queries (before any event).
+    register_seconds: float = 0.0
 
     @property
     def label(self) -> str:
@@ -300,9 +302,11 @@ def measure(
     queries, stream = workload_of(setting, total)
     engines = [make_engine(v) for v in variants]
     results = [Measurement(v) for v in variants]
-    for engine, variant in zip(engines, variants, strict=True):
+    for engine, variant, res in zip(engines, variants, results, strict=True):
+        began = time.perf_counter()
         for name, text in _chosen(queries[: variant.queries], variant.sample):
             engine.register(name, f"{text} {variant.policy}" if variant.policy else text)
+        res.register_seconds = time.perf_counter() - began
     every = setting.clean_every
     ends = _boundaries(total, setting.chunk, [warm, *range(every, total, every)])
     now = time.perf_counter

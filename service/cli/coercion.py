@@ -32,7 +32,7 @@ except ImportError:  # another typer: its own conversion runs
 
 # What pydantic's lax mode takes as an int from text: ASCII digits, `_` between them, a
 # sign, and a fraction of zeros only ("1.0"); surrounding blanks are stripped.
-_INT = re.compile(r"[+-]?[0-9](?:_?[0-9])*(?:\.0*)?")
+_INT = re.compile(r"[+-]?[0-9](?:_?[0-9])*(?:\.0+)?")
 _NOT_INT = "Input should be a valid integer, unable to parse string as an integer"
 _NOT_NUMBER = "Input should be a valid number, unable to parse string as a number"
 
@@ -40,8 +40,6 @@ _NOT_NUMBER = "Input should be a valid number, unable to parse string as a numbe
 def _number(value: Any, kind: type) -> Any:
     """``value`` (the option's text, or its default) as an int or a float, or
     ``ValueError`` with pydantic's message."""
-    if isinstance(value, bool):
-        raise ValueError(_NOT_INT if kind is int else _NOT_NUMBER)
     if isinstance(value, (int, float)):
         if kind is int and isinstance(value, float):
             if not value.is_integer():
@@ -59,6 +57,11 @@ def _number(value: Any, kind: type) -> Any:
         return float(text)
     except ValueError:
         raise ValueError(_NOT_NUMBER) from None
+
+
+def _bound(limit: float) -> str:
+    """A min or max as pydantic writes it in its message: 0.0 as 0."""
+    return str(int(limit)) if isinstance(limit, float) and limit.is_integer() else str(limit)
 
 
 if RuntimeParam is not None:
@@ -81,9 +84,9 @@ if RuntimeParam is not None:
                 if annotation is int or annotation is float:
                     number = _number(value, annotation)
                     if info.min is not None and not number >= info.min:
-                        raise ValueError(f"Input should be greater than or equal to {info.min}")
+                        raise ValueError(f"Input should be greater than or equal to {_bound(info.min)}")
                     if info.max is not None and not number <= info.max:
-                        raise ValueError(f"Input should be less than or equal to {info.max}")
+                        raise ValueError(f"Input should be less than or equal to {_bound(info.max)}")
                     return number
                 if isinstance(annotation, type) and issubclass(annotation, Enum):
                     try:
