@@ -8,6 +8,8 @@ short run does not pay for it.
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -18,6 +20,9 @@ if TYPE_CHECKING:
 
 __all__ = ["LazyProgress"]
 
+# Environment variables by which rich takes a pipe for a terminal.
+_FORCED = frozenset({"FORCE_TERMINAL", "TTY_COMPATIBLE", "TTY_INTERACTIVE"})
+
 
 class LazyProgress:
     """Phases of work with a count each; a transient rich bar is shown once a phase's
@@ -27,7 +32,9 @@ class LazyProgress:
         self, min_items: int = 50_000, min_seconds: float = 2.0, enabled: bool | None = None
     ) -> None:
         self._console: Console | None = None
-        self._enabled = enabled  # None: asked of the console once a bar would help
+        if enabled is None and not sys.stderr.isatty() and not _FORCED.intersection(os.environ):
+            enabled = False  # a pipe or a file: rich would say so too, after its import
+        self._enabled = enabled  # None: asked of rich's console once a bar would help
         self._min_items = min_items
         self._min_seconds = min_seconds
         self._started = time.monotonic()
