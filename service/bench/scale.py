@@ -156,7 +156,9 @@ COLUMNS = [
 ]
 
 
-def _table(setting: Setting, scale: Scale, sizes: Sequence[int], points: dict[tuple[str, int], Point]) -> Table:
+def _table(
+    setting: Setting, scale: Scale, sizes: Sequence[int], points: dict[tuple[str, int], Point]
+) -> Table:
     table = Table(
         "card_scale",
         "Credit-card workload at scale: events/s, matches/s and memory vs queries",

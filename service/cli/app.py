@@ -57,10 +57,10 @@ class LazyGroup(TyperGroup):
         super().__init__(*args, **kwargs)
         plain_coercion(self)
 
-    def list_commands(self, ctx: typer.Context) -> list[str]:
+    def list_commands(self, ctx: Any) -> list[str]:
         return [*super().list_commands(ctx), *(name for name in COMMANDS if name not in self.commands)]
 
-    def get_command(self, ctx: typer.Context, cmd_name: str) -> Any:
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
         command = super().get_command(ctx, cmd_name)
         if command is None and cmd_name in COMMANDS:
             command = build_command(cmd_name)

@@ -98,7 +98,7 @@ if RuntimeParam is not None:
             except ValueError as err:
                 raise BadParameter(str(err), ctx=ctx, param=param) from None
             # A Path: typer's own checks (exists, file or dir, ...), handed a Path.
-            path_type = info.path_type or annotation
+            path_type: Any = info.path_type or annotation
             if isinstance(value, str):
                 value = path_type(value)
             return coerce_cli_path(value, info, path_type=path_type, param=param, ctx=ctx)

@@ -73,11 +73,21 @@ def test_replay_imports_only_what_it_runs(tmp_path: Path) -> None:
     queries = tmp_path / "queries.txt"
     queries.write_text("QUERY q1 PATTERN SEQ(A a, B b) WITHIN 10\n")
     events = tmp_path / "events.jsonl"
-    events.write_text(
-        '{"src": "s", "type": "A", "start": 1}\n{"src": "s", "type": "B", "start": 2}\n'
-    )
+    events.write_text('{"src": "s", "type": "A", "start": 1}\n{"src": "s", "type": "B", "start": 2}\n')
     out = tmp_path / "matches.jsonl"
-    args = ["replay", "-q", str(queries), "-e", str(events), "-o", str(out), "--engine", "shared", "--lateness", "0"]
+    args = [
+        "replay",
+        "-q",
+        str(queries),
+        "-e",
+        str(events),
+        "-o",
+        str(out),
+        "--engine",
+        "shared",
+        "--lateness",
+        "0",
+    ]
     assert loaded_after(args, NOT_FOR_REPLAY) == ["ecq.engine"]  # the engine ran, nothing else
     assert len(out.read_text().splitlines()) == 1
 
