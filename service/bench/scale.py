@@ -124,7 +124,6 @@ def card_scale(scale: Scale, progress: Progress | None = None, max_queries: int 
     SP up to ``scale.scale_sp_max``."""
     setting = card_setting(scale, events=scale.scale_events)
     sizes = [_PAPER + n for n in scale.scale_queries if max_queries is None or _PAPER + n <= max_queries]
-    setting = replace(setting, workload=replace(setting.workload, n_queries=max(sizes) - _PAPER))
     runs: list[tuple[int, Variant]] = []
     for n in sizes:
         runs.append((n, replace(SHARED, queries=n)))
@@ -134,7 +133,10 @@ def card_scale(scale: Scale, progress: Progress | None = None, max_queries: int 
     for done, (n, variant) in enumerate(runs):
         if progress is not None:
             progress(done / len(runs), variant.label)
-        points[variant.engine, n] = _in_child(setting, variant)
+        # The workload made for this size alone (its queries, its stream): a point's
+        # memory holds no query texts of the larger sizes.
+        sized = replace(setting, workload=replace(setting.workload, n_queries=n - _PAPER))
+        points[variant.engine, n] = _in_child(sized, variant)
     if progress is not None:
         progress(1.0, "done")
     return _table(setting, scale, sizes, points)
@@ -196,7 +198,8 @@ def _table(
         f"{w.n_sources} card holders, one payment every {w.source_gap:g} s each, {w.n_classes} merchant "
         "classes; the paper's 2 queries and the generated ones (2/3 sequences, 1/3 conjunctions)",
         f"{setting.events} events measured after {setting.warmup_events} of warm-up; cleaning every "
-        f"{setting.clean_every} events; each engine and size in a fresh process of its own, one after another",
+        f"{setting.clean_every} events; each engine and size in a fresh process of its own, one after another, "
+        "on the stream made with that size's queries",
         "register_s: registering the queries (parse, compile, install); peak_mb: the process's peak "
         "resident set less what it held before the run (events, engine, queries, stored instances)",
     ]

@@ -157,7 +157,8 @@ def queries(
         from service.bench.scale import card_scale
 
         def figure(scale: figures.Scale, progress: Progress | None) -> list[Table]:
-            return [card_scale(scale, progress, max_queries)]
+            table = card_scale(scale, progress, max_queries)
+            return [table] if table.rows else []  # no size within --max-queries
 
         tables += _measured("queries: card_scale", figure, scale)
     publish(tables, quick, out)
