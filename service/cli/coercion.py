@@ -126,8 +126,9 @@ def plain_coercion(command: Any) -> None:
     if RuntimeParam is None:
         return
     params = list(getattr(command, "params", ()))
-    # --help is made on first use (click's get_help_option), and is a flag like the others.
-    help_option = command.get_help_option(command.context_class(command))
+    # --help is made on first use (click's get_help_option) and then kept; made here, in
+    # a context with the command's own settings (its help option names), as a run makes it.
+    help_option = command.get_help_option(command.context_class(command, **command.context_settings))
     if help_option is not None:
         params.append(help_option)
     for param in params:
