@@ -11,11 +11,14 @@ from typing import Any
 
 import pytest
 import typer
-from typer._click.exceptions import BadParameter
-from typer._coercion import build_runtime_param
 
-from service.cli.app import app
-from service.cli.coercion import PlainParam, plain_coercion
+pytest.importorskip("typer._coercion", reason="a typer without pydantic coercion: nothing to compare")
+
+from typer._click.exceptions import BadParameter  # noqa: E402
+from typer._coercion import build_runtime_param  # noqa: E402
+
+from service.cli.app import app  # noqa: E402
+from service.cli.coercion import PlainParam, plain_coercion  # noqa: E402
 
 NUMBERS = [
     "0",

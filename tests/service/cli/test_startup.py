@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from service.cli import coercion
+
 ROOT = Path(__file__).resolve().parents[3]
 
 SLOW = ("api.client", "api.models", "httpx")
@@ -88,7 +90,10 @@ def test_replay_imports_only_what_it_runs(tmp_path: Path) -> None:
         "--lateness",
         "0",
     ]
-    assert loaded_after(args, NOT_FOR_REPLAY) == ["ecq.engine"]  # the engine ran, nothing else
+    # pydantic too, unless this typer converts options in a way service/cli/coercion.py
+    # does not know (it then leaves RuntimeParam unset, and typer's own conversion runs).
+    expected_absent = tuple(m for m in NOT_FOR_REPLAY if m != "pydantic" or coercion.RuntimeParam is not None)
+    assert loaded_after(args, expected_absent) == ["ecq.engine"]  # the engine ran, nothing else
     assert len(out.read_text().splitlines()) == 1
 
 
