@@ -46,6 +46,9 @@ class Point:
     matches: int
     stored: float
     peak_bytes: int
+    # CPU seconds of the same (time.process_time): what the engine cost on a busy machine.
+    register_cpu_seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
     @property
     def events_per_s(self) -> float:
@@ -108,6 +111,8 @@ def run_point(setting: Setting, variant: Variant) -> Point:
         matches=res.matches,
         stored=res.stored_avg,
         peak_bytes=max(0, _peak_bytes() - before),
+        register_cpu_seconds=res.register_cpu_seconds,
+        cpu_seconds=res.cpu_seconds,
     )
 
 
