@@ -58,7 +58,8 @@ class LazyGroup(TyperGroup):
         plain_coercion(self)
 
     def list_commands(self, ctx: Any) -> list[str]:
-        return [*super().list_commands(ctx), *(name for name in COMMANDS if name not in self.commands)]
+        # COMMANDS' order whichever are built already.
+        return [*(name for name in super().list_commands(ctx) if name not in COMMANDS), *COMMANDS]
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         command = super().get_command(ctx, cmd_name)
