@@ -168,7 +168,7 @@ def _table(
 ) -> Table:
     table = Table(
         "card_scale",
-        "Credit-card workload at scale: events/s, matches/s and memory vs queries",
+        "Credit-card workload at scale",
         COLUMNS,
         plot=Plot(
             "queries",
