@@ -463,6 +463,7 @@ SECTIONS: tuple[Section, ...] = (
         "ones), each engine and size in a fresh process of its own, one after another: the time to "
         "register the queries, events/s, matches/s and the peak memory of the run (the process's "
         "peak resident set less what it held before: events, engine, queries, stored instances), "
+        "times in CPU seconds since the points are not interleaved, "
         "the shared engine beside SP. SP runs up to 10,002 queries: above that its stores, a copy "
         "of each instance per plan, outgrow the memory of a small machine, and the table's note "
         "scales its memory at 10,002 up instead. `--max-queries N` stops the table at N queries "

@@ -6,8 +6,9 @@ Each point (one engine at one number of queries) runs in a fresh child process o
 own, so that the memory it reports is its own: the child's peak resident set over the
 run (VmHWM, reset just before it) less its resident set just before the workload is
 made: the events, the engine with its registered queries and what it stores. Points run one after
-another (not interleaved as :func:`service.bench.runner.measure` interleaves engines): at
-these sizes SP is tens to hundreds of times slower, far beyond a shared machine's noise.
+another (not interleaved as :func:`service.bench.runner.measure` interleaves engines), so
+their times are CPU seconds (``time.process_time``), which a busy machine's waits for a
+core do not inflate.
 SP is not run above ``sp_max`` queries: its stores grow linearly with the queries (a copy
 of every instance per plan), and the table says so, with its memory at ``sp_max``
 scaled up as the estimate.
@@ -52,15 +53,18 @@ class Point:
 
     @property
     def events_per_s(self) -> float:
-        return self.events / self.seconds if self.seconds else 0.0
+        """Events per CPU second."""
+        return self.events / self.cpu_seconds if self.cpu_seconds else 0.0
 
     @property
     def matches_per_s(self) -> float:
-        return self.matches / self.seconds if self.seconds else 0.0
+        """Matches per CPU second."""
+        return self.matches / self.cpu_seconds if self.cpu_seconds else 0.0
 
     @property
     def unit_us(self) -> float:
-        return self.seconds / self.events * 1e6 if self.events else 0.0
+        """CPU µs per event."""
+        return self.cpu_seconds / self.events * 1e6 if self.events else 0.0
 
 
 def _peak_bytes() -> int:
@@ -149,12 +153,12 @@ def card_scale(scale: Scale, progress: Progress | None = None, max_queries: int 
 
 COLUMNS = [
     "queries",
-    "shared_register_s",
+    "shared_register_cpu_s",
     "shared_events_per_s",
     "shared_matches_per_s",
     "matches_per_event",
-    "shared_us",
-    "separate_us",
+    "shared_cpu_us",
+    "separate_cpu_us",
     "ratio",
     "shared_peak_mb",
     "separate_peak_mb",
@@ -172,8 +176,8 @@ def _table(
         COLUMNS,
         plot=Plot(
             "queries",
-            ("shared_us", "separate_us"),
-            "unit processing time (µs/event)",
+            ("shared_cpu_us", "separate_cpu_us"),
+            "unit processing time (CPU µs/event)",
             "queries",
             x_log=True,
             y_log=True,
@@ -185,12 +189,12 @@ def _table(
         separate = points.get(("separate", n))
         table.add(
             queries=n,
-            shared_register_s=round(shared.register_seconds, 2),
+            shared_register_cpu_s=round(shared.register_cpu_seconds, 2),
             shared_events_per_s=round(shared.events_per_s),
             shared_matches_per_s=round(shared.matches_per_s),
             matches_per_event=round(shared.matches / shared.events, 3) if shared.events else 0.0,
-            shared_us=round(shared.unit_us, 2),
-            separate_us="-" if separate is None else round(separate.unit_us, 2),
+            shared_cpu_us=round(shared.unit_us, 2),
+            separate_cpu_us="-" if separate is None else round(separate.unit_us, 2),
             ratio="-" if separate is None else round(separate.unit_us / shared.unit_us, 2),
             shared_peak_mb=round(shared.peak_bytes * mb, 1),
             separate_peak_mb="-" if separate is None else round(separate.peak_bytes * mb, 1),
@@ -205,7 +209,9 @@ def _table(
         f"{setting.events} events measured after {setting.warmup_events} of warm-up; cleaning every "
         f"{setting.clean_every} events; each engine and size in a fresh process of its own, one after another, "
         "on the stream made with that size's queries",
-        "register_s: registering the queries (parse, compile, install); peak_mb: the process's peak "
+        "times in the process's CPU seconds (time.process_time), not wall: the points run one after "
+        "another, not interleaved, so a busy machine's waits for a core would land on some and not others",
+        "register_cpu_s: registering the queries (parse, compile, install); peak_mb: the process's peak "
         "resident set less what it held before the run (events, engine, queries, stored instances)",
     ]
     sp_sizes = [n for n in sizes if ("separate", n) in points]
