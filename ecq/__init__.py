@@ -59,7 +59,15 @@ def _version() -> str:
             return "unknown"
 
 
-__version__ = _version()
+def __getattr__(name: str) -> str:
+    # ``__version__`` is looked up on first use: reading the package's metadata
+    # (importlib.metadata) costs every importer of the engine ~20 ms it rarely needs.
+    if name == "__version__":
+        version = _version()
+        globals()["__version__"] = version
+        return version
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "__version__",

@@ -100,6 +100,12 @@ class Scale:
     )
     card_queries: tuple[int, ...] = (100, 500, 1000)
     card_events: int = 20_000
+    # The credit-card workload at scale (service/bench/scale.py, `scemon bench queries`):
+    # generated queries per point, events measured, and the largest SP runs (above it
+    # SP's stores do not fit in this machine's memory).
+    scale_queries: tuple[int, ...] = (1000, 10_000, 100_000)
+    scale_events: int = 10_000
+    scale_sp_max: int = 10_000
     # The conditions sweep and the operator families (service/bench/operators.py).
     cond_queries: tuple[int, ...] = (100, 1000, 2000, 5000, 10_000)
     cond_predicates: tuple[int, ...] = (0, 1, 3)
@@ -147,6 +153,9 @@ QUICK = Scale(
     ),
     card_queries=(20, 50, 100),
     card_events=600,
+    scale_queries=(20, 100),
+    scale_events=400,
+    scale_sp_max=20,
     cond_queries=(20, 50, 100),
     cond_events=600,
     op_queries=(20, 50, 100),
@@ -170,6 +179,7 @@ def sized(
             dsj_events=events,
             target_events=events,
             card_events=events,
+            scale_events=events,
             cond_events=events,
             op_events=events,
         )

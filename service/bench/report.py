@@ -96,7 +96,11 @@ def write_plot(table: Table, folder: Path) -> Path | None:
         xs = _draw_groups(ax, table, plot)
     else:
         for name in plot.series:
-            ax.plot(xs, table.column(name), marker="o", label=name)
+            # A cell that is not a number ("-") is a point not measured: left out of the line.
+            points = [
+                (x, y) for x, y in zip(xs, table.column(name), strict=True) if isinstance(y, int | float)
+            ]
+            ax.plot([x for x, _ in points], [y for _, y in points], marker="o", label=name)
     if plot.kind != "stacked":
         if plot.x_log:
             from matplotlib.ticker import NullFormatter, ScalarFormatter

@@ -145,6 +145,13 @@ class Measurement:
     timers: dict[str, float] = field(default_factory=dict)
     # Not run whole: estimated from a run of this many of its queries (extrapolate).
     estimated_from: int | None = None
+    # Seconds to register the engine's queries (before any event).
+    register_seconds: float = 0.0
+    # The same two times in this process's CPU seconds (time.process_time): on a machine
+    # shared with other work they show what the engine cost, where wall time also holds
+    # the waits for a core.
+    cpu_seconds: float = 0.0
+    register_cpu_seconds: float = 0.0
 
     @property
     def label(self) -> str:
@@ -300,12 +307,15 @@ def measure(
     queries, stream = workload_of(setting, total)
     engines = [make_engine(v) for v in variants]
     results = [Measurement(v) for v in variants]
-    for engine, variant in zip(engines, variants, strict=True):
+    for engine, variant, res in zip(engines, variants, results, strict=True):
+        began, began_cpu = time.perf_counter(), time.process_time()
         for name, text in _chosen(queries[: variant.queries], variant.sample):
             engine.register(name, f"{text} {variant.policy}" if variant.policy else text)
+        res.register_seconds = time.perf_counter() - began
+        res.register_cpu_seconds = time.process_time() - began_cpu
     every = setting.clean_every
     ends = _boundaries(total, setting.chunk, [warm, *range(every, total, every)])
-    now = time.perf_counter
+    now, cpu = time.perf_counter, time.process_time
     was_enabled = gc.isenabled()
     gc.collect()
     gc.disable()
@@ -321,12 +331,13 @@ def measure(
                     Event(s, c, t0, t1, attrs, id=k)
                     for k, (s, c, t0, t1, attrs) in enumerate(stream[begin:end], begin)
                 ]
-                began = now()
+                began, began_cpu = now(), cpu()
                 out = engine.process(batch)
-                spent = now() - began
+                spent, spent_cpu = now() - began, cpu() - began_cpu
                 if measured:
                     res = results[i]
                     res.seconds += spent
+                    res.cpu_seconds += spent_cpu
                     res.events += end - begin
                     res.matches += len(out)
                 del out, batch
@@ -335,12 +346,13 @@ def measure(
                     i = (step + turn) % n
                     engine = engines[i]
                     before = stored(engine)
-                    began = now()
+                    began, began_cpu = now(), cpu()
                     engine.clean()
-                    spent = now() - began
+                    spent, spent_cpu = now() - began, cpu() - began_cpu
                     if end > warm:
                         res = results[i]
                         res.seconds += spent
+                        res.cpu_seconds += spent_cpu
                         res.clean_seconds += spent
                         res.stored_samples += [before, stored(engine)]
                 gc.collect(0)

@@ -72,7 +72,8 @@ def _cluster(
 ) -> Iterator[Cluster]:
     """The cluster, with every mistake a user can make turned into one line on stderr
     (the per-shard outcome of a failed write before it)."""
-    # Imported here: every `scemon` command imports this module (service/cli/app.py).
+    # Imported here: `scemon --help` builds every command (service/cli/app.py) and need
+    # not pay for the HTTP client.
     import httpx
 
     from api.client import ApiError

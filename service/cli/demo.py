@@ -130,9 +130,9 @@ class Demo:
         self.logs = self.workdir / "logs"
 
     def run(self) -> int:
-        # Imported here, not with the module: every `scemon` command imports this module
+        # Imported here, not with the module: `scemon --help` builds every command
         # (service/cli/app.py), and the client's and the server process's imports (httpx,
-        # pydantic models) took 0.15-0.25 s of each command's start-up.
+        # pydantic models) take 0.15-0.25 s.
         from api.client import Client
         from service.server.process import ServerProcess
 

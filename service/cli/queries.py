@@ -39,7 +39,7 @@ def query_bodies(path: Path) -> list[dict[str, Any]]:
 def register_everywhere(urls: Sequence[str], path: Path, token: str | None = None) -> Iterator[str]:
     """Register the file's queries on each shard in turn; yield one line per shard.
     Raises :class:`ScemonError` naming the shard that failed and those already done."""
-    # Imported here, not with the module: every `scemon` command imports this module
+    # Imported here, not with the module: `scemon --help` builds every command
     # (service/cli/app.py), and the client's imports (httpx, pydantic models) are slow.
     import httpx
 

@@ -157,12 +157,18 @@ def build_engine(specs: Sequence[QuerySpec], source: Path, kind: str = "shared")
     ties between matches, docs/semantics.md). Raises :class:`QueryFileError` naming the
     query the engine rejects. ``kind``: ``shared`` (the ECQ network) or ``separate`` (the
     separate-processing baseline, :mod:`ecq.evaluation.baseline`; same matches, for comparison)."""
-    from ecq.engine import Engine
-    from ecq.evaluation.baseline import SeparateEngine
-
     if kind not in ENGINE_KINDS:
         raise ScemonError(f"unknown engine {kind!r} (expected {' or '.join(ENGINE_KINDS)})")
-    engine: AnyEngine = Engine() if kind == "shared" else SeparateEngine()
+    # Only the engine asked for is imported: the baseline is a comparison, not a run's cost.
+    engine: AnyEngine
+    if kind == "shared":
+        from ecq.engine import Engine
+
+        engine = Engine()
+    else:
+        from ecq.evaluation.baseline import SeparateEngine
+
+        engine = SeparateEngine()
     for name, spec in specs:
         try:
             engine.register(name, spec)

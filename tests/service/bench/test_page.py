@@ -126,6 +126,7 @@ def test_record_machine_keeps_the_other_tables(tmp_path: Path) -> None:
 def test_a_full_run_is_every_section_command_once(capsys: pytest.CaptureFixture[str]) -> None:
     """`make bench-docs` runs exactly the page's commands (each once, in the page's order),
     with the scemon beside this interpreter; every one names a bench command that exists."""
+    from typer import Context
     from typer.main import get_command
 
     from service.cli.app import app
@@ -133,7 +134,8 @@ def test_a_full_run_is_every_section_command_once(capsys: pytest.CaptureFixture[
     commands = page.full_run()
     assert [" ".join(["scemon", *c[1:]]) for c in commands] == list(dict.fromkeys(s.command for s in SECTIONS))
     assert all(Path(c[0]).name == "scemon" and c[1] == "bench" for c in commands)
-    bench = get_command(app).commands["bench"]  # type: ignore[attr-defined]
+    scemon = get_command(app)
+    bench = scemon.get_command(Context(scemon), "bench")  # type: ignore[attr-defined]
     assert {c[2] for c in commands} <= set(bench.commands)
     assert page.main(["--dry-run"]) == 0
     assert capsys.readouterr().out.splitlines() == [s for s in dict.fromkeys(x.command for x in SECTIONS)]

@@ -8,16 +8,21 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from service.bench.scale import COLUMNS
 from service.cli.app import app
 from tests.service.bench.test_figures import EXPECTED
 from tests.service.bench.test_report import PNG, read_csv
+
+# Tables a command writes beside its figure's: `bench queries` adds the credit-card
+# workload at scale (service/bench/scale.py).
+BESIDE = {"queries": {"card_scale": COLUMNS}}
 
 
 @pytest.mark.parametrize("command", ["cleaning", "queries", "breakdown", "disjunction"])
 def test_quick_commands_write_csv_and_png(command: str, tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["bench", command, "--quick", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    names = EXPECTED[command]
+    names = EXPECTED[command] | BESIDE.get(command, {})
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [*(f"{name}.{ext}" for name in names for ext in ("csv", "png")), "machine.json"]
     )
@@ -25,6 +30,18 @@ def test_quick_commands_write_csv_and_png(command: str, tmp_path: Path) -> None:
         header, rows = read_csv(tmp_path / f"{name}.csv")
         assert header == columns and rows
         assert name.split("_")[0] in result.output or "Fig." in result.output
+
+
+def test_bench_queries_stops_the_scale_table_at_max_queries(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["bench", "queries", "--quick", "--out", str(tmp_path), "--max-queries", "22"])
+    assert result.exit_code == 0, result.output
+    _, rows = read_csv(tmp_path / "card_scale.csv")
+    assert [row[0] for row in rows] == ["22"]
+    # 0: the figure alone.
+    alone = tmp_path / "alone"
+    result = CliRunner().invoke(app, ["bench", "queries", "--quick", "--out", str(alone), "--max-queries", "0"])
+    assert result.exit_code == 0, result.output
+    assert (alone / "fig08a_queries.csv").exists() and not (alone / "card_scale.csv").exists()
 
 
 def test_operators_command_takes_families_and_counts_and_rejects_unknown_families(tmp_path: Path) -> None:

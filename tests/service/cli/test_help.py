@@ -16,10 +16,13 @@ from service.server.config import Settings
 
 
 def commands(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
-    """Every command of the tree under ``command``, groups included, with its path."""
+    """Every command of the tree under ``command``, groups included, with its path (asked
+    of each group as click does: the app builds a command when first asked for it)."""
     yield path, command
-    for name, sub in sorted(getattr(command, "commands", {}).items()):
-        yield from commands(sub, (*path, name))
+    if hasattr(command, "list_commands"):
+        ctx = typer.Context(command)
+        for name in sorted(command.list_commands(ctx)):
+            yield from commands(command.get_command(ctx, name), (*path, name))
 
 
 COMMANDS = dict(commands(typer.main.get_command(app)))

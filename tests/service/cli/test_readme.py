@@ -21,8 +21,17 @@ README = ROOT / "README.md"
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 
 
+def subcommands(command: Any) -> dict[str, Any]:
+    """A group's commands by name, asked of it as click does (the app builds a command
+    when first asked for it); {} for a command."""
+    if not hasattr(command, "list_commands"):
+        return {}
+    ctx = typer.Context(command)
+    return {name: command.get_command(ctx, name) for name in command.list_commands(ctx)}
+
+
 def leaves(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
-    subs = getattr(command, "commands", None)
+    subs = subcommands(command)
     if subs:
         for name, sub in subs.items():
             yield from leaves(sub, (*path, name))
@@ -62,7 +71,7 @@ def commands_of(entry: str) -> list[tuple[str, ...]]:
     group: Any = ROOT_COMMAND
     paths: list[tuple[str, ...]] = [()]
     for word in words:
-        subs = getattr(group, "commands", None)
+        subs = subcommands(group)
         if not subs or word.startswith(("-", "[")):
             break
         names = word.split("|")
