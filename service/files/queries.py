@@ -163,12 +163,19 @@ def build_engine(specs: Sequence[QuerySpec], source: Path, kind: str = "shared")
     engine: AnyEngine
     if kind == "shared":
         from ecq.engine import Engine
+        from ecq.errors import BatchQueryError
 
         engine = Engine()
-    else:
-        from ecq.evaluation.baseline import SeparateEngine
+        try:
+            # One pass (Engine.register_many): what depends on the whole set of queries
+            # is made once, not once per query.
+            engine.register_many(specs)
+        except BatchQueryError as err:
+            raise QueryFileError(f"{source}: query {err.name!r}: {_first_line(err.inner)}") from err
+        return engine
+    from ecq.evaluation.baseline import SeparateEngine
 
-        engine = SeparateEngine()
+    engine = SeparateEngine()
     for name, spec in specs:
         try:
             engine.register(name, spec)
