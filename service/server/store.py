@@ -23,6 +23,12 @@ Why these tables, and why one transaction per operation:
   batch: about 11 µs a match against 0.7 for the block. (``matches``, the one-row-per-
   match log of older builds, is moved into blocks when such a store is opened.)
 - ``queries`` lists the registered queries.
+- ``query_texts`` keeps each registered query's canonical text by the position of its
+  registration, with the build of the query language that printed it
+  (:func:`~service.server.versions.language_version`), so a rebuild need not print it
+  again. A cache, not part of the state: its rows are checked when read and one of
+  another build or failing its checksum is left out (the query is printed again), so it
+  is not in ``CHECKED`` and never refuses the store.
 - ``meta`` holds ``next_seq``, ``clock`` (the engine's, released), ``observed`` (the
   largest event time taken or time advanced to) and ``counts``, each query's match
   count and last match end as one JSON object, rewritten by each commit that has
