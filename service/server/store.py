@@ -237,7 +237,8 @@ def _checksum(table: str, values: Sequence[Any]) -> int:
 
 # Per table, the positions of its REAL columns among the checked ones.
 _FLOATS = {
-    table: tuple(i for i, c in enumerate(columns) if c in real) for table, (columns, _, real) in CHECKED.items()
+    table: tuple(i for i, c in enumerate(columns) if c in real)
+    for table, (columns, _, real) in CHECKED.items()
 }
 
 
@@ -738,7 +739,9 @@ class Store:
         the next one: registrations logged without them (an older build) or printed by
         another build."""
         with self._writing() as db:
-            db.executemany(_SET_TEXT, [(pos, version, text, row_crc(pos, version, text)) for pos, text in texts])
+            db.executemany(
+                _SET_TEXT, [(pos, version, text, row_crc(pos, version, text)) for pos, text in texts]
+            )
 
     def commit_unregister(self, name: str) -> None:
         counts = dict(self._counts)
