@@ -539,7 +539,8 @@ SECTIONS: tuple[Section, ...] = (
         "the killed one committed.",
         ("restart",),
         "A restart registers every stored query again — parse, compile, install, as in the "
-        "table above, per query — then replays the retained window; the store's check and "
+        "table above, per query — then replays the retained window, whose first events also "
+        "build the conditions' index of each class for all the queries; the store's check and "
         "reading of its op log, and the process's start (imports, the web app), are the rest. "
         "The canonical texts are kept in the store, so they are not printed again.",
     ),

@@ -92,7 +92,7 @@ def measure(n_queries: int, n_events: int, checkout: Path | None = None) -> dict
         server.start(timeout=START_TIMEOUT)
         first = time.perf_counter() - began
         try:
-            with Client(server.url, timeout=600.0) as client:
+            with Client(server.url, timeout=START_TIMEOUT) as client:
                 for k, batch in enumerate(_events(n_queries, n_events)):
                     client.post_events("bench", f"window-{k}", batch)
                 before = client.stats().model_dump()
@@ -101,7 +101,7 @@ def measure(n_queries: int, n_events: int, checkout: Path | None = None) -> dict
             began = time.perf_counter()
             server.start(timeout=START_TIMEOUT)
             restart = time.perf_counter() - began
-            with Client(server.url, timeout=600.0) as client:
+            with Client(server.url, timeout=START_TIMEOUT) as client:
                 after = client.stats().model_dump()
         finally:
             server.stop()
