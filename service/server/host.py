@@ -506,12 +506,10 @@ class EngineHost:
                     # Ready only if the store takes writes: a read-only file opens and
                     # reads well, and would otherwise be found by the first write only.
                     self.store.probe()
-                    if self._printed:
-                        # Texts the store did not have for this build: kept for the next start.
-                        self.store.keep_texts(self._printed, language_version())
                 except StoreFault as fault:
                     self._store_failed(fault, stale=False)
-                self._printed = []
+                else:
+                    self._keep_printed()
             log.info(
                 "engine rebuilt from the store in %.2f s: %d queries, next seq %d",
                 time.perf_counter() - started,
@@ -520,6 +518,17 @@ class EngineHost:
             )
         except Exception as err:  # a store we cannot replay: say so on /readyz
             self._fail(err)
+
+    def _keep_printed(self) -> None:
+        """Keep the texts the rebuild printed (the store had none of this build) for the
+        next start. A cache: if the store refuses them, the next start prints them again."""
+        printed, self._printed = self._printed, []
+        if not printed:
+            return
+        try:
+            self.store.keep_texts(printed, language_version())
+        except StoreFault as fault:
+            log.warning("the printed query texts were not kept (%s): the next start prints them again", fault)
 
     def _fail(self, err: BaseException) -> None:
         log.critical(
