@@ -40,6 +40,8 @@ QUICK_EVENTS = 1000
 BATCH = 1000
 # A start longer than this (seconds) fails the point.
 START_TIMEOUT = 3600.0
+# How long the engine's figures may take to count every posted event.
+STATS_TIMEOUT = 600.0
 
 _REBUILT = re.compile(r"engine rebuilt from the store in ([0-9.]+) s")
 
@@ -75,6 +77,18 @@ def _rebuild_seconds(log: Path, offset: int) -> float | None:
     return float(found[-1]) if found else None
 
 
+def _settled_stats(client: Any, n_events: int) -> dict[str, Any]:
+    """``/v1/stats`` once the engine's figures count every posted event: the server
+    computes them on its writer thread, and answers with the last ones it has when that
+    takes longer than a second (as it does with tens of thousands of queries)."""
+    deadline = time.monotonic() + STATS_TIMEOUT
+    while True:
+        stats: dict[str, Any] = client.stats().model_dump()
+        if stats["engine"].get("events") == n_events or time.monotonic() > deadline:
+            return stats
+        time.sleep(0.5)
+
+
 def measure(n_queries: int, n_events: int, checkout: Path | None = None) -> dict[str, float | int]:
     """One point: ``first_start_s``, ``restart_s``, ``rebuild_s``, ``store_mb``, ``matches``
     (the matches the window gave)."""
@@ -95,14 +109,14 @@ def measure(n_queries: int, n_events: int, checkout: Path | None = None) -> dict
             with Client(server.url, timeout=START_TIMEOUT) as client:
                 for k, batch in enumerate(_events(n_queries, n_events)):
                     client.post_events("bench", f"window-{k}", batch)
-                before = client.stats().model_dump()
+                before = _settled_stats(client, n_events)
             server.kill()
             offset = server.log.stat().st_size
             began = time.perf_counter()
             server.start(timeout=START_TIMEOUT)
             restart = time.perf_counter() - began
             with Client(server.url, timeout=START_TIMEOUT) as client:
-                after = client.stats().model_dump()
+                after = _settled_stats(client, n_events)
         finally:
             server.stop()
         held = {k: (before["engine"].get(k), after["engine"].get(k)) for k in ("queries", "stored_instances")}
