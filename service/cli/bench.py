@@ -618,3 +618,34 @@ def partitions(quick: QuickOption = False, out: OutOption = None, events: Events
         bar.phase("bench partitions", total=1000)
         tables = figure(quick, events, lambda fraction, _label: bar.update(int(fraction * 1000)))
     publish(tables, quick, out)
+
+
+@bench_app.command("restart")
+def restart(
+    quick: QuickOption = False,
+    out: OutOption = None,
+    sizes: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated numbers of stored queries [1000,10000,100000; quick 200,1000]."),
+    ] = None,
+    events: Annotated[
+        int | None,
+        typer.Option(min=0, help="Events posted before the kill: the retained window [5,000; quick 1,000]."),
+    ] = None,
+    against: Annotated[
+        Path | None,
+        typer.Option(
+            "--against",
+            exists=True,
+            file_okay=False,
+            help="Another checkout (git worktree add DIR <commit>) to measure beside this one.",
+        ),
+    ] = None,
+) -> None:
+    """Seconds from starting the server to /readyz ok on a store of n queries with a
+    window of events retained, after a SIGKILL: real servers on 127.0.0.1."""
+    from service.bench import restart as bench
+
+    counts = tuple(int(part) for part in sizes.split(",") if part.strip()) if sizes else None
+    Console(stderr=True).print("timing restarts ...", style="dim")
+    publish(bench.run(quick, counts, events, against), quick, out)

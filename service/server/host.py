@@ -98,6 +98,7 @@ from service.server.store import (
     events_body,
     events_of,
 )
+from service.server.versions import language_version
 
 __all__ = ["BatchOutcome", "EngineHost", "LateRow", "Prepared", "QueryInfo", "QuerySpec", "spec_query"]
 
@@ -300,6 +301,8 @@ class EngineHost:
         self._startup: asyncio.Future[None] | None = None
         self._watch: asyncio.Task[None] | None = None
         self.rates = MatchRates()
+        # Canonical texts the last rebuild printed (not kept in the store for this build).
+        self._printed: list[tuple[int, str]] = []
         # scemon_matches_total's child of each query that matched (see _committed).
         self._match_counters: dict[str, Any] = {}
 
@@ -510,6 +513,8 @@ class EngineHost:
                     self.store.probe()
                 except StoreFault as fault:
                     self._store_failed(fault, stale=False)
+                else:
+                    self._keep_printed()
             log.info(
                 "engine rebuilt from the store in %.2f s: %d queries, next seq %d",
                 time.perf_counter() - started,
@@ -518,6 +523,17 @@ class EngineHost:
             )
         except Exception as err:  # a store we cannot replay: say so on /readyz
             self._fail(err)
+
+    def _keep_printed(self) -> None:
+        """Keep the texts the rebuild printed (the store had none of this build) for the
+        next start. A cache: if the store refuses them, the next start prints them again."""
+        printed, self._printed = self._printed, []
+        if not printed:
+            return
+        try:
+            self.store.keep_texts(printed, language_version())
+        except StoreFault as fault:
+            log.warning("the printed query texts were not kept (%s): the next start prints them again", fault)
 
     def _fail(self, err: BaseException) -> None:
         log.critical(
@@ -575,15 +591,23 @@ class EngineHost:
         keeper.producers = self.store.producers()
         infos: dict[str, QueryInfo] = {}
         registered = {cq.name: cq for cq in engine.queries()}
-        for stored in self.store.queries():
-            cq = registered.get(stored.name)
+        # Canonical texts kept at registration (by this build's printer): printing
+        # every query again was a tenth of a rebuild.
+        version = language_version()
+        texts = self.store.query_texts(version)
+        printed: list[tuple[int, str]] = []
+        for name, pos, matches, last_match in self.store.query_counts():
+            cq = registered.get(name)
             if cq is None:
-                raise RuntimeError(
-                    f"query {stored.name!r} is in the store but its registration is not in the log"
-                )
-            info = QueryInfo.of(stored.name, cq)
-            info.matches, info.last_match = stored.matches, stored.last_match
-            infos[stored.name] = info
+                raise RuntimeError(f"query {name!r} is in the store but its registration is not in the log")
+            text = texts.get(pos)
+            if text is None:
+                text = canonical_text(cq)
+                printed.append((pos, text))
+            info = QueryInfo.of(name, cq, text)
+            info.matches, info.last_match = matches, last_match
+            infos[name] = info
+        self._printed = printed
         self.keeper = keeper
         self._infos = infos
         self.next_seq = next_seq
@@ -681,7 +705,9 @@ class EngineHost:
         except Exception as err:  # a bug in the engine: do not trust its state
             raise self._recover(err) from err
         try:
-            self.store.commit_register([(p.name, p.spec) for p in prepared])
+            self.store.commit_register(
+                [(p.name, p.spec) for p in prepared], [p.text for p in prepared], language_version()
+            )
         except StoreFault as fault:
             # Registration can be undone exactly, so the engine stays in step with the
             # store and needs no rebuild when it writes again.

@@ -23,6 +23,12 @@ Why these tables, and why one transaction per operation:
   batch: about 11 µs a match against 0.7 for the block. (``matches``, the one-row-per-
   match log of older builds, is moved into blocks when such a store is opened.)
 - ``queries`` lists the registered queries.
+- ``query_texts`` keeps each registered query's canonical text by the position of its
+  registration, with the build of the query language that printed it
+  (:func:`~service.server.versions.language_version`), so a rebuild need not print it
+  again. A cache, not part of the state: its rows are checked when read and one of
+  another build or failing its checksum is left out (the query is printed again), so it
+  is not in ``CHECKED`` and never refuses the store.
 - ``meta`` holds ``next_seq``, ``clock`` (the engine's, released), ``observed`` (the
   largest event time taken or time advanced to) and ``counts``, each query's match
   count and last match end as one JSON object, rewritten by each commit that has
@@ -67,7 +73,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -133,6 +139,12 @@ CREATE TABLE IF NOT EXISTS match_blocks (
     crc INTEGER
 );
 CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY, body BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS query_texts (
+    pos INTEGER PRIMARY KEY,      -- the registration op
+    version TEXT NOT NULL,        -- the build that printed it (service.server.rebuild.TEXT_VERSION)
+    text TEXT NOT NULL,           -- the canonical text of the query
+    crc INTEGER NOT NULL
+);
 """
 TABLES = ("meta", "ops", "queries", "batches", "matches")
 STORE_FILE = "scemon.sqlite3"
@@ -166,19 +178,38 @@ _NULL = b"\x00"
 def row_crc(*values: Any) -> int:
     """CRC-32 of a row's values, each as bytes (text as UTF-8, numbers by ``repr``,
     null as a zero byte) and ended by a separator, so no two rows share an encoding.
-    zlib's CRC, over the values as they are (no copy of a block's body)."""
+    zlib's CRC over the values joined (one call: a row of the op log is checked in a
+    few microseconds, so a store of 100,000 queries is scanned in well under a second);
+    a row holding a large value (a match block's body) is taken a value at a time, so
+    that value is not copied."""
+    parts = [_encoded(value) for value in values]
+    parts.append(b"")  # the separator after the last value
+    if sum(map(len, parts)) <= _JOIN_MAX:
+        return zlib.crc32(_SEP.join(parts))
     crc = 0
-    for value in values:
-        if value is None:
-            crc = zlib.crc32(_NULL, crc)
-        elif isinstance(value, bytes):
-            crc = zlib.crc32(value, crc)
-        elif isinstance(value, str):
-            crc = zlib.crc32(value.encode(), crc)
-        else:
-            crc = zlib.crc32(repr(value).encode(), crc)
-        crc = zlib.crc32(_SEP, crc)
+    for part in parts[:-1]:
+        crc = zlib.crc32(_SEP, zlib.crc32(part, crc))
     return crc
+
+
+# Rows up to this many bytes are joined and checksummed in one call.
+_JOIN_MAX = 1 << 16
+
+
+def _encoded(value: Any) -> bytes:
+    """What :func:`row_crc` takes for one value (exact types first: SQLite returns them)."""
+    kind = type(value)
+    if kind is bytes:
+        return value  # type: ignore[no-any-return]
+    if kind is str:
+        return value.encode()  # type: ignore[no-any-return]
+    if value is None:
+        return _NULL
+    if isinstance(value, bytes):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode()
+    return repr(value).encode()
 
 
 def _real(value: float | None) -> float | None:
@@ -190,12 +221,25 @@ def _meta_rows(pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str, int]]:
 
 
 _SET_META = "INSERT OR REPLACE INTO meta (key, value, crc) VALUES (?, ?, ?)"
+_SET_TEXT = "INSERT OR REPLACE INTO query_texts (pos, version, text, crc) VALUES (?, ?, ?, ?)"
 
 
 def _checksum(table: str, values: Sequence[Any]) -> int:
     """The checksum of a row of ``table`` as read (``values`` in ``CHECKED`` order)."""
-    columns, _, real = CHECKED[table]
-    return row_crc(*(_real(v) if c in real else v for c, v in zip(columns, values, strict=True)))
+    floats = _FLOATS[table]
+    if not floats:
+        return row_crc(*values)
+    row = list(values)
+    for i in floats:
+        row[i] = _real(row[i])
+    return row_crc(*row)
+
+
+# Per table, the positions of its REAL columns among the checked ones.
+_FLOATS = {
+    table: tuple(i for i, c in enumerate(columns) if c in real)
+    for table, (columns, _, real) in CHECKED.items()
+}
 
 
 def _name_row(table: str, key: Sequence[Any]) -> str:
@@ -240,9 +284,10 @@ def scan(
     return found
 
 
-@dataclass(frozen=True)
-class Op:
-    """One logged operation, as :meth:`Store.ops` yields it."""
+class Op(NamedTuple):
+    """One logged operation, as :meth:`Store.ops` yields it. (A named tuple: a rebuild
+    reads one per logged operation, a hundred thousand at that many queries, and a frozen
+    dataclass cost ten times as much to make.)"""
 
     pos: int
     kind: str
@@ -489,7 +534,7 @@ class Store:
                 "SELECT pos, kind, name, body, time, late, clock, crc FROM ops ORDER BY pos"
             )
             for pos, kind, name, body, time, late, clock, crc in cursor:
-                if crc is not None and _checksum("ops", (pos, kind, name, body, time, late, clock)) != crc:
+                if crc is not None and row_crc(pos, kind, name, body, _real(time), late, _real(clock)) != crc:
                     cursor.close()
                     raise self._damaged("ops", (pos,))
                 yield Op(pos, kind, name, body, time, clock)
@@ -542,6 +587,32 @@ class Store:
             rows = self._db.execute("SELECT name, spec FROM queries ORDER BY pos").fetchall()
         counts = self._counts
         return [StoredQuery(name, orjson.loads(spec), *counts.get(name, (0, None))) for name, spec in rows]
+
+    def query_counts(self) -> list[tuple[str, int, int, float | None]]:
+        """Registered queries in registration order as ``(name, registration pos,
+        matches, last match end)``: what a rebuild needs, without reading their specs."""
+        with self._faults():
+            rows = self._db.execute("SELECT name, pos FROM queries ORDER BY pos").fetchall()
+        counts = self._counts
+        return [(name, int(pos), *counts.get(name, (0, None))) for name, pos in rows]
+
+    def query_texts(self, version: str) -> dict[int, str]:
+        """The kept canonical texts printed by the build ``version``, by registration pos.
+        A cache: a row of another build or failing its checksum is left out (the query
+        is printed again), never refused."""
+        out: dict[int, str] = {}
+        bad = 0
+        with self._faults():
+            for pos, kept, text, crc in self._db.execute("SELECT pos, version, text, crc FROM query_texts"):
+                if kept != version:
+                    continue
+                if row_crc(pos, kept, text) != crc:
+                    bad += 1
+                    continue
+                out[pos] = text
+        if bad:
+            log.warning("%d kept query texts of %s fail their checksum: printed again", bad, self.path)
+        return out
 
     def _read_counts(self) -> dict[str, tuple[int, float | None]]:
         rows = self._db.execute("SELECT name, matches, last_match FROM queries").fetchall()
@@ -638,22 +709,40 @@ class Store:
         with self._writing() as db:
             db.execute("DELETE FROM probe")
 
-    def commit_register(self, entries: Sequence[tuple[str, dict[str, Any]]]) -> None:
-        """Log queries registered together (a bulk call) in one transaction."""
+    def commit_register(
+        self,
+        entries: Sequence[tuple[str, dict[str, Any]]],
+        texts: Sequence[str] | None = None,
+        version: str = "",
+    ) -> None:
+        """Log queries registered together (a bulk call) in one transaction; ``texts``:
+        their canonical texts as printed by the build ``version``, kept beside them so
+        a rebuild need not print them again (:meth:`query_texts`)."""
         with self._writing() as db:
             pos = self._next_pos()
+            ops, rows, printed = [], [], []
             for offset, (name, spec) in enumerate(entries):
                 body = orjson.dumps(spec)
                 at = pos + offset
-                db.execute(
-                    "INSERT INTO ops (pos, kind, name, body, crc) VALUES (?, ?, ?, ?, ?)",
-                    (at, REGISTER, name, body, row_crc(at, REGISTER, name, body, None, None, None)),
-                )
-                db.execute(
-                    "INSERT INTO queries (name, spec, pos, crc) VALUES (?, ?, ?, ?)",
-                    (name, body, at, row_crc(name, body, at)),
-                )
+                ops.append((at, REGISTER, name, body, row_crc(at, REGISTER, name, body, None, None, None)))
+                rows.append((name, body, at, row_crc(name, body, at)))
+                if texts is not None:
+                    printed.append((at, version, texts[offset], row_crc(at, version, texts[offset])))
+            db.executemany("INSERT INTO ops (pos, kind, name, body, crc) VALUES (?, ?, ?, ?, ?)", ops)
+            db.executemany("INSERT INTO queries (name, spec, pos, crc) VALUES (?, ?, ?, ?)", rows)
+            # A text kept at one of these positions (an op dropped since) is not theirs.
+            db.execute("DELETE FROM query_texts WHERE pos >= ?", (pos,))
+            db.executemany(_SET_TEXT, printed)
         self._counts = {**self._counts, **{name: (0, None) for name, _ in entries}}
+
+    def keep_texts(self, texts: Sequence[tuple[int, str]], version: str) -> None:
+        """Keep canonical texts printed by a rebuild (``(registration pos, text)``) for
+        the next one: registrations logged without them (an older build) or printed by
+        another build."""
+        with self._writing() as db:
+            db.executemany(
+                _SET_TEXT, [(pos, version, text, row_crc(pos, version, text)) for pos, text in texts]
+            )
 
     def commit_unregister(self, name: str) -> None:
         counts = dict(self._counts)
@@ -663,6 +752,9 @@ class Store:
             db.execute(
                 "INSERT INTO ops (pos, kind, name, crc) VALUES (?, ?, ?, ?)",
                 (pos, UNREGISTER, name, row_crc(pos, UNREGISTER, name, None, None, None, None)),
+            )
+            db.execute(
+                "DELETE FROM query_texts WHERE pos = (SELECT pos FROM queries WHERE name = ?)", (name,)
             )
             db.execute("DELETE FROM queries WHERE name = ?", (name,))
             self._write_counts(counts)

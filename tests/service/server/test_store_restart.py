@@ -1,0 +1,145 @@
+"""What the store keeps so that a restart need not redo work: the canonical texts of
+the registered queries (by the build that printed them), the checksum of a row computed
+the same however large the store, and the light read of the registered queries."""
+
+from __future__ import annotations
+
+import sqlite3
+import zlib
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ecq.engine import Engine
+from service.server.store import Store, row_crc
+
+Q1 = {"text": "SEQ(A, B) WITHIN 10 s"}
+Q2 = {"text": "SEQ(B, C) WITHIN 5 s"}
+
+
+def reference_crc(*values: Any) -> int:
+    """The row checksum as the store has always defined it, value by value."""
+    crc = 0
+    for value in values:
+        if value is None:
+            crc = zlib.crc32(b"\x00", crc)
+        elif isinstance(value, bytes):
+            crc = zlib.crc32(value, crc)
+        elif isinstance(value, str):
+            crc = zlib.crc32(value.encode(), crc)
+        else:
+            crc = zlib.crc32(repr(value).encode(), crc)
+        crc = zlib.crc32(b"\x1f", crc)
+    return crc
+
+
+values = st.one_of(
+    st.none(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.text(),
+    st.binary(),
+    # Over the size joined in one call (built, not drawn: drawing 64 KiB is slow).
+    st.binary(min_size=1, max_size=8).map(lambda b: b * (70_000 // len(b) + 1)),
+)
+
+
+@given(st.lists(values, max_size=8))
+def test_row_checksum_is_the_stores_definition(row: list[Any]) -> None:
+    assert row_crc(*row) == reference_crc(*row)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    opened = Store(tmp_path / "data")
+    yield opened
+    opened.close()
+
+
+def test_texts_are_kept_with_their_registration_and_build(store: Store) -> None:
+    store.commit_register([("a", Q1), ("b", Q2)], ["SEQ(A, B) WITHIN 10 s", "SEQ(B, C) WITHIN 5 s"], "v1")
+    assert store.query_texts("v1") == {0: "SEQ(A, B) WITHIN 10 s", 1: "SEQ(B, C) WITHIN 5 s"}
+    assert store.query_texts("v2") == {}  # another build prints them again
+    assert store.query_counts() == [("a", 0, 0, None), ("b", 1, 0, None)]
+    store.commit_unregister("a")
+    assert store.query_texts("v1") == {1: "SEQ(B, C) WITHIN 5 s"}
+    store.keep_texts([(1, "SEQ(B, C) WITHIN 5 s")], "v2")
+    assert store.query_texts("v2") == {1: "SEQ(B, C) WITHIN 5 s"}
+
+
+def test_a_registration_without_texts_never_takes_a_stale_one(store: Store) -> None:
+    store.commit_register([("a", Q1)], ["SEQ(A, B) WITHIN 10 s"], "v1")
+    # As if the op had been dropped since (its position free again) with its text left.
+    with closing(sqlite3.connect(store.path)) as db:
+        db.execute("DELETE FROM ops")
+        db.execute("DELETE FROM queries")
+        db.commit()
+    store.commit_register([("b", Q2)])
+    assert store.query_texts("v1") == {}
+
+
+def test_a_damaged_kept_text_is_left_out_not_refused(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    store = Store(data)
+    store.commit_register([("a", Q1), ("b", Q2)], ["SEQ(A, B) WITHIN 10 s", "SEQ(B, C) WITHIN 5 s"], "v1")
+    store.close()
+    with closing(sqlite3.connect(data / "scemon.sqlite3")) as db:
+        db.execute("UPDATE query_texts SET text = 'SEQ(A, X) WITHIN 10 s' WHERE pos = 0")
+        db.commit()
+    reopened = Store(data)  # a cache: its damage does not refuse the store
+    try:
+        assert reopened.query_texts("v1") == {1: "SEQ(B, C) WITHIN 5 s"}
+    finally:
+        reopened.close()
+
+
+def test_a_rebuild_takes_the_kept_texts_and_keeps_those_it_printed(tmp_path: Path) -> None:
+    import asyncio
+
+    from service.server.host import EngineHost, canonical_text
+    from service.server.metrics import Metrics
+    from service.server.versions import language_version
+
+    data = tmp_path / "data"
+    spec = {"text": "PATTERN Sequence WITH A, B WHERE [src] WITHIN 10 s"}
+
+    def start(check: Any) -> Any:
+        async def main() -> Any:
+            store = Store(data)
+            host = EngineHost(store, Metrics(), lambda blocks: None)
+            host.start()
+            await host.wait_ready()
+            try:
+                return await check(host)
+            finally:
+                await asyncio.to_thread(host.stop)
+                store.close()
+
+        return asyncio.run(main())
+
+    async def register(host: EngineHost) -> str:
+        (info,) = await host.register([("q", spec)])
+        return info.text
+
+    text = start(register)
+    assert text == canonical_text(Engine.compile("q", str(spec["text"]))) and text != spec["text"]
+    with closing(sqlite3.connect(data / "scemon.sqlite3")) as db:
+        assert db.execute("SELECT text, version FROM query_texts").fetchall() == [(text, language_version())]
+        db.execute("DELETE FROM query_texts")  # as a store of an older build has them
+        db.commit()
+
+    async def texts(host: EngineHost) -> list[str]:
+        return [info.text for info in host.queries()]
+
+    assert start(texts) == [text]  # printed again
+    with closing(sqlite3.connect(data / "scemon.sqlite3")) as db:
+        assert db.execute("SELECT pos, text FROM query_texts").fetchall() == [(0, text)]  # and kept
+        db.execute("UPDATE query_texts SET text = 'marker'")
+        db.execute("UPDATE query_texts SET crc = ?", (row_crc(0, language_version(), "marker"),))
+        db.commit()
+    assert start(texts) == ["marker"]  # taken as kept: not printed
