@@ -41,6 +41,7 @@ one rebuild, not one per query.
 
 from __future__ import annotations
 
+import struct
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -517,18 +518,25 @@ class FilterIndex:
 
 
 def _bit_numbers(bits: int) -> list[int]:
-    """The numbers of the set bits of ``bits``, ascending. O(bits' words + set bits)."""
-    out = []
-    base = 0
-    while bits:
-        word = bits & 0xFFFFFFFFFFFFFFFF
-        while word:
-            low = word & -word
-            out.append(base + low.bit_length() - 1)
-            word ^= low
-        bits >>= 64
-        base += 64
+    """The numbers of the set bits of ``bits`` (not negative), ascending. O(bits' words +
+    set bits): the set is read as little-endian 64-bit words once (shifting it right by a
+    word at a time would copy the rest of it each time, quadratic in its width: 13 ms for
+    a set of 100,000 queries)."""
+    out: list[int] = []
+    if bits <= 0:
+        return out
+    data = bits.to_bytes((bits.bit_length() + 63) // 64 * 8, "little")
+    for i, (word,) in enumerate(_WORDS.iter_unpack(data)):
+        if word:
+            base = i * 64
+            while word:
+                low = word & -word
+                out.append(base + low.bit_length() - 1)
+                word ^= low
     return out
+
+
+_WORDS = struct.Struct("<Q")
 
 
 class LocalSlots:

@@ -472,3 +472,12 @@ def test_queries_comparing_with_true_and_with_1_are_different_filters(compiled: 
     )
     got += engine.process([Event(2, "B", 4)])
     assert sorted((m.query, m.src) for m in got) == [("q1", 2), ("q2", 1), ("q3", 1)]
+
+
+@given(st.lists(st.integers(0, 200_000), max_size=40))
+def test_bit_numbers_lists_the_set_bits_in_order(numbers: list[int]) -> None:
+    """The filter index's walk over a query set (read word by word, wide sets included)."""
+    from ecq.compiler.filters import _bit_numbers
+
+    bits = sum(1 << n for n in set(numbers))
+    assert _bit_numbers(bits) == sorted(set(numbers))
