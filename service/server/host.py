@@ -560,6 +560,9 @@ class EngineHost:
         engine = keeper.engine
         engine.owns = self.owns
         compiled: dict[tuple[str, bytes], CompiledQuery] = {}
+        # A run of registrations goes in one Engine.register_many (the same ops as one
+        # by one, with what depends on the whole set of queries made once per run).
+        run: list[tuple[str, CompiledQuery]] = []
         for done, op in enumerate(self.store.ops(), 1):
             if op.kind == REGISTER:
                 assert op.name is not None and op.body is not None
@@ -567,8 +570,13 @@ class EngineHost:
                 cq = compiled.get(key)
                 if cq is None:
                     cq = compiled[key] = Engine.compile(op.name, spec_query(orjson.loads(op.body)))
-                engine.register(op.name, cq)
-            elif op.kind == UNREGISTER:
+                run.append((op.name, cq))
+                if len(run) < 4096:
+                    continue
+            if run:
+                engine.register_many(run)
+                run = []
+            if op.kind == UNREGISTER:
                 assert op.name is not None
                 engine.unregister(op.name)
             elif op.kind == BATCH:
@@ -584,6 +592,8 @@ class EngineHost:
                 keeper.set_lateness(op.time)
             if done % 64 == 0:
                 self.progress = (done, total)
+        if run:
+            engine.register_many(run)
         meta = self.store.meta()
         next_seq = meta.next_seq
         # The advance that set a clock may have been trimmed with old batches.
