@@ -41,6 +41,15 @@ EventsOption = Annotated[
 CleanOption = Annotated[
     int | None, typer.Option("--clean-every", min=10, help="Cleaning period in events (not for `cleaning`).")
 ]
+AgainstOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--against",
+        exists=True,
+        file_okay=False,
+        help="Another checkout (git worktree add DIR <commit>) to measure beside this one.",
+    ),
+]
 
 bench_app = typer.Typer(name="bench", help="Benchmarks: each prints a table.", no_args_is_help=True)
 
@@ -65,15 +74,7 @@ def service(
 def compile_time(
     quick: QuickOption = False,
     out: OutOption = None,
-    against: Annotated[
-        Path | None,
-        typer.Option(
-            "--against",
-            exists=True,
-            file_okay=False,
-            help="Another checkout (git worktree add DIR <commit>) to measure beside this one.",
-        ),
-    ] = None,
+    against: AgainstOption = None,
 ) -> None:
     """Registering one query: seconds to parse, compile, install and print it, against
     its size (an OR of up to 10,000 classes, a sequence of up to 2,000 components); and
@@ -632,15 +633,7 @@ def restart(
         int | None,
         typer.Option(min=0, help="Events posted before the kill: the retained window [5,000; quick 1,000]."),
     ] = None,
-    against: Annotated[
-        Path | None,
-        typer.Option(
-            "--against",
-            exists=True,
-            file_okay=False,
-            help="Another checkout (git worktree add DIR <commit>) to measure beside this one.",
-        ),
-    ] = None,
+    against: AgainstOption = None,
 ) -> None:
     """Seconds from starting the server to /readyz ok on a store of n queries with a
     window of events retained, after a SIGKILL: real servers on 127.0.0.1."""
