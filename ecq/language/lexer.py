@@ -192,12 +192,7 @@ def tokenize(text: str) -> list[Token]:
         else:  # a string without escapes
             append(_new_token(Token, (STRING, raw, line, column, "<STRING>", raw[1:-1])))
         column += len(raw)
-    if tokens:
-        last = tokens[-1]
-        append(_new_token(Token, (EOF, "", last.line, last.column + len(last.text), "<EOF>", None)))
-    else:
-        append(_new_token(Token, (EOF, "", 1, 1, "<EOF>", None)))
-    return tokens
+    return _ended(tokens)
 
 
 def _tokenize_all(text: str) -> list[Token]:
@@ -246,12 +241,7 @@ def _tokenize_all(text: str) -> list[Token]:
             append(_new_token(Token, (DERIVED, raw, line, start - line_start + 1, "<DERIVED>", None)))
         else:
             _fail(text, group, m, line, start - line_start + 1)
-    if tokens:
-        last = tokens[-1]
-        append(_new_token(Token, (EOF, "", last.line, last.column + len(last.text), "<EOF>", None)))
-    else:
-        append(_new_token(Token, (EOF, "", 1, 1, "<EOF>", None)))
-    return tokens
+    return _ended(tokens)
 
 
 def _error(text: str, message: str, line: int, column: int, token: str) -> ParseError:
@@ -329,3 +319,13 @@ def _string_error(text: str, start: int, line: int, column: int) -> None:
         bad = "\\" + ch
         raise _error(text, f"unknown escape {bad!r} in string", line, column + (i - 1 - start), bad)
     raise AssertionError("a string the token pattern rejects has an error")
+
+
+def _ended(tokens: list[Token]) -> list[Token]:
+    """``tokens`` with the end-of-input token after the last one (at 1:1 when empty)."""
+    if tokens:
+        last = tokens[-1]
+        tokens.append(_new_token(Token, (EOF, "", last.line, last.column + len(last.text), "<EOF>", None)))
+    else:
+        tokens.append(_new_token(Token, (EOF, "", 1, 1, "<EOF>", None)))
+    return tokens
