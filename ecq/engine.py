@@ -161,12 +161,7 @@ class Engine(OpClock):
                             for dep in cq.depends
                         },
                     )
-                    check_depends(
-                        cq,
-                        _Reads(
-                            self.keyed.get(key) if key != DEFAULT_KEY else self.network, depends.get(key, {})
-                        ),
-                    )
+                    check_depends(cq, _Reads(self._network_of(key), depends.get(key, {})))
             except QueryError as err:
                 raise BatchQueryError(err, index, str(name)) from None
             keys[name] = key
@@ -214,14 +209,16 @@ class Engine(OpClock):
 
     def _tag_for(self, key: tuple[str, ...]) -> str:
         """The tag a query of ``key`` is registered with now (see :func:`retag`)."""
-        net = self.network if key == DEFAULT_KEY else self.keyed.get(key)
+        net = self._network_of(key)
         return f"#{net.seen if net is not None else 0}"
+
+    def _network_of(self, key: tuple[str, ...]) -> Network | None:
+        """The network of the queries partitioned by ``key``, if there is one."""
+        return self.network if key == DEFAULT_KEY else self.keyed.get(key)
 
     def _network_for(self, key: tuple[str, ...]) -> Network:
         """The network of the queries partitioned by ``key`` (made when first needed)."""
-        if key == DEFAULT_KEY:
-            return self.network
-        net = self.keyed.get(key)
+        net = self._network_of(key)
         if net is None:
             net = self.keyed[key] = Network(*self._settings)
         return net
@@ -361,18 +358,12 @@ class Engine(OpClock):
         if len(merged) > 1:
             # The registration order of the queries that matched (not of every query: a
             # batch of a few matches in an engine of 100,000 queries reads a few).
-            order = {name: self._order_of(name) for name in {m.query for m in merged}}
+            order = {name: self.query_state(name).order for name in {m.query for m in merged}}
             merged.sort(key=lambda m: _emission_key(m, order))
         for m in merged:
             m.seq = self.next_seq
             self.next_seq += 1
         return merged
-
-    def _order_of(self, name: str) -> int:
-        key = self.key_of.get(name)
-        net = self.network if key is None or key == DEFAULT_KEY else self.keyed.get(key)
-        qs = net.queries.get(name) if net is not None else None
-        return qs.order if qs is not None else -1
 
     def _on_event(self, e: Event, clock_before: float, clock: float) -> list[Emission] | None:
         owns = self.owns
