@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ecq.compiler.conditions import MISSING
 from ecq.compiler.query import KIND_OR, KIND_SEQ, CompiledQuery
@@ -708,25 +708,16 @@ class Network:
         gates = ecq.lone_gates
         if gates is None:
             gates = ecq.lone_gates = _lone_gates(ecq.general_final)
-        if gates is not False and all(chained(classes) + 1 < least for classes, least in gates):  # type: ignore[union-attr]
+        if gates is not False and all(chained(classes) + 1 < least for classes, least in gates):
             return  # every query here is a lone group short of its minimum at the source
         seen: set[int] = set()
         for clink in ecq.general_final:
             qs = clink.q
-            cq = qs.cq
-            if qs.bitno in seen or cq.never:
+            if qs.bitno in seen or qs.cq.never:
                 continue
             seen.add(qs.bitno)
             if e.moment <= qs.reg:
                 continue
-            if cq.open_kleene:
-                # A lone group short of its minimum at the source (counted once per
-                # class set for all such queries): :func:`complete`'s first test, here
-                # so that the many queries it stops cost no call.
-                comp = cq.comps[cq.positives[0]]
-                least = comp.kleene[0]  # type: ignore[index]
-                if least > 1 and chained(comp.classes) + 1 < least:
-                    continue
             for cand in complete(qs, e, ctx):
                 completed.append((qs, cand))
 
@@ -915,7 +906,7 @@ def _clear(masks: dict[int, int], k: int, bit: int) -> None:
         masks.pop(k, None)
 
 
-def _lone_gates(final: list[CLink]) -> tuple[tuple[frozenset[str], int], ...] | bool:
+def _lone_gates(final: list[CLink]) -> tuple[tuple[frozenset[str], int], ...] | Literal[False]:
     """:attr:`ECQ.lone_gates` of an ECQ whose completing CLinks are ``final``."""
     least: dict[frozenset[str], int] = {}
     for clink in final:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from itertools import product
 from typing import TYPE_CHECKING, Any
 
-from ecq.compiler.query import CompiledQuery
+from ecq.compiler.query import Comp, CompiledQuery
 from ecq.event import Event
 from ecq.matching.candidate import Bound, Cand
 
@@ -104,6 +104,13 @@ class Context:
         if got is None:
             got = self.chained[classes] = sum(len(self.probe(c)) for c in classes)
         return got
+
+    def short_of(self, comp: Comp) -> bool:
+        """Whether Kleene component ``comp``'s group cannot reach its minimum here: its
+        elements are instances of the source's chains or the arriving one, and those are
+        fewer (an upper bound, counted once per moment and class set)."""
+        least = comp.kleene[0]  # type: ignore[index]
+        return least > 1 and self.chain_length(comp.classes) + 1 < least
 
     def instances(self, qs: QState, classes: frozenset[str] | tuple[str, ...]) -> list[Event]:
         """Visible instances of ``classes`` that ``qs`` may see, latest first."""
@@ -536,8 +543,7 @@ def complete(qs: QState, x: Event, ctx: Context) -> list[Cand]:
         # source, the arriving one included; the chains' lengths bound that from above
         # for every query at once, so most arrivals stop here, before any group is built.
         comp = cq.comps[cq.positives[0]]
-        least = comp.kleene[0]  # type: ignore[index]
-        if x.type not in comp.classes or (least > 1 and ctx.chain_length(comp.classes) + 1 < least):
+        if x.type not in comp.classes or ctx.short_of(comp):
             return []
     return _seq_candidates(qs, x, ctx)
 

@@ -65,13 +65,10 @@ def leaf(
         cand = seq_cand(qs, list(env), last, ctx)
     else:
         comps = qs.cq.comps
-        for k in kleene:
-            # A group takes its elements from the chains and the arriving instance: when
-            # those hold fewer than its minimum, no group can be made (the common case of
-            # a trailing B{2,}: one B at the source), and nothing need be walked.
-            least = comps[k].kleene[0]  # type: ignore[index]
-            if least > 1 and ctx.chain_length(comps[k].classes) + 1 < least:
-                return None
+        # No group can reach its minimum (the common case of a trailing B{2,}: one B at
+        # the source): nothing need be walked.
+        if any(ctx.short_of(comps[k]) for k in kleene):
+            return None
         binding = list(env)
         used: frozenset[int] = frozenset(
             e.arrival for i in qs.slots if i not in kleene for e in as_list(binding[i])

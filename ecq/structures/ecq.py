@@ -11,7 +11,7 @@ register/unregister.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from ecq.compiler.conditions import PredFn
 from ecq.compiler.filters import FilterIndex, residual_predicate, split_filter
@@ -207,7 +207,7 @@ class ECQ:
         # (``FAIL{5}``): per set of classes, the least minimum; an arrival whose chains
         # fall short of every one completes nothing (ecq.network). False when some CLink
         # is of another kind; None until worked out again after a change.
-        self.lone_gates: tuple[tuple[frozenset[str], int], ...] | bool | None = None
+        self.lone_gates: tuple[tuple[frozenset[str], int], ...] | Literal[False] | None = None
         # Disjunctions using this class, in registration order.
         self.disj: list[CLink] = []
         # Conjunctions of primitive classes an instance of this class may complete, as
