@@ -15,9 +15,12 @@ __all__ = ["owner_of", "shard_of", "value_text"]
 
 
 def shard_of(src: str | int, shards: int) -> int:
-    """The shard a source belongs to: stable across processes, restarts and machines
-    (unlike ``hash()``), and cheap. O(len(src))."""
-    return zlib.crc32(str(src).encode()) % shards if shards > 1 else 0
+    """The shard a source belongs to: the owner of its value under the default key (a
+    string is its own text, an integer its decimal form). O(len(src))."""
+    return owner_of(_SRC, src, shards)
+
+
+_SRC = ("src",)
 
 
 def value_text(key: Sequence[str], value: Any) -> str:
@@ -46,5 +49,5 @@ def _text(value: Any) -> str:
 
 
 def owner_of(key: Sequence[str], value: Any, shards: int) -> int:
-    """The shard that owns a key's value (:func:`value_text`, then as :func:`shard_of`)."""
+    """The shard that owns a key's value: ``crc32`` of its :func:`value_text` mod ``shards``."""
     return zlib.crc32(value_text(key, value).encode()) % shards if shards > 1 else 0

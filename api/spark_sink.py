@@ -56,6 +56,7 @@ import pyarrow.compute as pc
 from api.client import ApiError, Client
 from api.models import BatchResult, LateEvent
 from api.routing import owner_of, shard_of
+from ecq.partitions import FIELDS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -130,10 +131,6 @@ class PreparedBatch:
 # ------------------------------------------------------------------------------ arrow
 
 
-# An event's fields a key may name when its attributes lack the name (as the engine reads them).
-_FIELDS = ("src", "type", "start", "end", "prob")
-
-
 def split_by_keys(
     table: pa.Table, shards: int, keys: Sequence[tuple[Sequence[str], frozenset[str]]]
 ) -> list[pa.Table]:
@@ -147,7 +144,8 @@ def split_by_keys(
     src = _wire_ids(table.column("src")).to_pylist()
     types = table.column("type").to_pylist()
     texts = table.column("attrs").to_pylist() if "attrs" in names else [None] * table.num_rows
-    fields = {name: table.column(name).to_pylist() for name in _FIELDS if name in names and name != "src"}
+    # A key's name the attributes lack is read from the event's own fields, as the engine does.
+    fields = {name: table.column(name).to_pylist() for name in FIELDS if name in names and name != "src"}
     fields["src"] = src
     takes = [bytearray(table.num_rows) for _ in range(shards)]
     for row, kind in enumerate(types):

@@ -1,6 +1,6 @@
 """A shard's part of the values (docs/architecture.md, "A cluster"): with
 ``SCEMON_SHARD=K/N`` the engine evaluates each partition key's queries only on the values
-this shard owns, by the rule the Spark job routes with (:func:`api.spark_sink.owner_of`),
+this shard owns, by the rule the Spark job routes with (:func:`api.routing.owner_of`),
 so a value's matches come from one shard whichever shards its events reach."""
 
 from __future__ import annotations

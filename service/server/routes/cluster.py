@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.models import ClusterRouting, ClusterShards, RoutingKey
+from ecq.language.partition import DEFAULT_KEY
 from service.server.deps import AnyRole, RuntimeDep
 from service.server.routes import errors
 
@@ -41,7 +42,7 @@ async def cluster_routing(runtime: RuntimeDep) -> ClusterRouting:
     sends an event of those classes also to the shard that owns its value of the key."""
     classes: dict[tuple[str, ...], set[str]] = {}
     for info in runtime.host.queries():
-        if info.partition != ("src",):
+        if info.partition != DEFAULT_KEY:
             classes.setdefault(info.partition, set()).update(info.classes)
     keys = [RoutingKey(key=list(key), classes=sorted(names)) for key, names in sorted(classes.items())]
     return ClusterRouting(shard=runtime.settings.shard, keys=keys)
