@@ -81,26 +81,35 @@ def measure(kind: str, n: int) -> dict[str, float]:
 
 def measure_in(checkout: Path, kind: str, n: int) -> dict[str, float] | None:
     """:func:`measure` in a subprocess on another checkout; None if it ran out of time."""
+    try:
+        return _in_fresh_process("measure", (kind, n), str(checkout), checkout, f"measuring in {checkout}")
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def _in_fresh_process(
+    function: str, args: tuple[str, int], pythonpath: str, cwd: Path | None, what: str
+) -> dict[str, float]:
+    """``function`` of this file called with ``args`` in a fresh interpreter whose path is
+    ``pythonpath``: its JSON result, the last line it prints. Raises RuntimeError saying
+    ``what`` failed, or subprocess.TimeoutExpired."""
     code = (
         "import json, runpy; "
         f"m = runpy.run_path({str(Path(__file__))!r}); "
-        f"print(json.dumps(m['measure']({kind!r}, {n})))"
+        f"print(json.dumps(m[{function!r}](*{args!r})))"
     )
-    env = {**os.environ, "PYTHONPATH": str(checkout)}
     try:
         done = subprocess.run(
             [sys.executable, "-c", code],
-            cwd=checkout,
-            env=env,
+            cwd=cwd,
+            env={**os.environ, "PYTHONPATH": pythonpath},
             capture_output=True,
             text=True,
             timeout=AGAINST_TIMEOUT,
             check=True,
         )
-    except subprocess.TimeoutExpired:
-        return None
     except subprocess.CalledProcessError as err:
-        raise RuntimeError(f"measuring in {checkout} failed: {err.stderr.strip()[-500:]}") from None
+        raise RuntimeError(f"{what} failed: {err.stderr.strip()[-500:]}") from None
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
@@ -203,30 +212,10 @@ def measure_scale(workload: str, n: int) -> dict[str, float]:
 def measure_scale_fresh(workload: str, n: int) -> dict[str, float]:
     """:func:`measure_scale` in a fresh process running this checkout's ``ecq``."""
     here = Path(__file__).resolve().parents[2]
-    code = (
-        "import json, runpy; "
-        f"m = runpy.run_path({str(Path(__file__))!r}); "
-        f"print(json.dumps(m['measure_scale']({workload!r}, {n})))"
+    path = os.pathsep.join(filter(None, [str(here), os.environ.get("PYTHONPATH")]))
+    return _in_fresh_process(
+        "measure_scale", (workload, n), path, None, f"measuring {workload} at {n} queries"
     )
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(here), os.environ.get("PYTHONPATH")])),
-    }
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", code],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=AGAINST_TIMEOUT,
-            check=True,
-        )
-    except subprocess.CalledProcessError as err:
-        raise RuntimeError(
-            f"measuring {workload} at {n} queries failed: {err.stderr.strip()[-500:]}"
-        ) from None
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
 
 
 def run_scale(quick: bool = False) -> Table:
