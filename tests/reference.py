@@ -132,6 +132,13 @@ does the following.
     its elements arrived up to now (alone: with ``x.end <= e.end`` and ``e.end - x.start
     <= T``, ``e`` the arriving event), ``B^n`` the run of the n latest, the other forms
     all of them.
+    Two groups side by side are each bounded by their nearest plain neighbours and must
+    be in sequence order; only the last positive component's group ends now. Over a
+    sub-pattern or an ``@name`` class a group is a chain built in arrival order (each
+    instance joins when it follows the last joined). In a conjunction, a match is made
+    for the instance ``e`` arriving now that is its latest instance: every instance in
+    the window that ends with ``e``, groups made there as lone groups are (``B^n`` the
+    run of the n latest); RECENT compares the plain instances other than ``e``.
 
 13. Selection and consumption policies (docs/semantics.md §11-§12). A top-level query
     with ``MODE CHRONICLE``, a ``strategy``, ``consume: exclusive`` or a ``skip`` gets
@@ -159,8 +166,7 @@ does the following.
     key (registration is refused otherwise; a query registered later under that name
     with another key feeds it nothing).
 
-Not covered (``NotImplementedError``): Kleene over a sub-pattern or an ``@name`` class,
-Kleene in a conjunction, two positive Kleene components next to each other, a
+Not covered (``NotImplementedError``): a
 leading and a trailing Kleene component in one sequence, a WHERE conjunct that reads two
 Kleene components, or a Kleene and a negated component, or ``b.attr`` and an aggregate.
 """
@@ -600,6 +606,13 @@ class Node:
         right = [p for p in self.positives if p.idx > c.idx]
         return (left[-1] if left else None, right[0] if right else None)
 
+    def plain_neighbours(self, c: Comp) -> tuple[Comp | None, Comp | None]:
+        """The nearest positive non-Kleene components before and after ``c``: a Kleene
+        group's bounds (docs/semantics.md §6, two groups side by side)."""
+        left = [p for p in self.positives if p.idx < c.idx and not p.kleene]
+        right = [p for p in self.positives if p.idx > c.idx and not p.kleene]
+        return (left[-1] if left else None, right[0] if right else None)
+
 
 def _canon(data: Any) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
@@ -645,17 +658,15 @@ def _validate(node: Node) -> None:
     for c in comps:
         if c.kleene and c.negated:
             raise ValueError("a negated component cannot be Kleene")
-        if c.kleene and (c.sub is not None or any(cls.startswith("@") for cls in c.classes)):
-            raise NotImplementedError("Kleene over a sub-pattern or an @name class")
-        if c.kleene and node.kind == "and":
-            raise NotImplementedError("Kleene in a conjunction")
+        if c.kleene and node.kind == "and" and any(o is not c and o.classes & c.classes for o in positives):
+            raise ValueError("a Kleene component in a conjunction shares a class with another")
     if node.kind == "seq":
         for a, b in itertools.pairwise(comps):
             if a.negated and b.negated:
                 raise ValueError("two adjacent negations")
         for a, b in itertools.pairwise(positives):
-            if a.kleene and b.kleene:
-                raise NotImplementedError("two Kleene components next to each other")
+            if a.kleene and b.kleene and a.classes & b.classes:
+                raise ValueError("two Kleene components side by side share a class")
         if len(positives) >= 2 and positives[0].kleene and positives[-1].kleene:
             raise NotImplementedError("a leading and a trailing Kleene component")
 
@@ -1065,6 +1076,8 @@ class Reference:
             cands = self._filter_candidates(reg, node, moment)
         elif node.kind == "seq":
             cands = self._seq_candidates(reg, node, moment)
+        elif any(c.kleene for c in node.comps):
+            cands = self._conj_kleene_candidates(reg, node, moment)
         else:
             cands = self._conj_candidates(reg, node, moment)
         cands = [c for c in cands if self._bound_ok(node, c.prob)]
@@ -1356,6 +1369,83 @@ class Reference:
                     out.append(cand)
         return out
 
+    def _conj_kleene_candidates(self, reg: Registered, node: Node, moment: Moment) -> list[Cand]:
+        """docs/semantics.md §6, Kleene inside a conjunction: for each instance ``e``
+        arriving now, every assignment of the plain components to distinct instances of
+        the window that ends with ``e`` (arrived by now, ``x.end <= e.end``, ``e.end -
+        x.start <= T``), each group made of that window's qualifying instances as a lone
+        group is, ``e`` among the match's instances; per set of plain instances the first
+        assignment (lexicographic by arrival) that passes."""
+        assert node.window is not None
+        window = node.window
+        positives = node.positives
+        plain = [c for c in positives if not c.kleene]
+        kleene = [c for c in positives if c.kleene]
+        out = []
+        for src in self._sources_now(reg, node, moment):
+            mine = {
+                c.idx: [
+                    x
+                    for x in self._instances(reg, c, moment)
+                    if _src_key(x.part) == src and self._usable(x, moment, reg.key)
+                ]
+                for c in positives
+            }
+            arriving = sorted(
+                {id(x): x for c in positives for x in mine[c.idx] if x.pos == moment}.values(),
+                key=lambda x: x.key,
+            )
+            for e in arriving:
+
+                def inside(x: Inst, e: Inst = e) -> bool:
+                    return x.key <= e.key and x.end <= e.end and e.end - x.start <= window
+
+                lists = [[x for x in mine[c.idx] if inside(x)] for c in plain]
+                decided: set[frozenset[int]] = set()
+                for combo in itertools.product(*lists):
+                    members = frozenset(id(x) for x in combo)
+                    if len(members) < len(combo) or members in decided:
+                        continue
+                    if any(
+                        plain[i].classes == plain[j].classes and not combo[i].key < combo[j].key
+                        for i in range(len(combo))
+                        for j in range(i + 1, len(combo))
+                    ):
+                        continue
+                    partial: dict[int, Bound] = {c.idx: x for c, x in zip(plain, combo, strict=True)}
+                    used = frozenset().union(*(x.prims for x in combo))
+                    groups = []
+                    for k in kleene:
+                        qualifying = [
+                            x
+                            for x in mine[k.idx]
+                            if inside(x)
+                            and not x.prims & used
+                            and _conds_ok(node.element_conds.get(k.idx, []), Env(node.names, {**partial, k.idx: x}))
+                        ]
+                        groups.append(
+                            self._group_forms(node, k, partial, qualifying, moment, latest=True)
+                        )
+                    for chosen in itertools.product(*groups):
+                        binding = dict(partial)
+                        binding.update({k.idx: g for k, g in zip(kleene, chosen, strict=True)})
+                        insts = [x for c in positives for x in _as_list(binding[c.idx])]
+                        if not any(x is e for x in insts):
+                            continue
+                        if not self._common_ok(node, binding, moment, reg.key):
+                            continue
+                        if not _conds_ok(node.match_conds, Env(node.names, binding)):
+                            continue
+                        decided.add(members)
+                        cand = self._make_cand(node, binding, moment)
+                        cand.trigger = e
+                        # RECENT: the plain instances other than e, latest to earliest.
+                        cand.recent_key = tuple(sorted((x.key for x in combo if x is not e), reverse=True))
+                        cand.prob *= self._conj_negation_factor(reg, node, cand, moment)
+                        out.append(cand)
+                        break
+        return out
+
     def _sources_now(self, reg: Registered, node: Node, moment: Moment) -> list[Any]:
         """The sources of the instances arriving now that ``node`` could use (every match
         completed now has one of them)."""
@@ -1382,67 +1472,111 @@ class Reference:
         now; alone, its elements are the events in the window that ends with it."""
         assert comp.kleene is not None and node.window is not None
         minimum, exact = comp.kleene
-        left, right = node.neighbours(comp)
+        left, right = node.plain_neighbours(comp)
         positives = node.positives
-        plain_insts = [x for c in positives if c.idx in partial for x in _as_list(partial[c.idx])]
+        last_one = comp is positives[-1]
+        plain_insts = [
+            x for c in positives if c.idx in partial and not c.kleene for x in _as_list(partial[c.idx])
+        ]
         if plain_insts:
             src = _src_key(plain_insts[0].part)
         used = frozenset().union(*(x.prims for x in plain_insts))
-        alone = left is None and right is None
-        now = [x for x in self._instances(reg, comp, moment) if x.pos == moment]
-        if alone and not now:
-            return []
+        if len(positives) == 1:
+            # Alone: for each instance e arriving now, the group of the window that ends
+            # with e, ending with e.
+            out = []
+            for e in self._instances(reg, comp, moment):
+                if e.pos != moment or _src_key(e.part) != src:
+                    continue
+                qualifying = [
+                    x
+                    for x in self._instances(reg, comp, moment)
+                    if _src_key(x.part) == src
+                    and x.key <= e.key
+                    and self._usable(x, moment, reg.key)
+                    and x.end <= e.end
+                    and e.end - x.start <= node.window
+                    and _conds_ok(node.element_conds.get(comp.idx, []), Env(node.names, {comp.idx: x}))
+                ]
+                out.extend(self._group_forms(node, comp, partial, qualifying, moment, ends_with=e))
+            return out
         qualifying = []
         for x in self._instances(reg, comp, moment):
             if _src_key(x.part) != src or x.prims & used or not self._usable(x, moment, reg.key):
                 continue
-            if alone:
-                last = now[-1]
-                if x.end > last.end or last.end - x.start > node.window:
-                    continue
-            else:
-                if left is not None and not _before(partial[left.idx], x):
-                    continue
-                if right is not None and not _before(x, partial[right.idx]):
-                    continue
-                if (
-                    left is None
-                    and max(y.end for y in _as_list(partial[positives[-1].idx])) - x.start > node.window
-                ):
-                    continue
-                if (
-                    right is None
-                    and x.end - min(y.start for y in _as_list(partial[positives[0].idx])) > node.window
-                ):
-                    continue
+            if left is not None and not _before(partial[left.idx], x):
+                continue
+            if right is not None and not _before(x, partial[right.idx]):
+                continue
+            if (
+                left is None
+                and max(y.end for y in _as_list(partial[positives[-1].idx])) - x.start > node.window
+            ):
+                continue
+            if (
+                right is None
+                and x.end - min(y.start for y in _as_list(partial[positives[0].idx])) > node.window
+            ):
+                continue
             env = Env(node.names, {**partial, comp.idx: x})
             if _conds_ok(node.element_conds.get(comp.idx, []), env):
                 qualifying.append(x)
+        return self._group_forms(node, comp, partial, qualifying, moment, ends_now=last_one)
+
+    def _group_forms(
+        self,
+        node: Node,
+        comp: Comp,
+        partial: dict[int, Bound],
+        qualifying: list[Inst],
+        moment: Moment,
+        ends_now: bool = False,
+        ends_with: Inst | None = None,
+        latest: bool = False,
+    ) -> list[list[Inst]]:
+        """docs/semantics.md §6: the groups of Kleene ``comp`` from its qualifying
+        instances (in arrival order): a run (iteration conditions) or a chain (a
+        sub-pattern or ``@name``) built in arrival order, then ``B^n``'s runs of n or the
+        whole group of m to n; ``ends_now``: the group must end with an instance arriving
+        now (``ends_with``: with that one); ``latest``: ``B^n`` is only the run of the n
+        latest (in a conjunction)."""
+        assert comp.kleene is not None
+        minimum, exact = comp.kleene
         iters = node.iter_conds.get(comp.idx, [])
+        chained = comp.sub is not None or any(cls.startswith("@") for cls in comp.classes)
 
         def follows(prev: Inst, x: Inst) -> bool:
+            if chained and not _before(prev, x):
+                return False
             return _conds_ok(iters, Env(node.names, {**partial, comp.idx: x}, prev=prev))
 
-        if iters and not exact and qualifying:
-            # A run with an iteration condition is built in arrival order: from the first
-            # qualifying event, each next one joins when it passes against the last joined.
+        if (chained or (iters and not exact)) and qualifying:
+            # A run with an iteration condition, or a chain of instances, is built in
+            # arrival order: from the first qualifying one, each next one joins when it
+            # passes against (follows) the last joined.
             run = [qualifying[0]]
             for x in qualifying[1:]:
                 if follows(run[-1], x):
                     run.append(x)
             qualifying = run
         if not exact:
-            if right is None and (not qualifying or qualifying[-1].pos != moment):
-                return []  # a trailing or lone group ends with the event arriving now
+            if ends_now and (not qualifying or qualifying[-1].pos != moment):
+                return []  # a group without a right neighbour ends with the event arriving now
+            if ends_with is not None and (not qualifying or qualifying[-1] is not ends_with):
+                return []
             size = len(qualifying)
             if size < minimum or (comp.kmax is not None and size > comp.kmax):
                 return []
             return [qualifying]
         runs = [qualifying[s : s + minimum] for s in range(len(qualifying) - minimum + 1)]
-        if iters:  # B^n: n successive qualifying events, each passing against the one before
+        if iters and not chained:  # B^n: n successive qualifying events, each passing against the one before
             runs = [r for r in runs if all(follows(p, x) for p, x in itertools.pairwise(r))]
-        if right is None:  # a trailing or lone B^n: its groups end with the completing event
+        if ends_now:  # a B^n without a right neighbour: its groups end with the completing event
             runs = [r for r in runs if r[-1].pos == moment]
+        if ends_with is not None:
+            runs = [r for r in runs if r[-1] is ends_with]
+        if latest:
+            runs = [r for r in runs if r[-1] is qualifying[-1]]
         return runs
 
     def _blockers(

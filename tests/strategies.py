@@ -40,6 +40,8 @@ __all__ = [
     "conditioned_sets",
     "operator_sets",
     "kleene_form_sets",
+    "kleene_composed_sets",
+    "KLEENE_COMPOSED",
     "inner_alias_sets",
     "KLEENE_SHAPES",
     "partitioned_sets",
@@ -847,6 +849,88 @@ def kleene_form_sets(
         shape = draw(st.sampled_from(KLEENE_SHAPES))
         out.append((f"q{i}", draw(_kleene_form_query(shape, classes))))
     return out
+
+
+# Kleene closure composed (docs/semantics.md §6): two groups side by side, a group over a
+# sub-pattern (a chain), groups inside a conjunction.
+KLEENE_COMPOSED = ("side", "chain", "conjunction")
+
+
+@st.composite
+def _composed_query(draw: st.DrawFn, shape: str, classes: tuple[str, ...]) -> J:
+    """One query of ``shape`` (:data:`KLEENE_COMPOSED`), its groups in every form, with
+    WHERE (element conditions, aggregates, a run condition on one group), RECENT or ALL."""
+    if shape == "side":
+        first, second = draw(st.lists(st.sampled_from(classes), min_size=2, max_size=2, unique=True))
+        groups = [
+            {"kind": "component", "classes": [first], "kleene": _kleene_form(draw, bounded=False)},
+            {"kind": "component", "classes": [second], "kleene": _kleene_form(draw, bounded=False)},
+        ]
+        where_at = draw(st.sampled_from(("middle", "leading", "trailing")))
+        plain = [draw(_class_component(classes)) for _ in range(2 if where_at == "middle" else 1)]
+        if where_at == "middle":
+            items = [plain[0], *groups, plain[1]]
+        elif where_at == "leading":
+            items = [*groups, plain[0]]
+        else:
+            items = [plain[0], *groups]
+        kind = "seq"
+    elif shape == "chain":
+        sub = draw(_sub_component(classes))
+        sub["kleene"] = _kleene_form(draw, bounded=False)
+        where_at = draw(st.sampled_from(("middle", "trailing", "alone")))
+        if where_at == "middle":
+            items = [draw(_class_component(classes)), sub, draw(_class_component(classes))]
+        elif where_at == "trailing":
+            items = [draw(_class_component(classes)), sub]
+        else:
+            items = [sub]
+        kind = "seq"
+    else:
+        n_groups = draw(st.sampled_from((1, 1, 2)))
+        group_classes = draw(
+            st.lists(st.sampled_from(classes), min_size=n_groups, max_size=n_groups, unique=True)
+        )
+        rest = tuple(c for c in classes if c not in group_classes)
+        items = [
+            {"kind": "component", "classes": [c], "kleene": _kleene_form(draw, bounded=False)}
+            for c in group_classes
+        ]
+        for _ in range(draw(st.sampled_from((2 - n_groups, 2 - n_groups, 1)))):
+            items.insert(draw(st.integers(0, len(items))), draw(_class_component(rest)))
+        if draw(st.integers(0, 4)) == 0:
+            items.append(_negated(draw, classes))
+        kind = "and"
+    items = _with_aliases(draw, items)
+    negated = {i for i, it in enumerate(items) if it.get("negated")}
+    kleene = {i for i, it in enumerate(items) if it.get("kleene")}
+    # Conditions on a third of the queries, so that most acted-out streams match.
+    where = (
+        draw(_where(items, kind, negated=negated, kleene=kleene)) if draw(st.integers(0, 2)) == 0 else None
+    )
+    k = draw(st.sampled_from(sorted(kleene)))
+    if shape != "chain" and draw(st.integers(0, 2)) == 0:
+        extra = draw(_run_conditions(items, k, negated | (kleene - {k})))
+        if extra:
+            where = _and(([where] if where is not None else []) + extra)
+    q = draw(_finish_query(kind, items, where, kleene=kleene, windows=FAMILY_WINDOWS))
+    # Wide enough, mostly, for a stream acting out several groups.
+    q["within"] = draw(st.sampled_from((3, 8, 12, 20, 20, 100)))
+    return q
+
+
+@st.composite
+def kleene_composed_sets(
+    draw: st.DrawFn,
+    classes: tuple[str, ...] = CLASSES,
+    max_queries: int = 3,
+    shapes: tuple[str, ...] = KLEENE_COMPOSED,
+) -> list[tuple[str, J]]:
+    """Queries ``q0, q1, ...`` of ``shapes`` (:data:`KLEENE_COMPOSED`)."""
+    return [
+        (f"q{i}", draw(_composed_query(draw(st.sampled_from(shapes)), classes)))
+        for i in range(draw(st.integers(1, max_queries)))
+    ]
 
 
 # ==================================================== conditions inside sub-patterns

@@ -56,6 +56,13 @@ def test_login_monitoring_queries_give_the_documented_matches() -> None:
         ),
         ("guessed_it", [["e17", "e18", "e19"], "e20"], {"failures": 3, "ip": "198.51.100.7"}),
         ("takeover", ["e21", ["e22", "e23"]], {}),
-        # The burst's one match, once the clock passes its window (the end of the replay).
+        # A group in a conjunction: at each failure from the second on, in any order
+        # with the password change; a group over a sub-pattern: a chain of repetitions.
+        ("change_amid_failures", ["e27", ["e25", "e28"]], {"failures": 2}),
+        ("repeated_lockouts", ["e24", [["e25", "e26"], ["e28", "e29"]]], {"lockouts": 2}),
+        ("failures_after_login", ["e24", ["e25", "e28", "e30"]], {"failures": 3}),
+        ("change_amid_failures", ["e27", ["e25", "e28", "e30"]], {"failures": 3}),
+        # The bursts' one match each, once the clock passes its window (the end of the replay).
         ("failure_burst", ["e01", fails], {"failures": 6}),
+        ("failure_burst", ["e24", ["e25", "e28", "e30"]], {"failures": 3}),
     ]

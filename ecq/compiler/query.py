@@ -118,6 +118,12 @@ class Comp:
     # splits into atoms: ecq.compiler.filters).
     filter_conjuncts: tuple[Expr, ...] = ()
 
+    @property
+    def chained(self) -> bool:
+        """Whether a Kleene group of this component is a chain (docs/semantics.md §6):
+        its instances are a sub-pattern's or a query's matches, which can share events."""
+        return self.sub is not None or any(x.startswith("@") for x in self.classes)
+
 
 @dataclass(frozen=True)
 class CompiledQuery:
@@ -185,6 +191,11 @@ class CompiledQuery:
         return tuple((self.comps[i].classes, self.comps[i].filter) for i in self.positives)
 
     @cached_property
+    def kleene_comps(self) -> tuple[int, ...]:
+        """The indexes of the Kleene components."""
+        return tuple(c.index for c in self.comps if c.kleene is not None)
+
+    @cached_property
     def positive_classes(self) -> tuple[str, ...]:
         """The classes of the positive components, sorted."""
         return tuple(sorted(frozenset().union(*(c for c, _ in self.positive_tests))))
@@ -241,6 +252,14 @@ class CompiledQuery:
             return ()
         last = self.positives[-1]
         return tuple(c.index for c in self.comps if c.negated and c.index > last)
+
+    def plain_neighbours(self, index: int) -> tuple[int, int]:
+        """The nearest positive non-Kleene components before and after ``index`` (-1:
+        none): what bounds a Kleene group (docs/semantics.md §6, two groups side by side)."""
+        pos = [p for p in self.positives if self.comps[p].kleene is None]
+        left = [p for p in pos if p < index]
+        right = [p for p in pos if p > index]
+        return (left[-1] if left else -1, right[0] if right else -1)
 
     def neighbours(self, index: int) -> tuple[int, int]:
         """The nearest positive components before and after ``index`` (-1: none)."""
@@ -543,7 +562,15 @@ class _Compiler:
         if ast.where is not None:
             for expr, path in self.split(ast.where, "where"):
                 refs, aggs, equiv = self.references(expr, path)
-                if len(refs) == 1 and not aggs and not equiv and raw[next(iter(refs))].kleene is not None:
+                # An iteration condition reads the run's previous element: not an own
+                # condition (docs/semantics.md §11).
+                if (
+                    len(refs) == 1
+                    and not aggs
+                    and not equiv
+                    and raw[next(iter(refs))].kleene is not None
+                    and not any(isinstance(n, Prev) for n in _nodes(expr))
+                ):
                     pred = compile_predicate(expr, self.resolver(path))
                     kleene_own.setdefault(next(iter(refs)), []).append(pred)
         return Policy(
@@ -833,12 +860,14 @@ class _Compiler:
             cpath = f"{path}.items[{i}]"
             if c.kleene is not None and c.negated:
                 raise self.error("a negated component cannot be a Kleene closure", cpath)
-            if c.kleene is not None and (c.sub is not None or any(x.startswith("@") for x in c.classes)):
-                raise self.error(
-                    "Kleene closure over a sub-pattern or an @name class is not supported", cpath
-                )
             if c.kleene is not None and kind == KIND_AND:
-                raise self.error("Kleene closure inside a conjunction is not supported", cpath)
+                other = next((o for o in positives if o is not c and _classes_meet(o, c)), None)
+                if other is not None:
+                    raise self.error(
+                        "a Kleene component inside a conjunction cannot share a class with another"
+                        " component: which events would be the group's is not defined",
+                        cpath,
+                    )
         if kind != KIND_SEQ:
             return
         for i in range(1, n):
@@ -846,9 +875,15 @@ class _Compiler:
                 raise self.error("two adjacent negations: merge them with !ANY(...)", f"{path}.items[{i}]")
         pos_idx = [i for i, c in enumerate(items) if not c.negated]
         for a, b in zip(pos_idx, pos_idx[1:], strict=False):
-            if items[a].kleene is not None and items[b].kleene is not None:
+            if (
+                items[a].kleene is not None
+                and items[b].kleene is not None
+                and _classes_meet(items[a], items[b])
+            ):
                 raise self.error(
-                    "two Kleene components next to each other are not supported", f"{path}.items[{b}]"
+                    "two Kleene components next to each other cannot share a class: where one group"
+                    " ends and the next begins is not defined",
+                    f"{path}.items[{b}]",
                 )
         if len(pos_idx) == 1 and items[pos_idx[0]].kleene is not None and self.ast.within is None:
             raise self.error(
@@ -1024,6 +1059,14 @@ class _Compiler:
             Compare("=", AttrRef(f"$x{first + 1}", expr.attr), AttrRef(f"$x{i + 1}", expr.attr))
             for i in others
         ]
+
+
+def _classes_meet(a: Component, b: Component) -> bool:
+    """Whether two components can take the same instances: a class in common, or the
+    same sub-pattern."""
+    if a.sub is not None or b.sub is not None:
+        return a.sub == b.sub
+    return not set(a.classes).isdisjoint(b.classes)
 
 
 def _roles(comps: list[Comp]) -> tuple[tuple[int, ...], bool]:

@@ -207,8 +207,9 @@ def kleene_groups(
     cq = qs.cq
     comp = cq.comps[index]
     assert comp.kleene is not None and cq.window is not None
-    minimum, exact = comp.kleene
-    left, right = cq.neighbours(index)
+    # Bounded by the nearest plain components: a group beside another has no neighbour
+    # on that side (the two are put in order by seq_cand).
+    left, right = cq.plain_neighbours(index)
     positives = cq.positives
     conds = cq.element_conds.get(index, ())
     env = list(binding)
@@ -218,7 +219,7 @@ def kleene_groups(
     if arriving is not None and arriving.type in comp.classes and arriving not in seen:
         # The arriving instance is stored after matching; a trailing group ends with it.
         seen = [arriving, *seen]
-    alone = left < 0 and right < 0
+    alone = len(positives) == 1
     if alone and (arriving is None or arriving.type not in comp.classes):
         return []
     for x in reversed(seen):
@@ -240,34 +241,64 @@ def kleene_groups(
         env[index] = x
         if all(c(env) for c in conds):
             qualifying.append(x)
+    ends_with = arriving if index == positives[-1] else None
+    if index == positives[-1] and ends_with is None:
+        return []
+    return group_forms(qs, index, env, qualifying, ends_with)
+
+
+def group_forms(
+    qs: QState,
+    index: int,
+    env: list[Bound],
+    qualifying: list[Event],
+    ends_with: Event | None,
+    latest: bool = False,
+) -> list[list[Event]]:
+    """docs/semantics.md §6: the groups of Kleene component ``index`` from its qualifying
+    instances (arrival order): a run (iteration conditions) or a chain (instances of a
+    sub-pattern or ``@name``) built in arrival order, then ``B^n``'s runs of n or the
+    whole group of m to n. ``ends_with``: the arriving instance that ends the group (no
+    right neighbour), else None; ``latest``: ``B^n`` is only the run of the n latest
+    (a group in a conjunction). ``env`` is the binding, its slot ``index`` overwritten."""
+    cq = qs.cq
+    comp = cq.comps[index]
+    assert comp.kleene is not None
+    minimum, exact = comp.kleene
     iters = cq.iteration_conds.get(index, ())
+    chained = comp.chained
 
     def follows(prev: Event, x: Event) -> bool:
-        # An iteration condition sees the binding and, after it, the run's previous element.
+        # A chain's instance begins after the last joined ends; an iteration condition
+        # sees the binding and, after it, the run's previous element.
+        if chained and not before(prev, x):
+            return False
         env[index] = x
         full = [*env, prev]
         return all(c(full) for c in iters)
 
-    if iters and not exact and qualifying:
-        # docs/semantics.md §6: a run with an iteration condition is built in arrival
-        # order, each qualifying event joining when it passes against the last joined.
+    if (chained or (iters and not exact)) and qualifying:
+        # docs/semantics.md §6: a run with an iteration condition, or a chain, is built in
+        # arrival order, each qualifying instance joining when it follows the last joined.
         run = [qualifying[0]]
         for x in qualifying[1:]:
             if follows(run[-1], x):
                 run.append(x)
         qualifying = run
     if not exact:
-        if right < 0 and (not qualifying or qualifying[-1].moment != ctx.moment):
-            return []  # a trailing or lone group ends with the arriving instance
+        if ends_with is not None and (not qualifying or qualifying[-1] is not ends_with):
+            return []  # a group without a right neighbour ends with the arriving instance
         size = len(qualifying)
         if size < minimum or (comp.kleene_max is not None and size > comp.kleene_max):
             return []
         return [qualifying]
     runs = [qualifying[s : s + minimum] for s in range(len(qualifying) - minimum + 1)]
-    if iters:
+    if iters and not chained:
         runs = [r for r in runs if all(follows(p, x) for p, x in zip(r, r[1:], strict=False))]
-    if right < 0:
-        runs = [r for r in runs if r[-1].moment == ctx.moment]
+    if ends_with is not None:
+        runs = [r for r in runs if r[-1] is ends_with]
+    if latest:
+        runs = [r for r in runs if r[-1] is qualifying[-1]]
     return runs
 
 
@@ -458,6 +489,98 @@ def _conj_candidates(qs: QState, x: Event, ctx: Context) -> list[Cand]:
     return out
 
 
+def _conj_kleene_candidates(qs: QState, x: Event, ctx: Context) -> list[Cand]:
+    """docs/semantics.md §6, Kleene inside a conjunction: the matches whose latest
+    instance is ``x``. Every instance lies in the window that ends with ``x`` (``end <=
+    x.end``, ``x.end - start <= T``); the plain components take distinct instances, one
+    set of them per match (the first assignment, lexicographic by arrival, that passes);
+    each group is made from the window's qualifying instances as a lone group is
+    (``B^n``: the run of the n latest); ``x`` is among the match's instances. MODE RECENT
+    takes the one whose plain instances other than ``x`` are latest (latest to earliest)."""
+    cq = qs.cq
+    comps = cq.comps
+    positives = cq.positives
+    window = cq.window or 0.0
+    plain = [i for i in positives if comps[i].kleene is None]
+    kleene = [i for i in positives if comps[i].kleene is not None]
+    if not any(x.type in comps[i].classes for i in positives):
+        return []
+    xkey = inst_key(x)
+    low = x.end - window
+    reg = qs.reg
+
+    def window_of(i: int) -> list[Event]:
+        # Arrival order (earliest first), ``x`` itself included when it is of the class.
+        got = [
+            p
+            for p in ctx.instances(qs, comps[i].classes)
+            if p.moment > reg and p.end <= x.end and p.start >= low and inst_key(p) < xkey
+        ]
+        got.reverse()
+        if x.type in comps[i].classes and x.start >= low:
+            got.append(x)
+        return got
+
+    pools = {i: window_of(i) for i in positives}
+    if any(not pools[i] for i in positives):
+        return []
+    lists = [[p for p in pools[i] if _passes(cq, i, p)] for i in plain]
+    same_before = cq.same_before
+    place = {i: n for n, i in enumerate(plain)}
+    out: list[Cand] = []
+    decided: set[frozenset[int]] = set()
+    binding: list[Bound] = [None] * len(comps)
+    for combo in product(*lists):
+        members = frozenset(id(e) for e in combo)
+        if len(members) < len(combo) or members in decided:
+            continue
+        # Components of one class set take their instances in arrival order (§4).
+        if any(
+            same_before[i] >= 0 and inst_key(combo[place[same_before[i]]]) >= inst_key(e)
+            for i, e in zip(plain, combo, strict=True)
+        ):
+            continue
+        for i, e in zip(plain, combo, strict=True):
+            binding[i] = e
+        used = frozenset().union(*(prims_of(e) for e in combo))
+        options = []
+        for k in kleene:
+            env = list(binding)
+            conds = cq.element_conds.get(k, ())
+            qualifying = []
+            for p in pools[k]:
+                if prims_of(p) & used:
+                    continue
+                env[k] = p
+                if all(c(env) for c in conds):
+                    qualifying.append(p)
+            options.append(group_forms(qs, k, env, qualifying, None, latest=True))
+        for groups in product(*options):
+            full = list(binding)
+            for k, g in zip(kleene, groups, strict=True):
+                full[k] = g
+            insts = [e for i in positives for e in as_list(full[i])]
+            if not any(e is x for e in insts):
+                continue
+            prims = _distinct(insts)
+            if prims is None or not _checks_ok(cq, full):
+                continue
+            start = min(e.start for e in insts)
+            end = max(e.end for e in insts)
+            recent_key = tuple(sorted((inst_key(e) for e in combo if e is not x), reverse=True))
+            cand = Cand(full, start, end, probability(insts), x, recent_key, prims)
+            if any(c.negated for c in comps):
+                cand.prob *= _conj_negation(qs, cand, ctx)
+            if not bound_ok(cq, cand.prob):
+                continue
+            decided.add(members)
+            out.append(cand)
+            break
+    if not cq.mode_all and out:
+        out = [max(out, key=lambda c: c.recent_key)]
+    return out
+
+
 def _conj_negation(qs: QState, cand: Cand, ctx: Context) -> float:
     """docs/semantics.md §5: ``!X`` in a conjunction forbids an x with ``min(start) <=
     x.start`` and ``x.end <= max(end)`` that arrived before the match's last event."""
@@ -537,6 +660,8 @@ def complete(qs: QState, x: Event, ctx: Context) -> list[Cand]:
     already selected by the node's mode (one per trigger for RECENT)."""
     cq = qs.cq
     if cq.kind == "and":
+        if cq.kleene_comps:
+            return _conj_kleene_candidates(qs, x, ctx)
         return _conj_candidates(qs, x, ctx)
     if cq.open_kleene:
         # A lone group (docs/semantics.md §6) needs its minimum of instances at the

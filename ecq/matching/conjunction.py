@@ -79,11 +79,11 @@ Presence = dict[str, tuple[float, int]]
 
 def by_presence(qs: QState) -> bool:
     """Whether this node's candidates come from the presence count: a conjunction of
-    primitive classes (a sub-pattern or ``@name`` component is found as before, one
-    node at a time, from ``ECQ.general_final``)."""
+    primitive classes without Kleene closure (a sub-pattern, ``@name`` or Kleene
+    component is found as before, one node at a time, from ``ECQ.general_final``)."""
     cq = qs.cq
     return cq.kind == "and" and all(
-        c.sub is None and not any(x.startswith("@") for x in c.classes) for c in cq.comps
+        c.sub is None and c.kleene is None and not any(x.startswith("@") for x in c.classes) for c in cq.comps
     )
 
 
@@ -351,11 +351,14 @@ class Shape:
 
 def kernel_shape(cq: CompiledQuery) -> Shape | None:
     """How the compiled kernel assembles conjunction ``cq``, or None when it cannot:
-    a sub-pattern or ``@name`` component, overlapping class sets (the assignment needs
-    a search), more than :data:`KERNEL_COMPS` components. O(components + conditions)."""
+    a sub-pattern, ``@name`` or Kleene component, overlapping class sets (the assignment
+    needs a search), more than :data:`KERNEL_COMPS` components. O(components + conditions)."""
     if cq.kind != KIND_AND or cq.overlapping or cq.length > KERNEL_COMPS:
         return None
-    if any(c.sub is not None or any(x.startswith("@") for x in c.classes) for c in cq.comps):
+    if any(
+        c.sub is not None or c.kleene is not None or any(x.startswith("@") for x in c.classes)
+        for c in cq.comps
+    ):
         return None
     members: dict[frozenset[str], list[int]] = {}
     for i in cq.positives:

@@ -22,18 +22,30 @@ from tests import reference
 from tests.ecq.test_baseline import run_ops
 from tests.ecq.test_properties import engine_run, normalise, same_as_reference
 from tests.match_share import min_share, record
-from tests.strategies import KLEENE_SHAPES, acted_out, inner_alias_sets, kleene_form_sets, planted_streams
+from tests.strategies import (
+    KLEENE_COMPOSED,
+    KLEENE_SHAPES,
+    acted_out,
+    inner_alias_sets,
+    kleene_composed_sets,
+    kleene_form_sets,
+    planted_streams,
+)
 
 CLASSES = ("A", "B", "C", "D")
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite
-def kleene_scenarios(draw: st.DrawFn, inner: bool = False) -> list[tuple[Any, ...]]:
-    """Kleene-form queries (``inner``: queries reading inside their sub-patterns), most
+def kleene_scenarios(draw: st.DrawFn, inner: bool = False, composed: bool = False) -> list[tuple[Any, ...]]:
+    """Kleene-form queries (``inner``: queries reading inside their sub-patterns;
+    ``composed``: groups side by side, over sub-patterns, in conjunctions), most
     registered up front, a stream acting them out (groups of one to three events over
     their minimum), clock advances now and then, then the clock flushed."""
-    queries = draw(inner_alias_sets(CLASSES) if inner else kleene_form_sets(CLASSES))
+    if composed:
+        queries = draw(kleene_composed_sets(CLASSES))
+    else:
+        queries = draw(inner_alias_sets(CLASSES) if inner else kleene_form_sets(CLASSES))
     events = draw(planted_streams(queries, CLASSES, n_sources=2, max_len=14, blockers=3))
     return draw(acted_out(queries, events))
 
@@ -68,8 +80,30 @@ def test_kleene_forms_separate_equals_shared(ops: list[tuple[Any, ...]]) -> None
     assert separate == shared
 
 
+@pytest.mark.property
+@min_share(0.3)
+@SETTINGS
+@given(kleene_scenarios(composed=True), st.booleans())
+def test_composed_kleene_equals_the_reference(ops: list[tuple[Any, ...]], pure: bool) -> None:
+    """Two groups side by side, a group over a sub-pattern, groups in a conjunction:
+    both kernels against the reference."""
+    compiled = False if pure or not status().compiled else None
+    same_as_reference(engine_run(ops, compiled=compiled), ops)
+
+
+@min_share(0.3)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kleene_scenarios(composed=True))
+def test_composed_kleene_separate_equals_shared(ops: list[tuple[Any, ...]]) -> None:
+    shared = run_ops(Engine(clean_every=2), ops)
+    separate = run_ops(SeparateEngine(clean_every=2), ops)
+    record([m for m in shared if m[0] != "rejected"])
+    assert separate == shared
+
+
 def test_every_shape_is_generated() -> None:
     assert set(KLEENE_SHAPES) == {"alone", "trailing", "middle", "leading"}
+    assert set(KLEENE_COMPOSED) == {"side", "chain", "conjunction"}
 
 
 # ------------------------------------------------------------ the documented examples
@@ -250,3 +284,47 @@ def test_lone_groups_of_several_minimums_registered_and_dropped_mid_stream(pure:
     got = engine_run(ops, compiled=compiled)
     assert {m["query"] for m in got} == {"five", "three", "either", "plain"}
     assert normalise(got) == normalise(reference.evaluate(ops))
+
+
+# ------------------------------------------- groups side by side, chains, conjunctions
+
+
+def test_two_groups_side_by_side_do_not_interleave() -> None:
+    """docs/language.md: ``SEQ(A, B+, C+, D)``."""
+    q = {"q": "PATTERN SEQ(A, B+, C+, D) WITHIN 1 min"}
+    assert run(q, [("A", 0), ("B", 1), ("B", 2), ("C", 3), ("C", 4), ("D", 5)]) == [
+        ("q", ["a0", ["b1", "b2"], ["c3", "c4"], "d5"])
+    ]
+    assert run(q, [("A", 0), ("B", 1), ("C", 2), ("B", 3), ("C", 4), ("D", 5)]) == []
+
+
+def test_a_group_over_a_sub_pattern_is_a_chain_of_repetitions() -> None:
+    """docs/language.md: each repetition begins after the one before it ends."""
+    q = {"retries": "PATTERN SEQ(LOGIN l, (FAIL; RETRY){2,} r, SUCCESS s) WITHIN 5 min MODE ALL"}
+    stream = [("LOGIN", 0), ("FAIL", 1), ("RETRY", 2), ("FAIL", 3), ("RETRY", 4), ("SUCCESS", 5)]
+    assert run(q, stream) == [("retries", ["login0", [["fail1", "retry2"], ["fail3", "retry4"]], "success5"])]
+
+
+def test_a_group_inside_a_conjunction_is_emitted_at_each_element() -> None:
+    """docs/semantics.md §6 and docs/language.md: ``AND(LOGIN l, FAIL{2,} f)``."""
+    q = {"both": "PATTERN AND(LOGIN l, FAIL{2,} f) WITHIN 1 min"}
+    stream = [("FAIL", 10), ("LOGIN", 15), ("FAIL", 20), ("FAIL", 30)]
+    assert run(q, stream) == [
+        ("both", ["login1", ["fail0", "fail2"]]),
+        ("both", ["login1", ["fail0", "fail2", "fail3"]]),
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "PATTERN SEQ(A, B+, ANY(B, C)+, D) WITHIN 1 min",
+        "PATTERN AND(A, A+) WITHIN 1 min",
+        "PATTERN AND(ANY(A, B), B{2}) WITHIN 1 min",
+    ],
+)
+def test_groups_whose_classes_overlap_are_refused(text: str) -> None:
+    from ecq.errors import QueryError
+
+    with pytest.raises(QueryError, match="share a class"):
+        Engine().register("q", text)

@@ -22,6 +22,7 @@ from tests.strategies import (
     FAMILIES,
     POLICIES,
     acted_out,
+    kleene_composed_sets,
     operator_sets,
     planted_streams,
     query_sets,
@@ -33,7 +34,13 @@ pytestmark = pytest.mark.property
 CLASSES = ("A", "B", "C", "D")
 # Families whose queries may have a policy ("plain": sequences, conjunctions,
 # disjunctions and filters of Part 1); trailing negation and nesting are refused.
-POLICY_FAMILIES = ("plain", *(f for f in FAMILIES if f not in ("negation-trailing", "nested")))
+POLICY_FAMILIES = (
+    "plain",
+    *(f for f in FAMILIES if f not in ("negation-trailing", "nested")),
+    # Kleene groups side by side and in conjunctions (a group over a sub-pattern is
+    # refused a policy, as every sub-pattern is).
+    "kleene-composed",
+)
 # Measured with the generators as they are: strict contiguity matches least often.
 MIN_MATCH_SHARE = 0.2
 
@@ -45,6 +52,9 @@ def policy_scenarios(draw: st.DrawFn, family: str, policy: str) -> list[tuple[An
     unregistration once in a while, then the clock flushed."""
     if family == "plain":
         queries = draw(query_sets(CLASSES, max_queries=3))
+    elif family == "kleene-composed":
+        # No sub-pattern: a policy on one is refused.
+        queries = draw(kleene_composed_sets(CLASSES, max_queries=2, shapes=("side", "conjunction")))
     else:
         queries = draw(operator_sets(family, CLASSES))
     queries = [
