@@ -330,7 +330,11 @@ class Engine(OpClock):
         merged: list[Match] = []
         hosts: list[_NetHost] = []
         owns = self.owns
-        for key, net in self.networks():
+        # A network without classes (the source's, when every query has another key)
+        # has nothing to store, match or fire: it is skipped, unless none has classes
+        # (one network must run to move the counters).
+        running = [(key, net) for key, net in self.networks() if net.ecqs] or [(DEFAULT_KEY, self.network)]
+        for key, net in running:
             host = _NetHost(self, net)
             hosts.append(host)
             if key == DEFAULT_KEY:

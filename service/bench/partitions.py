@@ -3,14 +3,16 @@
 beside the separate-processing baseline in one run.
 
 Key 0 is the source (the default); key ``j`` is an attribute ``p<j>`` that groups the
-sources differently (``src * (2j + 1) mod sources``), so every key has as many
-partitions as there are sources and each event carries every key. Query ``i`` takes
+sources differently (``src * m_j mod sources``, ``m_j`` a prime that does not divide the
+number of sources), so every key has as many partitions as there are sources and each
+event carries every key. Query ``i`` takes
 key ``i mod keys``: with one key this is the plain workload, with more the same queries
 and events, each event processed once per key in use.
 """
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable
 
@@ -18,11 +20,16 @@ from ecq.engine import Engine
 from ecq.evaluation.baseline import SeparateEngine
 from ecq.evaluation.workload import Workload, events, sequence_queries
 from ecq.event import Event
+from service.bench.runner import fresh
 from service.bench.table import Plot, Table
 
 __all__ = ["partitions", "KEY_COUNTS"]
 
 KEY_COUNTS = (1, 2, 4, 8)
+# Key j regroups the sources by src * _MULTIPLIERS[j - 1] mod sources: primes apart from
+# 2 and 5, so that each key is a permutation of the 1,000 sources (a factor in common
+# would fold them into fewer, larger partitions with many more matches).
+_MULTIPLIERS = (3, 7, 11, 13, 17, 19, 23)
 
 
 def _workload(n_queries: int, n_events: int, keys: int) -> tuple[list[tuple[str, str]], list[Event]]:
@@ -34,23 +41,39 @@ def _workload(n_queries: int, n_events: int, keys: int) -> tuple[list[tuple[str,
     stream = []
     for e in events(w, n_events):
         src = int(e.src)
-        attrs = {f"p{j}": (src * (2 * j + 1)) % w.n_sources for j in range(1, max(KEY_COUNTS))}
+        attrs = {f"p{j}": (src * _MULTIPLIERS[j - 1]) % w.n_sources for j in range(1, max(KEY_COUNTS))}
         stream.append(Event(e.src, e.type, e.start, e.end, attrs, e.prob, e.id))
     return queries, stream
 
 
-def _measure(engine: Engine | SeparateEngine, queries: list[tuple[str, str]], stream: list[Event]) -> tuple[float, int]:
-    """Events/s over the last four fifths of ``stream`` (the first fifth warms up), and
-    the instances stored at the end."""
-    for name, text in queries:
-        engine.register(name, text)
-    warm = len(stream) // 5
-    engine.process(stream[:warm])
-    began = time.perf_counter()
-    for at in range(warm, len(stream), 500):
-        engine.process(stream[at : at + 500])
-    elapsed = time.perf_counter() - began
-    return (len(stream) - warm) / elapsed, engine.stats()["stored_instances"]
+def _measure(engines: list[Engine | SeparateEngine], streams: list[list[Event]], chunk: int = 500) -> list[float]:
+    """Events/s of each engine over the last four fifths of its stream (the first fifth
+    warms up), the engines given the same chunks in turn, rotating the order, with the
+    cyclic collector off while timing, as every engine comparison does
+    (``service.bench.runner``): a slow moment of the machine, or a collection walking
+    one engine's instances, hits all engines alike."""
+    warm = len(streams[0]) // 5
+    for engine, stream in zip(engines, streams, strict=True):
+        engine.process(fresh(stream[:warm]))
+    seconds = [0.0] * len(engines)
+    n = len(engines)
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        for step, at in enumerate(range(warm, len(streams[0]), chunk)):
+            for turn in range(n):
+                i = (step + turn) % n
+                batch = fresh(streams[i][at : at + chunk])
+                began = time.perf_counter()
+                engines[i].process(batch)
+                seconds[i] += time.perf_counter() - began
+                del batch
+            gc.collect(0)
+    finally:
+        if was_enabled:
+            gc.enable()
+    return [(len(stream) - warm) / spent for stream, spent in zip(streams, seconds, strict=True)]
 
 
 def partitions(
@@ -66,26 +89,38 @@ def partitions(
         ["keys", "shared_ev_s", "sp_ev_s", "shared_stored", "sp_stored", "shared_vs_1_key"],
         plot=Plot("keys", ("shared_ev_s", "sp_ev_s"), "events/s", "partition keys in use"),
     )
-    first = 0.0
+    # Every key count's shared engine and SP baseline in one interleaved run, so that
+    # the speeds against one key hold on a noisy machine.
+    engines: list[Engine | SeparateEngine] = []
+    streams: list[list[Event]] = []
     for step, keys in enumerate(KEY_COUNTS):
         queries, stream = _workload(n_queries, count, keys)
-        shared, shared_stored = _measure(Engine(), queries, stream)
-        sp, sp_stored = _measure(SeparateEngine(), queries, stream)
-        first = first or shared
+        for engine in (Engine(), SeparateEngine()):
+            for name, text in queries:
+                engine.register(name, text)
+            engines.append(engine)
+            streams.append(stream)
+        if progress is not None:
+            progress((step + 1) / (2 * len(KEY_COUNTS)), f"{keys} keys registered")
+    speeds = _measure(engines, streams)
+    if progress is not None:
+        progress(1.0, "measured")
+    first = speeds[0]
+    for k, keys in enumerate(KEY_COUNTS):
+        shared, sp = speeds[2 * k], speeds[2 * k + 1]
         table.add(
             keys=keys,
             shared_ev_s=round(shared),
             sp_ev_s=round(sp),
-            shared_stored=shared_stored,
-            sp_stored=sp_stored,
+            shared_stored=engines[2 * k].stats()["stored_instances"],
+            sp_stored=engines[2 * k + 1].stats()["stored_instances"],
             shared_vs_1_key=round(shared / first, 2),
         )
-        if progress is not None:
-            progress((step + 1) / len(KEY_COUNTS), f"{keys} keys")
     table.notes = [
         f"{n_queries} sequence queries (3 steps, 50 classes, windows 200-240 min), 1,000 sources, "
         f"{count} events (the first fifth warms up); query i partitioned by key i mod keys "
         "(key 0 the source, key j an attribute p<j> regrouping the sources); one process, "
-        "shared engine (compiled kernel when built) and SP baseline on the same events."
+        "shared engines (compiled kernel when built) and SP baselines of every key count "
+        "on the same events, interleaved chunk by chunk, the collector off while timing."
     ]
     return [table]
