@@ -1350,11 +1350,7 @@ class Reference:
                     continue
                 if max(x.pos for x in combo) != moment:
                     continue
-                if any(
-                    positives[i].classes == positives[j].classes and not combo[i].key < combo[j].key
-                    for i in range(len(combo))
-                    for j in range(i + 1, len(combo))
-                ):
+                if not _roles_in_order(positives, combo):
                     continue
                 binding: dict[int, Bound] = {c.idx: x for c, x in zip(positives, combo, strict=True)}
                 if not self._common_ok(node, binding, moment, reg.key):
@@ -1406,11 +1402,7 @@ class Reference:
                     members = frozenset(id(x) for x in combo)
                     if len(members) < len(combo) or members in decided:
                         continue
-                    if any(
-                        plain[i].classes == plain[j].classes and not combo[i].key < combo[j].key
-                        for i in range(len(combo))
-                        for j in range(i + 1, len(combo))
-                    ):
+                    if not _roles_in_order(plain, combo):
                         continue
                     partial: dict[int, Bound] = {c.idx: x for c, x in zip(plain, combo, strict=True)}
                     used = frozenset().union(*(x.prims for x in combo))
@@ -1672,6 +1664,16 @@ class Reference:
         reg.pending = [p for p in reg.pending if not (p[0] is node and self.clock > p[2])]
         for n, cand, _ in due:
             self._finish(reg, n, cand, cand.prob * self._trailing_factor(reg, n, cand, moment), moment)
+
+
+def _roles_in_order(comps: list[Comp], combo: tuple[Inst, ...]) -> bool:
+    """docs/semantics.md §4: components with the same classes take their instances in
+    arrival order (each set of instances is one match)."""
+    return not any(
+        comps[i].classes == comps[j].classes and not combo[i].key < combo[j].key
+        for i in range(len(combo))
+        for j in range(i + 1, len(combo))
+    )
 
 
 def _src_key(src: Any) -> Any:
