@@ -82,7 +82,7 @@ def test_kleene_forms_separate_equals_shared(ops: list[tuple[Any, ...]]) -> None
 
 @pytest.mark.property
 @min_share(0.3)
-@SETTINGS
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(kleene_scenarios(composed=True), st.booleans())
 def test_composed_kleene_equals_the_reference(ops: list[tuple[Any, ...]], pure: bool) -> None:
     """Two groups side by side, a group over a sub-pattern, groups in a conjunction:
