@@ -8,10 +8,13 @@ probe per class, shared with the fast path through the same probe cache) — not
 materialised per partial match, so memory stays that of the stored instances:
 
 - a sequence binds its plain positive components from the last back to the first; a
-  Kleene group is then built from its class's chain between its bound neighbours;
-  negated components are probed for blockers between their neighbours;
+  Kleene group is then built from its class's chain between its bound plain neighbours
+  (a group over a sub-pattern or ``@name`` as a chain of instances that follow each
+  other: :func:`group_forms`); negated components are probed for blockers between their
+  neighbours;
 - a conjunction tries the sets of events most recent first and takes, per set, the first
-  assignment of events to components (docs/semantics.md).
+  assignment of events to components (docs/semantics.md); one with Kleene groups takes
+  the window that ends with the arriving instance and builds each group there.
 
 Each function mirrors a rule of docs/semantics.md (§3–§8 and the choices); the names
 (``before``, ``blockers``, ``kleene_groups``) are the rules' names.
