@@ -541,6 +541,7 @@ class Comp:
     kleene: tuple[int, bool] | None  # (min, exact)
     alias: str | None
     kmax: int | None = None  # the upper bound of B{m,n} (docs/semantics.md §6)
+    select: str | None = None  # first: / last: (docs/semantics.md §11)
 
 
 @dataclass
@@ -578,6 +579,7 @@ class Node:
             or self.strategy != "skip-till-any-match"
             or self.consume != "shared"
             or self.skip is not None
+            or any(c.select is not None for c in self.comps)
         )
 
     @property
@@ -636,8 +638,11 @@ def _compile_node(p: dict[str, Any], window: float | None, mode: str, key: str, 
         kmax = int(k["max"]) if k is not None and k.get("max") is not None else None
         if kmax is not None and (kleene is None or kleene[1] or kmax < kleene[0]):
             raise ValueError("a Kleene upper bound needs a non-exact group and max >= min")
+        select = item.get("select")
+        if select is not None and (select not in ("first", "last") or not top):
+            raise ValueError("first:/last: selects a component of the query's own pattern")
         comps.append(
-            Comp(idx, classes, sub, bool(item.get("negated", False)), kleene, item.get("alias"), kmax)
+            Comp(idx, classes, sub, bool(item.get("negated", False)), kleene, item.get("alias"), kmax, select)
         )
     node = Node(kind, comps, window, mode, key, top)
     _validate(node)
@@ -825,6 +830,11 @@ def _read_policy(node: Node, q: dict[str, Any]) -> None:
             node.skip_comp = idx
     if not node.policy:
         return
+    for c in node.comps:
+        if c.select is None:
+            continue
+        if node.kind == "or" or c.kleene or c.negated or node.mode == "all":
+            raise ValueError("first:/last: on a disjunction, a Kleene or negated component, or in MODE ALL")
     if node.trailing():
         raise ValueError("a policy with a trailing negation")
     if any(c.sub is not None or any(cls.startswith("@") for cls in c.classes) for c in node.comps):
@@ -1143,7 +1153,9 @@ class Reference:
         """The candidates of one op that pass the strategy, taken in the mode's order of
         preference, each checked against (and then adding to) what is consumed."""
         kept = sorted((c for c in cands if self._strategy_ok(node, c)), key=lambda c: _norm(c.entries))
-        if node.mode == "recent":
+        if any(c.select is not None for c in node.comps):
+            kept.sort(key=lambda c: self._select_key(node, c))
+        elif node.mode == "recent":
             kept.sort(key=lambda c: c.recent_key, reverse=True)
         out = []
         for c in kept:
@@ -1169,6 +1181,23 @@ class Reference:
             if node.mode != "all":
                 break
         return out
+
+    @staticmethod
+    def _select_key(node: Node, cand: Cand) -> tuple[Any, ...]:
+        """docs/semantics.md §11, per-component selection: component by component in the
+        pattern's order, ``first`` preferring the earlier arrival, ``last`` the later (an
+        unmarked component as the mode says: CHRONICLE first, RECENT last); a Kleene group
+        by its elements (first) or its latest element (last). Smallest is preferred."""
+        unmarked = "first" if node.mode == "chronicle" else "last"
+        out: list[Any] = []
+        for c in node.positives:
+            how = c.select or unmarked
+            entry = _entry(cand.binding[c.idx])
+            if isinstance(entry, list):
+                out.append(entry if how == "first" else -max(entry))
+            else:
+                out.append(entry if how == "first" else -entry)
+        return tuple(out)
 
     def _finish(self, reg: Registered, node: Node, cand: Cand, prob: float, moment: Moment) -> None:
         """A selected match with its final probability: emit it (and make it an ``@name``

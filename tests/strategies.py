@@ -989,7 +989,10 @@ POLICIES = (
     "next-row",
     "first",
     "last",
+    "select",
 )
+# The AFTER MATCH SKIP forms among them.
+_SKIP_POLICIES = ("past-last-row", "next-row", "first", "last")
 
 
 def policy_allowed(q: J) -> bool:
@@ -1043,7 +1046,7 @@ def with_policy(draw: st.DrawFn, q: J, policy: str) -> J:
         out["consume"] = "exclusive"
     items = q["pattern"]["items"]
     positives = [i for i, it in enumerate(items) if not it.get("negated")]
-    skip = policy if policy in POLICIES[5:] else draw(st.sampled_from((None, None, None, *POLICIES[5:])))
+    skip = policy if policy in _SKIP_POLICIES else draw(st.sampled_from((None, None, None, *_SKIP_POLICIES)))
     if skip in ("first", "last") and q["pattern"]["kind"] == "or":
         skip = "past-last-row"  # refused on a disjunction (its match binds one component)
     if skip in ("first", "last"):
@@ -1054,6 +1057,17 @@ def with_policy(draw: st.DrawFn, q: J, policy: str) -> J:
         out["skip"] = {"to": skip, "var": f"$x{draw(st.sampled_from(allowed)) + 1}"}
     elif skip is not None:
         out["skip"] = {"to": skip}
+    markable = [i for i in positives if not items[i].get("kleene")]
+    if q["pattern"]["kind"] != "or" and markable and (policy == "select" or draw(st.integers(0, 4)) == 0):
+        # Per-component selection (docs/semantics.md §11): first: / last: on some plain
+        # positive components; MODE ALL is refused with it.
+        marked = draw(st.lists(st.sampled_from(markable), min_size=1, max_size=len(markable), unique=True))
+        new_items = list(items)
+        for i in marked:
+            new_items[i] = {**items[i], "select": draw(st.sampled_from(("first", "last")))}
+        out["pattern"] = {**q["pattern"], "items": new_items}
+        if out["mode"] == "all":
+            out["mode"] = draw(st.sampled_from(("recent", "chronicle")))
     return out
 
 

@@ -33,6 +33,10 @@ class Policy:
     # entry at the component is one event; what skip-till-next-match asks of an event
     # that might fill it.
     kleene_own: dict[int, tuple[PredFn, ...]] = field(default_factory=dict)
+    # Per-component selection (``first:`` / ``last:``, docs/semantics.md §11): for each
+    # component index, "first" or "last" (the mode's for an unmarked one); empty when no
+    # component is marked.
+    select: tuple[str, ...] = ()
 
     @property
     def filters(self) -> bool:
@@ -57,4 +61,5 @@ def has_policy(ast: Query) -> bool:
         or ast.strategy != "skip-till-any-match"
         or ast.consume != "shared"
         or ast.skip is not None
+        or any(c.select is not None for c in ast.pattern.items)
     )

@@ -515,7 +515,7 @@ class _Compiler:
             return None
         if partition_key(ast) != ("src",):
             raise self.error(
-                "a selection or consumption policy (MODE CHRONICLE, STRATEGY, CONSUME, AFTER MATCH SKIP) "
+                "a selection or consumption policy (MODE CHRONICLE, STRATEGY, CONSUME, AFTER MATCH SKIP, first:/last:) "
                 "needs the default partition by src; PARTITION BY another key (or NONE, or an [attr] "
                 "test) with a policy is not supported",
                 "partition",
@@ -544,7 +544,7 @@ class _Compiler:
                 )
         if subs or depends:
             raise self.error(
-                "a selection or consumption policy (MODE CHRONICLE, STRATEGY, CONSUME, AFTER MATCH SKIP) "
+                "a selection or consumption policy (MODE CHRONICLE, STRATEGY, CONSUME, AFTER MATCH SKIP, first:/last:) "
                 "needs components of primitive classes: a sub-pattern or @name component has no arrival "
                 "index of its own",
                 "pattern",
@@ -553,8 +553,8 @@ class _Compiler:
             last = max(i for i, c in enumerate(raw) if not c.negated)
             if any(c.negated for c in raw[last + 1 :]):
                 raise self.error(
-                    "a selection or consumption policy (MODE CHRONICLE, STRATEGY, CONSUME, AFTER MATCH SKIP) "
-                    "cannot go with a trailing negation: its matches are chosen when complete and "
+                    "a selection or consumption policy (MODE CHRONICLE, STRATEGY, CONSUME, AFTER MATCH SKIP, "
+                    "first:/last:) cannot go with a trailing negation: its matches are chosen when complete and "
                     "emitted later, so what they use up would be undefined meanwhile",
                     "pattern",
                 )
@@ -573,6 +573,10 @@ class _Compiler:
                 ):
                     pred = compile_predicate(expr, self.resolver(path))
                     kleene_own.setdefault(next(iter(refs)), []).append(pred)
+        select: tuple[str, ...] = ()
+        if any(c.select is not None for c in raw):
+            unmarked = "first" if ast.mode == "chronicle" else "last"
+            select = tuple(c.select or unmarked for c in raw)
         return Policy(
             ast.mode,
             ast.strategy,
@@ -580,6 +584,7 @@ class _Compiler:
             ast.skip,
             skip_comp,
             {k: tuple(v) for k, v in kleene_own.items()},
+            select,
         )
 
     def place_conditions(
@@ -842,6 +847,32 @@ class _Compiler:
     def validate(self, kind: str, items: tuple[Component, ...], path: str) -> None:
         n = len(items)
         positives = [c for c in items if not c.negated]
+        for i, c in enumerate(items):
+            if c.select is None:
+                continue
+            cpath = f"{path}.items[{i}]"
+            # docs/semantics.md §11: a selection picks the one instance a match binds to
+            # a component of the query's own pattern.
+            if path != "pattern":
+                raise self.error(
+                    f"'{c.select}:' selects a component of the query's pattern, not of a sub-pattern", cpath
+                )
+            if kind == KIND_OR:
+                raise self.error(f"'{c.select}:' in a disjunction: its match binds one component", cpath)
+            if c.kleene is not None:
+                raise self.error(
+                    f"'{c.select}:' picks one instance; a Kleene component takes all of them (Rizvi's"
+                    " 'cumulative')",
+                    cpath,
+                )
+            if c.sub is not None or any(x.startswith("@") for x in c.classes):
+                raise self.error(f"'{c.select}:' needs a component of primitive classes", cpath)
+            if self.ast.mode == "all":
+                raise self.error(
+                    f"'{c.select}:' chooses one match per event; MODE ALL emits every one (use MODE RECENT"
+                    " or MODE CHRONICLE for the unmarked components)",
+                    cpath,
+                )
         if not positives:
             raise self.error(
                 "a pattern needs a positive component: a negation cannot stand alone", f"{path}.items[0]"

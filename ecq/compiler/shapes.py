@@ -88,7 +88,7 @@ def _query_fields() -> tuple[str, ...]:
 
 # A component's key built field by field, when its fields are those known here (else
 # the generic walk, which takes any field).
-_COMPONENT_FAST = fields_of(Component) == ("classes", "sub", "negated", "kleene", "alias", "any_of")
+_COMPONENT_FAST = fields_of(Component) == ("classes", "sub", "negated", "kleene", "alias", "any_of", "select")
 
 # Values that stand for themselves in a key.
 _PLAIN = frozenset({str, int, bool, type(None)})
@@ -113,6 +113,7 @@ def _key(node: Any, numbers: dict[str, int]) -> Any:
             None if kleene is None else _key(kleene, numbers),
             node.alias,
             node.any_of,
+            node.select,
         )
     names = fields_of(cls)
     if names is None:

@@ -17,6 +17,7 @@ from typing import Any, Union
 from ecq.errors import SemanticError
 
 __all__ = [
+    "SELECTIONS",
     "Query",
     "Pattern",
     "Seq",
@@ -72,6 +73,8 @@ class Component:
     Exactly one of ``classes`` (a class name, or several for ``ANY(...)``, or a derived
     class ``@name``) and ``sub`` (a parenthesised sub-pattern) is non-empty.
     ``any_of`` is true when written ``ANY(...)`` (kept so the canonical text reproduces it).
+    ``select`` is the per-component selection written ``first:`` or ``last:`` before it
+    (the Rizvi report's metamodel; docs/semantics.md §11), None without one.
     """
 
     classes: tuple[str, ...] = ()
@@ -80,6 +83,7 @@ class Component:
     kleene: Kleene | None = None
     alias: str | None = None
     any_of: bool = False
+    select: str | None = None
 
 
 @dataclass(frozen=True)
@@ -283,6 +287,8 @@ def to_json(query: Query) -> dict[str, Any]:
 MODES = ("recent", "all", "chronicle")
 STRATEGIES = ("skip-till-any-match", "skip-till-next-match", "partition-contiguity", "strict-contiguity")
 SKIPS = ("past-last-row", "next-row", "first", "last")
+# Per-component selections (``first: A``, ``last: A``): docs/semantics.md §11.
+SELECTIONS = ("first", "last")
 
 
 def policy_to_json(query: Query) -> dict[str, Any]:
@@ -412,6 +418,8 @@ def _component_to_json(comp: Component) -> dict[str, Any]:
             out["kleene"]["max"] = comp.kleene.max
     if comp.alias is not None:
         out["alias"] = comp.alias
+    if comp.select is not None:
+        out["select"] = comp.select
     return out
 
 
@@ -452,7 +460,12 @@ def _component_from_json(data: Any, path: str) -> Component:
     any_of = data.get("any", False)
     if not isinstance(negated, bool) or not isinstance(any_of, bool):
         raise SemanticError(f"{path}.negated and {path}.any must be booleans")
-    return Component(classes=classes, sub=sub, negated=negated, kleene=kleene, alias=alias, any_of=any_of)
+    select = data.get("select")
+    if select is not None and select not in SELECTIONS:
+        raise SemanticError(f"{path}.select must be one of {', '.join(SELECTIONS)}")
+    return Component(
+        classes=classes, sub=sub, negated=negated, kleene=kleene, alias=alias, any_of=any_of, select=select
+    )
 
 
 def expr_to_json(expr: Expr) -> dict[str, Any]:

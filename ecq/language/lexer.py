@@ -91,7 +91,7 @@ _TOKENS = (
      (?P<space>[^\S{_BREAKS}]+)
     |(?P<name>[A-Za-z_]{_TAIL})
     |(?P<comment>--[^{_BREAKS}]*)
-    |(?P<op>==|!=|<>|<=|>=|[=<>+\-*/;&|!^{{}}\[\](),.\u2227\u2228\u00ac])
+    |(?P<op>==|!=|<>|<=|>=|[=<>+\-*/;&|!^{{}}\[\](),.:\u2227\u2228\u00ac])
     |(?P<number>[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?%?)
     |(?P<newline>\r\n|[{_BREAKS}])
     |(?P<string>'(?:[^'\\{_BREAKS}]|{_ESCAPE})*'|"(?:[^"\\{_BREAKS}]|{_ESCAPE})*")
@@ -113,7 +113,7 @@ def _pattern(source: str) -> re.Pattern[str]:
 
 
 _OPS = {
-    **{c: c for c in "=<>+-*/;&|!^{}[](),."},
+    **{c: c for c in "=<>+-*/;&|!^{}[](),.:"},
     "==": "=",
     "!=": "!=",
     "<>": "!=",
@@ -135,7 +135,7 @@ _COMMON = (
     rf"""([ \t]*)(
      [A-Za-z_]{_TAIL}
     |--[^{_BREAKS}]*
-    |==|!=|<>|<=|>=|[=<>+\-*/;&|!^{{}}\[\](),.]
+    |==|!=|<>|<=|>=|[=<>+\-*/;&|!^{{}}\[\](),.:]
     |[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?%?
     |\r\n?|\n
     |'[^'\\{_BREAKS}]*'|"[^"\\{_BREAKS}]*"
@@ -145,7 +145,7 @@ _COMMON = (
     |.)"""
 )
 _NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
-_OP_START = frozenset("=<>+-*/;&|!^{}[](),.")
+_OP_START = frozenset("=<>+-*/;&|!^{}[](),.:")
 _DIGITS = frozenset("0123456789")
 
 

@@ -26,6 +26,7 @@ lower bound (``B{3,2}``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from ecq.language.ast import Component, Conj, Disj, Kleene, Pattern, Seq
@@ -39,6 +40,7 @@ _PatternClass = type[Seq] | type[Conj] | type[Disj]
 _SCEMON: dict[str, _PatternClass] = {"SEQUENCE": Seq, "CONJUNCTION": Conj, "DISJUNCTION": Disj}
 _FUNCTIONAL: dict[str, _PatternClass] = {"SEQ": Seq, "AND": Conj, "OR": Disj}
 _NAMES: dict[_PatternClass, str] = {Seq: "sequence", Conj: "conjunction", Disj: "disjunction"}
+_SELECTIONS = frozenset({"FIRST", "LAST"})
 
 _Parsed = Component | Pattern
 
@@ -145,6 +147,8 @@ def _infix(
 def _component(ts: TokenStream) -> Component:
     start = tok = ts.tok
     if tok.kind == IDENT and tok.key not in RESERVED:
+        if tok.key in _SELECTIONS and ts.peek(1).key == ":":
+            return _selected(ts)
         # The usual component: a class name, then maybe a Kleene suffix and an alias.
         ts.next()
         return _suffixes(ts, start, None, (tok.text,), None, False)
@@ -179,6 +183,25 @@ def _component(ts: TokenStream) -> Component:
     else:
         classes = (_class_name(ts),)
     return _suffixes(ts, start, neg_tok, classes, sub, any_of)
+
+
+def _selected(ts: TokenStream) -> Component:
+    """``first: <component>`` / ``last: <component>`` (the Rizvi report's metamodel:
+    which instance of the component a match takes, docs/semantics.md §11)."""
+    start = ts.tok
+    ts.next()
+    ts.next()
+    if not _starts_component(ts.tok):
+        raise ts.error(f"expected a component after '{start.text}:', found {ts.describe(ts.tok)}")
+    if ts.tok.kind == IDENT and ts.tok.key in _SELECTIONS and ts.peek(1).key == ":":
+        raise ts.error("a component has one selection, first: or last:")
+    comp = _component(ts)
+    if comp.negated:
+        raise ts.error(f"a negated component cannot be selected with '{start.text}:'", start)
+    selected = dataclasses.replace(comp, select=start.key.lower())
+    if id(comp) in ts.component_tokens:
+        ts.component_tokens[id(selected)] = ts.component_tokens[id(comp)]
+    return ts.mark(selected, start)
 
 
 def _suffixes(

@@ -235,7 +235,8 @@ def _top_pattern(pattern: Pattern) -> str:
 
 
 def _component(comp: Component) -> str:
-    text = "!" if comp.negated else ""
+    text = f"{comp.select}: " if comp.select is not None else ""
+    text += "!" if comp.negated else ""
     if comp.sub is not None:
         if comp.classes:
             raise ValueError("a component has either classes or a sub-pattern, not both")

@@ -148,6 +148,21 @@ class PolicyState:
             sorted((_last(binding[i]) for i in positives if _last(binding[i]) != trigger), reverse=True)
         )
 
+    def select_key(self, cand: Cand) -> tuple[Any, ...]:
+        """docs/semantics.md §11, per-component selection: the components in the
+        pattern's order, each preferring its earlier (``first``) or later (``last``)
+        instance; smaller is preferred. A Kleene group (never marked) compares by its
+        elements for ``first``, by its latest element for ``last``."""
+        select = self.policy.select
+        out: list[Any] = []
+        for i in self.cq.positives:
+            b = cand.binding[i]
+            if type(b) is list:
+                out.append([x.arrival for x in b] if select[i] == "first" else -b[-1].arrival)
+            else:
+                out.append(b.arrival if select[i] == "first" else -b.arrival)
+        return tuple(out)
+
     def _fills(self, k: int, z: Event, x: Event) -> bool:
         comp = self.cq.comps[k]
         if z.type not in comp.classes:
@@ -202,7 +217,9 @@ class PolicyState:
             return []
         entries = self.cq
         kept.sort(key=lambda c: tuple(_norm(x) for x in c.entries(entries)))
-        if policy.mode == "recent":
+        if policy.select:
+            kept.sort(key=self.select_key)
+        elif policy.mode == "recent":
             kept.sort(key=self.recent_key, reverse=True)
         out: list[Cand] = []
         consumed = self.consumed

@@ -15,7 +15,7 @@ Tok = tuple[str, str, int, int, str, "int | float | str | None"]
 
 LINE_BREAKS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
 TWO_CHAR_OPS = {"==": "=", "!=": "!=", "<>": "!=", "<=": "<=", ">=": ">="}
-ONE_CHAR_OPS = {**{c: c for c in "=<>+-*/;&|!^{}[](),."}, "∧": "AND", "∨": "OR", "¬": "NOT"}
+ONE_CHAR_OPS = {**{c: c for c in "=<>+-*/;&|!^{}[](),.:"}, "∧": "AND", "∨": "OR", "¬": "NOT"}
 ESCAPES = {"\\": "\\", "'": "'", '"': '"', "n": "\n", "r": "\r", "t": "\t"}
 
 

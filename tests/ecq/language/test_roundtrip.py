@@ -99,9 +99,11 @@ def components(draw: st.DrawFn, depth: int) -> Component:
             lambda m: st.builds(Kleene, st.just(m), st.just(False), st.integers(m + 1, 12))
         )
     )
-    return dataclasses.replace(
-        base, negated=draw(st.booleans()), kleene=kleene, alias=draw(st.none() | names)
-    )
+    negated = draw(st.booleans())
+    # first: / last: (a syntactic form: the parser takes it on any component but a
+    # negated one; the compiler says where it means something).
+    select = None if negated else draw(st.none() | st.sampled_from(("first", "last")))
+    return dataclasses.replace(base, negated=negated, kleene=kleene, alias=draw(st.none() | names), select=select)
 
 
 @st.composite
