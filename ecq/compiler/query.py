@@ -253,13 +253,18 @@ class CompiledQuery:
         last = self.positives[-1]
         return tuple(c.index for c in self.comps if c.negated and c.index > last)
 
-    def plain_neighbours(self, index: int) -> tuple[int, int]:
-        """The nearest positive non-Kleene components before and after ``index`` (-1:
-        none): what bounds a Kleene group (docs/semantics.md §6, two groups side by side)."""
-        pos = [p for p in self.positives if self.comps[p].kleene is None]
-        left = [p for p in pos if p < index]
-        right = [p for p in pos if p > index]
-        return (left[-1] if left else -1, right[0] if right else -1)
+    @cached_property
+    def group_bounds(self) -> dict[int, tuple[int, int]]:
+        """For each Kleene component, the nearest positive non-Kleene components before
+        and after it (-1: none): what bounds its group (docs/semantics.md §6, two groups
+        side by side). Read at every group built, so made once."""
+        plain = [p for p in self.positives if self.comps[p].kleene is None]
+        out = {}
+        for k in self.kleene_comps:
+            left = [p for p in plain if p < k]
+            right = [p for p in plain if p > k]
+            out[k] = (left[-1] if left else -1, right[0] if right else -1)
+        return out
 
     def neighbours(self, index: int) -> tuple[int, int]:
         """The nearest positive components before and after ``index`` (-1: none)."""

@@ -212,7 +212,7 @@ def kleene_groups(
     assert comp.kleene is not None and cq.window is not None
     # Bounded by the nearest plain components: a group beside another has no neighbour
     # on that side (the two are put in order by seq_cand).
-    left, right = cq.plain_neighbours(index)
+    left, right = cq.group_bounds[index]
     positives = cq.positives
     conds = cq.element_conds.get(index, ())
     env = list(binding)
