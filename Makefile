@@ -89,6 +89,7 @@ PYTHON313 ?= $(firstword $(wildcard $(PYENV_ROOT_DIR)/versions/3.13*/bin/python3
 bench-docs: install-demo
 	$(MAKE) --no-print-directory install-demo PYTHON=$(PYTHON312) VENV=.venv-3.12
 	$(MAKE) --no-print-directory install-demo PYTHON=$(PYTHON313) VENV=.venv-3.13
+	$(BIN)/python -m pip install --quiet -e '.[spark,bench]'
 	$(BIN)/python -m service.bench.page --run
 
 clean:

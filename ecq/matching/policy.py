@@ -215,22 +215,31 @@ class PolicyState:
         kept = [c for c in cands if not policy.filters or self.strategy_ok(c, log)]
         if not kept:
             return []
-        entries = self.cq
-        kept.sort(key=lambda c: tuple(_norm(x) for x in c.entries(entries)))
-        if policy.select:
-            kept.sort(key=self.select_key)
-        elif policy.mode == "recent":
-            kept.sort(key=self.recent_key, reverse=True)
+        if len(kept) > 1:
+            # One candidate (the common case) needs no order: keys are not made for it.
+            entries = self.cq
+            kept.sort(key=lambda c: tuple(_norm(x) for x in c.entries(entries)))
+            if policy.select:
+                kept.sort(key=self.select_key)
+            elif policy.mode == "recent":
+                kept.sort(key=self.recent_key, reverse=True)
         out: list[Cand] = []
         consumed = self.consumed
         floors = self.floors
         for c in kept:
+            src = c.trigger.src
+            floor = floors.get(src)
+            if not policy.consumes and floor is None:
+                # Nothing used up to check against or record (MODE CHRONICLE, a
+                # strategy, first:/last: alone): the chain is not needed.
+                out.append(c)
+                if policy.mode != "all":
+                    break
+                continue
             chain = self.chain(c)
             arrivals = [x.arrival for x, _ in chain]
-            src = c.trigger.src
             if policy.exclusive and not consumed.isdisjoint(arrivals):
                 continue
-            floor = floors.get(src)
             if floor is not None and arrivals[0] < floor:
                 continue
             out.append(c)

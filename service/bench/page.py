@@ -784,6 +784,17 @@ def full_run() -> list[list[str]]:
     return [[scemon, *shlex.split(command)[1:]] for command in commands]
 
 
+def missing_tools(commands: list[list[str]]) -> str | None:
+    """What a full run needs and this machine lacks, said in one line (None: nothing):
+    ``--profile`` samples the server with py-spy (``pip install py-spy``, in the
+    ``bench`` extra)."""
+    from service.bench.profile import py_spy
+
+    if any("--profile" in command for command in commands) and py_spy() is None:
+        return "py-spy is not installed (pip install -e '.[bench]'), and 'scemon bench pipeline --profile' needs it"
+    return None
+
+
 def main(argv: Sequence[str]) -> int:
     """``python -m service.bench.page [--run | --dry-run]``: regenerate the page from
     the files (no option); or run every section's command first (``--run``, hours on
@@ -796,6 +807,11 @@ def main(argv: Sequence[str]) -> int:
         return 2
     if argv:
         commands = full_run()
+        missing = missing_tools(commands)
+        if missing and argv[0] == "--run":
+            # Found out now, not after the hour of commands before the one that needs it.
+            print(f"cannot run every command: {missing}", file=sys.stderr)
+            return 2
         for number, command in enumerate(commands, 1):
             line = " ".join(["scemon", *command[1:]])
             if argv[0] == "--dry-run":

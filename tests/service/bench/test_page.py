@@ -140,3 +140,21 @@ def test_a_full_run_is_every_section_command_once(capsys: pytest.CaptureFixture[
     assert page.main(["--dry-run"]) == 0
     assert capsys.readouterr().out.splitlines() == [s for s in dict.fromkeys(x.command for x in SECTIONS)]
     assert page.main(["--bogus"]) == 2
+
+
+def test_a_full_run_without_py_spy_stops_before_the_first_command(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`scemon bench pipeline --profile` needs py-spy: a run that lacks it says so at once
+    instead of failing after every command before it."""
+    import subprocess
+
+    import service.bench.profile as profile
+
+    ran: list[object] = []
+    monkeypatch.setattr(profile, "py_spy", lambda: None)
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: ran.append(a))
+    assert page.main(["--run"]) == 2
+    assert ran == []
+    assert "py-spy" in capsys.readouterr().err
+    assert page.missing_tools([["scemon", "bench", "rate"]]) is None
