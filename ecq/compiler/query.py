@@ -119,9 +119,10 @@ class Comp:
     filter_conjuncts: tuple[Expr, ...] = ()
 
     @property
-    def chained(self) -> bool:
-        """Whether a Kleene group of this component is a chain (docs/semantics.md §6):
-        its instances are a sub-pattern's or a query's matches, which can share events."""
+    def derived(self) -> bool:
+        """Whether its instances are derived: a sub-pattern's or an ``@name`` query's
+        matches (they can share events, so a Kleene group of them is a chain,
+        docs/semantics.md §6), not primitive events."""
         return self.sub is not None or any(x.startswith("@") for x in self.classes)
 
 
@@ -217,11 +218,7 @@ class CompiledQuery:
         """A sequence of positive, non-Kleene components over primitive classes: the
         bitset fast path of the network handles it."""
         return self.kind == KIND_SEQ and all(
-            not c.negated
-            and c.kleene is None
-            and c.sub is None
-            and not any(x.startswith("@") for x in c.classes)
-            for c in self.comps
+            not c.negated and c.kleene is None and not c.derived for c in self.comps
         )
 
     @cached_property
@@ -232,7 +229,7 @@ class CompiledQuery:
             self.kind == KIND_SEQ
             and not self.plain
             and not self.open_kleene
-            and all(c.sub is None and not any(x.startswith("@") for x in c.classes) for c in self.comps)
+            and not any(c.derived for c in self.comps)
         )
 
     @cached_property

@@ -244,10 +244,10 @@ def kleene_groups(
         env[index] = x
         if all(c(env) for c in conds):
             qualifying.append(x)
-    ends_with = arriving if index == positives[-1] else None
-    if index == positives[-1] and ends_with is None:
-        return []
-    return group_forms(qs, index, env, qualifying, ends_with)
+    if index != positives[-1]:
+        return group_forms(qs, index, env, qualifying, None)
+    # No right neighbour: the group ends with the arriving instance.
+    return group_forms(qs, index, env, qualifying, arriving) if arriving is not None else []
 
 
 def group_forms(
@@ -269,7 +269,7 @@ def group_forms(
     assert comp.kleene is not None
     minimum, exact = comp.kleene
     iters = cq.iteration_conds.get(index, ())
-    chained = comp.chained
+    chained = comp.derived
 
     def follows(prev: Event, x: Event) -> bool:
         # A chain's instance begins after the last joined ends; an iteration condition
@@ -510,14 +510,14 @@ def _conj_kleene_candidates(qs: QState, x: Event, ctx: Context) -> list[Cand]:
         return []
     xkey = inst_key(x)
     low = x.end - window
-    reg = qs.reg
 
     def window_of(i: int) -> list[Event]:
-        # Arrival order (earliest first), ``x`` itself included when it is of the class.
+        # Arrival order (earliest first), ``x`` itself included when it is of the class
+        # (ctx.instances gives what the query may see, latest first).
         got = [
             p
             for p in ctx.instances(qs, comps[i].classes)
-            if p.moment > reg and p.end <= x.end and p.start >= low and inst_key(p) < xkey
+            if p.end <= x.end and p.start >= low and inst_key(p) < xkey
         ]
         got.reverse()
         if x.type in comps[i].classes and x.start >= low:

@@ -82,9 +82,7 @@ def by_presence(qs: QState) -> bool:
     primitive classes without Kleene closure (a sub-pattern, ``@name`` or Kleene
     component is found as before, one node at a time, from ``ECQ.general_final``)."""
     cq = qs.cq
-    return cq.kind == "and" and all(
-        c.sub is None and c.kleene is None and not any(x.startswith("@") for x in c.classes) for c in cq.comps
-    )
+    return cq.kind == "and" and all(c.kleene is None and not c.derived for c in cq.comps)
 
 
 def _needs(qs: QState, cls: str) -> tuple[frozenset[str], bool]:
@@ -355,10 +353,7 @@ def kernel_shape(cq: CompiledQuery) -> Shape | None:
     needs a search), more than :data:`KERNEL_COMPS` components. O(components + conditions)."""
     if cq.kind != KIND_AND or cq.overlapping or cq.length > KERNEL_COMPS:
         return None
-    if any(
-        c.sub is not None or c.kleene is not None or any(x.startswith("@") for x in c.classes)
-        for c in cq.comps
-    ):
+    if any(c.kleene is not None or c.derived for c in cq.comps):
         return None
     members: dict[frozenset[str], list[int]] = {}
     for i in cq.positives:

@@ -227,15 +227,16 @@ class PolicyState:
         consumed = self.consumed
         floors = self.floors
         for c in kept:
-            src = c.trigger.src
-            floor = floors.get(src)
-            if not policy.consumes and floor is None:
+            if not policy.consumes:
                 # Nothing used up to check against or record (MODE CHRONICLE, a
-                # strategy, first:/last: alone): the chain is not needed.
+                # strategy, first:/last: alone; floors come only with AFTER MATCH SKIP):
+                # the chain is not needed.
                 out.append(c)
                 if policy.mode != "all":
                     break
                 continue
+            src = c.trigger.src
+            floor = floors.get(src)
             chain = self.chain(c)
             arrivals = [x.arrival for x, _ in chain]
             if policy.exclusive and not consumed.isdisjoint(arrivals):

@@ -32,28 +32,32 @@ KEY_COUNTS = (1, 2, 4, 8)
 _MULTIPLIERS = (3, 7, 11, 13, 17, 19, 23)
 
 
-def _workload(n_queries: int, n_events: int, keys: int) -> tuple[list[tuple[str, str]], list[Event]]:
-    w = Workload(n_queries=n_queries, n_sources=1000, n_classes=50, seed=7)
-    queries = [
+def _queries(w: Workload, keys: int) -> list[tuple[str, str]]:
+    """The workload's queries, query ``i`` partitioned by key ``i mod keys``."""
+    return [
         (name, text if i % keys == 0 else f"{text}\nPARTITION BY p{i % keys}")
         for i, (name, text) in enumerate(sequence_queries(w))
     ]
+
+
+def _stream(w: Workload, n_events: int) -> list[Event]:
+    """The workload's events, each with every key's attribute (the same for every key count)."""
     stream = []
     for e in events(w, n_events):
         src = int(e.src)
         attrs = {f"p{j}": (src * _MULTIPLIERS[j - 1]) % w.n_sources for j in range(1, max(KEY_COUNTS))}
         stream.append(Event(e.src, e.type, e.start, e.end, attrs, e.prob, e.id))
-    return queries, stream
+    return stream
 
 
-def _measure(engines: list[Engine | SeparateEngine], streams: list[list[Event]], chunk: int = 500) -> list[float]:
-    """Events/s of each engine over the last four fifths of its stream (the first fifth
+def _measure(engines: list[Engine | SeparateEngine], stream: list[Event], chunk: int = 500) -> list[float]:
+    """Events/s of each engine over the last four fifths of ``stream`` (the first fifth
     warms up), the engines given the same chunks in turn, rotating the order, with the
     cyclic collector off while timing, as every engine comparison does
     (``service.bench.runner``): a slow moment of the machine, or a collection walking
     one engine's instances, hits all engines alike."""
-    warm = len(streams[0]) // 5
-    for engine, stream in zip(engines, streams, strict=True):
+    warm = len(stream) // 5
+    for engine in engines:
         engine.process(fresh(stream[:warm]))
     seconds = [0.0] * len(engines)
     n = len(engines)
@@ -61,10 +65,10 @@ def _measure(engines: list[Engine | SeparateEngine], streams: list[list[Event]],
     gc.collect()
     gc.disable()
     try:
-        for step, at in enumerate(range(warm, len(streams[0]), chunk)):
+        for step, at in enumerate(range(warm, len(stream), chunk)):
             for turn in range(n):
                 i = (step + turn) % n
-                batch = fresh(streams[i][at : at + chunk])
+                batch = fresh(stream[at : at + chunk])
                 began = time.perf_counter()
                 engines[i].process(batch)
                 seconds[i] += time.perf_counter() - began
@@ -73,7 +77,7 @@ def _measure(engines: list[Engine | SeparateEngine], streams: list[list[Event]],
     finally:
         if was_enabled:
             gc.enable()
-    return [(len(stream) - warm) / spent for stream, spent in zip(streams, seconds, strict=True)]
+    return [(len(stream) - warm) / spent for spent in seconds]
 
 
 def partitions(
@@ -91,18 +95,18 @@ def partitions(
     )
     # Every key count's shared engine and SP baseline in one interleaved run, so that
     # the speeds against one key hold on a noisy machine.
+    w = Workload(n_queries=n_queries, n_sources=1000, n_classes=50, seed=7)
+    stream = _stream(w, count)
     engines: list[Engine | SeparateEngine] = []
-    streams: list[list[Event]] = []
     for step, keys in enumerate(KEY_COUNTS):
-        queries, stream = _workload(n_queries, count, keys)
+        queries = _queries(w, keys)
         for engine in (Engine(), SeparateEngine()):
             for name, text in queries:
                 engine.register(name, text)
             engines.append(engine)
-            streams.append(stream)
         if progress is not None:
             progress((step + 1) / (2 * len(KEY_COUNTS)), f"{keys} keys registered")
-    speeds = _measure(engines, streams)
+    speeds = _measure(engines, stream)
     if progress is not None:
         progress(1.0, "measured")
     first = speeds[0]
