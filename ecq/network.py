@@ -268,7 +268,7 @@ class Network:
             self._bulk.update(qs.classes)
         self.by_bit[qs.bitno] = qs
         if cq.policy is not None:
-            self.policies[qs.bitno] = PolicyState(cq, clock)
+            self.policies[qs.bitno] = qs.policy = PolicyState(cq, clock)
             if cq.policy.logs and self.source_log is None:
                 self.source_log = SourceLog()
         if cq.window is not None:

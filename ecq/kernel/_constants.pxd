@@ -68,6 +68,9 @@ cdef class Plan:
     cdef bint inner, held
     cdef bint dead  # the node is unregistered: its waiting matches are dropped
     cdef object negs  # QState.negs, which Neg's pointers borrow from
+    # Its policy's state (ecq.matching.policy.PolicyState) when the kernel chooses its
+    # matches before emitting them (QState.kernel_policy), else None.
+    cdef object policy
 
 
 cdef class PairTable:

@@ -71,7 +71,8 @@ cdef Plan _plan_of(qs):
     p.never = cq.never
     p.top = cq.top
     p.mode_all = cq.mode_all
-    p.simple = qs.simple
+    p.simple = qs.simple or qs.kernel_policy
+    p.policy = qs.policy if qs.kernel_policy else None
     p.length = qs.steps
     p.nslots = cq.length
     # Looked up when the plan is made, not bound at import: tests count its calls.

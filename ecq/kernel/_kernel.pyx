@@ -12,7 +12,8 @@ anything. It reads only public attributes of the network and the engine (the
 
 cimport cython
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
-from cpython.ref cimport PyObject, Py_INCREF
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from libc.stdint cimport uint32_t
 
 from ecq.kernel._assembly cimport Found, release
@@ -308,6 +309,8 @@ cdef class CompiledKernel:
                     insert(s, n, q, e, src, summary, cls, ev_float(f.start, "start"), static, extended, c.clock)
                     if s_conj.made and not conj and (direct or not found.n):
                         # Conjunctions' and sequences' matches that need nothing more.
+                        if found.n:
+                            _choose_found(found, net, e, src)
                         _emit_simple(c, found, s_conj, src, arrival, out)
                         found.clear()
                     elif conj or s_conj.made:
@@ -322,6 +325,7 @@ cdef class CompiledKernel:
                         c.get(engine, net)
                     elif found.n:
                         if direct:
+                            _choose_found(found, net, e, src)
                             _emit_simple(c, found, s_conj, src, arrival, out)
                             found.clear()
                         else:
@@ -509,6 +513,171 @@ cdef int _emit_simple(_Counters c, Found found, Conjunctions cj, object src, obj
         cj.made = []
         cj.made_q = []
     return 0
+
+
+cdef int _choose_found(Found found, object net, object e, object src) except -1:
+    # The selection and consumption policies (ecq.matching.policy) of the nodes whose
+    # matches the kernel chooses itself (Plan.policy): found keeps what they emit, in
+    # place, before _emit_simple. A node's matches are consecutive in found (they are
+    # assembled node by node). A lone match with nothing but strict contiguity to
+    # check is chosen here; anything else by PolicyState.pick.
+    cdef Py_ssize_t n = found.n, i, j, k, w, wev, lo, hi, x
+    cdef bint any_policy = False
+    for i in range(n):
+        if (<Plan>found.plan[i]).policy is not None:
+            any_policy = True
+            break
+    if not any_policy:
+        return 0
+    cdef unsigned char small[_FEW]
+    cdef unsigned char *keep = &small[0]
+    if n > _FEW:
+        keep = <unsigned char *>PyMem_Malloc(n)
+    if keep == NULL:
+        raise MemoryError()
+    try:
+        i = 0
+        while i < n:
+            j = i + 1
+            while j < n and found.plan[j] == found.plan[i]:
+                j += 1
+            if (<Plan>found.plan[i]).policy is None:
+                for k in range(i, j):
+                    keep[k] = 1
+            else:
+                _choose_node(found, <Plan>found.plan[i], i, j, keep, net, e, src)
+            i = j
+        # Compact what is kept to the front, releasing the rest.
+        w = 0
+        wev = 0
+        for k in range(n):
+            lo = found.off[k]
+            hi = found.off[k + 1]
+            if keep[k]:
+                if w != k:
+                    for x in range(lo, hi):
+                        found.ev[wev + x - lo] = found.ev[x]
+                    found.plan[w] = found.plan[k]
+                    found.prob[w] = found.prob[k]
+                    found.start[w] = found.start[k]
+                wev += hi - lo
+                w += 1
+                found.off[w] = wev
+            else:
+                for x in range(lo, hi):
+                    Py_XDECREF(found.ev[x])
+                    found.ev[x] = NULL
+                Py_XDECREF(found.plan[k])
+                found.plan[k] = NULL
+        found.n = w
+        found.nev = wev
+        found.off[0] = 0
+    finally:
+        if keep != &small[0]:
+            PyMem_Free(keep)
+    return 0
+
+
+cdef int _choose_node(
+    Found found, Plan plan, Py_ssize_t i, Py_ssize_t j, unsigned char *keep, object net, object e, object src
+) except -1:
+    # One node's matches found[i:j]: keep[k] set for those its policy emits
+    # (PolicyState.choose, compiled for a plain or skeletal sequence's matches, whose
+    # events are one per positive component; a strategy that reads the events between
+    # a match's goes to PolicyState.pick).
+    cdef Py_ssize_t k, m = 0, x, lo, hi
+    cdef list idx = []
+    for k in range(i, j):
+        keep[k] = 0
+        if bound_ok(plan, found.prob[k]):
+            idx.append(k)
+    m = len(idx)
+    if m == 0:
+        return 0
+    pstate = plan.policy
+    if pstate.logs:
+        entries = [[<object>found.ev[x] for x in range(found.off[k], found.off[k + 1])] for k in idx]
+        probs = [found.prob[k] for k in idx]
+        for x in pstate.pick(plan.qs, entries, probs, e, net.source_log):
+            keep[<Py_ssize_t>idx[x]] = 1
+        return 0
+    cdef bint strict = pstate.strict, consumes = pstate.consumes
+    cdef list order = []  # (preference key, emission order, k, arrivals in component order)
+    cdef list arrs
+    cdef tuple signs = pstate.signs
+    mode = pstate.mode
+    for k in idx:
+        lo = found.off[k]
+        hi = found.off[k + 1]
+        arrs = [ev_int(ev(<object>found.ev[x]).arrival, "arrival") for x in range(lo, hi)]
+        if strict and not _contiguous(sorted(arrs)):
+            continue
+        if m == 1:
+            order.append((None, None, k, arrs))
+        elif signs:
+            # first:/last: component by component, then the emission order.
+            order.append(
+                (tuple([<long long>signs[x] * <long long>arrs[x] for x in range(hi - lo)]), tuple(arrs), k, arrs)
+            )
+        elif mode == "recent":
+            # The most recent first (docs/semantics.md §3): the components from the one
+            # before the last back to the first, later preferred; then emission order.
+            order.append((tuple([-<long long>arrs[x] for x in range(hi - lo - 2, -1, -1)]), tuple(arrs), k, arrs))
+        else:
+            # CHRONICLE and ALL: the emission order (arrival indexes component by component).
+            order.append((tuple(arrs), None, k, arrs))
+    if len(order) > 1:
+        order.sort()
+    for item in order:
+        k = <Py_ssize_t>item[2]
+        arrs = <list>item[3]
+        if consumes and not _take(pstate, arrs, src):
+            continue
+        keep[k] = 1
+        if mode != "all":
+            break
+    return 0
+
+
+cdef bint _contiguous(list arrivals):
+    # Strict contiguity: consecutive arrival indexes.
+    cdef Py_ssize_t x
+    for x in range(1, PyList_GET_SIZE(arrivals)):
+        if <long long>arrivals[x] != <long long>arrivals[x - 1] + 1:
+            return False
+    return True
+
+
+cdef bint _take(object pstate, list arrs, object src) except -1:
+    # PolicyState.take for a match of one event per positive component (``arrs`` in
+    # component order): whether it passes what the query used up, and if so it is
+    # used up (docs/semantics.md §12).
+    cdef dict floors = pstate.floors
+    cdef set consumed
+    cdef bint exclusive = pstate.exclusive
+    cdef long long low = min(arrs), high = max(arrs), new
+    floor = floors.get(src)
+    if exclusive:
+        consumed = pstate.consumed
+        for a in arrs:
+            if a in consumed:
+                return False
+    if floor is not None and low < <long long>floor:
+        return False
+    if exclusive:
+        for a in arrs:
+            consumed.add(a)
+    skip = pstate.skip
+    if skip is not None:
+        if skip == "past-last-row":
+            new = high + 1
+        elif skip == "next-row":
+            new = low + 1
+        else:
+            new = <long long>arrs[<Py_ssize_t>pstate.skip_pos]
+        if floor is None or new > <long long>floor:
+            floors[src] = new
+    return True
 
 
 cdef int _emit_one(Found found, Py_ssize_t i, object src, long long seq, object arrival, list out) except -1:

@@ -19,15 +19,18 @@ needs it (and only then: an engine without such a query pays nothing).
 
 from __future__ import annotations
 
-import heapq
 from bisect import bisect_right
 from collections.abc import Iterable
-from itertools import count, pairwise
-from typing import Any
+from itertools import pairwise
+from typing import TYPE_CHECKING, Any
 
 from ecq.compiler.query import KIND_SEQ, CompiledQuery
 from ecq.event import Event
 from ecq.matching.candidate import Cand
+from ecq.matching.skeleton import fast_cand
+
+if TYPE_CHECKING:
+    from ecq.structures.qstate import QState
 
 __all__ = ["PolicyState", "SourceLog"]
 
@@ -102,7 +105,21 @@ def _last(bound: Any) -> int:
 class PolicyState:
     """One query's policy and what it has used up."""
 
-    __slots__ = ("cq", "policy", "since", "consumed", "_consumed_heap", "floors", "_floor_heap", "_tick")
+    __slots__ = (
+        "cq",
+        "policy",
+        "since",
+        "consumed",
+        "floors",
+        "consumes",
+        "strict",
+        "logs",
+        "skip_pos",
+        "exclusive",
+        "skip",
+        "mode",
+        "signs",
+    )
 
     def __init__(self, cq: CompiledQuery, since: float) -> None:
         assert cq.policy is not None
@@ -112,10 +129,22 @@ class PolicyState:
         # every op since (the service keeps them for replay: docs/semantics.md §12).
         self.since = since
         self.consumed: set[int] = set()
-        self._consumed_heap: list[int] = []
         self.floors: dict[Any, int] = {}
-        self._floor_heap: list[tuple[int, int, Any]] = []
-        self._tick = count()
+        # What the compiled kernel's choice reads (ecq/kernel/_kernel.pyx, _choose_found).
+        self.consumes = self.policy.consumes
+        self.strict = self.policy.strategy == "strict-contiguity"
+        self.logs = self.policy.logs
+        # The position among the match's events of the component AFTER MATCH SKIP TO
+        # FIRST/LAST names (-1: none).
+        skip_comp = self.policy.skip_comp
+        self.skip_pos = cq.positives.index(skip_comp) if skip_comp >= 0 and skip_comp in cq.positives else -1
+        self.exclusive = self.policy.exclusive
+        self.skip = self.policy.skip
+        self.mode = self.policy.mode
+        # Per-component selection by position among the match's events: 1 prefers the
+        # earlier event (first:), -1 the later (last:); empty when no component is marked.
+        select = self.policy.select
+        self.signs = tuple(1 if select[i] == "first" else -1 for i in cq.positives) if select else ()
 
     # ------------------------------------------------------------------ choosing
 
@@ -224,8 +253,6 @@ class PolicyState:
             elif policy.mode == "recent":
                 kept.sort(key=self.recent_key, reverse=True)
         out: list[Cand] = []
-        consumed = self.consumed
-        floors = self.floors
         for c in kept:
             if not policy.consumes:
                 # Nothing used up to check against or record (MODE CHRONICLE, a
@@ -235,47 +262,67 @@ class PolicyState:
                 if policy.mode != "all":
                     break
                 continue
-            src = c.trigger.src
-            floor = floors.get(src)
             chain = self.chain(c)
-            arrivals = [x.arrival for x, _ in chain]
-            if policy.exclusive and not consumed.isdisjoint(arrivals):
-                continue
-            if floor is not None and arrivals[0] < floor:
+            skip_own = (
+                [x.arrival for x, k in chain if k == policy.skip_comp] if policy.skip_comp >= 0 else None
+            )
+            if not self.take([x.arrival for x, _ in chain], c.trigger.src, skip_own):
                 continue
             out.append(c)
-            if policy.exclusive:
-                for a in arrivals:
-                    consumed.add(a)
-                    heapq.heappush(self._consumed_heap, a)
-            if policy.skip is not None:
-                if policy.skip == "past-last-row":
-                    new = arrivals[-1] + 1
-                elif policy.skip == "next-row":
-                    new = arrivals[0] + 1
-                else:
-                    own = [x.arrival for x, k in chain if k == policy.skip_comp]
-                    new = own[0] if policy.skip == "first" else own[-1]
-                if floor is None or new > floor:
-                    floors[src] = new
-                    heapq.heappush(self._floor_heap, (new, next(self._tick), src))
             if policy.mode != "all":
                 break
         return out
+
+    def take(self, arrivals: list[int], src: Any, own: list[int] | None = None) -> bool:
+        """Whether a candidate of source ``src`` whose chain has these arrival indexes
+        (ascending) passes what the query has used up; if it does, it is used up
+        (docs/semantics.md §12). ``own``: the arrival indexes of the component that
+        ``AFTER MATCH SKIP TO FIRST/LAST v`` names, ascending."""
+        policy = self.policy
+        consumed = self.consumed
+        floor = self.floors.get(src)
+        if policy.exclusive and not consumed.isdisjoint(arrivals):
+            return False
+        if floor is not None and arrivals[0] < floor:
+            return False
+        if policy.exclusive:
+            consumed.update(arrivals)
+        skip = policy.skip
+        if skip is not None:
+            if skip == "past-last-row":
+                new = arrivals[-1] + 1
+            elif skip == "next-row":
+                new = arrivals[0] + 1
+            else:
+                assert own
+                new = own[0] if skip == "first" else own[-1]
+            if floor is None or new > floor:
+                self.floors[src] = new
+        return True
+
+    def pick(
+        self, qs: QState, entries: list[list[Any]], probs: list[float], trigger: Event, log: SourceLog | None
+    ) -> list[int]:
+        """For the compiled kernel: which of the matches it assembled for this query at
+        one op (each its positive components' events in order, with its probability;
+        every one within the probability bound) the policy emits, by index."""
+        cands = [fast_cand(qs, ents, prob, trigger) for ents, prob in zip(entries, probs, strict=True)]
+        chosen = {id(c) for c in self.choose(cands, log)}
+        return [i for i, c in enumerate(cands) if id(c) in chosen]
 
     # ------------------------------------------------------------------ cleaning
 
     def clean(self, alive: float) -> None:
         """Forget what lies below ``alive``: no stored instance the query could use has
-        a smaller arrival index, so a consumed index or a floor there excludes nothing."""
-        heap = self._consumed_heap
-        while heap and heap[0] < alive:
-            self.consumed.discard(heapq.heappop(heap))
-        floors = self._floor_heap
-        while floors and floors[0][0] <= alive:
-            floor, _, src = heapq.heappop(floors)
-            if self.floors.get(src) == floor:
-                del self.floors[src]
+        a smaller arrival index, so a consumed index or a floor there excludes nothing.
+        A scan of what is kept: between two cleanings most of it falls below, so this
+        costs what keeping it in order would, without a cost per match."""
+        if self.consumed:
+            self.consumed = {a for a in self.consumed if a >= alive}
+        floors = self.floors
+        if floors:
+            for src in [src for src, floor in floors.items() if floor <= alive]:
+                del floors[src]
 
     def size(self) -> int:
         """Entries kept (consumed indexes and floors)."""

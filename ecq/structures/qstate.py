@@ -8,10 +8,10 @@ it, and the network makes it; it imports none of them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ecq.compiler.conditions import PredFn
-from ecq.compiler.query import KIND_OR, CompiledQuery
+from ecq.compiler.query import KIND_OR, KIND_SEQ, CompiledQuery
 
 __all__ = ["QState", "NodePlan", "Neg"]
 
@@ -88,6 +88,13 @@ class QState:
     simple: bool = False
     # The compiled kernel's constants of this node (made on use; None otherwise).
     plan: NodePlan | None = None
+    # Its selection and consumption policy's state (ecq.matching.policy.PolicyState),
+    # set by the network when it installs a node with a policy.
+    policy: Any = None
+    # Simple but for its policy, which the compiled kernel then applies to the matches
+    # it assembled before emitting them itself (a plain or skeletal sequence without
+    # Kleene closure, trailing negation, RETURN or probability clause).
+    kernel_policy: bool = False
 
     def __post_init__(self) -> None:
         self.derived_class = "@" + self.cq.name
@@ -130,6 +137,17 @@ class QState:
             )
         self.leafy = cq.skeletal and (
             bool(self.kleene) or (not self.negs and any(c.index not in trailing for c in negated))
+        )
+        self.kernel_policy = (
+            cq.policy is not None
+            and cq.kind == KIND_SEQ
+            and (cq.plain or cq.skeletal)
+            and cq.top
+            and not cq.trailing
+            and not cq.returns
+            and cq.probability is None
+            and not self.kleene
+            and not self.leafy
         )
 
     @property

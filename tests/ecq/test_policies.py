@@ -248,6 +248,59 @@ def test_what_is_used_up_is_cleaned_with_the_instances(compiled: bool | None) ->
     assert net.source_log is None
 
 
+@pytest.mark.skipif(not status().compiled, reason="the compiled kernel is not built")
+@pytest.mark.parametrize(
+    "clause",
+    [
+        "MODE CHRONICLE",
+        "MODE ALL CONSUME EXCLUSIVE",
+        "CONSUME EXCLUSIVE",
+        "AFTER MATCH SKIP PAST LAST ROW",
+        "MODE ALL AFTER MATCH SKIP TO NEXT ROW",
+        "AFTER MATCH SKIP TO LAST b",
+        "STRATEGY strict-contiguity MODE ALL",
+    ],
+)
+def test_the_compiled_kernel_chooses_sequences_itself(clause: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain or skeletal sequence with a policy (no strategy reading the events
+    between) is chosen inside the compiled kernel, never handed to the Python path, and
+    gives the pure kernel's matches; several candidates of one op included."""
+    from ecq.matching.policy import PolicyState
+    from ecq.network import Network
+
+    queries = [
+        ("plain", f"SEQ(A a, B b, C c) WITHIN 50 {clause}"),
+        ("skeletal", f"SEQ(A a, !D, B b, C c) WITHIN 50 {clause}"),
+    ]
+    stream = [
+        Event(src, cls, float(t), float(t), {}, 1.0, id=f"{cls}{t}@{src}")
+        for t, (src, cls) in enumerate(
+            [(1, "A"), (1, "A"), (2, "A"), (1, "B"), (2, "B"), (1, "B"), (1, "C"), (2, "D"), (2, "C")]
+            + [(1, "A"), (1, "B"), (1, "B"), (1, "C"), (1, "C"), (2, "A"), (2, "B"), (2, "C")]
+        )
+    ]
+
+    def ids(compiled: bool | None) -> list[tuple[str, list[str]]]:
+        eng = Engine(compiled=compiled)
+        eng.register_many(queries)
+        out = eng.process([Event(e.src, e.type, e.start, e.end, {}, 1.0, id=e.id) for e in stream])
+        return [(m.query, [x.id for x in m.events]) for m in out]
+
+    expected = ids(False)
+    assert len(expected) >= 2
+    calls: list[str] = []
+    for owner, name in ((Network, "settle_plain"), (PolicyState, "choose")):
+        original = getattr(owner, name)
+
+        def counted(*args: Any, _original: Any = original, _name: str = name, **kwargs: Any) -> Any:
+            calls.append(_name)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, counted)
+    assert ids(None) == expected
+    assert calls == []
+
+
 def test_the_baseline_refuses_policies() -> None:
     """The separate-processing baseline does not implement them: it says so rather than
     emit every match."""
