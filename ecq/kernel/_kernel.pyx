@@ -24,6 +24,8 @@ from ecq.kernel._phases cimport State, extend, insert, summarise, test
 from ecq.kernel._pmb cimport Groups, NativePMB, groups_of_list
 from ecq.kernel._summary cimport Ent, Row, SrcSummary, is_empty, prune, remove_bit, view
 
+from bisect import bisect_right
+
 from ecq.event import Event
 from ecq.kernel._events import EventBase
 from ecq.kernel._conjunction cimport Conjunctions, Klass, _Query
@@ -310,7 +312,7 @@ cdef class CompiledKernel:
                     if s_conj.made and not conj and (direct or not found.n):
                         # Conjunctions' and sequences' matches that need nothing more.
                         if found.n:
-                            _choose_found(found, net, e, src)
+                            _choose_found(found, net, src)
                         _emit_simple(c, found, s_conj, src, arrival, out)
                         found.clear()
                     elif conj or s_conj.made:
@@ -325,7 +327,7 @@ cdef class CompiledKernel:
                         c.get(engine, net)
                     elif found.n:
                         if direct:
-                            _choose_found(found, net, e, src)
+                            _choose_found(found, net, src)
                             _emit_simple(c, found, s_conj, src, arrival, out)
                             found.clear()
                         else:
@@ -515,12 +517,11 @@ cdef int _emit_simple(_Counters c, Found found, Conjunctions cj, object src, obj
     return 0
 
 
-cdef int _choose_found(Found found, object net, object e, object src) except -1:
+cdef int _choose_found(Found found, object net, object src) except -1:
     # The selection and consumption policies (ecq.matching.policy) of the nodes whose
     # matches the kernel chooses itself (Plan.policy): found keeps what they emit, in
     # place, before _emit_simple. A node's matches are consecutive in found (they are
-    # assembled node by node). A lone match with nothing but strict contiguity to
-    # check is chosen here; anything else by PolicyState.pick.
+    # assembled node by node).
     cdef Py_ssize_t n = found.n, i, j, k, w, wev, lo, hi, x
     cdef bint any_policy = False
     for i in range(n):
@@ -545,7 +546,7 @@ cdef int _choose_found(Found found, object net, object e, object src) except -1:
                 for k in range(i, j):
                     keep[k] = 1
             else:
-                _choose_node(found, <Plan>found.plan[i], i, j, keep, net, e, src)
+                _choose_node(found, <Plan>found.plan[i], i, j, keep, net, src)
             i = j
         # Compact what is kept to the front, releasing the rest.
         w = 0
@@ -579,12 +580,11 @@ cdef int _choose_found(Found found, object net, object e, object src) except -1:
 
 
 cdef int _choose_node(
-    Found found, Plan plan, Py_ssize_t i, Py_ssize_t j, unsigned char *keep, object net, object e, object src
+    Found found, Plan plan, Py_ssize_t i, Py_ssize_t j, unsigned char *keep, object net, object src
 ) except -1:
     # One node's matches found[i:j]: keep[k] set for those its policy emits
     # (PolicyState.choose, compiled for a plain or skeletal sequence's matches, whose
-    # events are one per positive component; a strategy that reads the events between
-    # a match's goes to PolicyState.pick).
+    # events are one per positive component: the same rules, docs/semantics.md §11-§12).
     cdef Py_ssize_t k, m = 0, x, lo, hi
     cdef list idx = []
     for k in range(i, j):
@@ -595,13 +595,8 @@ cdef int _choose_node(
     if m == 0:
         return 0
     pstate = plan.policy
-    if pstate.logs:
-        entries = [[<object>found.ev[x] for x in range(found.off[k], found.off[k + 1])] for k in idx]
-        probs = [found.prob[k] for k in idx]
-        for x in pstate.pick(plan.qs, entries, probs, e, net.source_log):
-            keep[<Py_ssize_t>idx[x]] = 1
-        return 0
-    cdef bint strict = pstate.strict, consumes = pstate.consumes
+    cdef bint strict = pstate.strict, consumes = pstate.consumes, logs = pstate.logs
+    log = net.source_log if logs else None
     cdef list order = []  # (preference key, emission order, k, arrivals in component order)
     cdef list arrs
     cdef tuple signs = pstate.signs
@@ -611,6 +606,8 @@ cdef int _choose_node(
         hi = found.off[k + 1]
         arrs = [ev_int(ev(<object>found.ev[x]).arrival, "arrival") for x in range(lo, hi)]
         if strict and not _contiguous(sorted(arrs)):
+            continue
+        if logs and not _nothing_between(found, lo, pstate, arrs, log, src):
             continue
         if m == 1:
             order.append((None, None, k, arrs))
@@ -645,6 +642,39 @@ cdef bint _contiguous(list arrivals):
     for x in range(1, PyList_GET_SIZE(arrivals)):
         if <long long>arrivals[x] != <long long>arrivals[x - 1] + 1:
             return False
+    return True
+
+
+cdef bint _nothing_between(Found found, Py_ssize_t lo, object pstate, list arrs, object log, object src) except -1:
+    # Partition contiguity and skip-till-next-match (PolicyState.strategy_ok) for a
+    # match of one event per positive component of a sequence, its events at
+    # found.ev[lo:]: for each two successive in arrival order, the source's events
+    # that arrived between them (SourceLog) are none, or none relevant after the first.
+    cdef list arrivals = log.arrivals.get(src)
+    if not arrivals:
+        return True
+    cdef list events = log.events[src]
+    cdef list order = sorted([(arrs[x], x) for x in range(len(arrs))])
+    cdef Py_ssize_t n = len(order), p, t, first, last, px
+    # (bisect's C function on the log's list: arrival indexes ascending)
+    cdef bint partition = pstate.partition
+    cdef tuple waits = pstate.waits
+    for p in range(n - 1):
+        first = bisect_right(arrivals, order[p][0])
+        last = bisect_right(arrivals, <long long>order[p + 1][0] - 1)
+        if first == last:
+            continue
+        if partition:
+            return False
+        px = <Py_ssize_t>order[p][1]
+        if px >= len(waits):
+            continue  # the last component: nothing waited for after it
+        comp, classes = waits[px]
+        x = <object>found.ev[lo + px]
+        for t in range(first, last):
+            z = events[t]
+            if ev_get(ev(z).type, "type") in classes and pstate.fills(comp, z, x):
+                return False
     return True
 
 

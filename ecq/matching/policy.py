@@ -22,15 +22,11 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterable
 from itertools import pairwise
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ecq.compiler.query import KIND_SEQ, CompiledQuery
 from ecq.event import Event
 from ecq.matching.candidate import Cand
-from ecq.matching.skeleton import fast_cand
-
-if TYPE_CHECKING:
-    from ecq.structures.qstate import QState
 
 __all__ = ["PolicyState", "SourceLog"]
 
@@ -119,6 +115,8 @@ class PolicyState:
         "skip",
         "mode",
         "signs",
+        "partition",
+        "waits",
     )
 
     def __init__(self, cq: CompiledQuery, since: float) -> None:
@@ -145,6 +143,12 @@ class PolicyState:
         # earlier event (first:), -1 the later (last:); empty when no component is marked.
         select = self.policy.select
         self.signs = tuple(1 if select[i] == "first" else -1 for i in cq.positives) if select else ()
+        self.partition = self.policy.strategy == "partition-contiguity"
+        # Skip-till-next-match in a sequence without Kleene closure, by position among
+        # the match's events: the component the run waits for after that position and
+        # its classes (what an event between must have to be relevant after it).
+        pos = cq.positives
+        self.waits = tuple((pos[p + 1], cq.comps[pos[p + 1]].classes) for p in range(len(pos) - 1))
 
     # ------------------------------------------------------------------ choosing
 
@@ -192,7 +196,9 @@ class PolicyState:
                 out.append(b.arrival if select[i] == "first" else -b.arrival)
         return tuple(out)
 
-    def _fills(self, k: int, z: Event, x: Event) -> bool:
+    def fills(self, k: int, z: Event, x: Event) -> bool:
+        """Whether ``z`` could fill component ``k`` of a run at ``x`` (docs/semantics.md
+        §11, *relevant after*)."""
         comp = self.cq.comps[k]
         if z.type not in comp.classes:
             return False
@@ -233,7 +239,7 @@ class PolicyState:
             else:
                 waiting = sorted({k for _, k in chain[n + 1 :]})
             for z in between:
-                if any(self._fills(k, z, x) for k in waiting):
+                if any(self.fills(k, z, x) for k in waiting):
                     return False
         return True
 
@@ -299,16 +305,6 @@ class PolicyState:
             if floor is None or new > floor:
                 self.floors[src] = new
         return True
-
-    def pick(
-        self, qs: QState, entries: list[list[Any]], probs: list[float], trigger: Event, log: SourceLog | None
-    ) -> list[int]:
-        """For the compiled kernel: which of the matches it assembled for this query at
-        one op (each its positive components' events in order, with its probability;
-        every one within the probability bound) the policy emits, by index."""
-        cands = [fast_cand(qs, ents, prob, trigger) for ents, prob in zip(entries, probs, strict=True)]
-        chosen = {id(c) for c in self.choose(cands, log)}
-        return [i for i, c in enumerate(cands) if id(c) in chosen]
 
     # ------------------------------------------------------------------ cleaning
 

@@ -259,12 +259,15 @@ def test_what_is_used_up_is_cleaned_with_the_instances(compiled: bool | None) ->
         "MODE ALL AFTER MATCH SKIP TO NEXT ROW",
         "AFTER MATCH SKIP TO LAST b",
         "STRATEGY strict-contiguity MODE ALL",
+        "STRATEGY skip-till-next-match MODE ALL",
+        "STRATEGY skip-till-next-match CONSUME EXCLUSIVE",
+        "STRATEGY partition-contiguity MODE ALL",
     ],
 )
 def test_the_compiled_kernel_chooses_sequences_itself(clause: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A plain or skeletal sequence with a policy (no strategy reading the events
-    between) is chosen inside the compiled kernel, never handed to the Python path, and
-    gives the pure kernel's matches; several candidates of one op included."""
+    """A plain or skeletal sequence with a policy is chosen inside the compiled kernel,
+    never handed to the Python path, and gives the pure kernel's matches; several
+    candidates of one op included."""
     from ecq.matching.policy import PolicyState
     from ecq.network import Network
 
