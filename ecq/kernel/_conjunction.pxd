@@ -85,6 +85,9 @@ cdef class _Query:
     cdef bint loose  # some positive component takes several classes: not counted
     cdef bint never, mode_all, bounded
     cdef bint direct  # its matches are emitted as found (see Conjunctions.made)
+    # Its policy's state (ecq.matching.policy.PolicyState) when the compiled kernel
+    # chooses its matches (QState.kernel_policy), else None.
+    cdef object policy
     cdef double window, least
     cdef long long reg, order
     cdef Py_ssize_t length  # components (the binding's length)

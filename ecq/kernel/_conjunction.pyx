@@ -286,8 +286,10 @@ cdef _Query _query_of(object qs, ClassIds classes, object ecqs, dict check_ids):
     q.direct = (
         bool(cq.top) and not cq.returns and cq.probability is None and not cq.trailing
         and qs.derived_class not in ecqs
-        and cq.policy is None  # its candidates are chosen in Python (ecq.matching.policy)
+        # A policy the compiled kernel applies (_kernel.pyx, _choose_made), or none.
+        and (cq.policy is None or qs.kernel_policy)
     )
+    q.policy = qs.policy if qs.kernel_policy else None
     return q
 
 

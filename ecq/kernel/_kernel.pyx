@@ -24,8 +24,6 @@ from ecq.kernel._phases cimport State, extend, insert, summarise, test
 from ecq.kernel._pmb cimport Groups, NativePMB, groups_of_list
 from ecq.kernel._summary cimport Ent, Row, SrcSummary, is_empty, prune, remove_bit, view
 
-from bisect import bisect_right
-
 from ecq.event import Event
 from ecq.kernel._events import EventBase
 from ecq.kernel._conjunction cimport Conjunctions, Klass, _Query
@@ -313,6 +311,7 @@ cdef class CompiledKernel:
                         # Conjunctions' and sequences' matches that need nothing more.
                         if found.n:
                             _choose_found(found, net, src)
+                        _choose_made(s_conj, net, src, arrival)
                         _emit_simple(c, found, s_conj, src, arrival, out)
                         found.clear()
                     elif conj or s_conj.made:
@@ -582,121 +581,218 @@ cdef int _choose_found(Found found, object net, object src) except -1:
 cdef int _choose_node(
     Found found, Plan plan, Py_ssize_t i, Py_ssize_t j, unsigned char *keep, object net, object src
 ) except -1:
-    # One node's matches found[i:j]: keep[k] set for those its policy emits
-    # (PolicyState.choose, compiled for a plain or skeletal sequence's matches, whose
-    # events are one per positive component: the same rules, docs/semantics.md §11-§12).
-    cdef Py_ssize_t k, m = 0, x, lo, hi
-    cdef list idx = []
+    # One node's matches found[i:j]: keep[k] set for those its policy emits.
+    cdef Py_ssize_t k, x
+    cdef list idx = [], cands = []
     for k in range(i, j):
         keep[k] = 0
         if bound_ok(plan, found.prob[k]):
             idx.append(k)
-    m = len(idx)
-    if m == 0:
+            cands.append([<object>found.ev[x] for x in range(found.off[k], found.off[k + 1])])
+    if cands:
+        for x in _choose(plan.policy, cands, net, src, -1):
+            keep[<Py_ssize_t>idx[x]] = 1
+    return 0
+
+
+cdef int _choose_made(Conjunctions cj, object net, object src, long long trigger) except -1:
+    # The same for the conjunctions' compiled matches (cj.made, their nodes in
+    # cj.made_q, a node's consecutive): those their policy does not emit are dropped.
+    cdef list made = cj.made, nodes = cj.made_q
+    cdef Py_ssize_t n = PyList_GET_SIZE(made), i, j, x
+    cdef _Query q
+    for i in range(n):
+        if (<_Query>PyList_GET_ITEM(nodes, i)).policy is not None:
+            break
+    else:
         return 0
-    pstate = plan.policy
-    cdef bint strict = pstate.strict, consumes = pstate.consumes, logs = pstate.logs
+    cdef list kept = [], kept_q = [], cands
+    i = 0
+    while i < n:
+        q = <_Query>PyList_GET_ITEM(nodes, i)
+        j = i + 1
+        while j < n and PyList_GET_ITEM(nodes, j) == <PyObject *>q:
+            j += 1
+        if q.policy is None:
+            kept.extend(made[i:j])
+            kept_q.extend(nodes[i:j])
+        else:
+            cands = [(<Match>made[x])._events for x in range(i, j)]
+            for x in _choose(q.policy, cands, net, src, trigger):
+                kept.append(made[i + x])
+                kept_q.append(q)
+        i = j
+    cj.made = kept
+    cj.made_q = kept_q
+    return 0
+
+
+cdef enum:
+    _POS = 32  # positive components of a query whose matches _choose takes (QState.kernel_policy)
+
+
+cdef list _choose(object pstate, list cands, object net, object src, long long trigger):
+    # PolicyState.choose, compiled for the matches the kernel assembled for one node at
+    # one op (each a list of one event per positive component, in component order,
+    # within the probability bound): the indexes of those its policy emits, by the
+    # same rules (docs/semantics.md §11-§12). ``trigger``: the op's arrival index (a
+    # conjunction's most recent candidate leaves it out).
+    cdef Py_ssize_t k, x, y, m = len(cands), length
+    cdef long long a[_POS]  # one candidate's arrival indexes, in component order
+    cdef Py_ssize_t o[_POS]  # its positions in arrival order
+    cdef bint strict = pstate.strict, consumes = pstate.consumes, logs = pstate.logs, seq = pstate.seq
     log = net.source_log if logs else None
     cdef list order = []  # (preference key, emission order, k, arrivals in component order)
-    cdef list arrs
+    cdef list events, out = []
     cdef tuple signs = pstate.signs
     mode = pstate.mode
-    for k in idx:
-        lo = found.off[k]
-        hi = found.off[k + 1]
-        arrs = [ev_int(ev(<object>found.ev[x]).arrival, "arrival") for x in range(lo, hi)]
-        if strict and not _contiguous(sorted(arrs)):
-            continue
-        if logs and not _nothing_between(found, lo, pstate, arrs, log, src):
+    for k in range(m):
+        events = <list>cands[k]
+        length = PyList_GET_SIZE(events)
+        for x in range(length):
+            a[x] = ev_int(ev(<object>PyList_GET_ITEM(events, x)).arrival, "arrival")
+            # Insertion sort: a handful of positions.
+            y = x
+            while y > 0 and a[o[y - 1]] > a[x]:
+                o[y] = o[y - 1]
+                y -= 1
+            o[y] = x
+        if strict:
+            for x in range(1, length):
+                if a[o[x]] != a[o[x - 1]] + 1:
+                    break
+            else:
+                x = length
+            if x < length:
+                continue
+        if logs and not _nothing_between(events, pstate, a, o, length, log, src):
             continue
         if m == 1:
-            order.append((None, None, k, arrs))
-        elif signs:
+            if consumes and not _take(pstate, a, o, length, src):
+                return out
+            out.append(k)
+            return out
+        arrs = tuple([a[x] for x in range(length)])
+        if signs:
             # first:/last: component by component, then the emission order.
-            order.append(
-                (tuple([<long long>signs[x] * <long long>arrs[x] for x in range(hi - lo)]), tuple(arrs), k, arrs)
-            )
+            order.append((tuple([<long long>signs[x] * a[x] for x in range(length)]), arrs, k))
         elif mode == "recent":
-            # The most recent first (docs/semantics.md §3): the components from the one
-            # before the last back to the first, later preferred; then emission order.
-            order.append((tuple([-<long long>arrs[x] for x in range(hi - lo - 2, -1, -1)]), tuple(arrs), k, arrs))
+            # The most recent first (docs/semantics.md §3, §4), then the emission order:
+            # a sequence's components from the one before the last back to the first,
+            # a conjunction's events other than the op's, latest first; later preferred.
+            if seq:
+                key = tuple([-a[x] for x in range(length - 2, -1, -1)])
+            else:
+                key = tuple([-a[o[x]] for x in range(length - 1, -1, -1) if a[o[x]] != trigger])
+            order.append((key, arrs, k))
         else:
             # CHRONICLE and ALL: the emission order (arrival indexes component by component).
-            order.append((tuple(arrs), None, k, arrs))
+            order.append((arrs, None, k))
     if len(order) > 1:
         order.sort()
     for item in order:
         k = <Py_ssize_t>item[2]
-        arrs = <list>item[3]
-        if consumes and not _take(pstate, arrs, src):
-            continue
-        keep[k] = 1
+        if consumes:
+            arrs = <tuple>item[1] if item[1] is not None else <tuple>item[0]
+            length = len(arrs)
+            for x in range(length):
+                a[x] = <long long>arrs[x]
+                y = x
+                while y > 0 and a[o[y - 1]] > a[x]:
+                    o[y] = o[y - 1]
+                    y -= 1
+                o[y] = x
+            if not _take(pstate, a, o, length, src):
+                continue
+        out.append(k)
         if mode != "all":
             break
-    return 0
+    return out
 
 
-cdef bint _contiguous(list arrivals):
-    # Strict contiguity: consecutive arrival indexes.
-    cdef Py_ssize_t x
-    for x in range(1, PyList_GET_SIZE(arrivals)):
-        if <long long>arrivals[x] != <long long>arrivals[x - 1] + 1:
-            return False
-    return True
-
-
-cdef bint _nothing_between(Found found, Py_ssize_t lo, object pstate, list arrs, object log, object src) except -1:
+cdef bint _nothing_between(
+    list matched, object pstate, long long *a, Py_ssize_t *o, Py_ssize_t n, object log, object src
+) except -1:
     # Partition contiguity and skip-till-next-match (PolicyState.strategy_ok) for a
-    # match of one event per positive component of a sequence, its events at
-    # found.ev[lo:]: for each two successive in arrival order, the source's events
-    # that arrived between them (SourceLog) are none, or none relevant after the first.
-    cdef list arrivals = log.arrivals.get(src)
-    if not arrivals:
+    # match of one event per positive component (``matched``, in component order; its
+    # arrival indexes ``a``, ``o`` its positions in arrival order): for each two
+    # successive in arrival order, the source's events that arrived between them
+    # (SourceLog) are none, or none relevant after the first (one of the classes of a
+    # component the run waits for, and PolicyState.fills).
+    got = log.arrivals.get(src)
+    if got is None:
         return True
+    cdef list arrivals = <list>got
     cdef list events = log.events[src]
-    cdef list order = sorted([(arrs[x], x) for x in range(len(arrs))])
-    cdef Py_ssize_t n = len(order), p, t, first, last, px
-    # (bisect's C function on the log's list: arrival indexes ascending)
-    cdef bint partition = pstate.partition
-    cdef tuple waits = pstate.waits
+    cdef Py_ssize_t p, r, t, first, last, px
+    cdef bint partition = pstate.partition, seq = pstate.seq
+    cdef tuple comps = pstate.comps
     for p in range(n - 1):
-        first = bisect_right(arrivals, order[p][0])
-        last = bisect_right(arrivals, <long long>order[p + 1][0] - 1)
+        first = _after(arrivals, a[o[p]])
+        last = _after(arrivals, a[o[p + 1]] - 1)
         if first == last:
             continue
         if partition:
             return False
-        px = <Py_ssize_t>order[p][1]
-        if px >= len(waits):
-            continue  # the last component: nothing waited for after it
-        comp, classes = waits[px]
-        x = <object>found.ev[lo + px]
+        px = o[p]
+        x = <object>PyList_GET_ITEM(matched, px)
         for t in range(first, last):
-            z = events[t]
-            if ev_get(ev(z).type, "type") in classes and pstate.fills(comp, z, x):
-                return False
+            z = <object>PyList_GET_ITEM(events, t)
+            cls = ev_get(ev(z).type, "type")
+            if seq:
+                # A sequence's run waits for the component after x's.
+                if px + 1 < n and _fills(pstate, <tuple>comps[px + 1], cls, z, x, True):
+                    return False
+            else:
+                # A conjunction's, for every component a later event of the match fills.
+                for r in range(p + 1, n):
+                    if _fills(pstate, <tuple>comps[o[r]], cls, z, x, False):
+                        return False
     return True
 
 
-cdef bint _take(object pstate, list arrs, object src) except -1:
-    # PolicyState.take for a match of one event per positive component (``arrs`` in
-    # component order): whether it passes what the query used up, and if so it is
-    # used up (docs/semantics.md §12).
+cdef Py_ssize_t _after(list arrivals, long long value) except -1:
+    # bisect_right on a SourceLog's arrival indexes (ascending).
+    cdef Py_ssize_t lo = 0, hi = PyList_GET_SIZE(arrivals), mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if value < <long long>(<object>PyList_GET_ITEM(arrivals, mid)):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+cdef inline bint _fills(object pstate, tuple comp, object cls, object z, object x, bint seq) except -1:
+    # PolicyState.fills: z of class cls could fill the component (index, classes, has
+    # conditions of its own) of a run at x.
+    if cls not in <frozenset>comp[1]:
+        return False
+    if comp[2]:
+        return pstate.fills(comp[0], z, x)
+    return not seq or ev_float(ev(x).end, "end") <= ev_float(ev(z).start, "start")
+
+
+cdef bint _take(object pstate, long long *a, Py_ssize_t *o, Py_ssize_t n, object src) except -1:
+    # PolicyState.take for a match of one event per positive component (arrival
+    # indexes ``a`` in component order, ``o`` its positions in arrival order): whether
+    # it passes what the query used up, and if so it is used up (docs/semantics.md §12).
     cdef dict floors = pstate.floors
     cdef set consumed
     cdef bint exclusive = pstate.exclusive
-    cdef long long low = min(arrs), high = max(arrs), new
+    cdef long long low = a[o[0]], high = a[o[n - 1]], new
+    cdef Py_ssize_t x
     floor = floors.get(src)
     if exclusive:
         consumed = pstate.consumed
-        for a in arrs:
-            if a in consumed:
+        for x in range(n):
+            if a[x] in consumed:
                 return False
     if floor is not None and low < <long long>floor:
         return False
     if exclusive:
-        for a in arrs:
-            consumed.add(a)
+        for x in range(n):
+            consumed.add(a[x])
     skip = pstate.skip
     if skip is not None:
         if skip == "past-last-row":
@@ -704,7 +800,7 @@ cdef bint _take(object pstate, list arrs, object src) except -1:
         elif skip == "next-row":
             new = low + 1
         else:
-            new = <long long>arrs[<Py_ssize_t>pstate.skip_pos]
+            new = a[<Py_ssize_t>pstate.skip_pos]
         if floor is None or new > <long long>floor:
             floors[src] = new
     return True

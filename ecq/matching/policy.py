@@ -116,7 +116,8 @@ class PolicyState:
         "mode",
         "signs",
         "partition",
-        "waits",
+        "seq",
+        "comps",
     )
 
     def __init__(self, cq: CompiledQuery, since: float) -> None:
@@ -144,11 +145,16 @@ class PolicyState:
         select = self.policy.select
         self.signs = tuple(1 if select[i] == "first" else -1 for i in cq.positives) if select else ()
         self.partition = self.policy.strategy == "partition-contiguity"
-        # Skip-till-next-match in a sequence without Kleene closure, by position among
-        # the match's events: the component the run waits for after that position and
-        # its classes (what an event between must have to be relevant after it).
-        pos = cq.positives
-        self.waits = tuple((pos[p + 1], cq.comps[pos[p + 1]].classes) for p in range(len(pos) - 1))
+        # Skip-till-next-match without Kleene closure, by position among the match's
+        # events: each positive component, its classes (what an event between must have
+        # to be relevant after an event of the match) and whether it has conditions of
+        # its own to ask (:meth:`fills`; without, having a class is enough, and in a
+        # sequence starting no earlier than the event ends).
+        self.seq = cq.kind == KIND_SEQ
+        self.comps = tuple(
+            (i, cq.comps[i].classes, cq.comps[i].filter is not None or bool(self.policy.kleene_own.get(i)))
+            for i in cq.positives
+        )
 
     # ------------------------------------------------------------------ choosing
 

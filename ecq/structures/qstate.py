@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from ecq.compiler.conditions import PredFn
-from ecq.compiler.query import KIND_OR, KIND_SEQ, CompiledQuery
+from ecq.compiler.query import KIND_AND, KIND_OR, KIND_SEQ, CompiledQuery
 
 __all__ = ["QState", "NodePlan", "Neg"]
 
@@ -36,6 +36,11 @@ class NodePlan(Protocol):
 
     @property
     def matches(self) -> int: ...
+
+
+# The most positive components of a query whose policy the compiled kernel applies
+# (its buffers' size, ecq/kernel/_kernel.pyx _POS); longer ones are chosen in Python.
+KERNEL_POLICY_POSITIVES = 32
 
 
 @dataclass(eq=False)
@@ -92,8 +97,9 @@ class QState:
     # set by the network when it installs a node with a policy.
     policy: Any = None
     # Simple but for its policy, which the compiled kernel then applies to the matches
-    # it assembled before emitting them itself (a plain or skeletal sequence without
-    # Kleene closure, trailing negation, RETURN or probability clause).
+    # it assembled before emitting them itself (a plain or skeletal sequence, or a
+    # conjunction, without Kleene closure, trailing negation, RETURN or probability
+    # clause).
     kernel_policy: bool = False
 
     def __post_init__(self) -> None:
@@ -140,14 +146,15 @@ class QState:
         )
         self.kernel_policy = (
             cq.policy is not None
-            and cq.kind == KIND_SEQ
-            and (cq.plain or cq.skeletal)
             and cq.top
             and not cq.trailing
             and not cq.returns
             and cq.probability is None
             and not self.kleene
-            and not self.leafy
+            and (
+                (cq.kind == KIND_SEQ and (cq.plain or cq.skeletal) and not self.leafy) or cq.kind == KIND_AND
+            )
+            and len(self.slots) <= KERNEL_POLICY_POSITIVES
         )
 
     @property

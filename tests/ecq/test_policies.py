@@ -265,15 +265,17 @@ def test_what_is_used_up_is_cleaned_with_the_instances(compiled: bool | None) ->
     ],
 )
 def test_the_compiled_kernel_chooses_sequences_itself(clause: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A plain or skeletal sequence with a policy is chosen inside the compiled kernel,
-    never handed to the Python path, and gives the pure kernel's matches; several
-    candidates of one op included."""
+    """A plain or skeletal sequence or a conjunction with a policy is chosen inside the
+    compiled kernel, never handed to the Python path, and gives the pure kernel's
+    matches; several candidates of one op included."""
     from ecq.matching.policy import PolicyState
     from ecq.network import Network
 
     queries = [
         ("plain", f"SEQ(A a, B b, C c) WITHIN 50 {clause}"),
         ("skeletal", f"SEQ(A a, !D, B b, C c) WITHIN 50 {clause}"),
+        ("conjunction", f"AND(A a, B b, C c) WITHIN 50 {clause}"),
+        ("negated", f"AND(A a, B b, !D) WITHIN 50 {clause}"),
     ]
     stream = [
         Event(src, cls, float(t), float(t), {}, 1.0, id=f"{cls}{t}@{src}")
