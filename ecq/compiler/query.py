@@ -297,6 +297,11 @@ class _Model:
     # The ids of the nodes that hold a literal, in the expressions of ``compiler.made``
     # and of ``cq`` (:func:`_holding`).
     holding: dict[int, None] = dataclasses.field(default_factory=dict)
+    # What a query made from it keeps of ``cq`` (``_SHAPE_FREE``).
+    state: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.state = {k: v for k, v in self.cq.__dict__.items() if k in _SHAPE_FREE}
 
 
 # One compiled query per shape (ecq.compiler.shapes); the least recently used goes first
@@ -381,14 +386,15 @@ def _instance(
     expressions with ``lits`` in place of the model's literals."""
     cq = model.cq
     comps = cq.comps
-    state = {k: v for k, v in cq.__dict__.items() if k in _SHAPE_FREE}
+    state = model.state.copy()
     if ids != model.ids:
         put = {id(old): new for old, new in zip(model.lits, lits, strict=True)}
         memo = dict(model.holding)
         funcs: dict[int, Callable[[Any], Any]] = {}
         compiler = model.compiler
         for fn, expr, path, single, negated, is_value in compiler.made:
-            expr = _put(expr, put, memo)
+            if id(expr) in memo:
+                expr = _put(expr, put, memo)
             resolve = compiler.resolver(path)
             funcs[id(fn)] = (
                 compile_value(expr, resolve)
@@ -400,14 +406,17 @@ def _instance(
             new_comp = object.__new__(Comp)
             new_comp.__dict__.update(comp.__dict__)
             if comp.filter is not None:
-                new_comp.__dict__["filter"] = funcs[id(comp.filter)]
-                new_comp.__dict__["filter_key"] = _put(comp.filter_key, put, memo)
-                new_comp.__dict__["filter_conjuncts"] = _put(comp.filter_conjuncts, put, memo)
+                fields = new_comp.__dict__
+                fields["filter"] = funcs[id(comp.filter)]
+                if id(comp.filter_key) in memo:
+                    fields["filter_key"] = _put(comp.filter_key, put, memo)
+                if id(comp.filter_conjuncts) in memo:
+                    fields["filter_conjuncts"] = _put(comp.filter_conjuncts, put, memo)
             new_comps.append(new_comp)
         comps = tuple(new_comps)
         state.update(
             checks=tuple([(at, funcs[id(fn)]) for at, fn in cq.checks]),
-            check_keys=_put(cq.check_keys, put, memo),
+            check_keys=_put(cq.check_keys, put, memo) if id(cq.check_keys) in memo else cq.check_keys,
             element_conds={k: tuple([funcs[id(f)] for f in v]) for k, v in cq.element_conds.items()},
             blocker_conds={k: tuple([funcs[id(f)] for f in v]) for k, v in cq.blocker_conds.items()},
             iteration_conds={k: tuple([funcs[id(f)] for f in v]) for k, v in cq.iteration_conds.items()},
@@ -429,13 +438,11 @@ def _instance(
 
 
 def _put(node: Any, put: dict[int, Any], memo: dict[int, Any]) -> Any:
-    """``node`` (an expression, or tuples of them and of plain values) with each literal
-    ``x`` replaced by ``put[id(x)]``. ``memo`` starts as the ids of the nodes that hold a
-    literal, each mapped to None (:func:`_holding`): any other node is kept as it is,
-    and a node met twice is rebuilt once."""
+    """``node`` (an expression, or tuples of them and of plain values, holding a literal)
+    with each literal ``x`` replaced by ``put[id(x)]``. ``memo`` starts as the ids of
+    the nodes that hold a literal, each mapped to None (:func:`_holding`): any other node
+    is kept as it is, and a node met twice is rebuilt once."""
     key = id(node)
-    if key not in memo:
-        return node
     got = memo[key]
     if got is not None:
         return got
@@ -443,11 +450,14 @@ def _put(node: Any, put: dict[int, Any], memo: dict[int, Any]) -> Any:
     if cls is Lit:
         got = put[key]
     elif cls is tuple:
-        got = tuple([_put(x, put, memo) for x in node])
+        got = tuple([_put(x, put, memo) if id(x) in memo else x for x in node])
     else:
         got = object.__new__(cls)
-        for name in fields_of(cls):  # type: ignore[union-attr]
-            object.__setattr__(got, name, _put(getattr(node, name), put, memo))
+        fields = got.__dict__
+        fields.update(node.__dict__)
+        for name, value in fields.items():
+            if id(value) in memo:
+                fields[name] = _put(value, put, memo)
     memo[key] = got
     return got
 

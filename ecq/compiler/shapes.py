@@ -35,7 +35,7 @@ import dataclasses
 from typing import Any
 
 from ecq.compiler.policy import has_policy
-from ecq.language.ast import Component, Lit, Query
+from ecq.language.ast import Arith, AttrRef, BoolOp, Compare, Component, Lit, Query
 
 __all__ = ["Shape", "Parts", "fields_of", "shape_of", "shape_parts", "literal_id"]
 
@@ -122,6 +122,14 @@ def _query_fields() -> tuple[str, ...]:
 # the generic walk, which takes any field).
 _COMPONENT_FAST = fields_of(Component) == ("classes", "sub", "negated", "kleene", "alias", "any_of", "select")
 
+# The expression nodes keyed field by field, when their fields are those known here.
+_EXPR_FAST = (
+    fields_of(AttrRef) == ("ref", "attr")
+    and fields_of(Compare) == fields_of(Arith) == ("op", "left", "right")
+    and fields_of(BoolOp) == ("op", "operands")
+    and "ref" in _REF_FIELDS
+)
+
 # Values that stand for themselves in a key.
 _PLAIN = frozenset({str, int, bool, type(None)})
 
@@ -135,6 +143,14 @@ def _key(node: Any, numbers: dict[str, int], lits: list[Lit]) -> Any:
     if cls is Lit:
         lits.append(node)
         return (Lit, type(node.value))
+    # The commonest expression nodes, keyed as the generic walk below keys them.
+    if cls is AttrRef and _EXPR_FAST:
+        ref = node.ref
+        return (AttrRef, numbers.get(ref, ref), node.attr)
+    if (cls is Compare or cls is Arith) and _EXPR_FAST:
+        return (cls, node.op, _key(node.left, numbers, lits), _key(node.right, numbers, lits))
+    if cls is BoolOp and _EXPR_FAST:
+        return (BoolOp, node.op, tuple([_key(x, numbers, lits) for x in node.operands]))
     if cls is float:
         return (float, repr(node))
     if cls is Component and _COMPONENT_FAST and node.sub is None:
