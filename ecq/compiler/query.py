@@ -29,7 +29,7 @@ from typing import Any, Generic, TypeVar, overload
 from ecq.compiler.conditions import PredFn, ValueFn, compile_predicate, compile_value
 from ecq.compiler.filters import filter_key
 from ecq.compiler.policy import Policy, has_policy
-from ecq.compiler.shapes import fields_of, shape_of
+from ecq.compiler.shapes import fields_of, literal_id, shape_parts
 from ecq.errors import SemanticError
 from ecq.language.ast import (
     Agg,
@@ -41,6 +41,7 @@ from ecq.language.ast import (
     Disj,
     Equiv,
     Expr,
+    Lit,
     Pattern,
     Prev,
     Query,
@@ -277,14 +278,42 @@ class CompiledQuery:
         return frozenset(out)
 
 
-# One compiled query per shape (ecq.compiler.shapes), with its classes in order of
-# first appearance; the least recently used goes first past _SHAPES_MAX shapes.
-_SHAPES: OrderedDict[tuple[Any, ...], tuple[CompiledQuery, tuple[str, ...]]] = OrderedDict()
+# What made one predicate or value function of a compiled query: the function, the
+# expression, its path, ``single``, ``negated`` and whether it is a value function.
+_Made = tuple[Callable[[Any], Any], Expr, str, bool, bool, bool]
+
+
+@dataclass
+class _Model:
+    """A compiled query kept for its shape: its classes in order of first appearance, its
+    literals (``Lit`` nodes) and their :func:`literal_id`, and the compiler that made it
+    with what it compiled (to make its functions again for other literals)."""
+
+    cq: CompiledQuery
+    classes: tuple[str, ...]
+    lits: list[Any]
+    ids: tuple[Any, ...]
+    compiler: _Compiler
+    # The ids of the nodes that hold a literal, in the expressions of ``compiler.made``
+    # and of ``cq`` (:func:`_holding`).
+    holding: dict[int, None] = dataclasses.field(default_factory=dict)
+    # What a query made from it keeps of ``cq`` (``_SHAPE_FREE``).
+    state: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.state = {k: v for k, v in self.cq.__dict__.items() if k in _SHAPE_FREE}
+
+
+# One compiled query per shape (ecq.compiler.shapes); the least recently used goes first
+# past _SHAPES_MAX shapes. A shape whose compiling read a literal's value (``_EXACT``)
+# keeps its queries by shape and literals instead.
+_SHAPES: OrderedDict[Any, _Model | str] = OrderedDict()
 _SHAPES_MAX = 4096
+_EXACT = "exact"
 # The service compiles in more than one thread.
 _SHAPES_LOCK = threading.Lock()
 # What a CompiledQuery made from another of its shape keeps of the other's: its fields,
-# and the values computed on first read that no class name changes.
+# and the values computed on first read that no class name or literal changes.
 _SHAPE_FREE = frozenset(
     [f.name for f in dataclasses.fields(CompiledQuery)]
     + ["length", "positives", "is_filter", "plain", "skeletal", "open_kleene", "trailing"]
@@ -300,41 +329,101 @@ def compile_query(
     Raises :class:`SemanticError`.
 
     A query of a shape compiled before (``ecq.compiler.shapes``: the same query up to
-    its class names) is that compiled query with its classes renamed, which is what
-    compiling it gives; ``shapes=False`` compiles it anew all the same."""
-    shape = shape_of(ast) if shapes else None
-    if shape is not None:
-        with _SHAPES_LOCK:
-            hit = _SHAPES.get(shape[0])
-            if hit is not None:
-                _SHAPES.move_to_end(shape[0])
+    its class names, literals and window) is that compiled query with its classes
+    renamed and its literals and window put in, which is what compiling it gives;
+    ``shapes=False`` compiles it anew all the same."""
+    parts = shape_parts(ast) if shapes else None
+    if parts is None:
+        return _compile(name, ast, text, tag)[0]
+    key, classes, lits = parts
+    ids = tuple([literal_id(lit.value) for lit in lits])
+    within = ast.within
+    keyed_exact = False
+    with _SHAPES_LOCK:
+        hit = _SHAPES.get(key)
+        if hit is _EXACT:
+            _SHAPES.move_to_end(key)
+            key, keyed_exact = (key, ids), True
+            hit = _SHAPES.get(key)
         if hit is not None:
-            return _renamed(hit[0], hit[1], shape[1], name, ast, tag)
-    cq = _compile(name, ast, text, tag)
-    if shape is not None:
-        # Computed once for the shape, and kept by every query made from it.
-        cq.length, cq.positives, cq.is_filter, cq.plain, cq.skeletal, cq.open_kleene, cq.trailing  # noqa: B018
-        with _SHAPES_LOCK:
-            _SHAPES[shape[0]] = (cq, shape[1])
-            if len(_SHAPES) > _SHAPES_MAX:
-                _SHAPES.popitem(last=False)
+            _SHAPES.move_to_end(key)
+    if isinstance(hit, _Model) and (within is None or within <= MAX_WITHIN):
+        return _instance(hit, classes, lits, ids, name, ast, tag)
+    cq, compiler = _compile(name, ast, text, tag)
+    # Computed once for the shape, and kept by every query made from it.
+    cq.length, cq.positives, cq.is_filter, cq.plain, cq.skeletal, cq.open_kleene, cq.trailing  # noqa: B018
+    model = _Model(cq, classes, lits, ids, compiler)
+    exact = compiler.reads_values or not _literals_traced(model)
+    if not exact:
+        model.holding = _holding(
+            [m[1] for m in compiler.made]
+            + [cq.check_keys]
+            + [(c.filter_key, c.filter_conjuncts) for c in cq.comps]
+        )
+    with _SHAPES_LOCK:
+        if exact and not keyed_exact:
+            _SHAPES[key] = _EXACT
+            key = (key, ids)
+        _SHAPES[key] = model
+        while len(_SHAPES) > _SHAPES_MAX:
+            _SHAPES.popitem(last=False)
     return cq
 
 
-def _renamed(
-    model: CompiledQuery,
-    model_classes: tuple[str, ...],
+def _instance(
+    model: _Model,
     classes: tuple[str, ...],
+    lits: list[Any],
+    ids: tuple[Any, ...],
     name: str,
     ast: Query,
     tag: str,
 ) -> CompiledQuery:
     """``model`` (a compiled query of the same shape) for ``ast``: named ``name``, its
-    classes ``model_classes[i]`` renamed ``classes[i]``. Its predicates are shared: they
-    read components by position, never by class name. O(components)."""
-    comps = model.comps
-    if model_classes != classes:
-        rename = dict(zip(model_classes, classes, strict=True))
+    classes ``model.classes[i]`` renamed ``classes[i]``, its literals ``lits`` and its
+    window. Its predicates are shared when its literals are the model's (they read
+    components by position, never by class name), else made again from the model's
+    expressions with ``lits`` in place of the model's literals."""
+    cq = model.cq
+    comps = cq.comps
+    state = model.state.copy()
+    if ids != model.ids:
+        put = {id(old): new for old, new in zip(model.lits, lits, strict=True)}
+        memo = dict(model.holding)
+        funcs: dict[int, Callable[[Any], Any]] = {}
+        compiler = model.compiler
+        for fn, expr, path, single, negated, is_value in compiler.made:
+            if id(expr) in memo:
+                expr = _put(expr, put, memo)
+            resolve = compiler.resolver(path)
+            funcs[id(fn)] = (
+                compile_value(expr, resolve)
+                if is_value
+                else compile_predicate(expr, resolve, single=single, negated=negated)
+            )
+        new_comps = []
+        for comp in comps:
+            new_comp = object.__new__(Comp)
+            new_comp.__dict__.update(comp.__dict__)
+            if comp.filter is not None:
+                fields = new_comp.__dict__
+                fields["filter"] = funcs[id(comp.filter)]
+                if id(comp.filter_key) in memo:
+                    fields["filter_key"] = _put(comp.filter_key, put, memo)
+                if id(comp.filter_conjuncts) in memo:
+                    fields["filter_conjuncts"] = _put(comp.filter_conjuncts, put, memo)
+            new_comps.append(new_comp)
+        comps = tuple(new_comps)
+        state.update(
+            checks=tuple([(at, funcs[id(fn)]) for at, fn in cq.checks]),
+            check_keys=_put(cq.check_keys, put, memo) if id(cq.check_keys) in memo else cq.check_keys,
+            element_conds={k: tuple([funcs[id(f)] for f in v]) for k, v in cq.element_conds.items()},
+            blocker_conds={k: tuple([funcs[id(f)] for f in v]) for k, v in cq.blocker_conds.items()},
+            iteration_conds={k: tuple([funcs[id(f)] for f in v]) for k, v in cq.iteration_conds.items()},
+            returns=tuple([(label, funcs[id(fn)]) for label, fn in cq.returns]),
+        )
+    if model.classes != classes:
+        rename = dict(zip(model.classes, classes, strict=True))
         renamed = []
         for comp in comps:
             new_comp = object.__new__(Comp)
@@ -342,14 +431,98 @@ def _renamed(
             new_comp.__dict__["classes"] = frozenset([rename[c] for c in comp.classes])
             renamed.append(new_comp)
         comps = tuple(renamed)
-    state = {k: v for k, v in model.__dict__.items() if k in _SHAPE_FREE}
-    state.update(name=name, ast=ast, comps=comps, tag=tag)
+    state.update(name=name, ast=ast, comps=comps, tag=tag, window=ast.within)
     new = object.__new__(CompiledQuery)
     new.__dict__.update(state)
     return new
 
 
-def _compile(name: str, ast: Query, text: str | None, tag: str) -> CompiledQuery:
+def _put(node: Any, put: dict[int, Any], memo: dict[int, Any]) -> Any:
+    """``node`` (an expression, or tuples of them and of plain values, holding a literal)
+    with each literal ``x`` replaced by ``put[id(x)]``. ``memo`` starts as the ids of
+    the nodes that hold a literal, each mapped to None (:func:`_holding`): any other node
+    is kept as it is, and a node met twice is rebuilt once."""
+    key = id(node)
+    got = memo[key]
+    if got is not None:
+        return got
+    cls = type(node)
+    if cls is Lit:
+        got = put[key]
+    elif cls is tuple:
+        got = tuple([_put(x, put, memo) if id(x) in memo else x for x in node])
+    else:
+        got = object.__new__(cls)
+        fields = got.__dict__
+        fields.update(node.__dict__)
+        for name, value in fields.items():
+            if id(value) in memo:
+                fields[name] = _put(value, put, memo)
+    memo[key] = got
+    return got
+
+
+def _holding(roots: list[Any]) -> dict[int, None]:
+    """The ids of the nodes under ``roots`` that hold a literal (a ``Lit`` is one), for
+    :func:`_put`."""
+    out: dict[int, None] = {}
+
+    def walk(node: Any) -> bool:
+        cls = type(node)
+        if cls is Lit:
+            holds = True
+        elif cls is tuple:
+            holds = False
+            for x in node:
+                holds = walk(x) or holds
+        else:
+            names = fields_of(cls)
+            if names is None:
+                return False
+            holds = False
+            for name in names:
+                holds = walk(getattr(node, name)) or holds
+        if holds:
+            out[id(node)] = None
+        return holds
+
+    for root in roots:
+        walk(root)
+    return out
+
+
+def _literals_traced(model: _Model) -> bool:
+    """Whether every literal and function of the model's compiled query is one
+    :func:`_instance` replaces: its literals are the query's own ``Lit`` nodes and its
+    functions are those the compiler recorded. What is not (a literal copied, a function
+    made otherwise) keeps the shape to queries with equal literals."""
+    cq = model.cq
+    lits = {id(x) for x in model.lits}
+    made = {id(m[0]) for m in model.compiler.made}
+    funcs: list[Any] = [c.filter for c in cq.comps if c.filter is not None]
+    funcs += [fn for _, fn in cq.checks] + [fn for _, fn in cq.returns]
+    for conds in (cq.element_conds, cq.blocker_conds, cq.iteration_conds):
+        for fns in conds.values():
+            funcs += fns
+    if len(lits) != len(model.lits) or not all(id(fn) in made for fn in funcs):
+        return False
+    found: list[Any] = []
+    todo: list[Any] = [cq.check_keys] + [(c.filter_key, c.filter_conjuncts) for c in cq.comps]
+    while todo:
+        node = todo.pop()
+        cls = type(node)
+        if cls is Lit:
+            found.append(node)
+        elif cls is tuple:
+            todo.extend(node)
+        else:
+            names = fields_of(cls)
+            if names is not None:
+                todo.extend(getattr(node, name) for name in names)
+    return all(id(x) in lits for x in found) and cq.subs == () and cq.policy is None
+
+
+def _compile(name: str, ast: Query, text: str | None, tag: str) -> tuple[CompiledQuery, _Compiler]:
     compiler = _Compiler(name, ast, text, tag)
     if ast.within is not None and not ast.within <= MAX_WITHIN:
         raise compiler.error(
@@ -357,7 +530,7 @@ def _compile(name: str, ast: Query, text: str | None, tag: str) -> CompiledQuery
             "within",
         )
     try:
-        return compiler.run()
+        return compiler.run(), compiler
     except RecursionError:
         where = "where" if ast.where is not None else "pattern"
         raise compiler.error("the query is nested too deeply", where) from None
@@ -452,6 +625,13 @@ class _Compiler:
         # The nodes of each expression read so far (``nodes``), by id; the expression is
         # kept beside them, so an id is never that of another expression.
         self.node_lists: dict[int, tuple[Expr, list[Expr]]] = {}
+        # Every predicate and value function compiled for the query's own components,
+        # with what made it (ecq.compiler.shapes: a query of the same shape with other
+        # literals is this one's with these made again from its literals).
+        self.made: list[_Made] = []
+        # Whether a decision of the compiler read a literal's value (a condition that
+        # reads nothing is decided now): then only an equal query shares the result.
+        self.reads_values = False
 
     # -------------------------------------------------------------------- errors
 
@@ -466,6 +646,20 @@ class _Compiler:
             if 0 < line <= len(lines):
                 excerpt = lines[line - 1] + "\n" + " " * (column - 1) + "^"
         return SemanticError(message, line, column, token, excerpt)
+
+    # ----------------------------------------------------------------- closures
+
+    def predicate(self, expr: Expr, path: str, single: bool = False, negated: bool = False) -> PredFn:
+        """:func:`compile_predicate` of ``expr`` (found at ``path``), recorded."""
+        fn = compile_predicate(expr, self.resolver(path), single=single, negated=negated)
+        self.made.append((fn, expr, path, single, negated, False))
+        return fn
+
+    def value(self, expr: Expr, path: str) -> ValueFn:
+        """:func:`compile_value` of ``expr`` (found at ``path``), recorded."""
+        fn = compile_value(expr, self.resolver(path))
+        self.made.append((fn, expr, path, False, False, True))
+        return fn
 
     # ---------------------------------------------------------------------- run
 
@@ -667,11 +861,9 @@ class _Compiler:
                 self.place(expr, mentions, path, placed)
         if not aggs:
             for k in kleene & mentions:
-                placed.element.setdefault(k, []).append(compile_predicate(expr, self.resolver(path)))
+                placed.element.setdefault(k, []).append(self.predicate(expr, path))
         for j in negated & mentions:
-            placed.blocker.setdefault(j, []).append(
-                compile_predicate(expr, self.resolver(path), negated=True)
-            )
+            placed.blocker.setdefault(j, []).append(self.predicate(expr, path, negated=True))
 
     def previous_refs(self, expr: Expr, path: str) -> set[int]:
         """The components whose ``b[i-1]`` the expression reads."""
@@ -702,10 +894,11 @@ class _Compiler:
             raise self.error("a condition with b[i-1] may not read a negated component", path)
         if (refs & roles.kleene) - {k}:
             raise self.error("a condition with b[i-1] may read the events of only one Kleene component", path)
-        placed.iteration.setdefault(k, []).append(compile_predicate(expr, self.resolver(path)))
+        placed.iteration.setdefault(k, []).append(self.predicate(expr, path))
 
     def place_constant(self, expr: Expr, path: str, roles: _Roles, placed: _Placed) -> None:
         """A condition that reads no component is decided now: false means no match ever."""
+        self.reads_values = True  # what is compiled depends on the literals' values
         if not compile_predicate(expr, self.resolver(path))([None] * len(roles.every)):
             placed.never = True
 
@@ -720,7 +913,7 @@ class _Compiler:
             pred = None
             if own:
                 expr = own[0] if len(own) == 1 else BoolOp("and", tuple(own))
-                pred = compile_predicate(expr, self.resolver("where"), single=True)
+                pred = self.predicate(expr, "where", single=True)
             out.append(
                 Comp(
                     i,
@@ -753,7 +946,7 @@ class _Compiler:
                 label = item.expr.attr
             else:
                 label = f"expr{i + 1}"
-            returns.append((label, compile_value(item.expr, self.resolver(path))))
+            returns.append((label, self.value(item.expr, path)))
         return returns
 
     def place(self, expr: Expr, mentions: set[int], path: str, placed: _Placed) -> None:
@@ -765,7 +958,7 @@ class _Compiler:
     def add_check(self, expr: Expr, mentions: set[int], path: str, placed: _Placed) -> None:
         """A check on ``mentions`` (two or more positive components), with its key."""
         resolve = self.resolver(path)
-        placed.checks.append((frozenset(mentions), compile_predicate(expr, resolve)))
+        placed.checks.append((frozenset(mentions), self.predicate(expr, path)))
         placed.check_keys.append((filter_key((_indexed(expr, resolve),)), tuple(sorted(mentions))))
 
     # ---------------------------------------------------------- pattern shape

@@ -9,11 +9,17 @@ components share a class, which name a reference resolves to), never for what it
 says. So one compiled query of a shape, with its classes renamed, is what compiling
 another of that shape gives (``ecq.compiler.query.compile_query`` keeps one per shape).
 
+Queries also differ in their constants (every user their own bounds): the key keeps a
+literal by its type only, and the WITHIN window by whether there is one, and lists the
+literals' values beside it (``parameters``). A compiled query of the shape is turned
+into another's by putting its literals in the place of the model's (the compiler
+rebuilds the predicates that read them: ``ecq.compiler.query``), and its window.
+
 What the key keeps, so that no two queries that compile differently share one:
 
 - every field of the AST but the source positions (``spans``, which only errors read);
-- literals by type and ``repr`` (``1``, ``1.0`` and ``true`` are equal Python values but
-  different queries; ``-0.0`` and ``0.0`` too), and every other float by ``repr``;
+- literals by type (``1``, ``1.0`` and ``true`` are equal Python values but different
+  queries), WITHIN by its type, and every other float by ``repr``;
 - a reference (``ref`` of ``A.x``, ``count(A)``, ``A[i-1].x``, ``AFTER MATCH SKIP TO
   LAST A``) to a class as that class's number, any other reference as written.
 
@@ -29,13 +35,17 @@ import dataclasses
 from typing import Any
 
 from ecq.compiler.policy import has_policy
-from ecq.language.ast import Component, Lit, Query
+from ecq.language.ast import Arith, AttrRef, BoolOp, Compare, Component, Lit, Query
 
-__all__ = ["Shape", "fields_of", "shape_of"]
+__all__ = ["Shape", "Parts", "fields_of", "shape_of", "shape_parts", "literal_id"]
 
-# A query's shape key and its classes in order of first appearance (class ``i`` of the
-# key is ``classes[i]``).
-Shape = tuple[tuple[Any, ...], tuple[str, ...]]
+# A query's shape key, its classes in order of first appearance (class ``i`` of the key
+# is ``classes[i]``) and its parameters (:func:`literal_id` of each literal, in the
+# order the key meets them, then of the window): equal for exactly equal queries.
+Shape = tuple[tuple[Any, ...], tuple[str, ...], tuple[Any, ...]]
+# What compiling by shape reads: the key, the classes, the literals (the ``Lit`` nodes,
+# in the order the key meets them).
+Parts = tuple[tuple[Any, ...], tuple[str, ...], list[Lit]]
 
 # The field names of each AST node class (None: not a node, or a ``Lit``): read once per
 # class, not through dataclasses.fields() at every node.
@@ -57,8 +67,24 @@ def fields_of(cls: type) -> tuple[str, ...] | None:
     return names
 
 
+def literal_id(value: Any) -> Any:
+    """What tells one literal's value from another's: its type and value, a float by
+    ``repr`` (``-0.0`` is not ``0.0``, a NaN is itself)."""
+    t = type(value)
+    return (t, repr(value)) if t is float else (t, value)
+
+
 def shape_of(ast: Query) -> Shape | None:
     """The query's shape (the module's docstring), or None when it has none."""
+    parts = shape_parts(ast)
+    if parts is None:
+        return None
+    key, classes, lits = parts
+    return key, classes, (*[literal_id(lit.value) for lit in lits], literal_id(ast.within))
+
+
+def shape_parts(ast: Query) -> Parts | None:
+    """The query's shape key, classes and literals, or None when it has no shape."""
     if has_policy(ast):
         return None
     numbers: dict[str, int] = {}
@@ -75,8 +101,14 @@ def shape_of(ast: Query) -> Shape | None:
             aliases.append(comp.alias)
     if any(alias in numbers for alias in aliases):
         return None
-    key = tuple([_key(getattr(ast, name), numbers) for name in _query_fields()])
-    return key, tuple(numbers)
+    lits: list[Lit] = []
+    key = tuple(
+        [
+            (float, type(ast.within)) if name == "within" else _key(getattr(ast, name), numbers, lits)
+            for name in _query_fields()
+        ]
+    )
+    return key, tuple(numbers), lits
 
 
 def _query_fields() -> tuple[str, ...]:
@@ -90,19 +122,35 @@ def _query_fields() -> tuple[str, ...]:
 # the generic walk, which takes any field).
 _COMPONENT_FAST = fields_of(Component) == ("classes", "sub", "negated", "kleene", "alias", "any_of", "select")
 
+# The expression nodes keyed field by field, when their fields are those known here.
+_EXPR_FAST = (
+    fields_of(AttrRef) == ("ref", "attr")
+    and fields_of(Compare) == fields_of(Arith) == ("op", "left", "right")
+    and fields_of(BoolOp) == ("op", "operands")
+    and "ref" in _REF_FIELDS
+)
+
 # Values that stand for themselves in a key.
 _PLAIN = frozenset({str, int, bool, type(None)})
 
 
-def _key(node: Any, numbers: dict[str, int]) -> Any:
+def _key(node: Any, numbers: dict[str, int], lits: list[Lit]) -> Any:
     cls = type(node)
     if cls in _PLAIN:
         return node
     if cls is tuple:
-        return tuple([_key(x, numbers) for x in node])
+        return tuple([_key(x, numbers, lits) for x in node])
     if cls is Lit:
-        value = node.value
-        return (Lit, type(value), repr(value))
+        lits.append(node)
+        return (Lit, type(node.value))
+    # The commonest expression nodes, keyed as the generic walk below keys them.
+    if cls is AttrRef and _EXPR_FAST:
+        ref = node.ref
+        return (AttrRef, numbers.get(ref, ref), node.attr)
+    if (cls is Compare or cls is Arith) and _EXPR_FAST:
+        return (cls, node.op, _key(node.left, numbers, lits), _key(node.right, numbers, lits))
+    if cls is BoolOp and _EXPR_FAST:
+        return (BoolOp, node.op, tuple([_key(x, numbers, lits) for x in node.operands]))
     if cls is float:
         return (float, repr(node))
     if cls is Component and _COMPONENT_FAST and node.sub is None:
@@ -110,7 +158,7 @@ def _key(node: Any, numbers: dict[str, int]) -> Any:
         return (
             tuple([numbers[c] for c in node.classes]),
             node.negated,
-            None if kleene is None else _key(kleene, numbers),
+            None if kleene is None else _key(kleene, numbers, lits),
             node.alias,
             node.any_of,
             node.select,
@@ -130,5 +178,5 @@ def _key(node: Any, numbers: dict[str, int]) -> Any:
         elif cls is Component and name == "classes":
             out.append(tuple([numbers[c] for c in value]))
         else:
-            out.append(_key(value, numbers))
+            out.append(_key(value, numbers, lits))
     return tuple(out)

@@ -359,6 +359,149 @@ def test_queries_compiled_by_shape_are_those_compiled_anew(
     assert _seen(out[1]) == _seen(out[0])
 
 
+def _relit(node: Any, top: bool = True) -> Any:
+    """A query's JSON with every literal changed to another of its type (and the window
+    to another), as a query of the same shape with its own constants."""
+    if isinstance(node, list):
+        return [_relit(x, False) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _relit(v, False) for k, v in node.items()}
+    if node.get("kind") == "lit":
+        value = node["value"]
+        if isinstance(value, bool):
+            out["value"] = not value
+        elif isinstance(value, int):
+            out["value"] = value + 3
+        elif isinstance(value, float):
+            out["value"] = value * 2 + 0.5
+        else:
+            out["value"] = value + "z"
+    if top and node.get("within") is not None:
+        out["within"] = node["within"] + 1.5
+    return out
+
+
+@min_share(0.25)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(query_sets_full(CLASSES)), st.booleans())
+def test_queries_compiled_by_shape_with_other_literals_are_those_compiled_anew(
+    ops: list[tuple[Any, ...]], compiled: bool
+) -> None:
+    """Each query compiled after one of its shape with other classes, other literals
+    and another window (so from the cache, its literals put in) has the compiled form
+    of the query compiled without the cache, and gives the same matches on both
+    kernels."""
+    if compiled and not status().compiled:
+        compiled = False
+    ops = _accepted(ops)
+    plain = Engine(clean_every=2, compiled=compiled)
+    shaped = Engine(clean_every=2, compiled=compiled)
+    out: tuple[list[Match], list[Match]] = ([], [])
+    for op in ops:
+        if op[0] == "register":
+            anew = compile_query(op[1], from_json(op[2]), None, "#0", shapes=False)
+            query_module._SHAPES.clear()
+            compile_query("other", from_json(_relit(_renamed(op[2], RENAME))), None, "#0")
+            got = compile_query(op[1], from_json(op[2]), None, "#0")
+            assert _form(got) == _form(anew)
+            plain.register(op[1], anew)
+            shaped.register(op[1], got)
+        elif op[0] == "unregister":
+            plain.unregister(op[1])
+            shaped.unregister(op[1])
+        else:
+            for eng, got_matches in zip((plain, shaped), out, strict=True):
+                if op[0] == "event":
+                    got_matches.extend(eng.process([Event.from_dict(op[1])]))
+                else:
+                    got_matches.extend(eng.advance_time(op[1]))
+    record([as_reference(m) for m in out[0]])
+    assert _seen(out[1]) == _seen(out[0])
+
+
+# Queries of one shape: (text, events as (class, attrs), the arrivals of each match).
+_ONE_SHAPE = [
+    ("SEQ(A, B) WHERE A.x > 2 AND B.k = 'u' WITHIN 5 s", [0, 1]),
+    ("SEQ(C, D) WHERE C.x > 10 AND D.k = 'v' WITHIN 5 s", [2, 3]),
+    ("SEQ(A, B) WHERE A.x > 0 AND B.k = 'v' WITHIN 5 s", [0, 4]),
+    ("SEQ(A, B) WHERE A.x > 20 AND B.k = 'u' WITHIN 5 s", []),
+]
+_ONE_SHAPE_EVENTS: list[tuple[str, dict[str, int | float | str | bool]]] = [
+    ("A", {"x": 3}),
+    ("B", {"k": "u"}),
+    ("C", {"x": 11}),
+    ("D", {"k": "v"}),
+    ("B", {"k": "v"}),
+]
+
+
+@pytest.mark.parametrize("compiled", KERNELS)
+def test_queries_of_one_shape_with_other_literals_each_match_on_their_own(compiled: bool) -> None:
+    """Queries that differ only in their classes and constants (numbers, strings)
+    share a shape; each matches on its own constants."""
+    query_module._SHAPES.clear()
+    shapes = [shape_of(parse_query(text)) for text, _ in _ONE_SHAPE]
+    assert len({shape[0] for shape in shapes if shape is not None}) == 1 and None not in shapes
+    eng = Engine(compiled=compiled)
+    eng.register_many([(f"q{i}", text) for i, (text, _) in enumerate(_ONE_SHAPE)])
+    assert len(query_module._SHAPES) == 1
+    got = eng.process(
+        [Event("s", cls, 1.0 + i, 1.0 + i, attrs) for i, (cls, attrs) in enumerate(_ONE_SHAPE_EVENTS)]
+    )
+    want = {(f"q{i}", tuple(arrivals)) for i, (_, arrivals) in enumerate(_ONE_SHAPE) if arrivals}
+    assert {(m.query, tuple(m.arrivals())) for m in got} == want
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        # Numbers of one type, strings, booleans, IN lists, equivalence with a value.
+        ["SEQ(A, B) WHERE A.x > 2 WITHIN 5 s", "SEQ(A, B) WHERE A.x > 4 WITHIN 7 s"],
+        ["SEQ(A, B) WHERE A.x < 2.5 WITHIN 5 s", "SEQ(C, D) WHERE C.x < -1.5 WITHIN 5 s"],
+        ["SEQ(A, B) WHERE A.k = 'a' WITHIN 5 s", "SEQ(A, B) WHERE A.k = 'b' WITHIN 5 s"],
+        ["SEQ(A, B) WHERE A.f = true WITHIN 5 s", "SEQ(A, B) WHERE A.f = false WITHIN 5 s"],
+        ["SEQ(A, B) WHERE A.x IN (1, 2) WITHIN 5 s", "SEQ(A, B) WHERE A.x IN (3, 4) WITHIN 5 s"],
+        ["SEQ(A, B) WHERE [k = 'a'] WITHIN 5 s", "SEQ(A, B) WHERE [k = 'b'] WITHIN 5 s"],
+        # Checks on two components, Kleene element and negation blocker conditions.
+        ["SEQ(A, B) WHERE A.x + 1 < B.x WITHIN 5 s", "SEQ(A, B) WHERE A.x + 3 < B.x WITHIN 5 s"],
+        ["SEQ(A, B+, C) WHERE B.x > 1 WITHIN 5 s", "SEQ(A, B+, C) WHERE B.x > 3 WITHIN 5 s"],
+        ["SEQ(A, !B, C) WHERE B.x > 1 WITHIN 5 s", "SEQ(A, !B, C) WHERE B.x > 3 WITHIN 5 s"],
+        # RETURN's constants, -0.0 and 0.0.
+        ["SEQ(A, B) WITHIN 5 s RETURN A.x * 2 AS y", "SEQ(A, B) WITHIN 5 s RETURN A.x * 3 AS y"],
+        ["SEQ(A, B) WITHIN 5 s RETURN 0.0 AS z", "SEQ(A, B) WITHIN 5 s RETURN -0.0 AS z"],
+        # A condition that reads no component is decided by its constants.
+        [
+            "SEQ(A, B) WHERE 1 > 2 WITHIN 5 s",
+            "SEQ(A, B) WHERE 3 > 2 WITHIN 5 s",
+            "SEQ(A, B) WHERE 1 > 2 WITHIN 5 s",
+        ],
+    ],
+)
+def test_a_shape_hit_with_other_literals_is_the_query_compiled_anew(texts: list[str]) -> None:
+    """The second query of a shape (and the third) is compiled from the first with its
+    own literals and window: its compiled form and its matches are those of the query
+    compiled without the cache, on both kernels."""
+    query_module._SHAPES.clear()
+    events = [
+        Event("s", cls, 1.0 + i, 1.0 + i, {"x": i - 2, "k": "ab"[i % 2], "f": i % 3 == 0})
+        for i, cls in enumerate("ACBDBACBCD")
+    ]
+    for i, text in enumerate(texts):
+        ast = parse_query(text)
+        got = compile_query(f"q{i}", ast, text, "#0")
+        anew = compile_query(f"q{i}", ast, text, "#0", shapes=False)
+        assert _form(got) == _form(anew)
+        for compiled in (False, True) if status().compiled else (False,):
+            results = []
+            for cq in (got, anew):
+                eng = Engine(compiled=compiled)
+                eng.register(f"q{i}", cq)
+                matches = eng.process(events) + eng.advance_time(100.0)
+                results.append([(m.arrivals(), repr(sorted(m.attrs.items()))) for m in matches])
+            assert results[0] == results[1]
+
+
 @pytest.mark.parametrize(
     ("first", "second"),
     [
