@@ -590,7 +590,9 @@ cdef int _choose_node(
             idx.append(k)
             cands.append([<object>found.ev[x] for x in range(found.off[k], found.off[k + 1])])
     if cands:
-        for x in _choose(plan.policy, cands, net, src, -1):
+        if type(plan.policy) is not _Choice:
+            plan.policy = _choice(plan.policy)
+        for x in _choose(<_Choice>plan.policy, cands, net, src, -1):
             keep[<Py_ssize_t>idx[x]] = 1
     return 0
 
@@ -618,7 +620,9 @@ cdef int _choose_made(Conjunctions cj, object net, object src, long long trigger
             kept_q.extend(nodes[i:j])
         else:
             cands = [(<Match>made[x])._events for x in range(i, j)]
-            for x in _choose(q.policy, cands, net, src, trigger):
+            if type(q.policy) is not _Choice:
+                q.policy = _choice(q.policy)
+            for x in _choose(<_Choice>q.policy, cands, net, src, trigger):
                 kept.append(made[i + x])
                 kept_q.append(q)
         i = j
@@ -627,11 +631,51 @@ cdef int _choose_made(Conjunctions cj, object net, object src, long long trigger
     return 0
 
 
+cdef class _Choice:
+    # What the kernel's choice reads of a query's PolicyState, read once (the policy
+    # does not change), and its used-up state (the same set and dict objects, which
+    # PolicyState changes in place).
+    cdef object state  # the PolicyState
+    cdef bint strict, consumes, logs, seq, exclusive, partition
+    cdef int skip  # 0: none, 1: PAST LAST ROW, 2: TO NEXT ROW, 3: TO FIRST/LAST v
+    cdef Py_ssize_t skip_pos
+    cdef int mode  # 0: RECENT, 1: CHRONICLE, 2: ALL
+    cdef tuple signs, comps
+    cdef set consumed, consumed_before
+    cdef dict floors
+
+
+cdef _Choice _choice(object policy):
+    # A node's Plan.policy / _Query.policy: the PolicyState the network gave it, made a
+    # _Choice on first use (and kept there).
+    if type(policy) is _Choice:
+        return <_Choice>policy
+    cdef _Choice c = _Choice.__new__(_Choice)
+    c.state = policy
+    c.strict = policy.strict
+    c.consumes = policy.consumes
+    c.logs = policy.logs
+    c.seq = policy.seq
+    c.exclusive = policy.exclusive
+    c.partition = policy.partition
+    skip = policy.skip
+    c.skip = 0 if skip is None else 1 if skip == "past-last-row" else 2 if skip == "next-row" else 3
+    c.skip_pos = policy.skip_pos
+    mode = policy.mode
+    c.mode = 0 if mode == "recent" else 1 if mode == "chronicle" else 2
+    c.signs = policy.signs
+    c.comps = policy.comps
+    c.consumed = policy.consumed
+    c.consumed_before = policy.consumed_before
+    c.floors = policy.floors
+    return c
+
+
 cdef enum:
     _POS = 32  # positive components of a query whose matches _choose takes (QState.kernel_policy)
 
 
-cdef list _choose(object pstate, list cands, object net, object src, long long trigger):
+cdef list _choose(_Choice pstate, list cands, object net, object src, long long trigger):
     # PolicyState.choose, compiled for the matches the kernel assembled for one node at
     # one op (each a list of one event per positive component, in component order,
     # within the probability bound): the indexes of those its policy emits, by the
@@ -641,11 +685,18 @@ cdef list _choose(object pstate, list cands, object net, object src, long long t
     cdef long long a[_POS]  # one candidate's arrival indexes, in component order
     cdef Py_ssize_t o[_POS]  # its positions in arrival order
     cdef bint strict = pstate.strict, consumes = pstate.consumes, logs = pstate.logs, seq = pstate.seq
-    log = net.source_log if logs else None
+    cdef int mode = pstate.mode
+    cdef list larr = None, levs = None
+    if logs:
+        # The source's logged events (SourceLog), read once for every candidate.
+        log = net.source_log
+        got = log.arrivals.get(src)
+        if got is not None:
+            larr = <list>got
+            levs = <list>log.events[src]
     cdef list order = []  # (preference key, emission order, k, arrivals in component order)
     cdef list events, out = []
     cdef tuple signs = pstate.signs
-    mode = pstate.mode
     for k in range(m):
         events = <list>cands[k]
         length = PyList_GET_SIZE(events)
@@ -665,7 +716,7 @@ cdef list _choose(object pstate, list cands, object net, object src, long long t
                 x = length
             if x < length:
                 continue
-        if logs and not _nothing_between(events, pstate, a, o, length, log, src):
+        if larr is not None and not _nothing_between(events, pstate, a, o, length, larr, levs):
             continue
         if m == 1:
             if consumes and not _take(pstate, a, o, length, src):
@@ -676,7 +727,7 @@ cdef list _choose(object pstate, list cands, object net, object src, long long t
         if signs:
             # first:/last: component by component, then the emission order.
             order.append((tuple([<long long>signs[x] * a[x] for x in range(length)]), arrs, k))
-        elif mode == "recent":
+        elif mode == 0:
             # The most recent first (docs/semantics.md §3, §4), then the emission order:
             # a sequence's components from the one before the last back to the first,
             # a conjunction's events other than the op's, latest first; later preferred.
@@ -705,25 +756,21 @@ cdef list _choose(object pstate, list cands, object net, object src, long long t
             if not _take(pstate, a, o, length, src):
                 continue
         out.append(k)
-        if mode != "all":
+        if mode != 2:
             break
     return out
 
 
 cdef bint _nothing_between(
-    list matched, object pstate, long long *a, Py_ssize_t *o, Py_ssize_t n, object log, object src
+    list matched, _Choice pstate, long long *a, Py_ssize_t *o, Py_ssize_t n, list arrivals, list events
 ) except -1:
     # Partition contiguity and skip-till-next-match (PolicyState.strategy_ok) for a
     # match of one event per positive component (``matched``, in component order; its
     # arrival indexes ``a``, ``o`` its positions in arrival order): for each two
-    # successive in arrival order, the source's events that arrived between them
-    # (SourceLog) are none, or none relevant after the first (one of the classes of a
-    # component the run waits for, and PolicyState.fills).
-    got = log.arrivals.get(src)
-    if got is None:
-        return True
-    cdef list arrivals = <list>got
-    cdef list events = log.events[src]
+    # successive in arrival order, the source's events that arrived between them (its
+    # SourceLog entries: ``arrivals`` ascending, ``events``) are none, or none relevant
+    # after the first (one of the classes of a component the run waits for, and
+    # PolicyState.fills).
     cdef Py_ssize_t p, r, t, first, last, px
     cdef bint partition = pstate.partition, seq = pstate.seq
     cdef tuple comps = pstate.comps
@@ -763,44 +810,41 @@ cdef Py_ssize_t _after(list arrivals, long long value) except -1:
     return lo
 
 
-cdef inline bint _fills(object pstate, tuple comp, object cls, object z, object x, bint seq) except -1:
+cdef inline bint _fills(_Choice pstate, tuple comp, object cls, object z, object x, bint seq) except -1:
     # PolicyState.fills: z of class cls could fill the component (index, classes, has
     # conditions of its own) of a run at x.
     if cls not in <frozenset>comp[1]:
         return False
     if comp[2]:
-        return pstate.fills(comp[0], z, x)
+        return pstate.state.fills(comp[0], z, x)
     return not seq or ev_float(ev(x).end, "end") <= ev_float(ev(z).start, "start")
 
 
-cdef bint _take(object pstate, long long *a, Py_ssize_t *o, Py_ssize_t n, object src) except -1:
+cdef bint _take(_Choice pstate, long long *a, Py_ssize_t *o, Py_ssize_t n, object src) except -1:
     # PolicyState.take for a match of one event per positive component (arrival
     # indexes ``a`` in component order, ``o`` its positions in arrival order): whether
     # it passes what the query used up, and if so it is used up (docs/semantics.md §12).
     cdef dict floors = pstate.floors
-    cdef set consumed
-    cdef bint exclusive = pstate.exclusive
+    cdef set consumed = pstate.consumed, before = pstate.consumed_before
     cdef long long low = a[o[0]], high = a[o[n - 1]], new
     cdef Py_ssize_t x
-    floor = floors.get(src)
-    if exclusive:
-        consumed = pstate.consumed
+    floor = floors.get(src) if floors else None
+    if pstate.exclusive:
         for x in range(n):
-            if a[x] in consumed:
+            if a[x] in consumed or (before and a[x] in before):
                 return False
     if floor is not None and low < <long long>floor:
         return False
-    if exclusive:
+    if pstate.exclusive:
         for x in range(n):
             consumed.add(a[x])
-    skip = pstate.skip
-    if skip is not None:
-        if skip == "past-last-row":
+    if pstate.skip:
+        if pstate.skip == 1:
             new = high + 1
-        elif skip == "next-row":
+        elif pstate.skip == 2:
             new = low + 1
         else:
-            new = a[<Py_ssize_t>pstate.skip_pos]
+            new = a[pstate.skip_pos]
         if floor is None or new > <long long>floor:
             floors[src] = new
     return True

@@ -106,6 +106,8 @@ class PolicyState:
         "policy",
         "since",
         "consumed",
+        "consumed_before",
+        "_before_top",
         "floors",
         "consumes",
         "strict",
@@ -127,7 +129,13 @@ class PolicyState:
         # The engine's clock when the query was registered: what it uses up depends on
         # every op since (the service keeps them for replay: docs/semantics.md §12).
         self.since = since
+        # Consumed arrival indexes in two generations: those used up since the last
+        # cleaning, and those before it (with the largest of them), so that a cleaning
+        # drops the older generation whole once the window has passed it instead of
+        # scanning every index (:meth:`clean`). An index is consumed if in either.
         self.consumed: set[int] = set()
+        self.consumed_before: set[int] = set()
+        self._before_top = -1
         self.floors: dict[Any, int] = {}
         # What the compiled kernel's choice reads (ecq/kernel/_kernel.pyx, _choose_found).
         self.consumes = self.policy.consumes
@@ -293,7 +301,9 @@ class PolicyState:
         policy = self.policy
         consumed = self.consumed
         floor = self.floors.get(src)
-        if policy.exclusive and not consumed.isdisjoint(arrivals):
+        if policy.exclusive and not (
+            consumed.isdisjoint(arrivals) and self.consumed_before.isdisjoint(arrivals)
+        ):
             return False
         if floor is not None and arrivals[0] < floor:
             return False
@@ -317,10 +327,22 @@ class PolicyState:
     def clean(self, alive: float) -> None:
         """Forget what lies below ``alive``: no stored instance the query could use has
         a smaller arrival index, so a consumed index or a floor there excludes nothing.
-        A scan of what is kept: between two cleanings most of it falls below, so this
-        costs what keeping it in order would, without a cost per match."""
-        if self.consumed:
-            self.consumed = {a for a in self.consumed if a >= alive}
+        The older generation of consumed indexes goes whole once its largest is below
+        (the common case: a window shorter than two cleaning periods), else by a scan;
+        then the newer one becomes the older. Nothing is paid per match."""
+        before = self.consumed_before
+        if before:
+            if self._before_top < alive:
+                before.clear()
+            else:
+                before.difference_update([a for a in before if a < alive])
+        consumed = self.consumed
+        if consumed:
+            # The generations roll, in place: the compiled kernel holds the same sets
+            # (ecq/kernel/_kernel.pyx).
+            self._before_top = max(self._before_top if before else -1, max(consumed))
+            before.update(consumed)
+            consumed.clear()
         floors = self.floors
         if floors:
             for src in [src for src, floor in floors.items() if floor <= alive]:
@@ -328,4 +350,4 @@ class PolicyState:
 
     def size(self) -> int:
         """Entries kept (consumed indexes and floors)."""
-        return len(self.consumed) + len(self.floors)
+        return len(self.consumed) + len(self.consumed_before) + len(self.floors)
