@@ -22,8 +22,9 @@ States (``/readyz``):
 
 - ``starting``: the engine is rebuilt by replaying the store's op log into a fresh
   engine (each stored query compiled once; matches discarded: they are in the match log
-  already). Writes are answered 503 with ``Retry-After`` at once, never queued behind
-  the rebuild.
+  already). The log's head — its registrations before any batch — is read from the
+  snapshot of the queries instead when one stands for it (service.server.snapshot).
+  Writes are answered 503 with ``Retry-After`` at once, never queued behind the rebuild.
 - ``ok``: serving.
 - ``unwritable``: the store refused a write (disk full, read-only, I/O error: a
   :class:`~service.server.faults.StoreFault`). Writes are answered 503 saying so; reads

@@ -169,14 +169,18 @@ def write(path: Path, engine: Engine, head: HeadDigest, shard: str) -> Header:
         zlib.crc32(payload),
     )
     temp = path.with_name(f"{path.name}.tmp")
-    with open(temp, "wb") as out:
-        out.write(MAGIC)
-        out.write(orjson.dumps(header.__dict__))
-        out.write(b"\n")
-        out.write(payload)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temp, path)
+    try:
+        with open(temp, "wb") as out:
+            out.write(MAGIC)
+            out.write(orjson.dumps(header.__dict__))
+            out.write(b"\n")
+            out.write(payload)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)  # a full disk: leave no half-written file behind
+        raise
     _sync_dir(path.parent)
     return header
 
