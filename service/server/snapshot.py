@@ -70,10 +70,14 @@ __all__ = ["FORMAT", "SNAPSHOT_FILE", "HeadDigest", "Header", "Stale", "code_ver
 
 log = logging.getLogger("scemon.snapshot")
 
-FORMAT = 1
+FORMAT = 2
 SNAPSHOT_FILE = "scemon.snapshot"
 # The first line of the file; then the header (one JSON line), then the pickled engine.
 MAGIC = b"scemon-snapshot\n"
+
+
+# Integers of at least this many bits are written once however often referenced.
+WIDE_BITS = 1024
 
 
 class Stale(Exception):
@@ -150,11 +154,22 @@ def write(path: Path, engine: Engine, head: HeadDigest, shard: str) -> Header:
     event has reached it). Atomic (a temporary file renamed over the old one)."""
     owns = engine.owns
     engine.owns = None  # the shard's ownership test is the server's, set again when read
+    # Pickling makes a memo entry per object: the cyclic collector would walk the
+    # whole engine again and again meanwhile (half the time of writing).
+    was = gc.isenabled()
+    gc.disable()
     try:
-        buffer = io.BytesIO()
-        _Pickler(buffer).dump(engine)
+        body = io.BytesIO()
+        pickler = _Pickler(body)
+        pickler.dump(engine)
     finally:
         engine.owns = owns
+        if was:
+            gc.enable()
+    # The wide integers first (the engine's pickle names them by their index there).
+    buffer = io.BytesIO()
+    pickle.dump(pickler.wide, buffer, protocol=5)
+    buffer.write(body.getbuffer())
     payload = buffer.getbuffer()
     header = Header(
         FORMAT,
@@ -223,7 +238,11 @@ def read(path: Path, header: Header, start: int, compiled: bool | None) -> Engin
     was = gc.isenabled()
     gc.disable()
     try:
-        engine = pickle.loads(payload)
+        stream = io.BytesIO(payload)
+        wide = pickle.load(stream)
+        unpickler = pickle.Unpickler(stream)
+        unpickler.persistent_load = wide.__getitem__  # type: ignore[assignment]
+        engine = unpickler.load()
     except Exception as err:  # noqa: BLE001 - any failure to load means: rebuild
         raise Stale(f"it does not load ({type(err).__name__}: {err})") from None
     finally:
@@ -393,9 +412,24 @@ class _Pickler(pickle.Pickler):
 
     def __init__(self, file: io.BytesIO) -> None:
         super().__init__(file, protocol=5)
+        # The distinct wide integers (the query bitsets), each written once: pickle
+        # copies an integer wherever it is referenced, and the same set is referenced
+        # from several tables (a filter's queries: its index, its attribute's, its
+        # slot's), which at 100,000 queries tripled the file and the memory read back.
+        self.wide: list[int] = []
+        self._wide_at: dict[int, int] = {}
         self._objects = _module_objects()
         self._kernels = _kernel_types()
         self._special = {type(obj) for obj in _objects_by_id(self._objects)} | self._kernels
+
+    def persistent_id(self, obj: Any) -> int | None:
+        if type(obj) is not int or obj.bit_length() < WIDE_BITS:
+            return None
+        at = self._wide_at.get(obj)
+        if at is None:
+            at = self._wide_at[obj] = len(self.wide)
+            self.wide.append(obj)
+        return at
 
     def reducer_override(self, obj: Any) -> Any:
         kind = type(obj)
