@@ -199,3 +199,43 @@ def test_a_snapshot_that_cannot_stand_for_the_log_is_not_read(
     # The new snapshot is read by the next start, with the same matches still.
     assert _READ.search(restart(server))
     assert wire(server.client().all_matches()) == wire(twin.matches)
+
+
+_READ_PART = re.compile(r"the snapshot \S+ read in [0-9.]+ s: \d+ queries, for (\d+) of the (\d+) ops before")
+
+
+def test_a_snapshot_of_the_first_ops_of_a_longer_head_is_read_for_those(start_server: StartServer) -> None:
+    """A query registered after some batches joins the log's head once they are trimmed:
+    the snapshot, written before, stands for the ops before it; the start reads it for
+    those, compiles the new query, and writes a snapshot of the whole head."""
+    rng = random.Random(373)
+    batches = [make_batch(k, rng) for k in range(16)]
+    twin = Twin()
+    first = {name: QUERIES[name] for name in ("seq", "cond", "neg", "kleene", "keyed")}
+    server = start(start_server, twin, first)
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        for k in range(3):
+            post(http, k, batches[k])
+            twin.post(batches[k])
+    assert _WRITTEN.search(restart(server))
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        assert http.post("/v1/queries", json={"name": "later", "text": QUERIES["trail"]}).status_code == 201
+        twin.register("later", QUERIES["trail"])
+        for k in range(3, 13):  # trims (every fourth) drop the batches before "later"
+            post(http, k, batches[k])
+            twin.post(batches[k])
+    started = restart(server)
+    part = _READ_PART.search(started)
+    assert part is not None, started
+    assert int(part.group(1)) == len(first) and int(part.group(2)) == len(first) + 1
+    assert _WRITTEN.search(started)
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        for k in range(13, 16):
+            post(http, k, batches[k])
+            twin.post(batches[k])
+    assert {m["query"] for m in twin.matches} == {*first, "later"}
+    assert wire(server.client().all_matches()) == wire(twin.matches)
+    # The whole head now: read for all its ops.
+    part = _READ_PART.search(restart(server))
+    assert part is not None and part.group(1) == part.group(2)
+    assert wire(server.client().all_matches()) == wire(twin.matches)
