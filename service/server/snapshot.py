@@ -396,7 +396,7 @@ def _module_objects() -> dict[int, tuple[str, str]]:
     for module_name, module in sorted(sys.modules.items()):
         if module is None or not (module_name == "ecq" or module_name.startswith("ecq.")):
             continue
-        for name, value in vars(module).items():
+        for name, value in list(vars(module).items()):  # a copy: another thread may import
             if name.startswith("__") or isinstance(value, plain):
                 continue
             if isinstance(value, tuple) and all(isinstance(v, (str, int, float)) for v in value):
