@@ -587,7 +587,8 @@ SECTIONS: tuple[Section, ...] = (
         "query (the compiled queries with their syntax trees and condition closures, the "
         "network's links and tables), and by the query bitsets of the filter index, each as "
         "wide as the number of queries, so that their total grows with its square (29 MB of "
-        "snapshot at 10,000 queries). The canonical texts are kept in the "
+        "snapshot at 10,000 queries, 750 MB at 100,000, where reading it takes about two "
+        "thirds as long as replaying the window). The canonical texts are kept in the "
         "store, so they are not printed again.",
     ),
     Section(
