@@ -6,11 +6,12 @@ Each point is a real server in a subprocess on 127.0.0.1 and a temporary store:
 1. the store is given ``n`` queries of the demo (credit-card) workload, logged as one
    bulk registration (what a server that registered them keeps, written directly: the
    service's registration is not what this measures);
-2. a server starts on it (``first_start_s``: it rebuilds every query from the log), and
-   ``events`` events of the workload are posted as JSON batches: the retained window;
+2. a server starts on it (``first_start_s``: it rebuilds every query from the log and
+   writes the snapshot of them, service.server.snapshot), and ``events`` events of the
+   workload are posted as JSON batches: the retained window;
 3. the server is killed (SIGKILL: nothing flushed) and started again; ``restart_s`` is
    the wall time from the spawn of the process to ``/readyz`` answering 200, with the
-   op log (the registrations and the window's batches) replayed. ``rebuild_s`` is the
+   queries read from the snapshot and the window's batches replayed. ``rebuild_s`` is the
    part the engine's rebuild took, as the server logs it; the rest is the process
    starting (imports, the store's check, the web app).
 

@@ -22,8 +22,9 @@ States (``/readyz``):
 
 - ``starting``: the engine is rebuilt by replaying the store's op log into a fresh
   engine (each stored query compiled once; matches discarded: they are in the match log
-  already). Writes are answered 503 with ``Retry-After`` at once, never queued behind
-  the rebuild.
+  already). The log's head — its registrations before any batch — is read from the
+  snapshot of the queries instead when one stands for it (service.server.snapshot).
+  Writes are answered 503 with ``Retry-After`` at once, never queued behind the rebuild.
 - ``ok``: serving.
 - ``unwritable``: the store refused a write (disk full, read-only, I/O error: a
   :class:`~service.server.faults.StoreFault`). Writes are answered 503 saying so; reads
@@ -50,6 +51,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
@@ -72,6 +74,7 @@ from ecq.language.partition import describe_key
 from ecq.match import Match
 from ecq.network import check_depends
 from ecq.time.timekeeper import IDLE, MAX_AHEAD, Late, TimeKeeper
+from service.server import snapshot
 from service.server.blocks import Block
 from service.server.errors import (
     BufferFullError,
@@ -85,6 +88,7 @@ from service.server.limits import check_pattern_size, check_query_bounds
 from service.server.metrics import Metrics
 from service.server.rates import MatchRates
 from service.server.sharding import ownership
+from service.server.snapshot import SNAPSHOT_FILE, HeadDigest, ops_head
 from service.server.store import (
     BATCH,
     LATENESS,
@@ -92,6 +96,7 @@ from service.server.store import (
     TIME,
     UNREGISTER,
     Clocks,
+    Op,
     Store,
     arrival_key,
     arrow_log,
@@ -113,6 +118,11 @@ QuerySpec = dict[str, Any]
 LateRow = tuple[int, str | int, float]
 
 STARTING, OK, UNWRITABLE, FAILED = "starting", "ok", "unwritable", "failed"
+
+# The ops of the log's head, which a snapshot may stand for: before the first batch or
+# time advance no event has reached the engine, and a lateness change touches only the
+# time keeper's (empty) buffer.
+HEAD_KINDS = frozenset({REGISTER, UNREGISTER, LATENESS})
 
 # Events per call of the engine (see EngineHost._process): a few milliseconds of work.
 SLICE = 2048
@@ -249,6 +259,7 @@ class EngineHost:
         scrub_every: float = SCRUB_EVERY,
         match_cap: int = 0,
         shard: str = "",
+        snapshots: bool = True,
     ) -> None:
         """``lateness`` is applied once the engine is rebuilt (a change is logged as an
         op); ``wall`` is the wall clock that guards an engine without a clock yet and
@@ -275,6 +286,9 @@ class EngineHost:
         self._compiler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scemon-compile")
         self._loop: asyncio.AbstractEventLoop | None = None
         self.owns = ownership(shard)
+        self.shard = shard
+        # Whether the rebuild reads and writes the snapshot of the log's head.
+        self.snapshots = snapshots
         self.keeper = TimeKeeper(Engine(), 0.0, max_ahead, idle)
         self.keeper.engine.owns = self.owns
         # Since this process started: late events applied, events and time advances
@@ -550,20 +564,29 @@ class EngineHost:
 
     def _rebuild(self, reason: str) -> None:
         """A fresh engine fed the op log in its original order; matches are discarded.
-        A query registered again under the same text is compiled once."""
+        A query registered again under the same text is compiled once. The log's head
+        (its registrations before any batch) comes from the snapshot when one stands
+        for it (service.server.snapshot), and a snapshot is written when none did."""
         self.state = STARTING
         self.metrics.up.set(0)
         self.metrics.rebuilds.labels(reason).inc()
         total = self.store.op_count()
         self.progress = (0, total)
-        keeper = TimeKeeper(Engine(), 0.0, self.max_ahead, self.idle)
+        ops = self.store.ops()
+        head, after = ops_head(ops, HEAD_KINDS)
+        engine, covered, digest = self._from_snapshot(head)
+        keeper = TimeKeeper(engine or Engine(), 0.0, self.max_ahead, self.idle)
         engine = keeper.engine
         engine.owns = self.owns
         compiled: dict[tuple[str, bytes], CompiledQuery] = {}
         # A run of registrations goes in one Engine.register_many (the same ops as one
         # by one, with what depends on the whole set of queries made once per run).
         run: list[tuple[str, CompiledQuery]] = []
-        for done, op in enumerate(self.store.ops(), 1):
+        done = 0
+
+        def replay(op: Op) -> None:
+            nonlocal run, done
+            done += 1
             if op.kind == REGISTER:
                 assert op.name is not None and op.body is not None
                 key = (op.name, op.body)
@@ -572,7 +595,7 @@ class EngineHost:
                     cq = compiled[key] = Engine.compile(op.name, spec_query(orjson.loads(op.body)))
                 run.append((op.name, cq))
                 if len(run) < 4096:
-                    continue
+                    return
             if run:
                 engine.register_many(run)
                 run = []
@@ -592,6 +615,25 @@ class EngineHost:
                 keeper.set_lateness(op.time)
             if done % 64 == 0:
                 self.progress = (done, total)
+
+        for op in head[:covered]:
+            done += 1
+            if op.kind == LATENESS:  # no event yet: a lateness change touches no engine
+                assert op.time is not None
+                keeper.set_lateness(op.time)
+        for op in head[covered:]:
+            digest.add(op.pos, op.kind, op.name, op.body, op.time)
+            replay(op)
+        if run:
+            engine.register_many(run)
+            run = []
+        if covered < len(head) and self.snapshots:
+            self._write_snapshot(engine, digest)
+        del head
+        if after is not None:
+            replay(after)
+            for op in ops:
+                replay(op)
         if run:
             engine.register_many(run)
         meta = self.store.meta()
@@ -628,6 +670,72 @@ class EngineHost:
         self.failure = None
         self.fault = None
         self.metrics.up.set(1)
+
+    @property
+    def snapshot_path(self) -> Path:
+        return self.store.path.with_name(SNAPSHOT_FILE)
+
+    def _from_snapshot(self, head: list[Op]) -> tuple[Engine | None, int, HeadDigest]:
+        """The engine of the snapshot, how many ops of ``head`` it stands for and their
+        digest; or ``(None, 0, an empty digest)``, logging why, when none does."""
+        digest = HeadDigest()
+        if not self.snapshots or not any(op.kind == REGISTER for op in head):
+            return None, 0, digest
+        path = self.snapshot_path
+        began = time.perf_counter()
+        try:
+            header, start = snapshot.read_header(path)
+            why = header.stands_for(snapshot.code_version(), self.engine.network.kernel.name, self.shard)
+            if why is not None:
+                raise snapshot.Stale(why)
+            if header.ops > len(head):
+                raise snapshot.Stale(
+                    f"it stands for {header.ops} ops, the log's head has {len(head)} (some were trimmed)"
+                )
+            for op in head[: header.ops]:
+                digest.add(op.pos, op.kind, op.name, op.body, op.time)
+            if digest.last_pos != header.last_pos or digest.hexdigest() != header.digest:
+                raise snapshot.Stale(
+                    "the log's first ops are not the ones it stands for (changed or trimmed since)"
+                )
+            engine = snapshot.read(path, header, start, None)
+        except snapshot.Stale as stale:
+            level = logging.INFO if not path.exists() else logging.WARNING
+            log.log(
+                level, "the snapshot %s is not used (%s): every stored query is compiled again", path, stale
+            )
+            return None, 0, HeadDigest()
+        log.info(
+            "the snapshot %s read in %.2f s: %d queries, for %d of the %d ops before the first batch",
+            path,
+            time.perf_counter() - began,
+            header.queries,
+            header.ops,
+            len(head),
+        )
+        return engine, header.ops, digest
+
+    def _write_snapshot(self, engine: Engine, digest: HeadDigest) -> None:
+        """Write the snapshot of ``engine`` (no event has reached it). A cache: if it
+        cannot be written, the next start compiles every query again, and says so."""
+        if not engine.key_of:
+            self.snapshot_path.unlink(missing_ok=True)
+            return
+        began = time.perf_counter()
+        try:
+            header = snapshot.write(self.snapshot_path, engine, digest, self.shard)
+        except Exception as err:  # noqa: BLE001 - a cache: the engine is unharmed
+            log.warning(
+                "the snapshot %s was not written (%s: %s)", self.snapshot_path, type(err).__name__, err
+            )
+            return
+        log.info(
+            "the snapshot %s written in %.2f s: %d queries, %.1f MB",
+            self.snapshot_path,
+            time.perf_counter() - began,
+            header.queries,
+            header.size / 1e6,
+        )
 
     def _recover(self, err: BaseException) -> UnavailableError:
         """The engine may be ahead of the store after a bug: rebuild it from the store."""

@@ -1,0 +1,494 @@
+"""A snapshot of the engine's registered queries, so a restart need not parse, compile
+and install every stored query again.
+
+What it holds: the engine (``ecq.Engine``: its networks, compiled queries and every
+table derived from them) as it stands after the op log's *head* — the registrations,
+unregistrations and lateness changes before its first batch or time advance, where
+the live queries of a trimmed log sit. No event has reached the engine then, so the
+snapshot holds queries only: a restart loads it in place of replaying the head, then
+replays the rest of the log (the retained window) as before.
+
+Why it is trusted only when everything matches: the snapshot is a cache of the head,
+never part of the state. Its header names
+
+- the format (:data:`FORMAT`) and the code that wrote it (:func:`code_version`: a digest
+  of the engine's sources, the Python version and the kernel in use): the pickled
+  objects are this code's, so any other build rebuilds instead;
+- the ops it stands for: how many, the position of the last, and a SHA-256 of each
+  one's position, kind, name and body (:class:`HeadDigest`) — a trim that dropped a
+  registration pair, an op rewritten, a different store, and the digest differs;
+- the size and CRC-32 of the pickled engine, checked before it is read.
+
+A snapshot that stands for the first ``k`` ops of a longer head (queries registered
+since, their batches trimmed) is used for those ``k``; the rest of the head is replayed
+and a new snapshot written. On any mismatch or damage the rebuild replays the whole log,
+as without a snapshot, and the log says why (:class:`Stale`).
+
+How the engine is pickled (:class:`_Pickler`): the standard ``pickle`` protocol 5, with
+three things taken otherwise — a network's kernel is left out and made again when read
+(it holds nothing before the first event but what it derives from the network); a
+closure compiled from a query's conditions is written as the place of its code (module,
+qualified name, line) and its cells, its code being found again in the loaded module
+(the code version vouches that it is the same code); a module-level object of the
+engine's modules (a sentinel such as ``MISSING``, compared by identity) is written as
+its name, so it is the same object after loading. Nothing else is special: an object
+that does not pickle makes :func:`write` fail, and the log says so (the next start
+rebuilds).
+
+The file (``scemon.snapshot`` beside the store) is written to a temporary name, synced
+and renamed over the old one, so a kill while writing leaves the old file or the new
+one, never a torn one (and a torn one would fail its checksum).
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import hashlib
+import importlib
+import io
+import logging
+import os
+import pickle
+import sys
+import types
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+import ecq
+from ecq.engine import Engine
+from ecq.kernel.make import make_kernel
+from ecq.kernel.pure import PureKernel
+from ecq.kernel.select import compiled_module
+
+__all__ = ["FORMAT", "SNAPSHOT_FILE", "HeadDigest", "Header", "Stale", "code_version", "read", "write"]
+
+log = logging.getLogger("scemon.snapshot")
+
+FORMAT = 2
+SNAPSHOT_FILE = "scemon.snapshot"
+# The first line of the file; then the header (one JSON line), then the pickled engine.
+MAGIC = b"scemon-snapshot\n"
+
+
+# Integers of at least this many bits are written once however often referenced.
+WIDE_BITS = 1024
+
+
+class Stale(Exception):
+    """The snapshot cannot stand for the log's head: why, in words for the log."""
+
+
+@functools.cache
+def code_version() -> str:
+    """A digest of the engine's sources (every ``.py``, ``.pyx``, ``.pxd`` and ``.h``
+    under ``ecq/``, by path) and of the Python that runs them: the pickled objects are
+    instances of this code's classes, so a snapshot of another build is never read."""
+    root = Path(ecq.__file__).parent
+    digest = hashlib.sha256()
+    digest.update(f"{sys.implementation.name}-{sys.version_info[:3]}-{FORMAT}".encode())
+    for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".pyx", ".pxd", ".h")):
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    return f"engine-{digest.hexdigest()[:24]}"
+
+
+class HeadDigest:
+    """A running SHA-256 of the log's head, op by op: what a snapshot stands for."""
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+        self.count = 0
+        self.last_pos = -1
+
+    def add(self, pos: int, kind: str, name: str | None, body: bytes | None, time: float | None) -> None:
+        size = None if body is None else len(body)
+        self._hash.update(orjson.dumps([pos, kind, name, time, size]))
+        self._hash.update(b"\n")
+        if body is not None:
+            self._hash.update(body)
+        self.count += 1
+        self.last_pos = pos
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+
+@dataclass(frozen=True)
+class Header:
+    """What a snapshot says of itself (the file's second line)."""
+
+    format: int
+    code: str
+    kernel: str
+    shard: str
+    ops: int
+    last_pos: int
+    digest: str
+    queries: int
+    size: int
+    crc: int
+
+    def stands_for(self, code: str, kernel: str, shard: str) -> str | None:
+        """Why this snapshot cannot be read by this build (None: it can)."""
+        if self.format != FORMAT:
+            return f"it is of format {self.format}, this build reads {FORMAT}"
+        if self.code != code:
+            return f"it was written by another build of the engine ({self.code}, this is {code})"
+        if self.kernel != kernel:
+            return f"it was written with the {self.kernel} kernel, this engine runs the {kernel} one"
+        if self.shard != shard:
+            return f"it was written by shard {self.shard or 'none'!r}, this is {shard or 'none'!r}"
+        return None
+
+
+def write(path: Path, engine: Engine, head: HeadDigest, shard: str) -> Header:
+    """Write the snapshot of ``engine``, which stands for the ops ``head`` digested (no
+    event has reached it). Atomic (a temporary file renamed over the old one)."""
+    owns = engine.owns
+    engine.owns = None  # the shard's ownership test is the server's, set again when read
+    # Pickling makes a memo entry per object: the cyclic collector would walk the
+    # whole engine again and again meanwhile (half the time of writing).
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        body = io.BytesIO()
+        pickler = _Pickler(body)
+        pickler.dump(engine)
+    finally:
+        engine.owns = owns
+        if was:
+            gc.enable()
+    # The wide integers first (the engine's pickle names them by their index there).
+    buffer = io.BytesIO()
+    pickle.dump(pickler.wide, buffer, protocol=5)
+    buffer.write(body.getbuffer())
+    payload = buffer.getbuffer()
+    header = Header(
+        FORMAT,
+        code_version(),
+        engine.network.kernel.name,
+        shard,
+        head.count,
+        head.last_pos,
+        head.hexdigest(),
+        len(engine.key_of),
+        len(payload),
+        zlib.crc32(payload),
+    )
+    temp = path.with_name(f"{path.name}.tmp")
+    try:
+        with open(temp, "wb") as out:
+            out.write(MAGIC)
+            out.write(orjson.dumps(header.__dict__))
+            out.write(b"\n")
+            out.write(payload)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)  # a full disk: leave no half-written file behind
+        raise
+    _sync_dir(path.parent)
+    return header
+
+
+def read_header(path: Path) -> tuple[Header, int]:
+    """The snapshot's header and where its payload starts; raises :class:`Stale`."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(len(MAGIC))
+            line = f.readline(1 << 16)
+    except FileNotFoundError:
+        raise Stale("there is none") from None
+    except OSError as err:
+        raise Stale(f"it cannot be read ({err})") from None
+    if magic != MAGIC or not line.endswith(b"\n"):
+        raise Stale("it is not a snapshot of this service (its first lines are not a header)")
+    try:
+        fields = orjson.loads(line)
+        header = Header(**fields)
+    except (orjson.JSONDecodeError, TypeError) as err:
+        raise Stale(f"its header cannot be read ({err})") from None
+    return header, len(MAGIC) + len(line)
+
+
+def read(path: Path, header: Header, start: int, compiled: bool | None) -> Engine:
+    """The engine the snapshot holds, its kernels made again; raises :class:`Stale` when
+    its payload is not the one the header describes (damage), or does not load."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(start)
+            payload = f.read()
+    except OSError as err:
+        raise Stale(f"it cannot be read ({err})") from None
+    if len(payload) != header.size:
+        raise Stale(f"it is {len(payload)} bytes long, its header says {header.size}: cut short or damaged")
+    if zlib.crc32(payload) != header.crc:
+        raise Stale("it fails its checksum: damaged")
+    # Reading makes millions of objects that all stay: the cyclic collector would walk
+    # them again and again for nothing.
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        stream = io.BytesIO(payload)
+        wide = pickle.load(stream)
+        unpickler = pickle.Unpickler(stream)
+        unpickler.persistent_load = wide.__getitem__  # type: ignore[assignment]
+        engine = unpickler.load()
+    except Exception as err:  # noqa: BLE001 - any failure to load means: rebuild
+        raise Stale(f"it does not load ({type(err).__name__}: {err})") from None
+    finally:
+        if was:
+            gc.enable()
+    if not isinstance(engine, Engine):
+        raise Stale(f"it holds a {type(engine).__name__}, not an engine")
+    for _, net in engine.networks():
+        net.kernel = make_kernel(net, net.level, compiled)
+        net.kernel.queries_changed()
+    return engine
+
+
+def _sync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------- the pickling
+
+
+def _no_kernel() -> None:
+    """What a network's kernel is read as: nothing (``read`` makes a new one)."""
+    return None
+
+
+@functools.cache
+def _module_object(module: str, name: str) -> Any:
+    return getattr(importlib.import_module(module), name)
+
+
+@functools.cache
+def _codes(module_name: str) -> dict[tuple[str, int], list[types.CodeType]]:
+    """The code objects defined in a module (functions, methods and every function
+    nested in them), by qualified name and first line, in the order of the source."""
+    module = importlib.import_module(module_name)
+    found: dict[tuple[str, int], list[types.CodeType]] = {}
+    filename = getattr(module, "__file__", None)
+    seen: set[int] = set()
+
+    def walk_code(code: types.CodeType) -> None:
+        if id(code) in seen or code.co_filename != filename:
+            return
+        seen.add(id(code))
+        found.setdefault((code.co_qualname, code.co_firstlineno), []).append(code)
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                walk_code(const)
+
+    def walk(value: Any, depth: int = 0) -> None:
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        if isinstance(value, property):
+            for part in (value.fget, value.fset, value.fdel):
+                if part is not None:
+                    walk(part, depth)
+            return
+        inner = getattr(value, "func", None)  # a cached property's function
+        if isinstance(inner, types.FunctionType):
+            walk(inner, depth)
+        wrapped = getattr(value, "__wrapped__", None)
+        if isinstance(wrapped, types.FunctionType):
+            walk(wrapped, depth)
+        if isinstance(value, types.FunctionType):
+            walk_code(value.__code__)
+        elif isinstance(value, type) and value.__module__ == module_name and depth < 4:
+            for member in vars(value).values():
+                walk(member, depth + 1)
+
+    for value in list(vars(module).values()):
+        walk(value)
+    return found
+
+
+def _code_place(fn: types.FunctionType) -> tuple[str, str, int, int]:
+    code = fn.__code__
+    module = fn.__module__
+    candidates = _codes(module).get((code.co_qualname, code.co_firstlineno), [])
+    for index, candidate in enumerate(candidates):
+        if candidate is code:
+            return module, code.co_qualname, code.co_firstlineno, index
+    raise pickle.PicklingError(f"the code of {module}.{code.co_qualname} cannot be found in its module")
+
+
+@functools.cache
+def _code_at(module: str, qualname: str, line: int, index: int) -> tuple[types.CodeType, dict[str, Any]]:
+    """The code found at a place, and its module's globals."""
+    try:
+        code = _codes(module)[(qualname, line)][index]
+    except (KeyError, IndexError):
+        raise pickle.UnpicklingError(f"no code {module}.{qualname} at line {line}") from None
+    return code, vars(importlib.import_module(module))
+
+
+def _make_closure(
+    module: str, qualname: str, line: int, index: int, cells: int, defaults: tuple[Any, ...] | None
+) -> types.FunctionType:
+    """A closure of the code found at its place, with empty cells (filled by
+    :func:`_fill_closure`: a closure may hold itself, as a recursive one does)."""
+    code, globals_ = _code_at(module, qualname, line, index)
+    return types.FunctionType(
+        code, globals_, code.co_name, defaults, tuple([types.CellType() for _ in range(cells)])
+    )
+
+
+def _fill_closure(fn: types.FunctionType, state: tuple[tuple[Any, ...], dict[str, Any] | None]) -> None:
+    values, kwdefaults = state
+    for cell, value in zip(fn.__closure__ or (), values, strict=True):
+        if value is not _EMPTY_MARK:
+            cell.cell_contents = value
+    if kwdefaults:
+        fn.__kwdefaults__ = kwdefaults
+
+
+class _EmptyCell:
+    """A cell not yet filled when its closure was written (read back empty)."""
+
+    def __reduce__(self) -> str:
+        return "_EMPTY_MARK"
+
+
+_EMPTY_MARK = _EmptyCell()
+
+
+def _module_objects() -> dict[int, tuple[str, str]]:
+    """The module-level objects of the engine's modules that must stay themselves
+    (compared by identity, or shared): ``id -> (module, name)``. Numbers, strings and
+    the like are equal when copied, and classes and functions pickle by name anyway."""
+    plain = (
+        type,
+        types.ModuleType,
+        types.FunctionType,
+        types.BuiltinFunctionType,
+        str,
+        bytes,
+        int,
+        float,
+        bool,
+        complex,
+        type(None),
+    )
+    out: dict[int, tuple[str, str]] = {}
+    for module_name, module in sorted(sys.modules.items()):
+        if module is None or not (module_name == "ecq" or module_name.startswith("ecq.")):
+            continue
+        for name, value in list(vars(module).items()):  # a copy: another thread may import
+            if name.startswith("__") or isinstance(value, plain):
+                continue
+            if isinstance(value, tuple) and all(isinstance(v, (str, int, float)) for v in value):
+                continue
+            out.setdefault(id(value), (module_name, name))
+    return out
+
+
+class _Pickler(pickle.Pickler):
+    """``pickle`` with the engine's three exceptions (see the module docstring). Its
+    override is called for every object that is not a number or a string, so it
+    decides by the type first."""
+
+    def __init__(self, file: io.BytesIO) -> None:
+        super().__init__(file, protocol=5)
+        # The distinct wide integers (the query bitsets), each written once: pickle
+        # copies an integer wherever it is referenced, and the same set is referenced
+        # from several tables (a filter's queries: its index, its attribute's, its
+        # slot's), which at 100,000 queries tripled the file and the memory read back.
+        self.wide: list[int] = []
+        self._wide_at: dict[int, int] = {}
+        self._objects = _module_objects()
+        self._kernels = _kernel_types()
+        self._special = {type(obj) for obj in _objects_by_id(self._objects)} | self._kernels
+
+    def persistent_id(self, obj: Any) -> int | None:
+        if type(obj) is not int or obj.bit_length() < WIDE_BITS:
+            return None
+        at = self._wide_at.get(obj)
+        if at is None:
+            at = self._wide_at[obj] = len(self.wide)
+            self.wide.append(obj)
+        return at
+
+    def reducer_override(self, obj: Any) -> Any:
+        kind = type(obj)
+        if kind is types.FunctionType:
+            if obj.__closure__ is None and "<" not in obj.__qualname__:
+                return NotImplemented  # by name, as pickle does
+            return _closure_reduction(obj)
+        if kind not in self._special:
+            return NotImplemented
+        if kind in self._kernels:
+            return (_no_kernel, ())
+        where = self._objects.get(id(obj))
+        if where is not None:
+            return (_module_object, where)
+        return NotImplemented
+
+
+def _kernel_types() -> set[type]:
+    """The kernels' classes: the pure one, and the compiled one when it is built."""
+    kinds: set[type] = {PureKernel}
+    compiled = compiled_module("_kernel")
+    if compiled is not None:
+        kinds.add(compiled.CompiledKernel)
+    return kinds
+
+
+def _objects_by_id(objects: dict[int, tuple[str, str]]) -> list[Any]:
+    return [_module_object(module, name) for module, name in objects.values()]
+
+
+def _closure_reduction(fn: types.FunctionType) -> tuple[Any, ...]:
+    module = fn.__module__ or ""
+    if not (module == "ecq" or module.startswith("ecq.")):
+        raise pickle.PicklingError(f"a closure of {module}.{fn.__qualname__} is not the engine's")
+    place = _code_place(fn)
+    cells = fn.__closure__ or ()
+    values = tuple(_cell_value(c) for c in cells)
+    return (
+        _make_closure,
+        (*place, len(cells), fn.__defaults__),
+        (values, fn.__kwdefaults__),
+        None,
+        None,
+        _fill_closure,
+    )
+
+
+def _cell_value(cell: types.CellType) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return _EMPTY_MARK
+
+
+def ops_head(ops: Iterator[Any], kinds: frozenset[str]) -> tuple[list[Any], Any | None]:
+    """The ops of the log's head (of ``kinds``) and the first op after it (None: none)."""
+    head: list[Any] = []
+    for op in ops:
+        if op.kind not in kinds:
+            return head, op
+        head.append(op)
+    return head, None
