@@ -56,6 +56,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from ecq.collector import collector_paused
 from ecq.compiler.query import CompiledQuery
 from ecq.engine import Engine
 from ecq.errors import (
@@ -232,12 +233,13 @@ def prepare(entries: Sequence[tuple[str, QuerySpec]]) -> list[Prepared]:
     Raises the first refusal; in a bulk call wrapped with its index and name."""
     out = []
     bulk = len(entries) > 1
-    for index, (name, spec) in enumerate(entries):
-        try:
-            cq = _compile(name, spec)
-        except ScemonError as err:
-            raise InBulkError(err, index, name) if bulk else err from None
-        out.append(Prepared(name, spec, cq, canonical_text(cq)))
+    with collector_paused():
+        for index, (name, spec) in enumerate(entries):
+            try:
+                cq = _compile(name, spec)
+            except ScemonError as err:
+                raise InBulkError(err, index, name) if bulk else err from None
+            out.append(Prepared(name, spec, cq, canonical_text(cq)))
     return out
 
 
@@ -592,7 +594,8 @@ class EngineHost:
                 key = (op.name, op.body)
                 cq = compiled.get(key)
                 if cq is None:
-                    cq = compiled[key] = Engine.compile(op.name, spec_query(orjson.loads(op.body)))
+                    with collector_paused():
+                        cq = compiled[key] = Engine.compile(op.name, spec_query(orjson.loads(op.body)))
                 run.append((op.name, cq))
                 if len(run) < 4096:
                     return

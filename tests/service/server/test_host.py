@@ -100,3 +100,46 @@ def test_engine_stats_are_walked_when_asked_not_after_every_operation(tmp_path: 
 
     (walked, stale, fresh, again), _ = run_host(tmp_path, script)
     assert (walked, stale, fresh, again) == (0, 0, 3, 3)
+
+
+def test_a_bulk_registration_compiles_with_the_collector_paused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compiling a batch allocates objects that stay alive: no cyclic collection walks
+    them while the queries compile (each would walk every query compiled so far), and
+    the collector is on again after, or still off when the caller had it off."""
+    import gc
+
+    from service.server import host
+
+    entries = [
+        (f"q{i}", {"text": f"SEQ(A a, B b) WHERE a.x > {i} AND b.y < {i + 0.5} WITHIN 5 s"}) for i in range(400)
+    ]
+    collections: list[int] = []
+    during: list[int] = []
+    compile_one = host._compile
+
+    def compiling(name: str, spec: dict[str, Any]) -> Any:
+        before = len(collections)
+        try:
+            return compile_one(name, spec)
+        finally:
+            during.append(len(collections) - before)
+
+    def note(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    monkeypatch.setattr(host, "_compile", compiling)
+    gc.callbacks.append(note)
+    try:
+        assert len(host.prepare(entries)) == 400
+        assert gc.isenabled()
+        assert len(during) == 400
+        assert sum(during) == 0
+        gc.disable()
+        try:
+            host.prepare(entries[:3])
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+    finally:
+        gc.callbacks.remove(note)
