@@ -265,7 +265,7 @@ class Client:
     def put_slots(
         self, slots: Mapping[str, Any], me: int, events: Sequence[Mapping[str, Any]] = ()
     ) -> ClusterSlots:
-        """Give the shard a new slot map (``{"epoch", "shards", "ranges"}``), its place,
+        """Give the shard a new slot map (``SlotMap.to_json()``), its place,
         and the events of the slots it gains."""
         body, headers = _json({"map": dict(slots), "me": me, "events": list(events)})
         return ClusterSlots.model_validate_json(

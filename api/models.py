@@ -645,14 +645,21 @@ class RoutingKey(_Model):
 
 class SlotMapBody(_Model):
     """The cluster's slot map (docs/architecture.md, "A cluster"): a value belongs to slot
-    ``crc32(text) mod 4096``, a slot to a shard. ``ranges`` cover every slot once, as
-    ``[first slot, last slot, shard]`` runs; a shard is its position in ``shards``."""
+    ``crc32(text) mod 4096``, a slot to a shard, its position in ``shards``. ``owners``
+    holds every slot's shard, slot 0 first, as unsigned 16-bit little-endian integers
+    in unpadded base64url; a map sent to a shard may give ``ranges`` instead,
+    ``[first slot, last slot, shard]`` runs covering every slot once."""
 
     epoch: int = Field(ge=0, description="Grows by one with every change of the map.")
     shards: list[str] = Field(
         default_factory=list, description="The shards' base URLs in routing order; [] when not named."
     )
-    ranges: list[list[int]] = Field(description="[first slot, last slot, shard] runs covering 0-4095.")
+    owners: str | None = Field(
+        default=None, description="Every slot's shard: 4096 uint16 little-endian, base64url, unpadded."
+    )
+    ranges: list[list[int]] | None = Field(
+        default=None, description="Instead of owners: [first slot, last slot, shard] runs covering 0-4095."
+    )
 
 
 class ClusterRouting(_Model):

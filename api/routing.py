@@ -7,14 +7,21 @@ slots never changes, so adding or removing a shard moves whole slots — with th
 partial matches — and never re-hashes a value (Flink's key groups, Redis Cluster's hash
 slots). ``crc32`` is stable across processes, restarts and machines (unlike ``hash()``).
 
-The default map of ``N`` shards gives each shard one contiguous range of slots, shard
-``k`` the slots ``s`` with ``s * N // 4096 == k`` (:meth:`SlotMap.default`); a map given
-as a shard count means that default.
+The default map of ``N`` shards deals the slots out in turn: shard ``k`` owns the slots
+``s`` with ``s mod N == k`` (:meth:`SlotMap.default`); a map given as a shard count
+means that default. For ``N`` a power of two that is ``crc32(text) mod N``, the rule
+before slots. Why not contiguous ranges: a slot's high bits barely change between
+names that differ in their last character (``feed-0`` … ``feed-7`` all fall in the
+first half of the slots), its low bits do.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import sys
 import zlib
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -91,7 +98,7 @@ def owner_of(key: Sequence[str], value: Any, shards: int | SlotMap) -> int:
         return shards.owners[slot_of(key, value)]
     if shards <= 1:
         return 0
-    return slot_of(key, value) * shards // SLOTS
+    return slot_of(key, value) % shards
 
 
 @dataclass(frozen=True)
@@ -123,15 +130,15 @@ class SlotMap:
 
     @classmethod
     def default(cls, shards: int | Sequence[str], epoch: int = 0) -> SlotMap:
-        """The default map: ``N`` shards, shard ``k`` owning the contiguous range of slots
-        ``s`` with ``s * N // 4096 == k``. ``shards``: their count, or their URLs."""
+        """The default map: ``N`` shards, shard ``k`` owning the slots ``s`` with ``s mod
+        N == k``. ``shards``: their count, or their URLs."""
         urls = () if isinstance(shards, int) else tuple(shards)
         n = shards if isinstance(shards, int) else len(urls)
         if n < 1:
             raise ValueError("a cluster has at least one shard")
         if n > SLOTS:
             raise ValueError(f"a cluster has at most {SLOTS} shards (one slot each)")
-        return cls(epoch, tuple(s * n // SLOTS for s in range(SLOTS)), urls)
+        return cls(epoch, tuple(s % n for s in range(SLOTS)), urls)
 
     def slots_of(self, shard: int) -> list[int]:
         """The slots a shard owns, ascending."""
@@ -182,46 +189,85 @@ class SlotMap:
     def rebalanced(self, shards: Sequence[str]) -> SlotMap:
         """The map onto a new shard list (the next epoch) moving as few slots as
         possible: each shard ends with ``4096 / N`` slots (give or take one); a shard that
-        keeps its place keeps the slots it can, a shard left out gives all of them up.
-        Shards are matched by URL, so the list may grow, shrink or change order."""
+        stays keeps all the slots its share allows, giving up evenly spread ones (not a
+        block: a block of slots is a poor spread of similar names); a shard left out
+        gives all of its up. Shards are matched by URL, so the list may grow, shrink or
+        change order. The same map when nothing would move."""
         urls = list(shards)
         n = len(urls)
         if n < 1:
             raise ValueError("a cluster has at least one shard")
+        if n > SLOTS:
+            raise ValueError(f"a cluster has at most {SLOTS} shards (one slot each)")
         old_urls = list(self.shards)
-        where = {url: urls.index(url) for url in old_urls if url in urls}
         quota = [SLOTS // n + (1 if k < SLOTS % n else 0) for k in range(n)]
         owners: list[int | None] = [None] * SLOTS
+        for old, url in enumerate(old_urls):
+            if url not in urls:
+                continue
+            new = urls.index(url)
+            mine = self.slots_of(old)
+            excess = max(0, len(mine) - quota[new])
+            given = {mine[(2 * i + 1) * len(mine) // (2 * excess)] for i in range(excess)} if excess else set()
+            for slot in mine:
+                if slot not in given:
+                    owners[slot] = new
         held = [0] * n
-        for slot, old in enumerate(self.owners):
-            url = old_urls[old] if old < len(old_urls) else None
-            new = where.get(url) if url is not None else None
-            if new is not None and held[new] < quota[new]:
-                owners[slot] = new
-                held[new] += 1
+        for o in owners:
+            if o is not None:
+                held[o] += 1
+        free = [slot for slot in range(SLOTS) if owners[slot] is None]
+        # The free slots dealt out in turn to the shards under their share.
         k = 0
-        for slot in range(SLOTS):
-            if owners[slot] is None:
-                while held[k] >= quota[k]:
-                    k += 1
-                owners[slot] = k
-                held[k] += 1
+        for slot in free:
+            while held[k] >= quota[k]:
+                k = (k + 1) % n
+            owners[slot] = k
+            held[k] += 1
+            k = (k + 1) % n
         out = SlotMap(self.epoch + 1, tuple(o for o in owners if o is not None), tuple(urls))
         if out.owners == self.owners and out.shards == self.shards:
             return self
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "shards": list(self.shards), "ranges": [list(r) for r in self.ranges()]}
+        """The wire form: ``owners`` is every slot's shard, slot 0 first, as unsigned
+        16-bit little-endian integers in unpadded base64url (about 11,000 characters,
+        whatever the map: dealt-out slots make thousands of runs)."""
+        raw = array("H", self.owners)
+        if sys.byteorder != "little":
+            raw.byteswap()
+        owners = base64.urlsafe_b64encode(raw.tobytes()).rstrip(b"=").decode()
+        return {"epoch": self.epoch, "shards": list(self.shards), "owners": owners}
 
     @classmethod
     def from_json(cls, data: Any) -> SlotMap:
+        """A map from its wire form, or with ``ranges`` (``[first, last, shard]`` runs
+        covering every slot once) in place of ``owners``; ValueError saying what is wrong."""
         if not isinstance(data, dict):
-            raise ValueError("a slot map is an object with epoch, shards and ranges")
+            raise ValueError("a slot map is an object with epoch, shards and owners")
         epoch = data.get("epoch")
         if not isinstance(epoch, int) or isinstance(epoch, bool):
             raise ValueError("a slot map's epoch is a non-negative integer")
-        return cls.from_ranges(epoch, data.get("ranges") or [], data.get("shards") or ())
+        shards = data.get("shards") or ()
+        if data.get("ranges") is not None:
+            if data.get("owners") is not None:
+                raise ValueError("give a map's owners or its ranges, not both")
+            return cls.from_ranges(epoch, data["ranges"], shards)
+        text = data.get("owners")
+        if not isinstance(text, str):
+            raise ValueError("a slot map needs owners (or ranges)")
+        try:
+            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        except (binascii.Error, ValueError):
+            raise ValueError("owners is not base64url") from None
+        if len(raw) != 2 * SLOTS:
+            raise ValueError(f"a slot map assigns all {SLOTS} slots, not {len(raw) // 2}")
+        owners = array("H")
+        owners.frombytes(raw)
+        if sys.byteorder != "little":
+            owners.byteswap()
+        return cls(epoch, tuple(owners), tuple(shards))
 
 
 def parse_slots(text: str) -> list[int]:

@@ -278,12 +278,22 @@ def slots(
     if as_json:
         typer.echo(orjson.dumps(found.to_json()).decode())
         return
-    typer.echo(f"epoch {found.epoch}, {found.count} shards")
-    for first, last, shard in found.ranges():
-        span = f"{first}" if first == last else f"{first}-{last}"
-        typer.echo(f"{span:>11}  {found.shards[shard]}")
+    typer.echo(f"slot map epoch {found.epoch}: {found.count} shards, {len(found.owners)} slots")
     for k, url in enumerate(found.shards):
-        typer.echo(f"{url}: {len(found.slots_of(k))} slots", err=True)
+        mine = found.slots_of(k)
+        typer.echo(f"{url:<32} {len(mine):>5} slots  {_runs(mine)}")
+
+
+def _runs(slots: list[int], width: int = 60) -> str:
+    """Slots as runs (``0-3,7,9-12``), cut at ``width`` characters (``--json`` has all)."""
+    runs: list[list[int]] = []
+    for slot in slots:
+        if runs and slot == runs[-1][1] + 1:
+            runs[-1][1] = slot
+        else:
+            runs.append([slot, slot])
+    text = ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+    return text if len(text) <= width else text[: text.rfind(",", 0, width)] + ",... (--json: every slot)"
 
 
 @cluster_app.command("move")

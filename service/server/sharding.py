@@ -192,10 +192,16 @@ def splice(ops: Sequence[Op], imported: Sequence[Event]) -> list[SplicedOp]:
     whose last event comes at or after it (``(end, start)``, as batches are applied), or,
     when a time advance comes first, into a batch of their own just before it; what is
     left after every op, into a batch at the end. An imported event the log holds
-    already (the same id, source, class and times) is left out, so splicing twice
-    changes nothing. Registrations keep their places."""
+    already (the same id, source, class and times), or imported twice (from its source's
+    owner and a key's), is put in once, so splicing twice changes nothing.
+    Registrations keep their places."""
     have = {_identity(e) for op in ops if op.kind == BATCH and op.body is not None for e in events_of(op.body)}
-    rest = [e for e in imported if _identity(e) not in have]
+    rest = []
+    for e in imported:  # one event may come from two shards (its source's and a key's)
+        ident = _identity(e)
+        if ident not in have:
+            have.add(ident)
+            rest.append(e)
     rest.sort(key=arrival_key)
     at = 0
     out: list[SplicedOp] = []

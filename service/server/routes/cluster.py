@@ -47,7 +47,7 @@ async def cluster_shards(runtime: RuntimeDep) -> ClusterShards:
 
 
 def _body(slots: SlotMap) -> SlotMapBody:
-    return SlotMapBody(epoch=slots.epoch, shards=list(slots.shards), ranges=[list(r) for r in slots.ranges()])
+    return SlotMapBody.model_validate(slots.to_json())
 
 
 @router.get(
@@ -142,7 +142,7 @@ async def cluster_put_slots(put: SlotMapPut, host: HostDep) -> ClusterSlots:
     409 for a map older than the one held, or another map of the same epoch; the same
     map again changes nothing."""
     try:
-        new = SlotMap.from_json(put.map.model_dump())
+        new = SlotMap.from_json(put.map.model_dump(exclude_none=True))
     except ValueError as err:
         raise InvalidInputError(f"not a slot map: {err}", field="map") from None
     if put.me >= new.count:

@@ -156,7 +156,7 @@ def test_a_bad_move_is_refused_and_changes_nothing(tmp_path: Path) -> None:
         events = stream(100, seed=3)
         post(sink, events, range(2))
         client = shards[0].client()
-        body = before.to_json()
+        body = {**before.to_json(), "owners": None}  # each case gives ranges instead
         with Cluster(urls) as cluster:
             # A slot out of range, a shard that does not answer: refused before anything.
             with pytest.raises(ValueError, match="slot 4096 is not within 0-4095"):
@@ -167,8 +167,9 @@ def test_a_bad_move_is_refused_and_changes_nothing(tmp_path: Path) -> None:
         # The shard's own checks: each a 4xx saying why, nothing changed.
         refusals = [
             (lambda: client.put_slots({**body, "epoch": 2, "ranges": [[0, 4094, 0]]}, 0), 422, "slot 4095 has no owner"),
-            (lambda: client.put_slots({**body, "epoch": 2}, 5), 422, "place 5 is not a shard of the map's 2"),
-            (lambda: client.put_slots({**body, "epoch": 0}, 0), 409, "older than this shard's"),
+            (lambda: client.put_slots({**body, "epoch": 2, "ranges": [[0, 4095, 1]]}, 5), 422, "place 5 is not a shard"),
+            (lambda: client.put_slots({**body, "epoch": 0, "ranges": [[0, 4095, 1]]}, 0), 409, "older than this"),
+            (lambda: client.put_slots({**body, "epoch": 2, "owners": "AAAA"}, 0), 422, "all 4096 slots, not 1"),
             (
                 lambda: client.put_slots({**body, "ranges": [[0, 4095, 0]]}, 0),
                 409,
