@@ -14,7 +14,7 @@ import pytest
 
 from api.client import ApiError
 from api.cluster import Cluster, ClusterError
-from api.routing import SLOTS, SlotMap, owner_of, slot_of
+from api.routing import SLOTS, SlotMap, owner_of, shard_of, slot_of
 from api.spark_sink import ServiceSink
 from tests.service.cluster.test_keyed_shards import QUERIES, register, stream, table
 from tests.service.conftest import Server
@@ -144,6 +144,37 @@ def test_moving_slots_back_and_forth_changes_no_match(tmp_path: Path) -> None:
             server.stop()
     assert Counter(got) == Counter(expected)
     assert {owner_of(("src",), m[1], 2) for m in got if m[0] == "feed_burst"} == {0, 1}
+
+
+def test_a_match_waiting_for_its_window_is_released_once_across_a_move(tmp_path: Path) -> None:
+    """A trailing negation's match waits on its old owner, whose clock is behind the
+    new owner's: the move brings the clocks together first, so the old owner releases
+    it (one service's clock would have passed its deadline), and the new owner, whose
+    rebuild passes the deadline too, does not release it again. Without that the match
+    would be lost."""
+    x = next(f"x{i}" for i in range(100) if shard_of(f"x{i}", 2) == 0)
+    y = next(f"y{i}" for i in range(100) if shard_of(f"y{i}", 2) == 1)
+    events = [
+        {"id": "e0", "src": x, "type": "TRADE", "start": 1.0, "attrs": {"price": 90}},
+        {"id": "e1", "src": x, "type": "TRADE", "start": 2.0, "attrs": {"price": 100}},
+        {"id": "e2", "src": y, "type": "TRADE", "start": 30.0, "attrs": {"price": 50}},
+    ]
+    shards = [start(tmp_path, f"s{k}") for k in range(2)]
+    urls = [s.url for s in shards]
+    try:
+        with Cluster(urls[:1]) as cluster:
+            cluster.rebalance(urls)
+        sink = ServiceSink([urls[0]], "job")
+        sink.post_table(table(events), 0)
+        sink.close()
+        assert [s.client().stats().clock for s in shards] == [2.0, 30.0]
+        with Cluster(urls) as cluster:
+            cluster.move_slots([slot_of(("src",), x)], urls[1])
+        got = finish(shards, events)
+    finally:
+        for server in shards:
+            server.stop()
+    assert [m for m in got if m[0] == "feed_quiet"] == [("feed_quiet", x, ("e0", "e1"))]
 
 
 def test_a_bad_move_is_refused_and_changes_nothing(tmp_path: Path) -> None:
