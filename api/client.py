@@ -25,7 +25,6 @@ import websockets
 from websockets.asyncio.client import connect as ws_connect
 from websockets.sync.client import connect as ws_connect_sync
 
-from api.routing import EPOCH_HEADER
 from api.models import (
     ARROW_MEDIA_TYPE,
     BATCH_HEADER,
@@ -33,7 +32,6 @@ from api.models import (
     BatchResult,
     ClusterRouting,
     ClusterSlots,
-    SlotExport,
     EventIn,
     Identity,
     MatchPage,
@@ -42,9 +40,11 @@ from api.models import (
     QueryList,
     QueryPublic,
     QueryValid,
+    SlotExport,
     Stats,
     TimeResult,
 )
+from api.routing import EPOCH_HEADER
 
 __all__ = ["ApiError", "AsyncClient", "Client", "Subscription", "SyncSubscription"]
 

@@ -596,7 +596,9 @@ class Cluster:
         try:
             answers = _each_of([clients[u] for u in every], lambda c: c.stats())
             down = {url: _why(err) for url, _, err in answers if err is not None}
-            down |= {url: f"not ready ({st.state})" for url, st, err in answers if err is None and st.state != "ok"}
+            down |= {
+                url: f"not ready ({st.state})" for url, st, err in answers if err is None and st.state != "ok"
+            }
             if down:
                 raise ClusterError(
                     f"no slot was moved: shard {', '.join(down)} is down or not ready",
@@ -606,7 +608,9 @@ class Cluster:
                 clients[url].fence(True)
                 fenced.append(url)
                 outcome[url] = "fenced"
-            clocks = {url: st.clock for url, st, _ in _each_of([clients[u] for u in every], lambda c: c.stats())}
+            clocks = {
+                url: st.clock for url, st, _ in _each_of([clients[u] for u in every], lambda c: c.stats())
+            }
             known = [c for c in clocks.values() if c is not None and math.isfinite(c)]
             if known:
                 latest = max(known)

@@ -155,9 +155,7 @@ class SlotMap:
         return out
 
     @classmethod
-    def from_ranges(
-        cls, epoch: int, ranges: Iterable[Sequence[int]], shards: Sequence[str] = ()
-    ) -> SlotMap:
+    def from_ranges(cls, epoch: int, ranges: Iterable[Sequence[int]], shards: Sequence[str] = ()) -> SlotMap:
         """A map from ``(first, last, shard)`` runs that cover every slot exactly once;
         ValueError naming the first slot left out or given twice."""
         owners: list[int | None] = [None] * SLOTS
@@ -208,7 +206,9 @@ class SlotMap:
             new = urls.index(url)
             mine = self.slots_of(old)
             excess = max(0, len(mine) - quota[new])
-            given = {mine[(2 * i + 1) * len(mine) // (2 * excess)] for i in range(excess)} if excess else set()
+            given = (
+                {mine[(2 * i + 1) * len(mine) // (2 * excess)] for i in range(excess)} if excess else set()
+            )
             for slot in mine:
                 if slot not in given:
                     owners[slot] = new

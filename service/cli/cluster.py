@@ -306,7 +306,9 @@ def move(
     ] = None,
     to: Annotated[
         str | None,
-        typer.Option("--to", help="The shard to move them to (a new one joins the shard list).", show_default=False),
+        typer.Option(
+            "--to", help="The shard to move them to (a new one joins the shard list).", show_default=False
+        ),
     ] = None,
     onto: Annotated[
         list[str] | None,
@@ -346,7 +348,7 @@ def move(
         else:
             assert to is not None
             after = cluster.move_slots(wanted, to)
-        if after is before:
+        if after == before:
             typer.echo(f"nothing to move: the map is already so (epoch {before.epoch})", err=True)
             return
         moved = sum(1 for s in range(len(after.owners)) if _owner(before, s) != _owner(after, s))

@@ -72,6 +72,7 @@ from ecq.language.partition import describe_key
 from ecq.match import Match
 from ecq.network import check_depends
 from ecq.time.timekeeper import IDLE, MAX_AHEAD, Late, TimeKeeper
+from service.server import sharding
 from service.server.blocks import Block
 from service.server.errors import (
     BufferFullError,
@@ -84,7 +85,6 @@ from service.server.faults import StoreFault
 from service.server.limits import check_pattern_size, check_query_bounds
 from service.server.metrics import Metrics
 from service.server.rates import MatchRates
-from service.server import sharding
 from service.server.store import (
     BATCH,
     LATENESS,

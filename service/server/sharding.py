@@ -195,7 +195,9 @@ def splice(ops: Sequence[Op], imported: Sequence[Event]) -> list[SplicedOp]:
     already (the same id, source, class and times), or imported twice (from its source's
     owner and a key's), is put in once, so splicing twice changes nothing.
     Registrations keep their places."""
-    have = {_identity(e) for op in ops if op.kind == BATCH and op.body is not None for e in events_of(op.body)}
+    have = {
+        _identity(e) for op in ops if op.kind == BATCH and op.body is not None for e in events_of(op.body)
+    }
     rest = []
     for e in imported:  # one event may come from two shards (its source's and a key's)
         ident = _identity(e)
@@ -206,10 +208,11 @@ def splice(ops: Sequence[Op], imported: Sequence[Event]) -> list[SplicedOp]:
     at = 0
     out: list[SplicedOp] = []
 
-    def take(upto: Callable[[Event], bool]) -> list[Event]:
+    def take(upto: tuple[float, float], by_end: bool = False) -> list[Event]:
+        """The events left up to ``upto`` (``(end, start)``; by ``end`` alone if ``by_end``)."""
         nonlocal at
         start = at
-        while at < len(rest) and upto(rest[at]):
+        while at < len(rest) and (rest[at].end <= upto[0] if by_end else arrival_key(rest[at]) <= upto):
             at += 1
         return rest[start:at]
 
@@ -217,16 +220,14 @@ def splice(ops: Sequence[Op], imported: Sequence[Event]) -> list[SplicedOp]:
         if op.kind == BATCH and op.body is not None and at < len(rest):
             own = events_of(op.body)
             if own:
-                last = arrival_key(own[-1])
-                extra = take(lambda e: arrival_key(e) <= last)
+                extra = take(arrival_key(own[-1]))
                 if extra:
                     merged = list(heapq.merge(extra, own, key=arrival_key))
                     clock = op.clock if op.clock is None else max(op.clock, merged[-1].end)
                     out.append((op.pos, BATCH, None, events_body(merged), merged[-1].end, clock))
                     continue
         elif op.kind == TIME and op.time is not None and at < len(rest):
-            due = op.time
-            before = take(lambda e: e.end <= due)
+            before = take((op.time, op.time), by_end=True)
             if before:
                 out.append((None, BATCH, None, events_body(before), before[-1].end, before[-1].end))
         out.append((op.pos, op.kind, op.name, op.body, op.time, op.clock))
@@ -264,7 +265,9 @@ def apply_map(host: EngineHost, new: SlotMap, me: int, imported: Sequence[Event]
         ops = list(host.store.ops())
         spliced = splice(ops, imported)
         added = sum(1 for op in spliced if op[0] is None) + sum(
-            1 for op, was in zip((o for o in spliced if o[0] is not None), ops, strict=True) if op[3] is not was.body
+            1
+            for op, was in zip((o for o in spliced if o[0] is not None), ops, strict=True)
+            if op[3] is not was.body
         )
         if added:
             host.store.splice_ops(spliced)

@@ -915,14 +915,27 @@ class Store:
             kept = late.get(old) if old is not None else None
             if old is not None:
                 moved[old] = pos
-            rows.append((pos, kind, name, body, time, kept, clock, row_crc(pos, kind, name, body, _real(time), kept, _real(clock))))
+            rows.append(
+                (
+                    pos,
+                    kind,
+                    name,
+                    body,
+                    time,
+                    kept,
+                    clock,
+                    row_crc(pos, kind, name, body, _real(time), kept, _real(clock)),
+                )
+            )
         with self._writing() as db:
             db.execute("DELETE FROM ops")
             db.executemany(
                 "INSERT INTO ops (pos, kind, name, body, time, late, clock, crc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
-            for producer, batch_id, pos in db.execute("SELECT producer, batch_id, pos FROM batches").fetchall():
+            for producer, batch_id, pos in db.execute(
+                "SELECT producer, batch_id, pos FROM batches"
+            ).fetchall():
                 if pos in moved:
                     db.execute(
                         "UPDATE batches SET pos = ? WHERE producer = ? AND batch_id = ?",

@@ -150,7 +150,9 @@ async def cluster_put_slots(put: SlotMapPut, host: HostDep) -> ClusterSlots:
     slots = host.slots
     held = slots.current()
     if slots.map is not None and new.epoch < held.epoch:
-        raise ConflictError(f"the map's epoch {new.epoch} is older than this shard's, {held.epoch}", field="map")
+        raise ConflictError(
+            f"the map's epoch {new.epoch} is older than this shard's, {held.epoch}", field="map"
+        )
     if slots.map is not None and new.epoch == held.epoch:
         if new != held or put.me != slots.me:
             raise ConflictError(f"this shard holds another map of epoch {new.epoch}", field="map")

@@ -13,7 +13,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
 
-from api.routing import EPOCH_HEADER
 from api.models import (
     ARROW_MEDIA_TYPE,
     BATCH_EXAMPLE,
@@ -27,6 +26,7 @@ from api.models import (
     TimeAdvance,
     TimeResult,
 )
+from api.routing import EPOCH_HEADER
 from service.server import ingest
 from service.server.deps import Admin, HostDep, MetricsDep, Producer, RuntimeDep, SettingsDep
 from service.server.errors import InvalidInputError, UnsupportedMediaError

@@ -127,7 +127,9 @@ def test_moving_slots_back_and_forth_changes_no_match(tmp_path: Path) -> None:
         with Cluster(urls[:1]) as cluster:
             cluster.rebalance(urls)
         # The slots of two feeds and of two symbols, moved over and back in turn.
-        moving = sorted({slot_of(("src",), "feed-1"), slot_of(("src",), "feed-4"), slot_of(("symbol",), "S3")})
+        moving = sorted(
+            {slot_of(("src",), "feed-1"), slot_of(("src",), "feed-4"), slot_of(("symbol",), "S3")}
+        )
         with Cluster(urls) as cluster:
             for b in range(len(events) // BATCH):
                 post(sink, events, range(b, b + 1))
@@ -197,17 +199,37 @@ def test_a_bad_move_is_refused_and_changes_nothing(tmp_path: Path) -> None:
             assert cluster.slot_map() == before
         # The shard's own checks: each a 4xx saying why, nothing changed.
         refusals = [
-            (lambda: client.put_slots({**body, "epoch": 2, "ranges": [[0, 4094, 0]]}, 0), 422, "slot 4095 has no owner"),
-            (lambda: client.put_slots({**body, "epoch": 2, "ranges": [[0, 4095, 1]]}, 5), 422, "place 5 is not a shard"),
-            (lambda: client.put_slots({**body, "epoch": 0, "ranges": [[0, 4095, 1]]}, 0), 409, "older than this"),
-            (lambda: client.put_slots({**body, "epoch": 2, "owners": "AAAA"}, 0), 422, "all 4096 slots, not 1"),
+            (
+                lambda: client.put_slots({**body, "epoch": 2, "ranges": [[0, 4094, 0]]}, 0),
+                422,
+                "slot 4095 has no owner",
+            ),
+            (
+                lambda: client.put_slots({**body, "epoch": 2, "ranges": [[0, 4095, 1]]}, 5),
+                422,
+                "place 5 is not a shard",
+            ),
+            (
+                lambda: client.put_slots({**body, "epoch": 0, "ranges": [[0, 4095, 1]]}, 0),
+                409,
+                "older than this",
+            ),
+            (
+                lambda: client.put_slots({**body, "epoch": 2, "owners": "AAAA"}, 0),
+                422,
+                "all 4096 slots, not 1",
+            ),
             (
                 lambda: client.put_slots({**body, "ranges": [[0, 4095, 0]]}, 0),
                 409,
                 "another map of epoch 1",
             ),
             (lambda: client.export_slots([1]), 409, "fence the shard first"),
-            (lambda: client.put_slots({**body, "epoch": 2, "ranges": [[0, 4095, 7]]}, 0), 422, "must be a shard of the map"),
+            (
+                lambda: client.put_slots({**body, "epoch": 2, "ranges": [[0, 4095, 7]]}, 0),
+                422,
+                "must be a shard of the map",
+            ),
         ]
         for call, status, message in refusals:
             with pytest.raises(ApiError) as caught:
