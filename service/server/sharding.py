@@ -222,7 +222,7 @@ def splice(ops: Sequence[Op], imported: Sequence[Event]) -> list[SplicedOp]:
             if own:
                 extra = take(arrival_key(own[-1]))
                 if extra:
-                    merged = list(heapq.merge(extra, own, key=arrival_key))
+                    merged = list(heapq.merge(own, extra, key=arrival_key))  # its own first on ties
                     clock = op.clock if op.clock is None else max(op.clock, merged[-1].end)
                     out.append((op.pos, BATCH, None, events_body(merged), merged[-1].end, clock))
                     continue
