@@ -512,30 +512,35 @@ class Cluster:
         holds none; when none holds one, the default map of the spec's shards). Raises
         :class:`ClusterError` when a shard does not answer or the shards hold different
         maps (a move that broke off: :meth:`apply_slots` with the map it was making)."""
+        held = self._held_maps()
+        if len({(m.epoch, m.owners, m.shards) for m in held.values()}) > 1:
+            raise ClusterError(
+                "the shards hold different slot maps (a move broke off): apply the map it was making again",
+                {url: f"epoch {m.epoch}" for url, m in held.items()},
+            )
+        return next(iter(held.values())) if held else SlotMap.default(self.urls)
+
+    def _held_maps(self) -> dict[str, SlotMap]:
+        """The map each shard of the spec holds (those told of a cluster), its shards
+        named (the spec's, for a map of ``SCEMON_SHARD`` alone)."""
         answers = self._each(lambda c: c.slots())
         down = {url: _why(err) for url, _, err in answers if err is not None}
         if down:
             raise ClusterError(f"shard {', '.join(down)} did not answer", down)
         held: dict[str, SlotMap] = {}
         for url, answer, _ in answers:
-            if answer.me is not None:
-                held[url] = SlotMap.from_json(answer.map.model_dump())
-        if not held:
-            return SlotMap.default(self.urls)
-        maps = {(m.epoch, m.owners, m.shards) for m in held.values()}
-        if len(maps) > 1:
-            raise ClusterError(
-                "the shards hold different slot maps (a move broke off): apply the map it was making again",
-                {url: f"epoch {m.epoch}" for url, m in held.items()},
-            )
-        found = next(iter(held.values()))
-        if not found.shards:
-            if found.count != len(self.urls):
-                raise ClusterError(
-                    f"the shards were told a cluster of {found.count} (SCEMON_SHARD) but {len(self.urls)} are given"
-                )
-            found = SlotMap(found.epoch, found.owners, tuple(self.urls))
-        return found
+            if answer.me is None:
+                continue
+            found = SlotMap.from_json(answer.map.model_dump())
+            if not found.shards:
+                if found.count != len(self.urls):
+                    raise ClusterError(
+                        f"{url} was told a cluster of {found.count} (SCEMON_SHARD) but {len(self.urls)} "
+                        "shards are given"
+                    )
+                found = SlotMap(found.epoch, found.owners, tuple(self.urls))
+            held[url] = found
+        return held
 
     def move_slots(self, slots: Iterable[int], to: str) -> SlotMap:
         """Move ``slots`` to the shard at ``to`` (a shard of the map, or a new one, which
@@ -579,9 +584,15 @@ class Cluster:
            the old; a shard left out of the new map owns nothing and stays fenced;
         6. the fences end.
 
-        The same map again changes nothing. Raises :class:`ClusterError` (what happened
-        on each shard) when a shard fails on the way."""
-        current = current if current is not None else self.slot_map()
+        The same map again changes nothing. A move that broke off (the shards hold
+        different maps) is completed by applying the map it was making again: the slots
+        move from their owners in the oldest map held. Raises :class:`ClusterError`
+        (what happened on each shard) when a shard fails on the way."""
+        if current is None:
+            held = self._held_maps()
+            current = min(held.values(), key=lambda m: m.epoch) if held else SlotMap.default(self.urls)
+            if any(m != current for m in held.values()):
+                current = SlotMap(target.epoch - 1, current.owners, current.shards)
         if target.owners == current.owners and target.shards == current.shards:
             return current
         if not target.shards:

@@ -4,12 +4,15 @@ with what a move of slots needs (docs/architecture.md, "A cluster")."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter
 
 from api.models import (
     ClusterRouting,
     ClusterShards,
     ClusterSlots,
+    ErrorBody,
     RoutingKey,
     SlotExport,
     SlotFence,
@@ -27,6 +30,11 @@ from service.server.routes import errors
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/cluster", tags=["cluster"])
+
+
+def _moves(conflict: str) -> dict[int | str, dict[str, Any]]:
+    """The answers of a route of a move: a 409 of its own."""
+    return {**errors(400, 401, 403, 413, 415, 422, 503), 409: {"model": ErrorBody, "description": conflict}}
 
 
 @router.get(
@@ -94,7 +102,7 @@ async def cluster_slots(host: HostDep) -> ClusterSlots:
     "/slots/fence",
     response_model=ClusterSlots,
     dependencies=[Admin],
-    responses=errors(401, 403, 422, 503),
+    responses=errors(400, 401, 403, 413, 415, 422, 503),
     summary="Fence the shard for a move",
 )
 async def cluster_fence(fence: SlotFence, host: HostDep) -> ClusterSlots:
@@ -109,7 +117,7 @@ async def cluster_fence(fence: SlotFence, host: HostDep) -> ClusterSlots:
     "/slots/export",
     response_model=SlotExport,
     dependencies=[Admin],
-    responses=errors(401, 403, 409, 422, 503),
+    responses=_moves("The shard is not fenced."),
     summary="The retained events of some slots",
 )
 async def cluster_export(ask: SlotExport, host: HostDep) -> SlotExport:
@@ -129,7 +137,7 @@ async def cluster_export(ask: SlotExport, host: HostDep) -> SlotExport:
     "/slots",
     response_model=ClusterSlots,
     dependencies=[Admin],
-    responses=errors(401, 403, 409, 422, 503),
+    responses=_moves("The map is older than the shard's, or another map of the same epoch."),
     summary="Take a new slot map",
 )
 async def cluster_put_slots(put: SlotMapPut, host: HostDep) -> ClusterSlots:

@@ -86,6 +86,10 @@ def test_growing_from_one_shard_to_three_mid_stream_gives_one_services_matches(t
         with Cluster(urls[:1]) as cluster:
             two = cluster.rebalance(urls[:2])
         assert two.epoch == 1 and [len(two.slots_of(k)) for k in range(2)] == [2048, 2048]
+        # A shard restarted after a move keeps its map and the state it gained (both
+        # are in its store's folder: the map, and the events spliced into its op log).
+        shards[1].restart()
+        assert SlotMap.from_json(shards[1].client().slots().map.model_dump()) == two
         post(sink, events, range(4, 8))
         assert sink.urls == urls[:2]
         with Cluster(urls[:2]) as cluster:
@@ -177,6 +181,39 @@ def test_a_match_waiting_for_its_window_is_released_once_across_a_move(tmp_path:
         for server in shards:
             server.stop()
     assert [m for m in got if m[0] == "feed_quiet"] == [("feed_quiet", x, ("e0", "e1"))]
+
+
+def test_a_move_that_broke_off_is_completed_by_applying_its_map_again(tmp_path: Path) -> None:
+    events = stream(300, seed=9)
+    expected = one_service(tmp_path, events)
+    shards = [start(tmp_path, f"s{k}") for k in range(2)]
+    urls = [s.url for s in shards]
+    try:
+        with Cluster(urls[:1]) as cluster:
+            before = cluster.rebalance(urls)
+        sink = ServiceSink([urls[0]], "job")
+        post(sink, events, range(3))
+        moving = [slot_of(("src",), f"feed-{i}") for i in range(6)]
+        target = before.moved(moving, 1)
+        # The move broke off after the shard gaining the slots took the new map.
+        a, b = (s.client() for s in shards)
+        for client in (a, b):
+            client.fence(True)
+        b.put_slots(target.to_json(), 1, a.export_slots(moving))
+        for client in (a, b):
+            client.fence(False)
+        with Cluster(urls) as cluster:
+            with pytest.raises(ClusterError, match="the shards hold different slot maps"):
+                cluster.slot_map()
+            assert cluster.apply_slots(target) == target
+            assert cluster.slot_map() == target
+        post(sink, events, range(3, len(events) // BATCH))
+        sink.close()
+        got = finish(shards, events)
+    finally:
+        for server in shards:
+            server.stop()
+    assert Counter(got) == Counter(expected)
 
 
 def test_a_bad_move_is_refused_and_changes_nothing(tmp_path: Path) -> None:
