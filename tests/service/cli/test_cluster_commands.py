@@ -106,7 +106,10 @@ def test_slots_shown_and_moved(start_server: StartServer) -> None:
         (("--slots", "x", "--to", b.url), "--slots: 'x' is not a slot or a range of slots"),
         (("--slots", "1"), "give --slots with --to"),
         (("--slots", "1", "--to", b.url, "--onto", a.url), "give --slots with --to, or --onto, not both"),
-        (("--slots", "1", "--to", "http://127.0.0.1:9"), "no slot was moved: shard http://127.0.0.1:9 is down"),
+        (
+            ("--slots", "1", "--to", "http://127.0.0.1:9"),
+            "no slot was moved: shard http://127.0.0.1:9 is down",
+        ),
     ]:
         bad = scemon("cluster", "move", "-s", a.url, "-s", b.url, *args)
         assert bad.returncode == 1, bad.stderr
