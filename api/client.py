@@ -263,11 +263,17 @@ class Client:
         return SlotExport.model_validate_json(answer.content).events
 
     def put_slots(
-        self, slots: Mapping[str, Any], me: int, events: Sequence[Mapping[str, Any]] = ()
+        self,
+        slots: Mapping[str, Any],
+        me: int,
+        events: Sequence[Mapping[str, Any]] = (),
+        batches: Mapping[str, int] | None = None,
     ) -> ClusterSlots:
         """Give the shard a new slot map (``SlotMap.to_json()``), its place,
         and the events of the slots it gains."""
-        body, headers = _json({"map": dict(slots), "me": me, "events": list(events)})
+        body, headers = _json(
+            {"map": dict(slots), "me": me, "events": list(events), "batches": dict(batches or {})}
+        )
         return ClusterSlots.model_validate_json(
             self._send("PUT", "/v1/cluster/slots", content=body, headers=headers).content
         )

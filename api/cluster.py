@@ -8,6 +8,10 @@ one string of them separated by commas). Over it:
   doubt when it returns; :meth:`Cluster.repair` settles what an interrupted call left);
   the queries, figures (:meth:`Cluster.stats`) and Prometheus text
   (:meth:`Cluster.metrics`) of the whole cluster.
+- the slot map (:meth:`Cluster.slot_map`) and moving slots between shards with their
+  partial matches (:meth:`Cluster.move_slots`, :meth:`Cluster.rebalance`,
+  :meth:`Cluster.apply_slots`: fence at a batch boundary, bring the clocks together,
+  export the slots' retained events, each shard takes the new map and rebuilds);
 - :class:`ClusterSubscription` (async) and :class:`SyncClusterSubscription`: one
   WebSocket per shard, merged; each match carries ``shard`` (its shard's position in
   the spec); one opaque resumable :attr:`cursor` holds every shard's next ``seq``. A
@@ -235,8 +239,10 @@ class Cluster:
         token: str | None = None,
         timeout: float = 60.0,
         recover: float = 30.0,
+        boundary_wait: float = 30.0,
     ) -> None:
         self.urls = shard_urls(spec)
+        self.boundary_wait = boundary_wait
         self.token = token
         self.timeout = timeout
         self.recover = recover
@@ -615,10 +621,7 @@ class Cluster:
                     f"no slot was moved: shard {', '.join(down)} is down or not ready",
                     {url: down.get(url, "up, left unchanged") for url in every},
                 )
-            for url in every:
-                clients[url].fence(True)
-                fenced.append(url)
-                outcome[url] = "fenced"
+            boundary = self._fence_at_a_boundary(clients, every, current, fenced, outcome)
             clocks = {
                 url: st.clock for url, st, _ in _each_of([clients[u] for u in every], lambda c: c.stats())
             }
@@ -638,7 +641,7 @@ class Cluster:
                 imported.setdefault(now, []).extend(clients[was].export_slots(slots))
             body = target.to_json()
             for k, url in enumerate(target.shards):
-                clients[url].put_slots(body, k, imported.get(url, []))
+                clients[url].put_slots(body, k, imported.get(url, []), boundary)
                 outcome[url] = f"took epoch {target.epoch} ({len(target.slots_of(k))} slots)"
             for url in every:
                 if url in target.shards:
@@ -656,6 +659,50 @@ class Cluster:
         finally:
             for client in extra:
                 client.close()
+
+    def _fence_at_a_boundary(
+        self,
+        clients: dict[str, Client],
+        every: list[str],
+        current: SlotMap,
+        fenced: list[str],
+        outcome: dict[str, str],
+    ) -> dict[str, int]:
+        """Fence every shard, at a point where no job's batch is half delivered: the
+        shards the jobs post to (the current map's; a job posts its share to each, empty
+        ones too) must report the same last batch of every producer. When they do not,
+        a batch was being posted as the fences went up: the fences end, the job finishes
+        that batch, and the fences go up again (for up to ``boundary_wait`` seconds).
+        Returns the batch every producer is at."""
+        deadline = time.monotonic() + self.boundary_wait
+        while True:
+            answers = {}
+            for url in every:
+                answers[url] = clients[url].fence(True)
+                if url not in fenced:
+                    fenced.append(url)
+                outcome[url] = "fenced"
+            posted = [url for url in current.shards if url in answers]
+            producers = {p for url in posted for p in answers[url].batches}
+            half = {
+                p: {url: answers[url].batches.get(p) for url in posted}
+                for p in producers
+                if len({answers[url].batches.get(p) for url in posted}) > 1
+            }
+            if not half:
+                return {p: max(answers[url].batches.get(p, -1) for url in posted) for p in producers}
+            for url in list(fenced):
+                clients[url].fence(False)
+                fenced.remove(url)
+                outcome[url] = "fence lifted: a batch was being posted"
+            if time.monotonic() > deadline:
+                producer, at = next(iter(half.items()))
+                raise ClusterError(
+                    f"no slot was moved: producer {producer}'s batches were still half delivered after "
+                    f"{self.boundary_wait:g} s ({', '.join(f'{u}: {n}' for u, n in at.items())})",
+                    outcome,
+                )
+            time.sleep(0.2)
 
     def subscribe(self, **kwargs: Any) -> SyncClusterSubscription:
         """A merged subscription over this cluster's shards (same token)."""

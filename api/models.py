@@ -692,6 +692,11 @@ class ClusterSlots(_Model):
     map: SlotMapBody
     me: int | None = Field(description="This shard's position in the map; null when told none.")
     fenced: bool = Field(description="A move is under way: event batches are refused (503) meanwhile.")
+    batches: dict[str, int] = Field(
+        default_factory=dict,
+        description="Per producer, the highest Spark batch number this shard has taken (or was told "
+        "the cluster was at when it joined): a move waits until every shard has the same.",
+    )
 
 
 class SlotFence(_Model):
@@ -717,4 +722,7 @@ class SlotMapPut(_Model):
     me: int = Field(ge=0, description="This shard's position in the map.")
     events: list[dict[str, Any]] = Field(
         default_factory=list, description="Events of the slots this shard gains (SlotExport's answer)."
+    )
+    batches: dict[str, int] = Field(
+        default_factory=dict, description="Per producer, the batch number the cluster is at (ClusterSlots)."
     )

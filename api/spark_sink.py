@@ -132,6 +132,8 @@ class PreparedBatch:
     urls: list[str] = field(default_factory=list)
     epochs: list[int | None] = field(default_factory=list)
     table: pa.Table | None = None
+    # The shards hold a slot map: every share is posted, an empty one too.
+    mapped: bool = False
 
 
 @dataclass(frozen=True)
@@ -387,7 +389,13 @@ class ServiceSink:
         route = self.route()
         shards = split_by_keys(table, route.slots or len(route.urls), route.keys)
         return PreparedBatch(
-            table.num_rows, shards, time.monotonic() - started, route.urls, route.epochs, table
+            table.num_rows,
+            shards,
+            time.monotonic() - started,
+            route.urls,
+            route.epochs,
+            table,
+            route.slots is not None,
         )
 
     def routing_keys(self) -> list[tuple[tuple[str, ...], frozenset[str]]]:
@@ -449,7 +457,9 @@ class ServiceSink:
                         "partitioned by a key other than src need each shard to know its place"
                     )
         self.urls = urls
-        epochs = [a.epoch if a.slots is not None else None for a in answers]
+        # Every shard's epoch goes with its posts, 0 for one told of no map: a move
+        # that gives it one then refuses what was routed before.
+        epochs: list[int | None] = [a.epoch for a in answers]
         keys = [(key, frozenset(names)) for key, names in sorted(classes.items())]
         return Route(urls, slots, epochs, keys)
 
@@ -462,10 +472,13 @@ class ServiceSink:
         for _ in range(5):
             urls = prepared.urls or self.urls
             epochs = prepared.epochs or [None] * len(urls)
+            # In a cluster with a slot map every shard gets its share, an empty one too,
+            # so that every shard has every batch id: a slot move waits for a batch
+            # boundary by comparing them.
             jobs = [
                 self._pool.submit(self._post_shard, self._client(url), part, batch_id, epoch)
                 for url, part, epoch in zip(urls, prepared.shards, epochs, strict=True)
-                if part.num_rows
+                if part.num_rows or prepared.mapped
             ]
             results = []
             stale: list[str] = []
@@ -503,6 +516,9 @@ class ServiceSink:
         posts = duplicates = matches = 0
         rejected: list[dict[str, Any]] = []
         late: list[dict[str, Any]] = []
+        if not part.num_rows:  # an empty share, posted for its id alone (not counted)
+            self._post_chunk(client, part, f"{batch_id}.0", rejected, epoch, empty=True)
+            return posts, duplicates, matches, rejected, late
         for k, begin in enumerate(range(0, part.num_rows, self.max_events)):
             chunk = part.slice(begin, self.max_events)
             result, posted = self._post_chunk(client, chunk, f"{batch_id}.{k}", rejected, epoch)
@@ -519,12 +535,13 @@ class ServiceSink:
         batch_key: str,
         rejected: list[dict[str, Any]],
         epoch: int | None = None,
+        empty: bool = False,
     ) -> tuple[BatchResult, pa.Table]:
         """Post one chunk, leaving out the events the service refuses; the answer and
-        the rows it took."""
+        the rows it took. ``empty``: post it even with no events (for its id)."""
         url = client.base_url
         while True:
-            if chunk.num_rows == 0:
+            if chunk.num_rows == 0 and not empty:
                 return BatchResult(accepted=0, duplicate=False, matches=0), chunk
             # Every late event listed (not only the first few): each is dead-lettered.
             send = partial(

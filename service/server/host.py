@@ -423,8 +423,13 @@ class EngineHost:
     async def slot_export(self, slots: set[int]) -> list[Event]:
         return await self._run(sharding.export, self, slots)
 
-    async def slot_apply(self, new: Any, me: int, imported: list[Event]) -> dict[str, Any]:
-        return await self._run(sharding.apply_map, self, new, me, imported)
+    async def slot_apply(
+        self, new: Any, me: int, imported: list[Event], batches: dict[str, int] | None = None
+    ) -> dict[str, Any]:
+        return await self._run(sharding.apply_map, self, new, me, imported, batches)
+
+    async def slot_batches(self) -> dict[str, int]:
+        return await self._run(sharding.last_batches, self)
 
     def rebuild_for_slots(self) -> None:
         """Rebuild the engine from the store under the slot map just taken (on the

@@ -24,7 +24,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,6 +84,8 @@ class ShardSlots:
     map: SlotMap | None = None
     me: int | None = None
     fenced: bool = False
+    # Per producer, the batch number the cluster was at when this shard took its map.
+    baseline: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def open(cls, directory: Path | None, place: str, cluster: str = "") -> ShardSlots:
@@ -94,6 +96,7 @@ class ShardSlots:
             data = json.loads(path.read_text())
             kept = SlotMap.from_json(data["map"])
             me = int(data["me"])
+            baseline = {str(k): int(v) for k, v in (data.get("batches") or {}).items()}
             if place and place != f"{me}/{kept.count}":
                 log.warning(
                     "SCEMON_SHARD=%s is not this shard's place since slots moved: it is %d of %d (%s)",
@@ -102,7 +105,7 @@ class ShardSlots:
                     kept.count,
                     path,
                 )
-            return cls(path, kept, me)
+            return cls(path, kept, me, baseline=baseline)
         if not place:
             return cls(path)
         k, n = (int(part) for part in place.split("/"))
@@ -129,13 +132,21 @@ class ShardSlots:
         """The map as this shard sees it: a shard told nothing is a cluster of one."""
         return self.map if self.map is not None else SlotMap.default(1)
 
-    def save(self, slots: SlotMap, me: int) -> None:
+    def save(self, slots: SlotMap, me: int, batches: dict[str, int] | None = None) -> None:
         """Keep the map (whole, then renamed: a crash leaves the old one or the new)."""
+        baseline = {**self.baseline, **(batches or {})}
         if self.path is not None:
             tmp = self.path.with_name(f".{self.path.name}.tmp")
-            tmp.write_text(json.dumps({"map": slots.to_json(), "me": me}))
+            tmp.write_text(json.dumps({"map": slots.to_json(), "me": me, "batches": baseline}))
             os.replace(tmp, self.path)
-        self.map, self.me = slots, me
+        self.map, self.me, self.baseline = slots, me, baseline
+
+    def batches(self, applied: dict[str, int]) -> dict[str, int]:
+        """Per producer, the highest batch number taken here or known at joining."""
+        out = dict(self.baseline)
+        for producer, n in applied.items():
+            out[producer] = max(n, out.get(producer, n))
+        return out
 
 
 # --------------------------------------------------------------------- slots of events
@@ -250,7 +261,13 @@ def export(host: EngineHost, slots: set[int]) -> list[Event]:
     return export_events(host.store.ops(), host.engine, slots)
 
 
-def apply_map(host: EngineHost, new: SlotMap, me: int, imported: Sequence[Event]) -> dict[str, Any]:
+def last_batches(host: EngineHost) -> dict[str, int]:
+    return host.slots.batches(host.store.last_batches())
+
+
+def apply_map(
+    host: EngineHost, new: SlotMap, me: int, imported: Sequence[Event], batches: dict[str, int] | None = None
+) -> dict[str, Any]:
     """Take ``new`` as the cluster's map, this shard being ``me`` in it: splice the
     imported events (of the slots it gains) into the op log, keep the map, and rebuild
     the engine under it when the slots this shard owns changed. Idempotent: the same map
@@ -271,7 +288,7 @@ def apply_map(host: EngineHost, new: SlotMap, me: int, imported: Sequence[Event]
         )
         if added:
             host.store.splice_ops(spliced)
-    host.slots.save(new, me)
+    host.slots.save(new, me, batches)
     host.owns = host.slots.owns()
     if gained or lost or added:
         host.rebuild_for_slots()

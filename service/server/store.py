@@ -891,6 +891,17 @@ class Store:
                 _SET_META, _meta_rows([("clock", repr(clocks.released)), ("observed", repr(clocks.observed))])
             )
 
+    def last_batches(self) -> dict[str, int]:
+        """Per producer, the highest Spark batch number among its applied batch ids of
+        the job's form ``<number>.<chunk>`` (a slot move waits until every shard has
+        the same: no batch half delivered)."""
+        with self._faults():
+            rows = self._db.execute(
+                "SELECT producer, MAX(CAST(substr(batch_id, 1, instr(batch_id, '.') - 1) AS INTEGER)) "
+                "FROM batches WHERE batch_id GLOB '[0-9]*.[0-9]*' GROUP BY producer"
+            ).fetchall()
+        return {producer: int(n) for producer, n in rows if n is not None}
+
     def splice_ops(
         self, ops: Sequence[tuple[int | None, str, str | None, bytes | None, float | None, float | None]]
     ) -> None:

@@ -108,9 +108,12 @@ async def cluster_slots(host: HostDep) -> ClusterSlots:
 async def cluster_fence(fence: SlotFence, host: HostDep) -> ClusterSlots:
     """While fenced the shard refuses event batches (503 with Retry-After: the job's
     sink retries them) after applying every batch queued before the fence. Setting the
-    state it is in already changes nothing."""
+    state it is in already changes nothing. The answer's ``batches``: per producer, the
+    highest batch number taken, read after the fence (a move compares the shards')."""
     await host.slot_fence(fence.on)
-    return await cluster_slots(host)
+    answer = await cluster_slots(host)
+    answer.batches = await host.slot_batches()
+    return answer
 
 
 @router.post(
@@ -170,5 +173,5 @@ async def cluster_put_slots(put: SlotMapPut, host: HostDep) -> ClusterSlots:
         imported = [Event.from_dict(d, f"event {i}") for i, d in enumerate(put.events)]
     except EventError as err:
         raise InvalidInputError(str(err), field="events") from None
-    await host.slot_apply(new, put.me, imported)
+    await host.slot_apply(new, put.me, imported, put.batches)
     return await cluster_slots(host)

@@ -5,6 +5,8 @@ none lost, none twice — and a bad move changes nothing."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -119,6 +121,60 @@ def test_growing_from_one_shard_to_three_mid_stream_gives_one_services_matches(t
     first_move, second_move = events[4 * BATCH]["start"], events[8 * BATCH]["start"]
     assert spans(per_shard[1], events, first_move)
     assert spans(per_shard[2], events, second_move)
+
+
+def test_moves_while_the_job_posts_give_one_services_matches(tmp_path: Path) -> None:
+    """Live: the sink posts batch after batch from a thread of its own while the
+    cluster grows from one shard to two and then three. Each move fences the shards at a
+    batch boundary (every shard has the same last batch: shares are posted even when
+    empty), the sink's batches wait out the fences (503, retried), and a batch it had
+    routed by the old map is routed again by the new one (409)."""
+    events = stream(1000, seed=13)
+    expected = one_service(tmp_path, events)
+    shards = [start(tmp_path, f"s{k}") for k in range(3)]
+    urls = [s.url for s in shards]
+    done: list[int] = []
+    failed: list[BaseException] = []
+
+    def job() -> None:
+        sink = ServiceSink([urls[0]], "job")
+        try:
+            for b in range(len(events) // BATCH):
+                post(sink, events, range(b, b + 1))
+                done.append(b)
+                time.sleep(0.05)  # a job's pace: the moves land between and during batches
+        except BaseException as err:  # the test thread raises it
+            failed.append(err)
+        finally:
+            sink.close()
+
+    def after(batch: int) -> None:
+        while not failed and (not done or done[-1] < batch):
+            time.sleep(0.01)
+
+    poster = threading.Thread(target=job)
+    poster.start()
+    try:
+        last = len(events) // BATCH - 1
+        after(3)
+        with Cluster(urls[:1]) as cluster:
+            cluster.rebalance(urls[:2])
+        assert done[-1] < last  # the moves came in the middle of the stream
+        after(9)
+        with Cluster(urls[:2]) as cluster:
+            cluster.rebalance(urls)
+        assert done[-1] < last
+        poster.join(timeout=300)
+        assert not failed, failed
+        assert done[-1] == len(events) // BATCH - 1
+        per_shard = [finish([s], events) for s in shards]
+    finally:
+        poster.join(timeout=300)
+        for server in shards:
+            server.stop()
+    got = [m for found in per_shard for m in found]
+    assert Counter(got) == Counter(expected)
+    assert per_shard[1] and per_shard[2]
 
 
 def test_moving_slots_back_and_forth_changes_no_match(tmp_path: Path) -> None:
