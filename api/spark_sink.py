@@ -469,6 +469,15 @@ class ServiceSink:
         between) has it routed again by the new map, when no shard took any of it yet;
         when some did, :class:`SinkError` stops the job (docs/architecture.md)."""
         started = time.monotonic()
+        if not prepared.urls and len(prepared.shards) != len(self.urls):
+            # A batch kept from before a restart (service.pipeline.pending), routed to the
+            # shards a slot map named then: they are the map's, in its order.
+            self.route()
+            if len(prepared.shards) != len(self.urls):
+                raise SinkError(
+                    f"batch {batch_id} was routed to {len(prepared.shards)} shards but the cluster has "
+                    f"{len(self.urls)} now: give the job the shards it had, in their order"
+                )
         for _ in range(5):
             urls = prepared.urls or self.urls
             epochs = prepared.epochs or [None] * len(urls)

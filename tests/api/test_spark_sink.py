@@ -171,3 +171,15 @@ def test_refused_and_late_events_come_back_with_their_rows_also_for_a_resent_bat
     assert [r["row"] for r in first.rejected] == [0, 3] and "ahead of the" in first.rejected[0]["reason"]
     assert first.late == [{"row": 1, "reason": "late by 50 s"}] and first.posts == 1
     assert again.duplicates == 1 and again.late == first.late
+
+
+def test_a_kept_batch_of_more_shards_than_the_cluster_has_stops_the_sink() -> None:
+    from api.spark_sink import PreparedBatch
+
+    with fake_service() as service:
+        sink = ServiceSink([service.url], "job", FAST)
+        kept = PreparedBatch(2, [events(1), events(1)], 0.0)  # as service.pipeline.pending reads it
+        with pytest.raises(SinkError, match="batch 4 was routed to 2 shards but the cluster has 1 now"):
+            sink.post_prepared(kept, 4)
+        sink.close()
+    assert service.posts == 0
