@@ -31,6 +31,7 @@ from api.models import (
     PRODUCER_HEADER,
     BatchResult,
     ClusterRouting,
+    ClusterSlots,
     EventIn,
     Identity,
     MatchPage,
@@ -39,9 +40,11 @@ from api.models import (
     QueryList,
     QueryPublic,
     QueryValid,
+    SlotExport,
     Stats,
     TimeResult,
 )
+from api.routing import EPOCH_HEADER
 
 __all__ = ["ApiError", "AsyncClient", "Client", "Subscription", "SyncSubscription"]
 
@@ -177,11 +180,19 @@ class Client:
         return BatchResult.model_validate_json(response.content)
 
     def post_arrow(
-        self, producer: str, batch_id: str | int, stream: bytes | Any, late_events: int | None = None
+        self,
+        producer: str,
+        batch_id: str | int,
+        stream: bytes | Any,
+        late_events: int | None = None,
+        epoch: int | None = None,
     ) -> BatchResult:
-        """Post a batch as Arrow: ``stream`` is IPC stream bytes or a ``pyarrow.Table``."""
+        """Post a batch as Arrow: ``stream`` is IPC stream bytes or a ``pyarrow.Table``;
+        ``epoch``: the slot map it was routed by (a shard holding another answers 409)."""
         body = stream if isinstance(stream, bytes | bytearray) else arrow_bytes(stream)
         headers = {"Content-Type": ARROW_MEDIA_TYPE, PRODUCER_HEADER: producer, BATCH_HEADER: str(batch_id)}
+        if epoch is not None:
+            headers[EPOCH_HEADER] = str(epoch)
         response = self._send("POST", "/v1/events", content=body, headers=headers, params=_late(late_events))
         return BatchResult.model_validate_json(response.content)
 
@@ -232,6 +243,40 @@ class Client:
     def routing(self) -> ClusterRouting:
         """This shard's place in its cluster and the partition keys its queries use."""
         return ClusterRouting.model_validate_json(self._send("GET", "/v1/cluster/routing").content)
+
+    # The slot map and its moves (api.cluster.Cluster.apply_slots drives them).
+    def slots(self) -> ClusterSlots:
+        """The slot map this shard holds and its place in it."""
+        return ClusterSlots.model_validate_json(self._send("GET", "/v1/cluster/slots").content)
+
+    def fence(self, on: bool) -> ClusterSlots:
+        """Fence the shard for a move (event batches refused with 503), or end it."""
+        body, headers = _json({"on": on})
+        return ClusterSlots.model_validate_json(
+            self._send("POST", "/v1/cluster/slots/fence", content=body, headers=headers).content
+        )
+
+    def export_slots(self, slots: Iterable[int]) -> list[dict[str, Any]]:
+        """The retained events of ``slots`` (the shard must be fenced)."""
+        body, headers = _json({"slots": sorted(set(slots))})
+        answer = self._send("POST", "/v1/cluster/slots/export", content=body, headers=headers)
+        return SlotExport.model_validate_json(answer.content).events
+
+    def put_slots(
+        self,
+        slots: Mapping[str, Any],
+        me: int,
+        events: Sequence[Mapping[str, Any]] = (),
+        batches: Mapping[str, int] | None = None,
+    ) -> ClusterSlots:
+        """Give the shard a new slot map (``SlotMap.to_json()``), its place,
+        and the events of the slots it gains."""
+        body, headers = _json(
+            {"map": dict(slots), "me": me, "events": list(events), "batches": dict(batches or {})}
+        )
+        return ClusterSlots.model_validate_json(
+            self._send("PUT", "/v1/cluster/slots", content=body, headers=headers).content
+        )
 
 
 class AsyncClient:

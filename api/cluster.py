@@ -8,6 +8,10 @@ one string of them separated by commas). Over it:
   doubt when it returns; :meth:`Cluster.repair` settles what an interrupted call left);
   the queries, figures (:meth:`Cluster.stats`) and Prometheus text
   (:meth:`Cluster.metrics`) of the whole cluster.
+- the slot map (:meth:`Cluster.slot_map`) and moving slots between shards with their
+  partial matches (:meth:`Cluster.move_slots`, :meth:`Cluster.rebalance`,
+  :meth:`Cluster.apply_slots`: fence at a batch boundary, bring the clocks together,
+  export the slots' retained events, each shard takes the new map and rebuilds);
 - :class:`ClusterSubscription` (async) and :class:`SyncClusterSubscription`: one
   WebSocket per shard, merged; each match carries ``shard`` (its shard's position in
   the spec); one opaque resumable :attr:`cursor` holds every shard's next ``seq``. A
@@ -23,6 +27,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import math
 import queue
 import threading
 import time
@@ -40,6 +45,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from api.client import FRAME_MATCHES, ApiError, Client, QueryLike, Subscription, _query_body, _query_dict
 from api.models import ClusterShards, QueryPublic, Stats
+from api.routing import SLOTS, SlotMap
 
 __all__ = [
     "Cluster",
@@ -208,6 +214,19 @@ def _unsent(err: BaseException) -> bool:
     return isinstance(err, ApiError | httpx.ConnectError | httpx.ConnectTimeout)
 
 
+def _each_of(clients: Sequence[Client], call: Any) -> list[tuple[str, Any, BaseException | None]]:
+    """``call(client)`` on every client at once: (url, result, error) in their order."""
+
+    def one(client: Client) -> tuple[str, Any, BaseException | None]:
+        try:
+            return client.base_url, call(client), None
+        except (ApiError, httpx.HTTPError) as err:
+            return client.base_url, None, err
+
+    with ThreadPoolExecutor(max_workers=max(1, len(clients))) as pool:
+        return list(pool.map(one, clients))
+
+
 class Cluster:
     """``Cluster(["http://a:8081", "http://b:8082"], token=...)``: the shards as one
     service. ``recover``: how long a write waits for a shard that broke off mid-call to
@@ -220,9 +239,12 @@ class Cluster:
         token: str | None = None,
         timeout: float = 60.0,
         recover: float = 30.0,
+        boundary_wait: float = 30.0,
     ) -> None:
         self.urls = shard_urls(spec)
+        self.boundary_wait = boundary_wait
         self.token = token
+        self.timeout = timeout
         self.recover = recover
         self.clients = [Client(url, token=token, timeout=timeout) for url in self.urls]
 
@@ -243,15 +265,7 @@ class Cluster:
 
     def _each(self, call: Any) -> list[tuple[str, Any, BaseException | None]]:
         """``call(client)`` on every shard at once: (url, result, error) in spec order."""
-
-        def one(client: Client) -> tuple[str, Any, BaseException | None]:
-            try:
-                return client.base_url, call(client), None
-            except (ApiError, httpx.HTTPError) as err:
-                return client.base_url, None, err
-
-        with ThreadPoolExecutor(max_workers=len(self.clients)) as pool:
-            return list(pool.map(one, self.clients))
+        return _each_of(self.clients, call)
 
     def _check_up(self) -> dict[str, float]:
         """Every shard ready, or :class:`ClusterError` changing nothing; each shard's
@@ -496,6 +510,199 @@ class Cluster:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_Relabelled([*merged.values(), up]))
         return generate_latest(registry).decode()
+
+    # ----------------------------------------------------------------- slots
+
+    def slot_map(self) -> SlotMap:
+        """The cluster's slot map, as every shard holds it (a shard told of no cluster
+        holds none; when none holds one, the default map of the spec's shards). Raises
+        :class:`ClusterError` when a shard does not answer or the shards hold different
+        maps (a move that broke off: :meth:`apply_slots` with the map it was making)."""
+        held = self._held_maps()
+        if len({(m.epoch, m.owners, m.shards) for m in held.values()}) > 1:
+            raise ClusterError(
+                "the shards hold different slot maps (a move broke off): apply the map it was making again",
+                {url: f"epoch {m.epoch}" for url, m in held.items()},
+            )
+        return next(iter(held.values())) if held else SlotMap.default(self.urls)
+
+    def _held_maps(self) -> dict[str, SlotMap]:
+        """The map each shard of the spec holds (those told of a cluster), its shards
+        named (the spec's, for a map of ``SCEMON_SHARD`` alone)."""
+        answers = self._each(lambda c: c.slots())
+        down = {url: _why(err) for url, _, err in answers if err is not None}
+        if down:
+            raise ClusterError(f"shard {', '.join(down)} did not answer", down)
+        held: dict[str, SlotMap] = {}
+        for url, answer, _ in answers:
+            if answer.me is None:
+                continue
+            found = SlotMap.from_json(answer.map.model_dump())
+            if not found.shards:
+                if found.count != len(self.urls):
+                    raise ClusterError(
+                        f"{url} was told a cluster of {found.count} (SCEMON_SHARD) but {len(self.urls)} "
+                        "shards are given"
+                    )
+                found = SlotMap(found.epoch, found.owners, tuple(self.urls))
+            held[url] = found
+        return held
+
+    def move_slots(self, slots: Iterable[int], to: str) -> SlotMap:
+        """Move ``slots`` to the shard at ``to`` (a shard of the map, or a new one, which
+        joins the end of the shard list), their partial matches with them; see
+        :meth:`apply_slots`. Returns the new map."""
+        wanted = sorted(set(slots))
+        bad = [s for s in wanted if not 0 <= s < SLOTS]
+        if bad:
+            raise ValueError(f"slot {bad[0]} is not within 0-{SLOTS - 1}")
+        [url] = shard_urls([to])
+        current = self.slot_map()
+        shards = list(current.shards)
+        if url not in shards:
+            shards.append(url)
+        owners = list(current.owners)
+        for slot in wanted:
+            owners[slot] = shards.index(url)
+        target = SlotMap(current.epoch + 1, tuple(owners), tuple(shards))
+        return self.apply_slots(target, current)
+
+    def rebalance(self, shards: Iterable[str]) -> SlotMap:
+        """Spread the slots evenly over ``shards`` (the new shard list: shards may be added
+        or left out), moving as few as possible; see :meth:`apply_slots`."""
+        current = self.slot_map()
+        return self.apply_slots(current.rebalanced(shard_urls(list(shards))), current)
+
+    def apply_slots(self, target: SlotMap, current: SlotMap | None = None) -> SlotMap:
+        """Make ``target`` the cluster's slot map, moving each slot that changes owner
+        with its partial matches (docs/architecture.md, "Moving slots"):
+
+        1. every shard of the old and new map must be up, else nothing changes;
+        2. every one is fenced: it applies what was queued, then refuses event batches
+           (503, which the job's sink retries) until the move ends;
+        3. every clock is brought to the latest shard clock, as one service's would be,
+           so a shard rebuilding a moved value's matches releases none its old owner had
+           not (and holds back none it had);
+        4. each shard giving slots up exports their values' retained events;
+        5. every shard of the new map takes it, with the events of the slots it gains:
+           it splices them into its op log in time order and rebuilds its engine, so the
+           moved values' partial matches live on with the new owner and are gone from
+           the old; a shard left out of the new map owns nothing and stays fenced;
+        6. the fences end.
+
+        The same map again changes nothing. A move that broke off (the shards hold
+        different maps) is completed by applying the map it was making again: the slots
+        move from their owners in the oldest map held. Raises :class:`ClusterError`
+        (what happened on each shard) when a shard fails on the way."""
+        if current is None:
+            held = self._held_maps()
+            current = min(held.values(), key=lambda m: m.epoch) if held else SlotMap.default(self.urls)
+            if any(m != current for m in held.values()):
+                current = SlotMap(target.epoch - 1, current.owners, current.shards)
+        if target.owners == current.owners and target.shards == current.shards:
+            return current
+        if not target.shards:
+            raise ValueError("the new map must name its shards")
+        if target.epoch <= current.epoch:
+            target = SlotMap(current.epoch + 1, target.owners, target.shards)
+        every = list(dict.fromkeys([*current.shards, *target.shards]))
+        extra = [Client(url, token=self.token, timeout=self.timeout) for url in every if url not in self.urls]
+        clients = {c.base_url: c for c in [*self.clients, *extra]}
+        outcome: dict[str, str] = {}
+        fenced: list[str] = []
+        try:
+            answers = _each_of([clients[u] for u in every], lambda c: c.stats())
+            down = {url: _why(err) for url, _, err in answers if err is not None}
+            down |= {
+                url: f"not ready ({st.state})" for url, st, err in answers if err is None and st.state != "ok"
+            }
+            if down:
+                raise ClusterError(
+                    f"no slot was moved: shard {', '.join(down)} is down or not ready",
+                    {url: down.get(url, "up, left unchanged") for url in every},
+                )
+            boundary = self._fence_at_a_boundary(clients, every, current, fenced, outcome)
+            clocks = {
+                url: st.clock for url, st, _ in _each_of([clients[u] for u in every], lambda c: c.stats())
+            }
+            known = [c for c in clocks.values() if c is not None and math.isfinite(c)]
+            if known:
+                latest = max(known)
+                for url, clock in clocks.items():
+                    if clock is None or clock < latest:
+                        clients[url].advance_time(latest)
+            moving: dict[tuple[str, str], list[int]] = {}
+            for slot, (old, new) in enumerate(zip(current.owners, target.owners, strict=True)):
+                was, now = current.shards[old], target.shards[new]
+                if was != now:
+                    moving.setdefault((was, now), []).append(slot)
+            imported: dict[str, list[dict[str, Any]]] = {}
+            for (was, now), slots in moving.items():
+                imported.setdefault(now, []).extend(clients[was].export_slots(slots))
+            body = target.to_json()
+            for k, url in enumerate(target.shards):
+                clients[url].put_slots(body, k, imported.get(url, []), boundary)
+                outcome[url] = f"took epoch {target.epoch} ({len(target.slots_of(k))} slots)"
+            for url in every:
+                if url in target.shards:
+                    clients[url].fence(False)
+                    fenced.remove(url)
+                else:
+                    outcome[url] = "left out of the map: owns no slot, stays fenced (stop it)"
+            return target
+        except (ApiError, httpx.HTTPError) as err:
+            for url in list(fenced):
+                with contextlib.suppress(ApiError, httpx.HTTPError):
+                    clients[url].fence(False)
+                    fenced.remove(url)
+            raise ClusterError(f"the slot move broke off: {_why(err)}", outcome) from None
+        finally:
+            for client in extra:
+                client.close()
+
+    def _fence_at_a_boundary(
+        self,
+        clients: dict[str, Client],
+        every: list[str],
+        current: SlotMap,
+        fenced: list[str],
+        outcome: dict[str, str],
+    ) -> dict[str, int]:
+        """Fence every shard, at a point where no job's batch is half delivered: the
+        shards the jobs post to (the current map's; a job posts its share to each, empty
+        ones too) must report the same last batch of every producer. When they do not,
+        a batch was being posted as the fences went up: the fences end, the job finishes
+        that batch, and the fences go up again (for up to ``boundary_wait`` seconds).
+        Returns the batch every producer is at."""
+        deadline = time.monotonic() + self.boundary_wait
+        while True:
+            answers = {}
+            for url in every:
+                answers[url] = clients[url].fence(True)
+                if url not in fenced:
+                    fenced.append(url)
+                outcome[url] = "fenced"
+            posted = [url for url in current.shards if url in answers]
+            producers = {p for url in posted for p in answers[url].batches}
+            half = {
+                p: {url: answers[url].batches.get(p) for url in posted}
+                for p in producers
+                if len({answers[url].batches.get(p) for url in posted}) > 1
+            }
+            if not half:
+                return {p: max(answers[url].batches.get(p, -1) for url in posted) for p in producers}
+            for url in list(fenced):
+                clients[url].fence(False)
+                fenced.remove(url)
+                outcome[url] = "fence lifted: a batch was being posted"
+            if time.monotonic() > deadline:
+                producer, at = next(iter(half.items()))
+                raise ClusterError(
+                    f"no slot was moved: producer {producer}'s batches were still half delivered after "
+                    f"{self.boundary_wait:g} s ({', '.join(f'{u}: {n}' for u, n in at.items())})",
+                    outcome,
+                )
+            time.sleep(0.2)
 
     def subscribe(self, **kwargs: Any) -> SyncClusterSubscription:
         """A merged subscription over this cluster's shards (same token)."""

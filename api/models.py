@@ -40,6 +40,11 @@ __all__ = [
     "BatchResult",
     "ClusterRouting",
     "ClusterShards",
+    "ClusterSlots",
+    "SlotExport",
+    "SlotFence",
+    "SlotMapBody",
+    "SlotMapPut",
     "RoutingKey",
     "ErrorBody",
     "ErrorDetail",
@@ -638,14 +643,38 @@ class RoutingKey(_Model):
     classes: list[str] = Field(description="The event classes the key's queries read.")
 
 
+class SlotMapBody(_Model):
+    """The cluster's slot map (docs/architecture.md, "A cluster"): a value belongs to slot
+    ``crc32(text) mod 4096``, a slot to a shard, its position in ``shards``. ``owners``
+    holds every slot's shard, slot 0 first, as unsigned 16-bit little-endian integers
+    in unpadded base64url; a map sent to a shard may give ``ranges`` instead,
+    ``[first slot, last slot, shard]`` runs covering every slot once."""
+
+    epoch: int = Field(ge=0, description="Grows by one with every change of the map.")
+    shards: list[str] = Field(
+        default_factory=list, description="The shards' base URLs in routing order; [] when not named."
+    )
+    owners: str | None = Field(
+        default=None, description="Every slot's shard: 4096 uint16 little-endian, base64url, unpadded."
+    )
+    ranges: list[list[int]] | None = Field(
+        default=None, description="Instead of owners: [first slot, last slot, shard] runs covering 0-4095."
+    )
+
+
 class ClusterRouting(_Model):
     """What the Spark job routes by (docs/architecture.md, "A cluster"): which shard of
     how many this one is (``SCEMON_SHARD``, ``"K/N"``; empty when it was told none, and
-    then it owns every value), and the keys other than ``src`` its queries use."""
+    then it owns every value), the keys other than ``src`` its queries use, and the slot
+    map it holds."""
 
     shard: str = Field(description='This shard\'s place, "K/N" (K from 0); empty when not told.')
     keys: list[RoutingKey] = Field(
         description="The partition keys other than src in use, with their classes."
+    )
+    epoch: int = Field(default=0, description="The epoch of the slot map (sent back with each batch).")
+    slots: SlotMapBody | None = Field(
+        default=None, description="The slot map; null when this shard was told of no cluster."
     )
 
     model_config = ConfigDict(
@@ -653,4 +682,47 @@ class ClusterRouting(_Model):
         json_schema_extra={
             "examples": [{"shard": "0/2", "keys": [{"key": ["symbol"], "classes": ["Buy", "Sell"]}]}]
         },
+    )
+
+
+class ClusterSlots(_Model):
+    """A shard's slot map (``GET /v1/cluster/slots``): the cluster's map as this shard
+    holds it, its own place in it, and whether a move has fenced it."""
+
+    map: SlotMapBody
+    me: int | None = Field(description="This shard's position in the map; null when told none.")
+    fenced: bool = Field(description="A move is under way: event batches are refused (503) meanwhile.")
+    batches: dict[str, int] = Field(
+        default_factory=dict,
+        description="Per producer, the highest Spark batch number this shard has taken (or was told "
+        "the cluster was at when it joined): a move waits until every shard has the same.",
+    )
+
+
+class SlotFence(_Model):
+    """Start (``on``) or end a move's fence on a shard: while fenced it refuses event
+    batches with 503 and Retry-After, which the job's sink retries."""
+
+    on: bool
+
+
+class SlotExport(_Model):
+    """The slots whose retained events a move reads from their owner (which must be
+    fenced), and the answer: those events, in the order the shard applied them."""
+
+    slots: list[int] = Field(default_factory=list, description="Slots, 0-4095.")
+    events: list[dict[str, Any]] = Field(default_factory=list, description="The answer: events as posted.")
+
+
+class SlotMapPut(_Model):
+    """A new slot map for a shard (``PUT /v1/cluster/slots``): its place ``me`` in it,
+    and the retained events of the slots it gains, read from their owners."""
+
+    map: SlotMapBody
+    me: int = Field(ge=0, description="This shard's position in the map.")
+    events: list[dict[str, Any]] = Field(
+        default_factory=list, description="Events of the slots this shard gains (SlotExport's answer)."
+    )
+    batches: dict[str, int] = Field(
+        default_factory=dict, description="Per producer, the batch number the cluster is at (ClusterSlots)."
     )

@@ -55,7 +55,7 @@ import pyarrow.compute as pc
 
 from api.client import ApiError, Client
 from api.models import BatchResult, LateEvent
-from api.routing import owner_of, shard_of
+from api.routing import SlotMap, owner_of, shard_of
 from ecq.partitions import FIELDS
 
 if TYPE_CHECKING:
@@ -124,21 +124,46 @@ class PreparedBatch:
     """A micro-batch sorted and routed, not yet posted (:meth:`ServiceSink.prepare`)."""
 
     events: int
-    shards: list[pa.Table]  # one per service, in the order of the sink's URLs
+    shards: list[pa.Table]  # one per service, in the order of ``urls``
     seconds: float  # spent preparing
+    # The shards it was routed to (the slot map's, else the sink's), the map's epoch on
+    # each (None: the shard holds no map), and the sorted batch (routed again if the map
+    # changed before any shard took it).
+    urls: list[str] = field(default_factory=list)
+    epochs: list[int | None] = field(default_factory=list)
+    table: pa.Table | None = None
+    # The shards hold a slot map: every share is posted, an empty one too.
+    mapped: bool = False
+
+
+@dataclass(frozen=True)
+class Route:
+    """What a batch is routed by: the shards (in map order), the slot map (None: the
+    default map of that many shards), each shard's epoch, and the keys in use."""
+
+    urls: list[str]
+    slots: SlotMap | None
+    epochs: list[int | None]
+    keys: list[tuple[tuple[str, ...], frozenset[str]]]
+
+
+class _Stale(Exception):
+    """A shard holds another slot map than the batch was routed by (409)."""
 
 
 # ------------------------------------------------------------------------------ arrow
 
 
 def split_by_keys(
-    table: pa.Table, shards: int, keys: Sequence[tuple[Sequence[str], frozenset[str]]]
+    table: pa.Table, shards: int | SlotMap, keys: Sequence[tuple[Sequence[str], frozenset[str]]]
 ) -> list[pa.Table]:
     """The rows of each shard, order kept, when partition keys other than ``src`` are in
     use (``keys``: each with the classes its queries read): a row goes to its source's
     shard and to the owner of its value of each key whose classes hold its type (a row
-    without one of the key's attributes is not seen by that key). O(rows × keys)."""
-    if shards <= 1 or table.num_rows == 0 or not keys:
+    without one of the key's attributes is not seen by that key). ``shards``: the slot
+    map, or a shard count for its default map. O(rows × keys)."""
+    count = shards.count if isinstance(shards, SlotMap) else shards
+    if count <= 1 or table.num_rows == 0 or not keys:
         return split_by_shard(table, shards)
     names = table.column_names
     src = _wire_ids(table.column("src")).to_pylist()
@@ -147,7 +172,7 @@ def split_by_keys(
     # A key's name the attributes lack is read from the event's own fields, as the engine does.
     fields = {name: table.column(name).to_pylist() for name in FIELDS if name in names and name != "src"}
     fields["src"] = src
-    takes = [bytearray(table.num_rows) for _ in range(shards)]
+    takes = [bytearray(table.num_rows) for _ in range(count)]
     for row, kind in enumerate(types):
         takes[shard_of(src[row], shards)][row] = 1
         attrs: dict[str, Any] | None = None
@@ -180,15 +205,17 @@ def sort_events(table: pa.Table, tie_break: Sequence[str] = ()) -> pa.Table:
     return table.take(pc.sort_indices(table, sort_keys=keys)) if table.num_rows > 1 else table
 
 
-def split_by_shard(table: pa.Table, shards: int) -> list[pa.Table]:
-    """The rows of each shard, order kept. Hashes each distinct source once."""
-    if shards <= 1 or table.num_rows == 0:
-        return [table] + [table.slice(0, 0)] * (shards - 1)
+def split_by_shard(table: pa.Table, shards: int | SlotMap) -> list[pa.Table]:
+    """The rows of each shard (by the slot map, or the default map of a shard count),
+    order kept. Hashes each distinct source once."""
+    count = shards.count if isinstance(shards, SlotMap) else shards
+    if count <= 1 or table.num_rows == 0:
+        return [table] + [table.slice(0, 0)] * (count - 1)
     src = _wire_ids(table.column("src"))
     distinct = pc.unique(src)
     owner = pa.array([shard_of(value, shards) for value in distinct.to_pylist()], pa.int32())
     row_owner = pc.take(owner, pc.index_in(src, value_set=distinct))
-    return [table.filter(pc.equal(row_owner, k)) for k in range(shards)]
+    return [table.filter(pc.equal(row_owner, k)) for k in range(count)]
 
 
 def encode_events(table: pa.Table) -> bytes:
@@ -320,13 +347,20 @@ class ServiceSink:
         self.policy = policy or RetryPolicy()
         self.max_events = max_events
         self.on_batch = on_batch
-        self._clients = [Client(url, token=token, timeout=self.policy.timeout) for url in self.urls]
-        self._pool = ThreadPoolExecutor(max_workers=len(self.urls), thread_name_prefix="scemon-sink")
+        self._token = token
+        self._clients = {url: Client(url, token=token, timeout=self.policy.timeout) for url in self.urls}
+        self._pool = ThreadPoolExecutor(max_workers=max(8, len(self.urls)), thread_name_prefix="scemon-sink")
+
+    def _client(self, url: str) -> Client:
+        client = self._clients.get(url)
+        if client is None:  # a shard the slot map named since
+            client = self._clients[url] = Client(url, token=self._token, timeout=self.policy.timeout)
+        return client
 
     def close(self) -> None:
         """Release the HTTP connections and threads."""
         self._pool.shutdown(wait=True)
-        for client in self._clients:
+        for client in self._clients.values():
             client.close()
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
@@ -343,52 +377,137 @@ class ServiceSink:
 
     def prepare(self, table: pa.Table, tie_break: Sequence[str] = ()) -> PreparedBatch:
         """The first half of :meth:`post_table`: sort the batch and route it to its
-        shards (a job overlaps it with the previous batch's post). With several shards
-        it first asks them the partition keys in use (:meth:`routing_keys`)."""
+        shards (a job overlaps it with the previous batch's post). It first asks the
+        shards what to route by (:meth:`route`): the slot map, and the partition keys
+        in use."""
         started = time.monotonic()
         if "_row" not in table.column_names:
             table = table.append_column("_row", pa.array(range(table.num_rows), pa.int64()))
-        keys = self.routing_keys() if len(self.urls) > 1 and table.num_rows else []
-        shards = split_by_keys(sort_events(table, tie_break), len(self.urls), keys)
-        return PreparedBatch(table.num_rows, shards, time.monotonic() - started)
+        table = sort_events(table, tie_break)
+        if not table.num_rows:
+            return PreparedBatch(0, [table] * len(self.urls), time.monotonic() - started, list(self.urls))
+        route = self.route()
+        shards = split_by_keys(table, route.slots or len(route.urls), route.keys)
+        return PreparedBatch(
+            table.num_rows,
+            shards,
+            time.monotonic() - started,
+            route.urls,
+            route.epochs,
+            table,
+            route.slots is not None,
+        )
 
     def routing_keys(self) -> list[tuple[tuple[str, ...], frozenset[str]]]:
-        """The partition keys other than ``src`` the shards' queries use, each with the
-        classes read under it (``GET /v1/cluster/routing`` of every shard, retried as a
-        post is). When there are any, every shard must know its place (``SCEMON_SHARD``
-        of ``K/N`` matching its place in the job's list): otherwise two shards could
-        both give a value's matches, and :class:`SinkError` stops the job instead."""
-        n = len(self.urls)
-        # Not on the posting pool: a job prepares a batch while the previous one posts.
-        answers = [
-            _retrying(client.routing, url, self.policy, "routing")
-            for url, client in zip(self.urls, self._clients, strict=True)
-        ]
+        """The partition keys other than ``src`` the shards' queries use (:meth:`route`)."""
+        return self.route().keys
+
+    def route(self) -> Route:
+        """What to route by, asked of every shard (``GET /v1/cluster/routing``, retried
+        as a post is): the slot map they hold — whose shard list, once a move named it,
+        replaces the sink's own, so shards added by a move are found — and the partition
+        keys other than ``src`` their queries use, each with the classes read under it.
+        Shards holding maps of different epochs are in the middle of a move: asked again
+        until they agree (within the retry budget). When keys other than ``src`` are in
+        use, every shard must know its place (``K/N`` matching its place in the list):
+        otherwise two shards could both give a value's matches, and :class:`SinkError`
+        stops the job instead."""
+        urls = list(self.urls)
+        started = time.monotonic()
+        while True:
+            # Not on the posting pool: a job prepares a batch while the previous one posts.
+            answers = [_retrying(self._client(url).routing, url, self.policy, "routing") for url in urls]
+            placed = [a for a in answers if a.slots is not None]
+            slots: SlotMap | None = None
+            if placed:
+                if len({a.epoch for a in placed}) > 1:
+                    if time.monotonic() - started > self.policy.budget:
+                        raise SinkError(
+                            "the shards hold slot maps of different epochs "
+                            f"({', '.join(f'{u}: {a.epoch}' for u, a in zip(urls, answers, strict=True))}) "
+                            "for longer than the retry budget: a move broke off"
+                        )
+                    time.sleep(self.policy.first)
+                    continue
+                body = placed[0].slots
+                assert body is not None
+                slots = SlotMap.from_json(body.model_dump())
+                if slots.shards and list(slots.shards) != urls:
+                    urls = list(slots.shards)  # a move named the shards: ask those
+                    continue
+                if not slots.shards:
+                    if slots.count != len(urls):
+                        raise SinkError(
+                            f"the shards were told a cluster of {slots.count} (SCEMON_SHARD) but the job "
+                            f"posts to {len(urls)}: give every shard's URL, in their order"
+                        )
+                    slots = SlotMap(slots.epoch, slots.owners, tuple(urls))
+            break
+        n = len(urls)
         classes: dict[tuple[str, ...], set[str]] = {}
         for answer in answers:
             for entry in answer.keys:
                 classes.setdefault(tuple(entry.key), set()).update(entry.classes)
-        if classes:
-            for k, (url, answer) in enumerate(zip(self.urls, answers, strict=True)):
+        if classes and n > 1:
+            for k, (url, answer) in enumerate(zip(urls, answers, strict=True)):
                 if answer.shard != f"{k}/{n}":
                     told = f"SCEMON_SHARD={answer.shard}" if answer.shard else "no SCEMON_SHARD"
                     raise SinkError(
                         f"{url} is shard {k} of {n} in the job's list but was told {told}: queries "
                         "partitioned by a key other than src need each shard to know its place"
                     )
-        return [(key, frozenset(names)) for key, names in sorted(classes.items())]
+        self.urls = urls
+        # Every shard's epoch goes with its posts, 0 for one told of no map: a move
+        # that gives it one then refuses what was routed before.
+        epochs: list[int | None] = [a.epoch for a in answers]
+        keys = [(key, frozenset(names)) for key, names in sorted(classes.items())]
+        return Route(urls, slots, epochs, keys)
 
     def post_prepared(self, prepared: PreparedBatch, batch_id: int) -> BatchReport:
-        """The second half of :meth:`post_table`: post each shard's share and report."""
+        """The second half of :meth:`post_table`: post each shard's share and report.
+        A shard holding another slot map than the batch was routed by (a move came in
+        between) has it routed again by the new map, when no shard took any of it yet;
+        when some did, :class:`SinkError` stops the job (docs/architecture.md)."""
         started = time.monotonic()
-        jobs = [
-            self._pool.submit(self._post_shard, client, part, batch_id)
-            for client, part in zip(self._clients, prepared.shards, strict=True)
-            if part.num_rows
-        ]
+        if not prepared.urls and len(prepared.shards) != len(self.urls):
+            # A batch kept from before a restart (service.pipeline.pending), routed to the
+            # shards a slot map named then: they are the map's, in its order.
+            self.route()
+            if len(prepared.shards) != len(self.urls):
+                raise SinkError(
+                    f"batch {batch_id} was routed to {len(prepared.shards)} shards but the cluster has "
+                    f"{len(self.urls)} now: give the job the shards it had, in their order"
+                )
+        for _ in range(5):
+            urls = prepared.urls or self.urls
+            epochs = prepared.epochs or [None] * len(urls)
+            # In a cluster with a slot map every shard gets its share, an empty one too,
+            # so that every shard has every batch id: a slot move waits for a batch
+            # boundary by comparing them.
+            jobs = [
+                self._pool.submit(self._post_shard, self._client(url), part, batch_id, epoch)
+                for url, part, epoch in zip(urls, prepared.shards, epochs, strict=True)
+                if part.num_rows or prepared.mapped
+            ]
+            results = []
+            stale: list[str] = []
+            for job in jobs:
+                try:
+                    results.append(job.result())
+                except _Stale as err:
+                    stale.append(str(err))
+            if not stale:
+                break
+            if results or prepared.table is None:
+                raise SinkError(
+                    f"the slot map changed while batch {batch_id} was half delivered ({stale[0]}): stop the "
+                    "stream before moving slots, or move them while no batch is being posted"
+                )
+            prepared = self.prepare(prepared.table)
+        else:
+            raise SinkError(f"batch {batch_id}: the slot map kept changing while it was posted")
         report = BatchReport(batch_id=batch_id, events=prepared.events)
-        for job in jobs:
-            posts, duplicates, matches, rejected, late = job.result()
+        for posts, duplicates, matches, rejected, late in results:
             report.posts += posts
             report.duplicates += duplicates
             report.matches += matches
@@ -401,14 +520,17 @@ class ServiceSink:
         return report
 
     def _post_shard(
-        self, client: Client, part: pa.Table, batch_id: int
+        self, client: Client, part: pa.Table, batch_id: int, epoch: int | None = None
     ) -> tuple[int, int, int, list[dict[str, Any]], list[dict[str, Any]]]:
         posts = duplicates = matches = 0
         rejected: list[dict[str, Any]] = []
         late: list[dict[str, Any]] = []
+        if not part.num_rows:  # an empty share, posted for its id alone (not counted)
+            self._post_chunk(client, part, f"{batch_id}.0", rejected, epoch, empty=True)
+            return posts, duplicates, matches, rejected, late
         for k, begin in enumerate(range(0, part.num_rows, self.max_events)):
             chunk = part.slice(begin, self.max_events)
-            result, posted = self._post_chunk(client, chunk, f"{batch_id}.{k}", rejected)
+            result, posted = self._post_chunk(client, chunk, f"{batch_id}.{k}", rejected, epoch)
             posts += 1
             duplicates += result.duplicate
             matches += result.matches
@@ -416,21 +538,34 @@ class ServiceSink:
         return posts, duplicates, matches, rejected, late
 
     def _post_chunk(
-        self, client: Client, chunk: pa.Table, batch_key: str, rejected: list[dict[str, Any]]
+        self,
+        client: Client,
+        chunk: pa.Table,
+        batch_key: str,
+        rejected: list[dict[str, Any]],
+        epoch: int | None = None,
+        empty: bool = False,
     ) -> tuple[BatchResult, pa.Table]:
         """Post one chunk, leaving out the events the service refuses; the answer and
-        the rows it took."""
+        the rows it took. ``empty``: post it even with no events (for its id)."""
         url = client.base_url
         while True:
-            if chunk.num_rows == 0:
+            if chunk.num_rows == 0 and not empty:
                 return BatchResult(accepted=0, duplicate=False, matches=0), chunk
             # Every late event listed (not only the first few): each is dead-lettered.
             send = partial(
-                client.post_arrow, self.producer, batch_key, encode_events(chunk), late_events=chunk.num_rows
+                client.post_arrow,
+                self.producer,
+                batch_key,
+                encode_events(chunk),
+                late_events=chunk.num_rows,
+                epoch=epoch,
             )
             try:
                 return _retrying(send, url, self.policy, f"did not take batch {batch_key}"), chunk
             except ApiError as err:
+                if err.status == 409 and err.detail.get("field") == "epoch":
+                    raise _Stale(f"{url}: {err.message}") from None
                 refused = _refused(err, chunk.num_rows)
                 if refused:
                     # The 422 changed nothing; drop the refused events (one, or every one

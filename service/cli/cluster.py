@@ -3,7 +3,9 @@
 The cluster spec is the ``--service`` list, in the order the Spark job routes by (or
 ``SCEMON_CLUSTER``, the URLs separated by commas). Registration and deletion are all or
 none over the shards; ``subscribe`` merges every shard's matches under one resumable
-cursor; ``stats`` and ``metrics`` cover the whole cluster.
+cursor; ``stats`` and ``metrics`` cover the whole cluster; ``slots`` shows the slot map
+and ``move`` moves slots (or rebalances onto a new shard list) with their partial
+matches.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from service.cli.options import QueriesOption, TokenOption
 
 if TYPE_CHECKING:
     from api.cluster import Cluster
+    from api.routing import SlotMap
 
 __all__ = ["cluster_app"]
 
@@ -256,3 +259,101 @@ def _write_atomically(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text + "\n")
     tmp.replace(path)
+
+
+@cluster_app.command("slots")
+def slots(
+    service: ShardsOption = None,
+    seed: SeedOption = None,
+    token: TokenOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The map as one JSON object.")] = False,
+) -> None:
+    """Show the slot map: which shard owns which of the 4096 slots.
+
+    A value of any partition key belongs to slot crc32(text) mod 4096; one line per run
+    of slots with the same owner, then each shard's count.
+    """
+    with _cluster(service, token, seed) as cluster:
+        found = cluster.slot_map()
+    if as_json:
+        typer.echo(orjson.dumps(found.to_json()).decode())
+        return
+    typer.echo(f"slot map epoch {found.epoch}: {found.count} shards, {len(found.owners)} slots")
+    for k, url in enumerate(found.shards):
+        mine = found.slots_of(k)
+        typer.echo(f"{url:<32} {len(mine):>5} slots  {_runs(mine)}")
+
+
+def _runs(slots: list[int], width: int = 60) -> str:
+    """Slots as runs (``0-3,7,9-12``), cut at ``width`` characters (``--json`` has all)."""
+    runs: list[list[int]] = []
+    for slot in slots:
+        if runs and slot == runs[-1][1] + 1:
+            runs[-1][1] = slot
+        else:
+            runs.append([slot, slot])
+    text = ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+    return text if len(text) <= width else text[: text.rfind(",", 0, width)] + ",... (--json: every slot)"
+
+
+@cluster_app.command("move")
+def move(
+    slots_: Annotated[
+        str | None,
+        typer.Option(
+            "--slots", help="The slots to move: 7, 0-1023 or 1,5,10-12 (with --to).", show_default=False
+        ),
+    ] = None,
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to", help="The shard to move them to (a new one joins the shard list).", show_default=False
+        ),
+    ] = None,
+    onto: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--onto",
+            help="Rebalance: the new shard list, repeated for each shard in order (the slots are "
+            "spread evenly, moving as few as possible; a shard left out gives all of its up).",
+            show_default=False,
+        ),
+    ] = None,
+    service: ShardsOption = None,
+    seed: SeedOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Move slots between shards, their partial matches with them.
+
+    Either --slots and --to, or --onto with the new shard list. Every shard is fenced
+    (event batches wait) while the moved slots' retained events are replayed on their
+    new owners; no match is lost or given twice. The same move again changes nothing.
+    """
+    from api.routing import parse_slots
+
+    if onto and (slots_ is not None or to is not None):
+        fail("give --slots with --to, or --onto, not both")
+    if not onto and (slots_ is None or to is None):
+        fail("give --slots with --to (move slots to a shard), or --onto for each shard (rebalance)")
+    wanted: list[int] = []
+    if slots_ is not None:
+        try:
+            wanted = parse_slots(slots_)
+        except ValueError as err:
+            fail(f"--slots: {err}")
+    with _cluster(service, token, seed) as cluster:
+        before = cluster.slot_map()
+        if onto:
+            after = cluster.rebalance(onto)
+        else:
+            assert to is not None
+            after = cluster.move_slots(wanted, to)
+        if after == before:
+            typer.echo(f"nothing to move: the map is already so (epoch {before.epoch})", err=True)
+            return
+        moved = sum(1 for s in range(len(after.owners)) if _owner(before, s) != _owner(after, s))
+        typer.echo(f"{moved} slots moved; slot map epoch {after.epoch} on {after.count} shards", err=True)
+
+
+def _owner(found: SlotMap, slot: int) -> str:
+    return found.shards[found.owners[slot]]

@@ -75,7 +75,7 @@ from ecq.language.partition import describe_key
 from ecq.match import Match
 from ecq.network import check_depends
 from ecq.time.timekeeper import IDLE, MAX_AHEAD, Late, TimeKeeper
-from service.server import snapshot
+from service.server import sharding, snapshot
 from service.server.blocks import Block
 from service.server.errors import (
     BufferFullError,
@@ -88,7 +88,6 @@ from service.server.faults import StoreFault
 from service.server.limits import check_pattern_size, check_query_bounds
 from service.server.metrics import Metrics
 from service.server.rates import MatchRates
-from service.server.sharding import ownership
 from service.server.snapshot import SNAPSHOT_FILE, HeadDigest, ops_head
 from service.server.store import (
     BATCH,
@@ -261,6 +260,7 @@ class EngineHost:
         scrub_every: float = SCRUB_EVERY,
         match_cap: int = 0,
         shard: str = "",
+        cluster: str = "",
         snapshots: bool = True,
     ) -> None:
         """``lateness`` is applied once the engine is rebuilt (a change is logged as an
@@ -268,7 +268,9 @@ class EngineHost:
         tells when a producer has gone ``idle`` (seconds without a batch); every
         ``scrub_every`` seconds (0: never) the store's checksums are all checked;
         ``match_cap``: the matches one event may complete for one query (0: no cap);
-        ``shard``: this shard's place ``"K/N"`` (service.server.sharding), or empty."""
+        ``shard``: this shard's place ``"K/N"`` (service.server.sharding), or empty;
+        ``cluster``: the shard URLs, for its default slot map. A slot map kept in the
+        store's folder (a move wrote it) takes the place of both."""
         self.store = store
         self.metrics = metrics
         self._publish = publish
@@ -287,7 +289,8 @@ class EngineHost:
         # two of them would only slow ingestion down more.
         self._compiler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scemon-compile")
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.owns = ownership(shard)
+        self.slots = sharding.ShardSlots.open(store.path.parent, shard, cluster)
+        self.owns = self.slots.owns()
         self.shard = shard
         # Whether the rebuild reads and writes the snapshot of the log's head.
         self.snapshots = snapshots
@@ -420,11 +423,37 @@ class EngineHost:
         events: list[Event],
         arrow: bytes | None = None,
         ordered: bool = False,
+        epoch: int | None = None,
     ) -> BatchOutcome:
         """Apply one batch unless ``(producer, batch_id)`` was applied before. ``arrow``:
         the Arrow body the events came in, which the op log then keeps as it came;
-        ``ordered``: the events already come by ``(end, start)`` (no sort needed)."""
-        return await self._run(self._ingest, producer, batch_id, events, arrow, ordered)
+        ``ordered``: the events already come by ``(end, start)`` (no sort needed);
+        ``epoch``: the slot map the batch was routed by (refused if not this shard's)."""
+        return await self._run(self._ingest, producer, batch_id, events, arrow, ordered, epoch)
+
+    # The slot map (service.server.sharding): each call on the writer, in queue order.
+    async def slot_fence(self, on: bool) -> None:
+        await self._run(sharding.fence, self, on)
+
+    async def slot_export(self, slots: set[int]) -> list[Event]:
+        return await self._run(sharding.export, self, slots)
+
+    async def slot_apply(
+        self, new: Any, me: int, imported: list[Event], batches: dict[str, int] | None = None
+    ) -> dict[str, Any]:
+        return await self._run(sharding.apply_map, self, new, me, imported, batches)
+
+    async def slot_batches(self) -> dict[str, int]:
+        return await self._run(sharding.last_batches, self)
+
+    def rebuild_for_slots(self) -> None:
+        """Rebuild the engine from the store under the slot map just taken (on the
+        writer): the moved values' state goes to the map's owners."""
+        try:
+            self._rebuild("slots")
+        except Exception as err:
+            self._fail(err)
+            raise
 
     async def advance(self, t: float) -> tuple[Clocks, int]:
         """Advance the clock; returns the clocks after it and the matches released."""
@@ -883,8 +912,17 @@ class EngineHost:
         events: list[Event],
         arrow: bytes | None = None,
         ordered: bool = False,
+        epoch: int | None = None,
     ) -> BatchOutcome:
         self._require_ok()
+        if self.slots.fenced:
+            raise UnavailableError("a slot move is under way: send the batch again shortly", retry_after=1)
+        if epoch is not None and epoch != self.slots.epoch:
+            raise ConflictError(
+                f"the batch was routed by slot map {epoch} but this shard has map {self.slots.epoch}: "
+                "read the map again (GET /v1/cluster/routing) and route the batch by it",
+                field="epoch",
+            )
         try:
             if self.store.is_applied(producer, batch_id):
                 self.metrics.duplicates.inc()

@@ -55,10 +55,11 @@ __all__ = [
 
 # Bodies of routes that take one query, and of every other route (a time advance): a
 # large body there can only be a mistake or an attack, and FastAPI parses those on the
-# event loop. Batches of events and bulk registrations may use the whole cap.
+# event loop. Batches of events, bulk registrations and slot maps may use the whole cap.
 QUERY_BODY_MAX = 8 * 1024 * 1024
 SMALL_BODY_MAX = 64 * 1024
-_LARGE_ROUTES = frozenset({"/v1/events", "/v1/queries/bulk"})
+# A new slot map carries the retained events of the slots a shard gains.
+_LARGE_ROUTES = frozenset({"/v1/events", "/v1/queries/bulk", "/v1/cluster/slots"})
 _QUERY_ROUTES = frozenset({"/v1/queries", "/v1/queries/validate"})
 
 # An OR of 10,000 classes is ~50,000 values; the longest text query (100,000

@@ -61,6 +61,7 @@ class Runtime:
             scrub_every=settings.scrub_every,
             match_cap=settings.max_matches_per_event,
             shard=settings.shard,
+            cluster=settings.cluster,
         )
         metrics.watch(host.stats_snapshot, hub)
         return cls(settings, store, hub, metrics, host)

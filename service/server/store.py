@@ -891,6 +891,74 @@ class Store:
                 _SET_META, _meta_rows([("clock", repr(clocks.released)), ("observed", repr(clocks.observed))])
             )
 
+    def last_batches(self) -> dict[str, int]:
+        """Per producer, the highest Spark batch number among its applied batch ids of
+        the job's form ``<number>.<chunk>`` (a slot move waits until every shard has
+        the same: no batch half delivered)."""
+        with self._faults():
+            rows = self._db.execute(
+                "SELECT producer, MAX(CAST(substr(batch_id, 1, instr(batch_id, '.') - 1) AS INTEGER)) "
+                "FROM batches WHERE batch_id GLOB '[0-9]*.[0-9]*' GROUP BY producer"
+            ).fetchall()
+        return {producer: int(n) for producer, n in rows if n is not None}
+
+    def splice_ops(
+        self, ops: Sequence[tuple[int | None, str, str | None, bytes | None, float | None, float | None]]
+    ) -> None:
+        """Replace the op log with ``ops`` in this order, in one transaction (a slot
+        move splices another shard's events in, service.server.sharding). Each is
+        ``(its position before or None for a new op, kind, name, body, time, clock)``;
+        an op that was there keeps its late events, and the batch ids and queries that
+        named its position follow it. Positions are given afresh after every one used
+        before, so a batch id whose op was trimmed names none of them. The kept query
+        texts (a cache) are dropped: the next rebuild prints them again."""
+        with self._faults():
+            late = dict(self._db.execute("SELECT pos, late FROM ops").fetchall())
+            tops = [
+                self._db.execute(f"SELECT MAX(pos) FROM {table}").fetchone()[0]
+                for table in ("ops", "batches", "queries", "query_texts")
+            ]
+        base = max((int(t) for t in tops if t is not None), default=-1) + 1
+        moved: dict[int, int] = {}
+        rows = []
+        for offset, (old, kind, name, body, time, clock) in enumerate(ops):
+            pos = base + offset
+            kept = late.get(old) if old is not None else None
+            if old is not None:
+                moved[old] = pos
+            rows.append(
+                (
+                    pos,
+                    kind,
+                    name,
+                    body,
+                    time,
+                    kept,
+                    clock,
+                    row_crc(pos, kind, name, body, _real(time), kept, _real(clock)),
+                )
+            )
+        with self._writing() as db:
+            db.execute("DELETE FROM ops")
+            db.executemany(
+                "INSERT INTO ops (pos, kind, name, body, time, late, clock, crc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            for producer, batch_id, pos in db.execute(
+                "SELECT producer, batch_id, pos FROM batches"
+            ).fetchall():
+                if pos in moved:
+                    db.execute(
+                        "UPDATE batches SET pos = ? WHERE producer = ? AND batch_id = ?",
+                        (moved[pos], producer, batch_id),
+                    )
+                    self._seal("batches", ("producer", "batch_id"), (producer, batch_id))
+            for name, pos in db.execute("SELECT name, pos FROM queries").fetchall():
+                if pos in moved:
+                    db.execute("UPDATE queries SET pos = ? WHERE name = ?", (moved[pos], name))
+                    self._seal("queries", ("name",), (name,))
+            db.execute("DELETE FROM query_texts")
+
     def trim(self, horizon: float, keep: set[str], match_log_max: int, next_seq: int) -> int:
         """Drop what replay no longer needs; returns the number of ops dropped.
 

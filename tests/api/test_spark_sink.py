@@ -43,7 +43,10 @@ def decode(body: bytes) -> pa.Table:
 
 
 def test_shards_are_a_stable_hash_of_the_source() -> None:
-    assert shard_of("card-7", 3) == zlib.crc32(b"card-7") % 3
+    # A source's slot is crc32 mod 4096, and the default map of N shards deals the slots
+    # out in turn: for N a power of two that is crc32 mod N.
+    assert shard_of("card-7", 3) == zlib.crc32(b"card-7") % 4096 % 3
+    assert shard_of("card-7", 4) == zlib.crc32(b"card-7") % 4
     assert shard_of(7, 4) == shard_of("7", 4)
     assert shard_of("anything", 1) == 0
     spread = {shard_of(f"card-{i}", 4) for i in range(100)}
@@ -124,7 +127,9 @@ def test_a_service_that_stays_away_stops_the_sink_after_the_budget() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     sink = ServiceSink([url], "job", RetryPolicy(budget=0.5, first=0.05, longest=0.1, timeout=1.0))
     started = time.monotonic()
-    with pytest.raises(SinkError, match=r"did not take batch 0\.0: gave up after \d+ attempts"):
+    # The sink asks the shards what to route by (the slot map) before each batch, so
+    # that is where a service that is away is found.
+    with pytest.raises(SinkError, match=r"routing: gave up after \d+ attempts"):
         sink.post_table(events(3), batch_id=0)
     assert time.monotonic() - started < 5
     sink.close()
@@ -166,3 +171,15 @@ def test_refused_and_late_events_come_back_with_their_rows_also_for_a_resent_bat
     assert [r["row"] for r in first.rejected] == [0, 3] and "ahead of the" in first.rejected[0]["reason"]
     assert first.late == [{"row": 1, "reason": "late by 50 s"}] and first.posts == 1
     assert again.duplicates == 1 and again.late == first.late
+
+
+def test_a_kept_batch_of_more_shards_than_the_cluster_has_stops_the_sink() -> None:
+    from api.spark_sink import PreparedBatch
+
+    with fake_service() as service:
+        sink = ServiceSink([service.url], "job", FAST)
+        kept = PreparedBatch(2, [events(1), events(1)], 0.0)  # as service.pipeline.pending reads it
+        with pytest.raises(SinkError, match="batch 4 was routed to 2 shards but the cluster has 1 now"):
+            sink.post_prepared(kept, 4)
+        sink.close()
+    assert service.posts == 0

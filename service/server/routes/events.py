@@ -26,6 +26,7 @@ from api.models import (
     TimeAdvance,
     TimeResult,
 )
+from api.routing import EPOCH_HEADER
 from service.server import ingest
 from service.server.deps import Admin, HostDep, MetricsDep, Producer, RuntimeDep, SettingsDep
 from service.server.errors import InvalidInputError, UnsupportedMediaError
@@ -80,7 +81,11 @@ _FULL: dict[str, Any] = {
     "/events",
     response_model=BatchResult,
     dependencies=[Producer],
-    responses={**errors(400, 401, 403, 413, 415, 422), 503: _FULL},
+    responses={
+        **errors(400, 401, 403, 413, 415, 422),
+        409: {"model": ErrorBody, "description": "Routed by another slot map than this shard's (a move)."},
+        503: _FULL,
+    },
     openapi_extra=_BATCH_BODY,
     summary="Post a micro-batch of events",
 )
@@ -99,6 +104,13 @@ async def post_events(
     late_events: Annotated[
         int, Query(ge=0, description="How many late events to list (the count is always there).")
     ] = LATE_EVENTS_SHOWN,
+    epoch: Annotated[
+        int | None,
+        Header(
+            alias=EPOCH_HEADER,
+            description="The slot map's epoch the batch was routed by: 409 if this shard has another.",
+        ),
+    ] = None,
 ) -> BatchResult:
     """Apply a batch once: a ``(producer, batch_id)`` applied before answers
     ``duplicate: true`` and changes nothing. The batch is sorted stably by ``(end,
@@ -125,7 +137,9 @@ async def post_events(
             f"cannot read a body of type {media!r}: send application/json or {ARROW_MEDIA_TYPE}"
         )
     del body  # an Arrow body lives on in batch.arrow, until it is logged
-    outcome = await host.ingest(batch.producer, batch.batch_id, batch.events, batch.arrow, batch.ordered)
+    outcome = await host.ingest(
+        batch.producer, batch.batch_id, batch.events, batch.arrow, batch.ordered, epoch
+    )
     metrics.ingest_seconds.observe(time.perf_counter() - started)
     return BatchResult(
         accepted=outcome.accepted,

@@ -77,3 +77,42 @@ def test_register_subscribe_resume_and_figures(start_server: StartServer, tmp_pa
 
     no_shards = scemon("cluster", "stats")
     assert no_shards.returncode == 1 and no_shards.stderr.startswith("error: no shards")
+
+
+def test_slots_shown_and_moved(start_server: StartServer) -> None:
+    a, b = start_server(), start_server()
+    shown = scemon("cluster", "slots", "-s", a.url)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[0] == "slot map epoch 0: 1 shards, 4096 slots"
+    assert f"{a.url}" in shown.stdout and "4096 slots  0-4095" in shown.stdout
+
+    moved = scemon("cluster", "move", "-s", a.url, "--slots", "0-9,20", "--to", b.url)
+    assert moved.returncode == 0, moved.stderr
+    assert "11 slots moved; slot map epoch 1 on 2 shards" in moved.stderr
+    again = scemon("cluster", "move", "-s", a.url, "-s", b.url, "--slots", "0-9,20", "--to", b.url)
+    assert again.returncode == 0 and "nothing to move: the map is already so (epoch 1)" in again.stderr
+    found = orjson.loads(scemon("cluster", "slots", "-s", a.url, "-s", b.url, "--json").stdout)
+    assert found["epoch"] == 1 and found["shards"] == [a.url, b.url]
+    text = scemon("cluster", "slots", "-s", a.url, "-s", b.url).stdout
+    assert f"{b.url:<32}    11 slots  0-9,20" in text
+
+    # Rebalanced onto both: even shares, the 11 slots of b kept.
+    spread = scemon("cluster", "move", "-s", a.url, "-s", b.url, "--onto", a.url, "--onto", b.url)
+    assert spread.returncode == 0, spread.stderr
+    assert "2037 slots moved; slot map epoch 2 on 2 shards" in spread.stderr
+
+    for args, message in [
+        (("--slots", "4096", "--to", b.url), "--slots: slots '4096' are not within 0-4095"),
+        (("--slots", "x", "--to", b.url), "--slots: 'x' is not a slot or a range of slots"),
+        (("--slots", "1"), "give --slots with --to"),
+        (("--slots", "1", "--to", b.url, "--onto", a.url), "give --slots with --to, or --onto, not both"),
+        (
+            ("--slots", "1", "--to", "http://127.0.0.1:9"),
+            "no slot was moved: shard http://127.0.0.1:9 is down",
+        ),
+    ]:
+        bad = scemon("cluster", "move", "-s", a.url, "-s", b.url, *args)
+        assert bad.returncode == 1, bad.stderr
+        assert message in bad.stderr.strip().splitlines()[-1], bad.stderr
+    assert orjson.loads(scemon("cluster", "slots", "-s", a.url, "-s", b.url, "--json").stdout)["epoch"] == 2
+    assert scemon("cluster", "move", "--help").returncode == 0
