@@ -91,9 +91,10 @@ def test_sigkill_mid_stream_restarts_from_the_snapshot_with_the_same_matches(
     # acknowledged): every restart reads the snapshot and replays the retained window.
     producer = Resender(server.url, batches)  # the first four again: recognised, not applied
     kills = kill_while_sending(server, producer, KILLS, rng)
-    assert kills == KILLS and not producer.is_alive() and len(producer.answers) == N_BATCHES
+    # (A producer that ends before the last kill, on a fast machine, ends the kills.)
+    assert 1 <= kills <= KILLS and not producer.is_alive() and len(producer.answers) == N_BATCHES
     starts = log_since(server, offset)
-    assert len(_READ.findall(starts)) == KILLS, starts
+    assert len(_READ.findall(starts)) == kills, starts
     assert not _NOT_USED.search(starts), starts
     for events in batches:
         twin.post(events)
