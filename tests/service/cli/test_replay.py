@@ -72,6 +72,28 @@ def test_the_tuned_collector_is_restored() -> None:
     assert gc.get_threshold() == before
 
 
+def test_the_tuned_collector_hands_back_no_young_objects() -> None:
+    """What the block leaves alive is in the oldest generation when the default
+    thresholds are back, so the next allocation does not set off a collection walking
+    all of it (the young count would be past 700 at once)."""
+    collections: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    with tuned_collector():
+        kept = [[] for _ in range(20_000)]  # tracked containers, young
+        assert gc.get_count()[0] >= len(kept)
+        gc.callbacks.append(seen)
+    try:
+        after = [[] for _ in range(100)]  # an allocation or a hundred, as any code makes
+    finally:
+        gc.callbacks.remove(seen)
+    assert collections == [] and gc.get_count()[0] < 1_000
+    assert gc.get_freeze_count() == 0 and len(kept) == 20_000 and len(after) == 100
+
+
 def test_replay_reads_its_events_with_the_collector_paused_and_freezes_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

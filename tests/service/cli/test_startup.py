@@ -102,3 +102,31 @@ def test_the_check_sees_a_command_that_imports_more() -> None:
     the benchmarks and rich."""
     loaded = loaded_after(["bench", "queries", "--help"], NOT_FOR_REPLAY)
     assert "service.bench" in loaded and "service.cli.bench" in loaded and "rich" in loaded
+
+
+def test_the_command_leaves_what_it_built_frozen_for_the_exit(tmp_path: Path) -> None:
+    """``scemon`` as a process (``service.cli.app.cli``) freezes what is alive when the
+    command ends, so the interpreter's collections at exit skip it; the exit status is
+    the command's. Seen from an ``atexit`` handler, which runs after the command and
+    before those collections."""
+    queries = tmp_path / "queries.txt"
+    queries.write_text("QUERY q1 PATTERN SEQ(A a, B b) WITHIN 10\n")
+    events = tmp_path / "events.jsonl"
+    events.write_text('{"src": "s", "type": "A", "start": 1}\n{"src": "s", "type": "B", "start": 2}\n')
+    code = (
+        "import atexit, gc, sys\n"
+        "from service.cli.app import cli\n"
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 1000))\n"
+        "sys.argv = ['scemon', *sys.argv[1:]]\n"
+        "cli()\n"
+    )
+    for args, status in (([str(queries)], 0), ([str(tmp_path / "missing.txt")], 1)):
+        out = subprocess.run(
+            [sys.executable, "-c", code, "replay", "-q", *args, "-e", str(events)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == status, out.stderr
+        assert out.stdout.splitlines()[-1] == "frozen True"
