@@ -99,7 +99,8 @@ def test_replay_reads_its_events_with_the_collector_paused_and_freezes_them(
 ) -> None:
     """The events are read with the collector off and frozen before it is back on: no
     young collection walks them, while reading (4 of them over the demo's 120,000
-    events, a third of the reading) or after (one more, once it is back on)."""
+    events, a third of the reading) or after (one more, once it is back on). The parsed
+    queries and the engine are frozen before: no collection walks them either."""
     from typer.testing import CliRunner
 
     import service.cli.replay as replay_module
@@ -110,6 +111,8 @@ def test_replay_reads_its_events_with_the_collector_paused_and_freezes_them(
 
     def reading(*args: Any) -> Any:
         seen["reading with the collector on"] = gc.isenabled()
+        # the parsed queries and the engine, frozen as soon as they are made
+        seen["frozen before reading"], seen["young before reading"] = gc.get_freeze_count(), gc.get_count()[0]
         return read(*args)
 
     def running(keeper: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:
@@ -131,6 +134,7 @@ def test_replay_reads_its_events_with_the_collector_paused_and_freezes_them(
     assert result.exit_code == 0, result.output
     assert seen["reading with the collector on"] is False and seen["events"] == 3000
     assert seen["frozen"] >= 3000 and seen["young count"] < 1000, seen
+    assert seen["frozen before reading"] > 100 and seen["young before reading"] < 100, seen
     assert gc.isenabled() and gc.get_freeze_count() == 0
 
 
