@@ -83,11 +83,11 @@ def test_the_tuned_collector_hands_back_no_young_objects() -> None:
             collections.append(info["generation"])
 
     with tuned_collector():
-        kept = [[] for _ in range(20_000)]  # tracked containers, young
+        kept: list[list[int]] = [[] for _ in range(20_000)]  # tracked containers, young
         assert gc.get_count()[0] >= len(kept)
         gc.callbacks.append(seen)
     try:
-        after = [[] for _ in range(100)]  # an allocation or a hundred, as any code makes
+        after: list[list[int]] = [[] for _ in range(100)]  # a few allocations, as any code makes
     finally:
         gc.callbacks.remove(seen)
     assert collections == [] and gc.get_count()[0] < 1_000
