@@ -1,5 +1,5 @@
 """``python -m service.cli``: the ``scemon`` command without its console script."""
 
-from service.cli.app import cli
+from service.cli.process import cli
 
 cli()

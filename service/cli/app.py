@@ -10,7 +10,6 @@ client (tests/service/cli/test_startup.py holds this).
 
 from __future__ import annotations
 
-import gc
 from importlib import import_module
 from typing import Annotated, Any
 
@@ -18,8 +17,9 @@ import typer
 from typer.core import TyperGroup
 
 from service.cli.coercion import plain_coercion
+from service.cli.collector import collector_quiet
 
-__all__ = ["COMMANDS", "app", "cli"]
+__all__ = ["COMMANDS", "app"]
 
 # name -> (module, attribute): a command function (typer's `command()`) or a Typer
 # sub-app (`add_typer`), in the order `scemon --help` lists them (typer lists the
@@ -74,7 +74,8 @@ def build_command(name: str) -> Any:
     """The click command (or group) ``name`` of :data:`COMMANDS`, imported now and built
     exactly as registering it on the app would (the same settings, the same nesting)."""
     module, attribute = COMMANDS[name]
-    target = getattr(import_module(module), attribute)
+    with collector_quiet():
+        target = getattr(import_module(module), attribute)
     holder = typer.Typer(**SETTINGS)
     if isinstance(target, typer.Typer):
         holder.add_typer(target)
@@ -115,21 +116,3 @@ def main(
     `parse` checks a queries file, `replay` runs an events file through it; `serve`
     runs the service, `stream` the Spark job that feeds it, `demo` both end to end.
     """
-
-
-def cli() -> None:
-    """The ``scemon`` command as a process runs it (the console script and ``python -m
-    service.cli``): :data:`app` on ``sys.argv``, exiting with its status.
-
-    Whatever the command leaves alive dies with the process, so it is frozen first
-    (``gc.freeze``): the collections the interpreter runs as it exits then skip it instead
-    of walking every object the run built (after a replay of 1,000 queries and 20,000
-    events: the engine's objects, the modules, ~90,000 in all), which cost about a third
-    of that replay's CPU time. Nothing is skipped: ``atexit`` handlers and the flushing of
-    open files run as usual; only the unreachable cycles left at the very end are not
-    collected before the process goes.
-    """
-    try:
-        app()
-    finally:
-        gc.freeze()

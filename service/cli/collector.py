@@ -17,7 +17,7 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["freeze_so_far", "tuned_collector"]
+__all__ = ["collector_quiet", "freeze_so_far", "tuned_collector"]
 
 # Allocations before a young collection, and young (then middle) collections before the
 # next generation's: 50-140 times less often than Python's defaults ((700, 10, 10) to
@@ -47,6 +47,25 @@ def tuned_collector() -> Iterator[None]:
 def freeze_so_far() -> None:
     """Leave the objects alive now out of later collections (``gc.freeze``; undone when
     :func:`tuned_collector` ends). Call it once what stays is built (events read, the
-    engine, the Spark session): those make no reference cycles, so nothing is
-    collected first."""
+    engine, the Spark session): nothing is collected first, so cyclic garbage made
+    since the last collection waits for the block's end."""
     gc.freeze()
+
+
+@contextmanager
+def collector_quiet() -> Iterator[None]:
+    """No collection in the block; after it (an exception included) what is alive is in
+    the oldest generation, and the collector is on again if it was.
+
+    For imports: a module's functions, classes and tables live as long as the process,
+    and the collections the default thresholds set off while the engine's modules load
+    (30 young and 3 middle ones for ``scemon replay``) walked only those."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.unfreeze()
+        if was:
+            gc.enable()

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from service.cli.collector import freeze_so_far, tuned_collector
+from service.cli.collector import collector_quiet, freeze_so_far, tuned_collector
 from service.cli.replay import run
 from service.files.events import read_events
 from service.files.queries import build_engine, read_queries
@@ -70,6 +70,33 @@ def test_the_tuned_collector_is_restored() -> None:
     with pytest.raises(RuntimeError), tuned_collector():
         raise RuntimeError("a failed replay")
     assert gc.get_threshold() == before
+
+
+def test_imports_run_with_the_collector_quiet() -> None:
+    """``collector_quiet`` (the CLI's modules load inside it): no collection in the block,
+    none set off by what it leaves alive after it, the collector as it was."""
+    collections: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.callbacks.append(seen)
+    try:
+        with collector_quiet():
+            assert not gc.isenabled()
+            kept: list[list[int]] = [[] for _ in range(20_000)]
+        assert gc.isenabled() and gc.get_count()[0] < 1_000
+        after: list[list[int]] = [[] for _ in range(100)]
+        gc.disable()
+        with collector_quiet():
+            pass
+        assert not gc.isenabled()  # left off, as it was
+        gc.enable()
+    finally:
+        gc.callbacks.remove(seen)
+    assert collections == [] and len(kept) == 20_000 and len(after) == 100
+    assert gc.get_freeze_count() == 0
 
 
 def test_the_tuned_collector_hands_back_no_young_objects() -> None:

@@ -111,7 +111,7 @@ def test_the_check_sees_a_command_that_imports_more() -> None:
 
 
 def test_the_command_leaves_what_it_built_frozen_for_the_exit(tmp_path: Path) -> None:
-    """``scemon`` as a process (``service.cli.app.cli``) freezes what is alive when the
+    """``scemon`` as a process (``service.cli.process.cli``) freezes what is alive when the
     command ends, so the interpreter's collections at exit skip it; the exit status is
     the command's. Seen from an ``atexit`` handler, which runs after the command and
     before those collections."""
@@ -121,7 +121,7 @@ def test_the_command_leaves_what_it_built_frozen_for_the_exit(tmp_path: Path) ->
     events.write_text('{"src": "s", "type": "A", "start": 1}\n{"src": "s", "type": "B", "start": 2}\n')
     code = (
         "import atexit, gc, sys\n"
-        "from service.cli.app import cli\n"
+        "from service.cli.process import cli\n"
         "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 1000))\n"
         "sys.argv = ['scemon', *sys.argv[1:]]\n"
         "cli()\n"
