@@ -7,10 +7,11 @@ process of its own:
 
 - **whole**: the command as a user runs it, ``python -m service.cli replay -q ... -e ...
   -o ...``; wall time from the spawn to the exit, CPU time (user + system) of the child.
-- **split**: the same command through :data:`DRIVER`, which imports the CLI, wraps the
-  four steps ``scemon replay`` takes (``read_queries``, ``build_engine``,
-  ``read_events``, ``run``: the functions it calls, not copies of them) and runs the
-  command as the console script does. At each step's end it stamps the monotonic clock
+- **split**: the same command through :data:`DRIVER`, which imports the CLI (as the
+  command does: with the collector quiet), wraps the four steps ``scemon replay`` takes
+  (``read_queries``, ``build_engine``, ``read_events``, ``run``: the functions it calls,
+  not copies of them) and runs the command as the console script does
+  (``service.cli.process.cli``). At each step's end it stamps the monotonic clock
   (``CLOCK_MONOTONIC``, one clock for every process of the machine, so the spawn and
   the exit are seen from the parent), the process's CPU time and the time spent in
   the cyclic garbage collector so far.
@@ -83,9 +84,12 @@ def dump():
         import json
         with open(path, "w") as fh:
             json.dump(stamps, fh)
-import service.cli.app
+import service.cli.process as process
+with process.collector_quiet():  # as process.cli and the app's build_command import them
+    import service.cli.app
 stamp("import cli")
-import service.cli.replay as replay
+with process.collector_quiet():
+    import service.cli.replay as replay
 stamp("import replay")
 def wrapped(name, step, before=None):
     def call(*args, **kwargs):
@@ -103,7 +107,7 @@ replay.read_events = wrapped("read events", replay.read_events)
 replay.run = wrapped("match + write", replay.run)
 sys.argv = ["scemon", *sys.argv[2:]]
 try:
-    service.cli.app.cli()
+    process.cli()
 finally:
     dump()  # if the last step was not reached: the parent says which were
 """
