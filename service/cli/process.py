@@ -20,7 +20,7 @@ def cli() -> None:
     """``scemon`` on ``sys.argv``, exiting with the command's status.
 
     Importing typer and the app sets off no collection (20 young and 2 middle ones did,
-    walking nothing but the modules being loaded). Whatever the command leaves alive
+    walking little but the modules being loaded). Whatever the command leaves alive
     dies with the process, so it is frozen first (``gc.freeze``): the collections the
     interpreter runs as it exits then skip it instead of walking every object the run
     built (after a replay of 1,000 queries and 20,000 events: the engine's objects, the
