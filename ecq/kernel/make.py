@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ecq.event import Event
-from ecq.kernel.pure import PureKernel
 from ecq.kernel.select import SUMMARY, compiled_module, status
 from ecq.match import Match, write_block, write_lines
 
@@ -15,6 +14,7 @@ if TYPE_CHECKING:
     from ecq.kernel._events import EventReader
     from ecq.kernel._kernel import CompiledKernel
     from ecq.kernel.interface import Kernel, NetworkView
+    from ecq.kernel.pure import PureKernel
 
 __all__ = [
     "make_kernel",
@@ -57,7 +57,7 @@ def make_kernel(network: NetworkView, level: str, compiled: bool | None) -> Kern
     "summary"; ``compiled=False`` forces the pure one, ``compiled=True`` fails with the
     reason when the compiled one cannot run."""
     if compiled is False:
-        return PureKernel(network, level)
+        return _pure()(network, level)
     module = compiled_module("_kernel")
     reason = status().reason
     if level != SUMMARY:
@@ -66,11 +66,19 @@ def make_kernel(network: NetworkView, level: str, compiled: bool | None) -> Kern
     if module is None:
         if compiled:
             raise ValueError(f"the compiled kernel cannot run: {reason}")
-        return PureKernel(network, level)
+        return _pure()(network, level)
     # Typed through _kernel.pyi: mypy holds the compiled kernel to the interface too.
     compiled_kernel: type[CompiledKernel] = module.CompiledKernel
     kernel: Kernel = compiled_kernel(network)
     return kernel
+
+
+def _pure() -> type[PureKernel]:
+    # Imported when a network takes it: where the compiled kernel runs, the pure one
+    # (and the structures only it uses) is start-up time no run needs.
+    from ecq.kernel.pure import PureKernel
+
+    return PureKernel
 
 
 def event_reader() -> Callable[[Any, str | None], Event]:

@@ -601,6 +601,22 @@ SECTIONS: tuple[Section, ...] = (
         "store, so they are not printed again.",
     ),
     Section(
+        "Start-up: a replay of 1,000 queries",
+        "scemon bench startup",
+        "`scemon replay` of the files `scemon generate --queries 1000 --events 20000` writes, "
+        "end to end in a fresh process as a user runs it (the last row, against the target of "
+        "half a second), and the same command through a driver that stamps the clock at each "
+        "of its steps: the interpreter's start, importing the CLI (typer) and the replay "
+        "command (the engine, the files' readers), the command line, parsing the queries, "
+        "compiling and installing them, reading the events, matching and writing, the exit. "
+        "`gc_ms` is the cyclic collector's time within a step.",
+        ("startup",),
+        "What is left is mostly the engine's own work: registering the queries (parsing, "
+        "compiling, installing) and running the events, then importing the engine and the "
+        "CLI's framework; the command builds nothing else, and what it leaves alive at the "
+        "end is not collected on the way out.",
+    ),
+    Section(
         "Interpreters side by side",
         "scemon bench builds --build 3.11=.venv/bin/python --build 3.12=.venv-3.12/bin/python "
         "--build 3.13=.venv-3.13/bin/python",

@@ -1,7 +1,5 @@
 """``python -m service.cli``: the ``scemon`` command without its console script."""
 
-import sys
+from service.cli.process import cli
 
-from service.cli.app import app
-
-sys.exit(app())
+cli()

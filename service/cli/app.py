@@ -17,6 +17,7 @@ import typer
 from typer.core import TyperGroup
 
 from service.cli.coercion import plain_coercion
+from service.cli.collector import collector_quiet
 
 __all__ = ["COMMANDS", "app"]
 
@@ -73,7 +74,8 @@ def build_command(name: str) -> Any:
     """The click command (or group) ``name`` of :data:`COMMANDS`, imported now and built
     exactly as registering it on the app would (the same settings, the same nesting)."""
     module, attribute = COMMANDS[name]
-    target = getattr(import_module(module), attribute)
+    with collector_quiet():
+        target = getattr(import_module(module), attribute)
     holder = typer.Typer(**SETTINGS)
     if isinstance(target, typer.Typer):
         holder.add_typer(target)

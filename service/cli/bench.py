@@ -642,3 +642,27 @@ def restart(
     counts = tuple(int(part) for part in sizes.split(",") if part.strip()) if sizes else None
     Console(stderr=True).print("timing restarts ...", style="dim")
     publish(bench.run(quick, counts, events, against), quick, out)
+
+
+@bench_app.command("startup")
+def startup(
+    quick: QuickOption = False,
+    out: OutOption = None,
+    rounds: Annotated[
+        int | None, typer.Option(min=1, help="Runs of each kind, the median kept [5; quick 1].")
+    ] = None,
+) -> None:
+    """`scemon replay` of 1,000 queries over 20,000 events (`scemon generate`'s files),
+    end to end in fresh processes: its wall and CPU time, and the same split into
+    start-up, imports, parsing, compiling, reading, matching and exit."""
+    from service.bench import startup as bench
+
+    workload, n_events = bench.GENERATE, bench.N_EVENTS
+    if quick:
+        workload, n_events = replace(workload, n_queries=100), 2_000
+    with LazyProgress(min_items=0, min_seconds=1.0) as bar:
+        bar.phase("bench startup", total=1000)
+        table = bench.startup_table(
+            rounds or (1 if quick else 5), workload, n_events, lambda f: bar.update(int(f * 1000))
+        )
+    publish([table], quick, out)

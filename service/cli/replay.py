@@ -128,8 +128,17 @@ def replay(
     with user_errors(), LazyProgress() as progress, tuned_collector():
         if not math.isfinite(lateness):
             raise EventError("--lateness must be a finite number of seconds")
+        # The parsed queries and the engine stay for the whole run: frozen as soon as each
+        # is made, so that no collection walks them (at 1,000 queries, the young
+        # collection they set off at the end of registration walked ~100,000 objects,
+        # 35-60 ms). Cyclic garbage the parser and the compiler leave that no collection
+        # has reached by then is frozen with them and kept until the run ends (about
+        # 27 objects a query at most; peak memory measured unchanged at 1,000 and
+        # 10,000 queries).
         specs = read_queries(queries)
+        freeze_so_far()
         keeper = TimeKeeper(build_engine(specs, queries, engine_kind.value), lateness, max_ahead)
+        freeze_so_far()
         progress.phase("reading events")
         # The events stay for the whole run and make no cycles: read with the collector
         # off and frozen at once, so that no collection ever walks them.

@@ -20,7 +20,6 @@ changes no match.
 
 from __future__ import annotations
 
-import csv
 import gc
 import re
 from collections.abc import Callable, Iterator
@@ -193,6 +192,8 @@ def _line_reader(path: Path, events: list[Event]) -> Callable[[bytes, int], None
 
 
 def _read_csv(path: Path, progress: Progress | None) -> list[Event]:
+    import csv  # here: a JSON Lines replay has no use for it
+
     events: list[Event] = []
     with path.open(newline="", encoding="utf-8-sig") as stream:
         reader = csv.reader(stream)

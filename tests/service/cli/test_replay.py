@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from service.cli.collector import freeze_so_far, tuned_collector
+from service.cli.collector import collector_quiet, freeze_so_far, tuned_collector
 from service.cli.replay import run
 from service.files.events import read_events
 from service.files.queries import build_engine, read_queries
@@ -72,12 +72,62 @@ def test_the_tuned_collector_is_restored() -> None:
     assert gc.get_threshold() == before
 
 
+def test_imports_run_with_the_collector_quiet() -> None:
+    """``collector_quiet`` (the CLI's modules load inside it): no collection in the block,
+    none set off by what it leaves alive after it, the collector as it was."""
+    collections: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.callbacks.append(seen)
+    try:
+        with collector_quiet():
+            assert not gc.isenabled()
+            kept: list[list[int]] = [[] for _ in range(20_000)]
+        assert gc.isenabled() and gc.get_count()[0] < 1_000
+        after: list[list[int]] = [[] for _ in range(100)]
+        gc.disable()
+        with collector_quiet():
+            pass
+        assert not gc.isenabled()  # left off, as it was
+        gc.enable()
+    finally:
+        gc.callbacks.remove(seen)
+    assert collections == [] and len(kept) == 20_000 and len(after) == 100
+    assert gc.get_freeze_count() == 0
+
+
+def test_the_tuned_collector_hands_back_no_young_objects() -> None:
+    """What the block leaves alive is in the oldest generation when the default
+    thresholds are back, so the next allocation does not set off a collection walking
+    all of it (the young count would be past 700 at once)."""
+    collections: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    with tuned_collector():
+        kept: list[list[int]] = [[] for _ in range(20_000)]  # tracked containers, young
+        assert gc.get_count()[0] >= len(kept)
+        gc.callbacks.append(seen)
+    try:
+        after: list[list[int]] = [[] for _ in range(100)]  # a few allocations, as any code makes
+    finally:
+        gc.callbacks.remove(seen)
+    assert collections == [] and gc.get_count()[0] < 1_000
+    assert gc.get_freeze_count() == 0 and len(kept) == 20_000 and len(after) == 100
+
+
 def test_replay_reads_its_events_with_the_collector_paused_and_freezes_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The events are read with the collector off and frozen before it is back on: no
     young collection walks them, while reading (4 of them over the demo's 120,000
-    events, a third of the reading) or after (one more, once it is back on)."""
+    events, a third of the reading) or after (one more, once it is back on). The parsed
+    queries and the engine are frozen before: no collection walks them either."""
     from typer.testing import CliRunner
 
     import service.cli.replay as replay_module
@@ -88,6 +138,8 @@ def test_replay_reads_its_events_with_the_collector_paused_and_freezes_them(
 
     def reading(*args: Any) -> Any:
         seen["reading with the collector on"] = gc.isenabled()
+        # the parsed queries and the engine, frozen as soon as they are made
+        seen["frozen before reading"], seen["young before reading"] = gc.get_freeze_count(), gc.get_count()[0]
         return read(*args)
 
     def running(keeper: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:
@@ -109,6 +161,7 @@ def test_replay_reads_its_events_with_the_collector_paused_and_freezes_them(
     assert result.exit_code == 0, result.output
     assert seen["reading with the collector on"] is False and seen["events"] == 3000
     assert seen["frozen"] >= 3000 and seen["young count"] < 1000, seen
+    assert seen["frozen before reading"] > 100 and seen["young before reading"] < 100, seen
     assert gc.isenabled() and gc.get_freeze_count() == 0
 
 

@@ -3,8 +3,9 @@ by the modules loaded (no timing).
 
 The app (service/cli/app.py) builds a command from its module when that command runs, so
 ``scemon replay`` does not import the benchmarks, the server, the Spark job, the HTTP
-client or rich; its options are converted without pydantic (service/cli/coercion.py). Each
-of these cost the replay of 1,000 queries tens to hundreds of milliseconds of start-up.
+client, rich or (where the compiled kernel runs) the pure kernel; its options are
+converted without pydantic (service/cli/coercion.py). Most of these cost the replay of
+1,000 queries tens to hundreds of milliseconds of start-up (the pure kernel, a few).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ecq.kernel.select import status
 from service.cli import coercion
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -39,6 +41,7 @@ NOT_FOR_REPLAY = (
     "starlette",
     "uvicorn",
     "pyspark",
+    "pyarrow",
     "matplotlib",
     "ecq.evaluation",
     "importlib.metadata",
@@ -93,6 +96,9 @@ def test_replay_imports_only_what_it_runs(tmp_path: Path) -> None:
     # pydantic too, unless this typer converts options in a way service/cli/coercion.py
     # does not know (it then leaves RuntimeParam unset, and typer's own conversion runs).
     expected_absent = tuple(m for m in NOT_FOR_REPLAY if m != "pydantic" or coercion.RuntimeParam is not None)
+    # The pure kernel too, where the compiled one runs (CI builds it; SCEMON_PURE=1 runs the pure one).
+    if status().kind == "compiled":
+        expected_absent += ("ecq.kernel.pure",)
     assert loaded_after(args, expected_absent) == ["ecq.engine"]  # the engine ran, nothing else
     assert len(out.read_text().splitlines()) == 1
 
@@ -102,3 +108,31 @@ def test_the_check_sees_a_command_that_imports_more() -> None:
     the benchmarks and rich."""
     loaded = loaded_after(["bench", "queries", "--help"], NOT_FOR_REPLAY)
     assert "service.bench" in loaded and "service.cli.bench" in loaded and "rich" in loaded
+
+
+def test_the_command_leaves_what_it_built_frozen_for_the_exit(tmp_path: Path) -> None:
+    """``scemon`` as a process (``service.cli.process.cli``) freezes what is alive when the
+    command ends, so the interpreter's collections at exit skip it; the exit status is
+    the command's. Seen from an ``atexit`` handler, which runs after the command and
+    before those collections."""
+    queries = tmp_path / "queries.txt"
+    queries.write_text("QUERY q1 PATTERN SEQ(A a, B b) WITHIN 10\n")
+    events = tmp_path / "events.jsonl"
+    events.write_text('{"src": "s", "type": "A", "start": 1}\n{"src": "s", "type": "B", "start": 2}\n')
+    code = (
+        "import atexit, gc, sys\n"
+        "from service.cli.process import cli\n"
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 1000))\n"
+        "sys.argv = ['scemon', *sys.argv[1:]]\n"
+        "cli()\n"
+    )
+    for args, exit_status in (([str(queries)], 0), ([str(tmp_path / "missing.txt")], 1)):
+        out = subprocess.run(
+            [sys.executable, "-c", code, "replay", "-q", *args, "-e", str(events)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == exit_status, out.stderr
+        assert out.stdout.splitlines()[-1] == "frozen True"
