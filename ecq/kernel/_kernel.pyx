@@ -13,6 +13,7 @@ anything. It reads only public attributes of the network and the engine (the
 cimport cython
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from libc.limits cimport LLONG_MIN
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from libc.stdint cimport uint32_t
 
@@ -633,15 +634,14 @@ cdef int _choose_made(Conjunctions cj, object net, object src, long long trigger
 
 cdef class _Choice:
     # What the kernel's choice reads of a query's PolicyState, read once (the policy
-    # does not change), and its used-up state (the same set and dict objects, which
-    # PolicyState changes in place).
+    # does not change), and its floors (the same dict, which PolicyState changes in
+    # place; its consumed sets swap at cleaning, so they are read from it).
     cdef object state  # the PolicyState
     cdef bint strict, consumes, logs, seq, exclusive, partition
     cdef int skip  # 0: none, 1: PAST LAST ROW, 2: TO NEXT ROW, 3: TO FIRST/LAST v
     cdef Py_ssize_t skip_pos
     cdef int mode  # 0: RECENT, 1: CHRONICLE, 2: ALL
     cdef tuple signs, comps
-    cdef set consumed, consumed_before
     cdef dict floors
 
 
@@ -665,14 +665,13 @@ cdef _Choice _choice(object policy):
     c.mode = 0 if mode == "recent" else 1 if mode == "chronicle" else 2
     c.signs = policy.signs
     c.comps = policy.comps
-    c.consumed = policy.consumed
-    c.consumed_before = policy.consumed_before
     c.floors = policy.floors
     return c
 
 
 cdef enum:
     _POS = 32  # positive components of a query whose matches _choose takes (QState.kernel_policy)
+    _KEYS = 512  # candidates' keys kept on the stack
 
 
 cdef list _choose(_Choice pstate, list cands, object net, object src, long long trigger):
@@ -680,8 +679,11 @@ cdef list _choose(_Choice pstate, list cands, object net, object src, long long 
     # one op (each a list of one event per positive component, in component order,
     # within the probability bound): the indexes of those its policy emits, by the
     # same rules (docs/semantics.md §11-§12). ``trigger``: the op's arrival index (a
-    # conjunction's most recent candidate leaves it out).
-    cdef Py_ssize_t k, x, y, m = len(cands), length
+    # conjunction's most recent candidate leaves it out). Each candidate gets a key of
+    # 2 x length C numbers: its preference (smaller first) then its arrival indexes in
+    # component order (the emission order, which breaks ties), compared
+    # lexicographically; the strategy and consumption are then asked in that order.
+    cdef Py_ssize_t k, x, y, m = len(cands), length = 0, width, kept = 0, best
     cdef long long a[_POS]  # one candidate's arrival indexes, in component order
     cdef Py_ssize_t o[_POS]  # its positions in arrival order
     cdef bint strict = pstate.strict, consumes = pstate.consumes, logs = pstate.logs, seq = pstate.seq
@@ -694,71 +696,136 @@ cdef list _choose(_Choice pstate, list cands, object net, object src, long long 
         if got is not None:
             larr = <list>got
             levs = <list>log.events[src]
-    cdef list order = []  # (preference key, emission order, k, arrivals in component order)
     cdef list events, out = []
     cdef tuple signs = pstate.signs
-    for k in range(m):
-        events = <list>cands[k]
-        length = PyList_GET_SIZE(events)
-        for x in range(length):
-            a[x] = ev_int(ev(<object>PyList_GET_ITEM(events, x)).arrival, "arrival")
-            # Insertion sort: a handful of positions.
-            y = x
-            while y > 0 and a[o[y - 1]] > a[x]:
-                o[y] = o[y - 1]
-                y -= 1
-            o[y] = x
-        if strict:
-            for x in range(1, length):
-                if a[o[x]] != a[o[x - 1]] + 1:
-                    break
-            else:
-                x = length
-            if x < length:
-                continue
-        if larr is not None and not _nothing_between(events, pstate, a, o, length, larr, levs):
-            continue
-        if m == 1:
-            if consumes and not _take(pstate, a, o, length, src):
+    cdef long long small[_KEYS]
+    cdef long long *keys = &small[0]
+    cdef long long *key
+    cdef Py_ssize_t small_at[_FEW]
+    cdef Py_ssize_t *at = &small_at[0]  # the candidate of each key
+    if m > 1:
+        length = PyList_GET_SIZE(<list>cands[0])
+        width = 2 * length
+        if m * width > _KEYS:
+            keys = <long long *>PyMem_Malloc(m * width * sizeof(long long))
+            if keys == NULL:
+                raise MemoryError()
+        if m > _FEW:
+            at = <Py_ssize_t *>PyMem_Malloc(m * sizeof(Py_ssize_t))
+            if at == NULL:
+                if keys != &small[0]:
+                    PyMem_Free(keys)
+                raise MemoryError()
+    try:
+        for k in range(m):
+            events = <list>cands[k]
+            length = PyList_GET_SIZE(events)
+            _arrivals(events, length, a, o)
+            if m == 1:
+                if strict and not _contiguous(a, o, length):
+                    return out
+                if larr is not None and not _nothing_between(events, pstate, a, o, length, larr, levs):
+                    return out
+                if consumes and not _take(pstate, a, o, length, src):
+                    return out
+                out.append(k)
                 return out
-            out.append(k)
-            return out
-        arrs = tuple([a[x] for x in range(length)])
-        if signs:
-            # first:/last: component by component, then the emission order.
-            order.append((tuple([<long long>signs[x] * a[x] for x in range(length)]), arrs, k))
-        elif mode == 0:
-            # The most recent first (docs/semantics.md §3, §4), then the emission order:
-            # a sequence's components from the one before the last back to the first,
-            # a conjunction's events other than the op's, latest first; later preferred.
-            if seq:
-                key = tuple([-a[x] for x in range(length - 2, -1, -1)])
-            else:
-                key = tuple([-a[o[x]] for x in range(length - 1, -1, -1) if a[o[x]] != trigger])
-            order.append((key, arrs, k))
-        else:
-            # CHRONICLE and ALL: the emission order (arrival indexes component by component).
-            order.append((arrs, None, k))
-    if len(order) > 1:
-        order.sort()
-    for item in order:
-        k = <Py_ssize_t>item[2]
-        if consumes:
-            arrs = <tuple>item[1] if item[1] is not None else <tuple>item[0]
-            length = len(arrs)
+            key = keys + kept * width
+            at[kept] = k
+            kept += 1
             for x in range(length):
-                a[x] = <long long>arrs[x]
-                y = x
-                while y > 0 and a[o[y - 1]] > a[x]:
-                    o[y] = o[y - 1]
-                    y -= 1
-                o[y] = x
-            if not _take(pstate, a, o, length, src):
-                continue
-        out.append(k)
-        if mode != 2:
-            break
-    return out
+                key[length + x] = a[x]
+            if signs:
+                # first:/last: component by component.
+                for x in range(length):
+                    key[x] = <long long>signs[x] * a[x]
+            elif mode == 0 and seq:
+                # The most recent first (docs/semantics.md §3): a sequence's components
+                # from the one before the last back to the first, later preferred.
+                for x in range(length - 1):
+                    key[x] = -a[length - 2 - x]
+                key[length - 1] = 0
+            elif mode == 0:
+                # A conjunction's (§4): its events other than the op's, latest first.
+                y = 0
+                for x in range(length - 1, -1, -1):
+                    if a[o[x]] != trigger:
+                        key[y] = -a[o[x]]
+                        y += 1
+                while y < length:
+                    key[y] = LLONG_MIN  # (a shorter key sorts first)
+                    y += 1
+            else:
+                # CHRONICLE and ALL: the emission order.
+                for x in range(length):
+                    key[x] = a[x]
+        # In order of preference: the best left, until one is emitted (all of them in
+        # MODE ALL).
+        while kept:
+            best = 0
+            for y in range(1, kept):
+                if _key_less(keys + y * width, keys + best * width, width):
+                    best = y
+            key = keys + best * width
+            k = at[best]
+            kept -= 1
+            if best != kept:
+                # The last key takes the chosen one's place (order among the rest is
+                # found again by the next scan).
+                for x in range(width):
+                    key[x] = keys[kept * width + x]
+                at[best] = at[kept]
+            if strict or larr is not None or consumes:
+                # The strategy, then what is used up, asked in order of preference: with
+                # one match to emit, those after it are never looked at.
+                events = <list>cands[k]
+                _arrivals(events, length, a, o)
+                if strict and not _contiguous(a, o, length):
+                    continue
+                if larr is not None and not _nothing_between(events, pstate, a, o, length, larr, levs):
+                    continue
+                if consumes and not _take(pstate, a, o, length, src):
+                    continue
+            out.append(k)
+            if mode != 2:
+                break
+        return out
+    finally:
+        if keys != &small[0]:
+            PyMem_Free(keys)
+        if at != &small_at[0]:
+            PyMem_Free(at)
+
+
+cdef inline int _arrivals(list events, Py_ssize_t length, long long *a, Py_ssize_t *o) except -1:
+    # The events' arrival indexes in ``a`` and their positions in arrival order in ``o``
+    # (insertion sort: a handful of positions).
+    cdef Py_ssize_t x, y
+    for x in range(length):
+        a[x] = ev_int(ev(<object>PyList_GET_ITEM(events, x)).arrival, "arrival")
+        y = x
+        while y > 0 and a[o[y - 1]] > a[x]:
+            o[y] = o[y - 1]
+            y -= 1
+        o[y] = x
+    return 0
+
+
+cdef inline bint _contiguous(long long *a, Py_ssize_t *o, Py_ssize_t length) noexcept:
+    # Strict contiguity: consecutive arrival indexes.
+    cdef Py_ssize_t x
+    for x in range(1, length):
+        if a[o[x]] != a[o[x - 1]] + 1:
+            return False
+    return True
+
+
+cdef inline bint _key_less(long long *p, long long *q, Py_ssize_t width) noexcept:
+    cdef Py_ssize_t x
+    for x in range(width):
+        if p[x] != q[x]:
+            return p[x] < q[x]
+    return False
 
 
 cdef bint _nothing_between(
@@ -825,11 +892,13 @@ cdef bint _take(_Choice pstate, long long *a, Py_ssize_t *o, Py_ssize_t n, objec
     # indexes ``a`` in component order, ``o`` its positions in arrival order): whether
     # it passes what the query used up, and if so it is used up (docs/semantics.md §12).
     cdef dict floors = pstate.floors
-    cdef set consumed = pstate.consumed, before = pstate.consumed_before
+    cdef set consumed, before
     cdef long long low = a[o[0]], high = a[o[n - 1]], new
     cdef Py_ssize_t x
     floor = floors.get(src) if floors else None
     if pstate.exclusive:
+        consumed = pstate.state.consumed
+        before = pstate.state.consumed_before
         for x in range(n):
             if a[x] in consumed or (before and a[x] in before):
                 return False

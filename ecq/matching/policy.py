@@ -331,18 +331,22 @@ class PolicyState:
         (the common case: a window shorter than two cleaning periods), else by a scan;
         then the newer one becomes the older. Nothing is paid per match."""
         before = self.consumed_before
-        if before:
-            if self._before_top < alive:
-                before.clear()
-            else:
-                before.difference_update([a for a in before if a < alive])
         consumed = self.consumed
-        if consumed:
-            # The generations roll, in place: the compiled kernel holds the same sets
-            # (ecq/kernel/_kernel.pyx).
-            self._before_top = max(self._before_top if before else -1, max(consumed))
-            before.update(consumed)
-            consumed.clear()
+        if before and not self._before_top < alive:
+            # (A window longer than two cleaning periods: the older generation scanned.)
+            before.difference_update([a for a in before if a < alive])
+            if consumed:
+                self._before_top = max(self._before_top, max(consumed))
+                before.update(consumed)
+                consumed.clear()
+        elif consumed:
+            # The older generation is all below: it goes, and the newer one takes its
+            # place (the sets swap; the compiled kernel reads them from here).
+            before.clear()
+            self._before_top = max(consumed)
+            self.consumed_before, self.consumed = consumed, before
+        else:
+            before.clear()
         floors = self.floors
         if floors:
             for src in [src for src, floor in floors.items() if floor <= alive]:

@@ -568,10 +568,10 @@ SECTIONS: tuple[Section, ...] = (
         "window) was compiled before reuses that compiled form with its own constants put "
         "in: only its conditions' closures are made again, so a conditioned query compiles "
         "at a few times a sequence's cost, not in full. What is left is Python's own work "
-        "per query: the parser, the closures, the filter index's atoms, and the cyclic "
-        "garbage collector, which walks the growing heap of parsed and compiled queries "
-        "(about half of parse and compile at 10,000 queries; `Engine.register_many` pauses "
-        "it while it installs). A filter's query bits are a number as wide as its query's "
+        "per query: the parser (now the largest phase), the closures and the filter index's "
+        "atoms; the cyclic garbage collector, which would walk the growing heap of parsed and "
+        "compiled queries (about half of parse and compile at 10,000 queries), is paused "
+        "while a batch compiles and installs. A filter's query bits are a number as wide as its query's "
         "place among all of them, which is what makes installing conditioned queries, and "
         "their memory, grow at 100,000.",
     ),

@@ -111,7 +111,8 @@ def test_a_bulk_registration_compiles_with_the_collector_paused(monkeypatch: pyt
     from service.server import host
 
     entries = [
-        (f"q{i}", {"text": f"SEQ(A a, B b) WHERE a.x > {i} AND b.y < {i + 0.5} WITHIN 5 s"}) for i in range(400)
+        (f"q{i}", {"text": f"SEQ(A a, B b) WHERE a.x > {i} AND b.y < {i + 0.5} WITHIN 5 s"})
+        for i in range(400)
     ]
     collections: list[int] = []
     during: list[int] = []
