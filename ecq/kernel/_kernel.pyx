@@ -634,8 +634,8 @@ cdef int _choose_made(Conjunctions cj, object net, object src, long long trigger
 
 cdef class _Choice:
     # What the kernel's choice reads of a query's PolicyState, read once (the policy
-    # does not change), and its floors (the same dict, which PolicyState changes in
-    # place; its consumed sets swap at cleaning, so they are read from it).
+    # does not change), and what it uses up (the same dict and list, which
+    # PolicyState changes in place).
     cdef object state  # the PolicyState
     cdef bint strict, consumes, logs, seq, exclusive, partition
     cdef int skip  # 0: none, 1: PAST LAST ROW, 2: TO NEXT ROW, 3: TO FIRST/LAST v
@@ -643,6 +643,7 @@ cdef class _Choice:
     cdef int mode  # 0: RECENT, 1: CHRONICLE, 2: ALL
     cdef tuple signs, comps
     cdef dict floors
+    cdef list gens  # PolicyState.gens: the consumed indexes, newer then older
 
 
 cdef _Choice _choice(object policy):
@@ -665,6 +666,7 @@ cdef _Choice _choice(object policy):
     c.mode = 0 if mode == "recent" else 1 if mode == "chronicle" else 2
     c.signs = policy.signs
     c.comps = policy.comps
+    c.gens = policy.gens
     c.floors = policy.floors
     return c
 
@@ -897,10 +899,11 @@ cdef bint _take(_Choice pstate, long long *a, Py_ssize_t *o, Py_ssize_t n, objec
     cdef Py_ssize_t x
     floor = floors.get(src) if floors else None
     if pstate.exclusive:
-        consumed = pstate.state.consumed
-        before = pstate.state.consumed_before
+        consumed = <set>PyList_GET_ITEM(pstate.gens, 0)
+        before = <set>PyList_GET_ITEM(pstate.gens, 1)
         for x in range(n):
-            if a[x] in consumed or (before and a[x] in before):
+            v = a[x]
+            if v in consumed or (before and v in before):
                 return False
     if floor is not None and low < <long long>floor:
         return False

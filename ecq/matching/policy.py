@@ -105,8 +105,7 @@ class PolicyState:
         "cq",
         "policy",
         "since",
-        "consumed",
-        "consumed_before",
+        "gens",
         "_before_top",
         "floors",
         "consumes",
@@ -133,8 +132,8 @@ class PolicyState:
         # cleaning, and those before it (with the largest of them), so that a cleaning
         # drops the older generation whole once the window has passed it instead of
         # scanning every index (:meth:`clean`). An index is consumed if in either.
-        self.consumed: set[int] = set()
-        self.consumed_before: set[int] = set()
+        # (The compiled kernel holds the list and reads the sets from it.)
+        self.gens: list[set[int]] = [set(), set()]
         self._before_top = -1
         self.floors: dict[Any, int] = {}
         # What the compiled kernel's choice reads (ecq/kernel/_kernel.pyx, _choose_found).
@@ -163,6 +162,16 @@ class PolicyState:
             (i, cq.comps[i].classes, cq.comps[i].filter is not None or bool(self.policy.kleene_own.get(i)))
             for i in cq.positives
         )
+
+    @property
+    def consumed(self) -> set[int]:
+        """Arrival indexes used up since the last cleaning."""
+        return self.gens[0]
+
+    @property
+    def consumed_before(self) -> set[int]:
+        """Arrival indexes used up before the last cleaning and not yet forgotten."""
+        return self.gens[1]
 
     # ------------------------------------------------------------------ choosing
 
@@ -341,10 +350,10 @@ class PolicyState:
                 consumed.clear()
         elif consumed:
             # The older generation is all below: it goes, and the newer one takes its
-            # place (the sets swap; the compiled kernel reads them from here).
+            # place (the sets swap in the list the compiled kernel holds).
             before.clear()
             self._before_top = max(consumed)
-            self.consumed_before, self.consumed = consumed, before
+            self.gens.reverse()
         else:
             before.clear()
         floors = self.floors
