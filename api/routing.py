@@ -29,6 +29,7 @@ from typing import Any
 import orjson
 
 __all__ = [
+    "ONLY_SHARD",
     "EPOCH_HEADER",
     "SLOTS",
     "SlotMap",
@@ -39,6 +40,10 @@ __all__ = [
     "slot_of_text",
     "value_text",
 ]
+
+# The epoch a batch carries when its job routed everything to its one shard without
+# the shard's answer (api.spark_sink): a shard holding a slot map of several refuses it.
+ONLY_SHARD = -1
 
 # The fixed number of slots: more than any cluster has shards (so a slot is a fine unit
 # to move), few enough that a map is a few kilobytes (4096 small integers).

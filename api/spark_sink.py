@@ -43,7 +43,8 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -55,7 +56,7 @@ import pyarrow.compute as pc
 
 from api.client import ApiError, Client
 from api.models import BatchResult, LateEvent
-from api.routing import SlotMap, owner_of, shard_of
+from api.routing import ONLY_SHARD, SlotMap, owner_of, shard_of
 from ecq.partitions import FIELDS
 
 if TYPE_CHECKING:
@@ -80,6 +81,9 @@ __all__ = [
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 # What a post carries, in this order; the service's Arrow contract.
 EVENT_COLUMNS = ("src", "type", "start", "end", "prob", "id", "attrs")
+# Seconds a batch being prepared while another posts waits for the shards' routing
+# answer before the last route stands in (ServiceSink._route_for_prepare).
+ROUTE_WAIT = 1.0
 _INT_LITERAL = r"^[+-]?[0-9]+$"
 _T = TypeVar("_T")
 
@@ -350,6 +354,12 @@ class ServiceSink:
         self._token = token
         self._clients = {url: Client(url, token=token, timeout=self.policy.timeout) for url in self.urls}
         self._pool = ThreadPoolExecutor(max_workers=max(8, len(self.urls)), thread_name_prefix="scemon-sink")
+        # The job's overlap (service.pipeline.pending) prepares a batch while the one
+        # before it posts: the routing ask then goes through its own thread, and the
+        # last route stands in when the shards do not answer it soon (:meth:`prepare`).
+        self._router = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scemon-route")
+        self._routing: Future[Route] | None = None
+        self._last_route: Route | None = None
 
     def _client(self, url: str) -> Client:
         client = self._clients.get(url)
@@ -360,6 +370,7 @@ class ServiceSink:
     def close(self) -> None:
         """Release the HTTP connections and threads."""
         self._pool.shutdown(wait=True)
+        self._router.shutdown(wait=False)
         for client in self._clients.values():
             client.close()
 
@@ -386,7 +397,7 @@ class ServiceSink:
         table = sort_events(table, tie_break)
         if not table.num_rows:
             return PreparedBatch(0, [table] * len(self.urls), time.monotonic() - started, list(self.urls))
-        route = self.route()
+        route = self._route_for_prepare()
         shards = split_by_keys(table, route.slots or len(route.urls), route.keys)
         return PreparedBatch(
             table.num_rows,
@@ -462,6 +473,30 @@ class ServiceSink:
         epochs: list[int | None] = [a.epoch for a in answers]
         keys = [(key, frozenset(names)) for key, names in sorted(classes.items())]
         return Route(urls, slots, epochs, keys)
+
+    def _route_for_prepare(self) -> Route:
+        """:meth:`route`, asked in its own thread: the job's overlap prepares a batch
+        while the one before it posts, and shards busy with that post (or stopped) must
+        not hold up the preparing. When they do not answer within ``ROUTE_WAIT`` seconds
+        the last route is used — safe: a slot map changed since makes the shards refuse
+        the batch (409) and it is routed again; partition keys registered meanwhile
+        reach the job at a later batch, as a registration does anyway — or, before any
+        answer, a job of one shard routes everything to it marked ``ONLY_SHARD`` (a shard
+        holding a slot map of several refuses that: no event goes where it is not
+        owned). A job of several shards waits for its first answer."""
+        if self._routing is None:
+            self._routing = self._router.submit(self.route)
+        try:
+            route = self._routing.result(timeout=ROUTE_WAIT)
+        except FutureTimeout:
+            if self._last_route is not None:
+                return self._last_route
+            if len(self.urls) == 1:
+                return Route(list(self.urls), None, [ONLY_SHARD], [])
+            route = self._routing.result()
+        self._routing = None
+        self._last_route = route
+        return route
 
     def post_prepared(self, prepared: PreparedBatch, batch_id: int) -> BatchReport:
         """The second half of :meth:`post_table`: post each shard's share and report.

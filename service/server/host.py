@@ -56,6 +56,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from api.routing import ONLY_SHARD
 from ecq.collector import collector_paused
 from ecq.compiler.query import CompiledQuery
 from ecq.engine import Engine
@@ -917,7 +918,16 @@ class EngineHost:
         self._require_ok()
         if self.slots.fenced:
             raise UnavailableError("a slot move is under way: send the batch again shortly", retry_after=1)
-        if epoch is not None and epoch != self.slots.epoch:
+        if epoch == ONLY_SHARD:
+            slot_map = self.slots.map
+            if slot_map is not None and slot_map.count > 1:
+                raise ConflictError(
+                    f"the batch was routed as if this were the only shard, but this shard has slot map "
+                    f"{self.slots.epoch} of {slot_map.count} shards: read the map (GET /v1/cluster/routing) "
+                    "and route the batch by it",
+                    field="epoch",
+                )
+        elif epoch is not None and epoch != self.slots.epoch:
             raise ConflictError(
                 f"the batch was routed by slot map {epoch} but this shard has map {self.slots.epoch}: "
                 "read the map again (GET /v1/cluster/routing) and route the batch by it",

@@ -144,3 +144,26 @@ def test_a_bulk_registration_compiles_with_the_collector_paused(monkeypatch: pyt
             gc.enable()
     finally:
         gc.callbacks.remove(note)
+
+
+@pytest.mark.parametrize(("shard", "refused"), [("", False), ("0/2", True)])
+def test_a_batch_routed_as_for_the_only_shard(tmp_path: Path, shard: str, refused: bool) -> None:
+    """A job of one URL that had no answer to its routing ask yet marks its batch
+    ONLY_SHARD: a lone service takes it; a shard of a slot map of several refuses it
+    (409, nothing applied), so no event lands where it is not owned."""
+    from api.routing import ONLY_SHARD
+    from service.server.sharding import ShardSlots
+
+    async def script(host: EngineHost) -> Any:
+        host.slots = ShardSlots.open(tmp_path / "slots", shard, "")
+        try:
+            await host.ingest("p", "b0", [ev(1, "A", 1.0)], epoch=ONLY_SHARD)
+        except ConflictError as err:
+            return str(err)
+        return None
+
+    got, _ = run_host(tmp_path / "data", script)
+    if refused:
+        assert got is not None and "only shard" in got
+    else:
+        assert got is None
