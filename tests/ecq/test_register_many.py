@@ -5,6 +5,7 @@ compiling one query at a time; all or nothing on a refused query."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -320,28 +321,19 @@ def _by_shape(name: str, q: dict[str, Any]) -> tuple[CompiledQuery, bool]:
     return compile_query(name, ast, None, "#0"), shape_of(ast) is not None
 
 
-@min_share(0.25)
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios(query_sets_full(CLASSES)), st.booleans())
-def test_queries_compiled_by_shape_are_those_compiled_anew(
-    ops: list[tuple[Any, ...]], compiled: bool
-) -> None:
-    """Each query compiled from another of its shape (its classes renamed) has the
-    compiled form of the query compiled without the cache, and gives the same
-    matches on both kernels."""
-    if compiled and not status().compiled:
-        compiled = False
-    ops = _accepted(ops)
+def _both_compiled(
+    ops: list[tuple[Any, ...]], compiled: bool, by_cache: Callable[[str, Any], Any]
+) -> tuple[list[Match], list[Match]]:
+    """Run ``ops`` through two engines, one given each query compiled without the shape
+    cache, the other ``by_cache(name, spec)`` (checked to have the same compiled form);
+    the matches of each."""
     plain = Engine(clean_every=2, compiled=compiled)
     shaped = Engine(clean_every=2, compiled=compiled)
     out: tuple[list[Match], list[Match]] = ([], [])
-    hits = shapes = 0
     for op in ops:
         if op[0] == "register":
             anew = compile_query(op[1], from_json(op[2]), None, "#0", shapes=False)
-            got, has_shape = _by_shape(op[1], op[2])
-            shapes += has_shape
-            hits += has_shape and got is not anew
+            got = by_cache(op[1], op[2])
             assert _form(got) == _form(anew)
             plain.register(op[1], anew)
             shaped.register(op[1], got)
@@ -354,6 +346,30 @@ def test_queries_compiled_by_shape_are_those_compiled_anew(
                     got_matches.extend(eng.process([Event.from_dict(op[1])]))
                 else:
                     got_matches.extend(eng.advance_time(op[1]))
+    return out
+
+
+@min_share(0.25)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(query_sets_full(CLASSES)), st.booleans())
+def test_queries_compiled_by_shape_are_those_compiled_anew(
+    ops: list[tuple[Any, ...]], compiled: bool
+) -> None:
+    """Each query compiled from another of its shape (its classes renamed) has the
+    compiled form of the query compiled without the cache, and gives the same
+    matches on both kernels."""
+    if compiled and not status().compiled:
+        compiled = False
+    hits = shapes = 0
+
+    def by_shape(name: str, spec: Any) -> Any:
+        nonlocal hits, shapes
+        got, has_shape = _by_shape(name, spec)
+        shapes += has_shape
+        hits += has_shape
+        return got
+
+    out = _both_compiled(_accepted(ops), compiled, by_shape)
     assert hits == shapes
     record([as_reference(m) for m in out[0]])
     assert _seen(out[1]) == _seen(out[0])
@@ -394,28 +410,13 @@ def test_queries_compiled_by_shape_with_other_literals_are_those_compiled_anew(
     kernels."""
     if compiled and not status().compiled:
         compiled = False
-    ops = _accepted(ops)
-    plain = Engine(clean_every=2, compiled=compiled)
-    shaped = Engine(clean_every=2, compiled=compiled)
-    out: tuple[list[Match], list[Match]] = ([], [])
-    for op in ops:
-        if op[0] == "register":
-            anew = compile_query(op[1], from_json(op[2]), None, "#0", shapes=False)
-            query_module._SHAPES.clear()
-            compile_query("other", from_json(_relit(_renamed(op[2], RENAME))), None, "#0")
-            got = compile_query(op[1], from_json(op[2]), None, "#0")
-            assert _form(got) == _form(anew)
-            plain.register(op[1], anew)
-            shaped.register(op[1], got)
-        elif op[0] == "unregister":
-            plain.unregister(op[1])
-            shaped.unregister(op[1])
-        else:
-            for eng, got_matches in zip((plain, shaped), out, strict=True):
-                if op[0] == "event":
-                    got_matches.extend(eng.process([Event.from_dict(op[1])]))
-                else:
-                    got_matches.extend(eng.advance_time(op[1]))
+
+    def after_relit(name: str, spec: Any) -> Any:
+        query_module._SHAPES.clear()
+        compile_query("other", from_json(_relit(_renamed(spec, RENAME))), None, "#0")
+        return compile_query(name, from_json(spec), None, "#0")
+
+    out = _both_compiled(_accepted(ops), compiled, after_relit)
     record([as_reference(m) for m in out[0]])
     assert _seen(out[1]) == _seen(out[0])
 
