@@ -240,9 +240,7 @@ def read(path: Path, header: Header, start: int, compiled: bool | None) -> Engin
     try:
         stream = io.BytesIO(payload)
         wide = pickle.load(stream)
-        unpickler = pickle.Unpickler(stream)
-        unpickler.persistent_load = wide.__getitem__  # type: ignore[assignment]
-        engine = unpickler.load()
+        engine = _Unpickler(stream, wide).load()
     except Exception as err:  # noqa: BLE001 - any failure to load means: rebuild
         raise Stale(f"it does not load ({type(err).__name__}: {err})") from None
     finally:
@@ -403,6 +401,19 @@ def _module_objects() -> dict[int, tuple[str, str]]:
                 continue
             out.setdefault(id(value), (module_name, name))
     return out
+
+
+class _Unpickler(pickle.Unpickler):
+    """Reads what :class:`_Pickler` wrote: a persistent id is an index into the list of
+    wide integers read before the engine. (A method, not an attribute set on an
+    instance: CPython 3.13 makes that attribute read-only.)"""
+
+    def __init__(self, file: io.BytesIO, wide: list[int]) -> None:
+        super().__init__(file)
+        self._wide = wide
+
+    def persistent_load(self, pid: Any) -> int:
+        return self._wide[pid]
 
 
 class _Pickler(pickle.Pickler):
