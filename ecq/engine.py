@@ -408,9 +408,9 @@ class Engine(OpClock):
         self.since_clean = 0
         timers = self.network.timers
         if timers is None:
-            return sum(net.clean(self.clock) for _, net in self.networks())
+            return sum(net.clean(self.clock, self.arrivals) for _, net in self.networks())
         began = time.perf_counter()
-        dropped = sum(net.clean(self.clock) for _, net in self.networks())
+        dropped = sum(net.clean(self.clock, self.arrivals) for _, net in self.networks())
         timers["clean"] += time.perf_counter() - began
         return dropped
 
@@ -504,7 +504,7 @@ class _NetHost(OpClock):
 
     def clean(self) -> int:
         self.since_clean = 0
-        return self.net.clean(self.clock)
+        return self.net.clean(self.clock, self.arrivals)
 
 
 def _holds(items: Sequence[Any], trigger: int) -> bool:

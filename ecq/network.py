@@ -794,19 +794,20 @@ class Network:
 
     # ----------------------------------------------------------------- cleaning
 
-    def clean(self, clock: float) -> int:
+    def clean(self, clock: float, arrived: int | None = None) -> int:
         """Cleaning: drop the summaries' entries no window reaches, then the instances
-        below their class's horizon; returns how many instances went.
+        below their class's horizon; returns how many instances went. ``arrived``: the
+        events stamped so far (a bound for what the policies used up).
         O(dropped + ECQs + summary groups)."""
         kernel = self.kernel
         kernel.prune(clock)
         kernel.prune_conjunctions(clock)
         dropped = sum(kernel.clean_siq(ecq.siq, ecq.horizon(clock)) for ecq in self.ecqs.values())
         if self.policies:
-            self._clean_policies()
+            self._clean_policies(arrived)
         return dropped
 
-    def _clean_policies(self) -> None:
+    def _clean_policies(self, arrived: int | None) -> None:
         """What the policies used up, and the source log, below every instance still
         stored that they could use (ecq.matching.policy): per query, the smallest
         arrival index stored in its classes' SIQs (they keep arrival order and drop from
@@ -816,7 +817,7 @@ class Network:
         logged = inf
         for bitno, st in self.policies.items():
             alive = min((front.get(cls, inf) for cls in self.by_bit[bitno].classes), default=inf)
-            st.clean(alive)
+            st.clean(alive, arrived)
             if st.policy.logs:
                 logged = min(logged, alive)
         if self.source_log is not None:

@@ -98,6 +98,11 @@ def _last(bound: Any) -> int:
     return max(x.arrival for x in bound) if type(bound) is list else int(bound.arrival)
 
 
+# A cleaning scans a query's floors only once there are at least this many (and twice
+# what its last scan left).
+_SCAN_AT_LEAST = 64
+
+
 class PolicyState:
     """One query's policy and what it has used up."""
 
@@ -108,6 +113,7 @@ class PolicyState:
         "gens",
         "_before_top",
         "floors",
+        "_floors_at",
         "consumes",
         "strict",
         "logs",
@@ -136,6 +142,10 @@ class PolicyState:
         self.gens: list[set[int]] = [set(), set()]
         self._before_top = -1
         self.floors: dict[Any, int] = {}
+        # The size at which a cleaning next scans the floors: twice what the last scan
+        # left, so a scan's cost is paid for by the floors added since (keeping a floor
+        # below every stored instance a little longer changes no match).
+        self._floors_at = _SCAN_AT_LEAST
         # What the compiled kernel's choice reads (ecq/kernel/_kernel.pyx, _choose_found).
         self.consumes = self.policy.consumes
         self.strict = self.policy.strategy == "strict-contiguity"
@@ -333,34 +343,35 @@ class PolicyState:
 
     # ------------------------------------------------------------------ cleaning
 
-    def clean(self, alive: float) -> None:
+    def clean(self, alive: float, arrived: int | None = None) -> None:
         """Forget what lies below ``alive``: no stored instance the query could use has
         a smaller arrival index, so a consumed index or a floor there excludes nothing.
-        The older generation of consumed indexes goes whole once its largest is below
-        (the common case: a window shorter than two cleaning periods), else by a scan;
-        then the newer one becomes the older. Nothing is paid per match."""
+        The older generation of consumed indexes goes whole once its largest is below,
+        and the newer one becomes the older; nothing is paid per index. ``arrived``:
+        the number of events the engine has stamped (every index used up is below it),
+        which spares finding the newer generation's largest."""
         before = self.consumed_before
-        consumed = self.consumed
-        if before and not self._before_top < alive:
-            # (A window longer than two cleaning periods: the older generation scanned.)
-            before.difference_update([a for a in before if a < alive])
-            if consumed:
-                self._before_top = max(self._before_top, max(consumed))
-                before.update(consumed)
-                consumed.clear()
-        elif consumed:
+        if not before or self._before_top < alive:
             # The older generation is all below: it goes, and the newer one takes its
-            # place (the sets swap in the list the compiled kernel holds).
+            # place (the sets swap in the list the compiled kernel holds). Else (a
+            # window longer than a cleaning period) both stay, the newer growing, until
+            # the window has passed the older: at most two windows' worth of indexes.
             before.clear()
-            self._before_top = max(consumed)
-            self.gens.reverse()
-        else:
-            before.clear()
+            consumed = self.consumed
+            if consumed:
+                self._before_top = _top(consumed, arrived)
+                self.gens.reverse()
         floors = self.floors
-        if floors:
+        if len(floors) >= self._floors_at:
             for src in [src for src, floor in floors.items() if floor <= alive]:
                 del floors[src]
+            self._floors_at = max(2 * len(floors), _SCAN_AT_LEAST)
 
     def size(self) -> int:
         """Entries kept (consumed indexes and floors)."""
         return len(self.consumed) + len(self.consumed_before) + len(self.floors)
+
+
+def _top(consumed: set[int], arrived: int | None) -> int:
+    """The largest index used up, or a bound on it (the last arrival index stamped)."""
+    return max(consumed) if arrived is None else arrived - 1

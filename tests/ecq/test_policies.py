@@ -248,6 +248,23 @@ def test_what_is_used_up_is_cleaned_with_the_instances(compiled: bool | None) ->
     assert net.source_log is None
 
 
+@pytest.mark.parametrize("compiled", KERNELS)
+def test_what_is_used_up_stays_bounded_by_a_window_of_many_cleanings(compiled: bool | None) -> None:
+    """A window spanning many cleaning periods: what is used up stays within two
+    windows' worth of events, not what the stream used up."""
+    eng = Engine(clean_every=8, compiled=compiled)
+    eng.register("x", "SEQ(A, B) WITHIN 40 CONSUME EXCLUSIVE")
+    net = eng.network
+    per_window = 3 * 41  # events of the three sources a window holds
+    used = 0
+    for k in range(1200):
+        batch = [Event(s, "AB"[k % 2], float(k), float(k), {}, 1.0) for s in range(3)]
+        used += sum(len(m.events) for m in eng.process(batch))
+        eng.clean()
+        assert sum(st.size() for st in net.policies.values()) <= 2 * per_window + 3
+    assert used > 4 * 2 * per_window  # (without cleaning the bound would not hold)
+
+
 @pytest.mark.skipif(not status().compiled, reason="the compiled kernel is not built")
 @pytest.mark.parametrize(
     "clause",
