@@ -12,6 +12,7 @@ anything. It reads only public attributes of the network and the engine (the
 
 cimport cython
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.sequence cimport PySequence_Fast_ITEMS
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.limits cimport LLONG_MIN
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
@@ -584,6 +585,14 @@ cdef int _choose_node(
 ) except -1:
     # One node's matches found[i:j]: keep[k] set for those its policy emits.
     cdef Py_ssize_t k, x
+    if j - i == 1:
+        # (The common case: one match, read in place.)
+        keep[i] = 0
+        if bound_ok(plan, found.prob[i]):
+            if type(plan.policy) is not _Choice:
+                plan.policy = _choice(plan.policy)
+            keep[i] = _one_passes(<_Choice>plan.policy, found.ev + found.off[i], found.off[i + 1] - found.off[i], net, src)
+        return 0
     cdef list idx = [], cands = []
     for k in range(i, j):
         keep[k] = 0
@@ -693,12 +702,9 @@ cdef list _choose(_Choice pstate, list cands, object net, object src, long long 
     cdef list larr = None, levs = None
     if logs:
         # The source's logged events (SourceLog), read once for every candidate.
-        log = net.source_log
-        got = log.arrivals.get(src)
-        if got is not None:
-            larr = <list>got
-            levs = <list>log.events[src]
-    cdef list events, out = []
+        larr, levs = _logged(net, src)
+    cdef list out = []
+    cdef PyObject **events
     cdef tuple signs = pstate.signs
     cdef long long small[_KEYS]
     cdef long long *keys = &small[0]
@@ -720,17 +726,12 @@ cdef list _choose(_Choice pstate, list cands, object net, object src, long long 
                 raise MemoryError()
     try:
         for k in range(m):
-            events = <list>cands[k]
-            length = PyList_GET_SIZE(events)
+            length = PyList_GET_SIZE(<list>cands[k])
+            events = PySequence_Fast_ITEMS(<list>cands[k])
             _arrivals(events, length, a, o)
             if m == 1:
-                if strict and not _contiguous(a, o, length):
-                    return out
-                if larr is not None and not _nothing_between(events, pstate, a, o, length, larr, levs):
-                    return out
-                if consumes and not _take(pstate, a, o, length, src):
-                    return out
-                out.append(k)
+                if _passes(pstate, events, a, o, length, larr, levs, src):
+                    out.append(k)
                 return out
             key = keys + kept * width
             at[kept] = k
@@ -780,13 +781,9 @@ cdef list _choose(_Choice pstate, list cands, object net, object src, long long 
             if strict or larr is not None or consumes:
                 # The strategy, then what is used up, asked in order of preference: with
                 # one match to emit, those after it are never looked at.
-                events = <list>cands[k]
+                events = PySequence_Fast_ITEMS(<list>cands[k])
                 _arrivals(events, length, a, o)
-                if strict and not _contiguous(a, o, length):
-                    continue
-                if larr is not None and not _nothing_between(events, pstate, a, o, length, larr, levs):
-                    continue
-                if consumes and not _take(pstate, a, o, length, src):
+                if not _passes(pstate, events, a, o, length, larr, levs, src):
                     continue
             out.append(k)
             if mode != 2:
@@ -799,12 +796,47 @@ cdef list _choose(_Choice pstate, list cands, object net, object src, long long 
             PyMem_Free(at)
 
 
-cdef inline int _arrivals(list events, Py_ssize_t length, long long *a, Py_ssize_t *o) except -1:
+cdef bint _one_passes(_Choice pstate, PyObject **events, Py_ssize_t length, object net, object src) except -1:
+    # _choose for a single match, its events in place (``length`` of them, in component
+    # order): whether its policy emits it (and if so what it uses up is used up).
+    cdef long long a[_POS]  # (QState.kernel_policy: at most _POS)
+    cdef Py_ssize_t o[_POS]
+    cdef list larr = None, levs = None
+    if pstate.logs:
+        larr, levs = _logged(net, src)
+    _arrivals(events, length, a, o)
+    return _passes(pstate, events, a, o, length, larr, levs, src)
+
+
+cdef tuple _logged(object net, object src):
+    # The source's logged events (SourceLog): its arrival indexes and events, or Nones.
+    log = net.source_log
+    got = log.arrivals.get(src)
+    if got is None:
+        return None, None
+    return got, log.events[src]
+
+
+cdef inline bint _passes(
+    _Choice pstate, PyObject **events, long long *a, Py_ssize_t *o, Py_ssize_t length,
+    list larr, list levs, object src,
+) except -1:
+    # The strategy, then what is used up (taking it when the match passes).
+    if pstate.strict and not _contiguous(a, o, length):
+        return False
+    if larr is not None and not _nothing_between(events, pstate, a, o, length, larr, levs):
+        return False
+    if pstate.consumes and not _take(pstate, a, o, length, src):
+        return False
+    return True
+
+
+cdef inline int _arrivals(PyObject **events, Py_ssize_t length, long long *a, Py_ssize_t *o) except -1:
     # The events' arrival indexes in ``a`` and their positions in arrival order in ``o``
     # (insertion sort: a handful of positions).
     cdef Py_ssize_t x, y
     for x in range(length):
-        a[x] = ev_int(ev(<object>PyList_GET_ITEM(events, x)).arrival, "arrival")
+        a[x] = ev_int(ev(<object>events[x]).arrival, "arrival")
         y = x
         while y > 0 and a[o[y - 1]] > a[x]:
             o[y] = o[y - 1]
@@ -831,7 +863,7 @@ cdef inline bint _key_less(long long *p, long long *q, Py_ssize_t width) noexcep
 
 
 cdef bint _nothing_between(
-    list matched, _Choice pstate, long long *a, Py_ssize_t *o, Py_ssize_t n, list arrivals, list events
+    PyObject **matched, _Choice pstate, long long *a, Py_ssize_t *o, Py_ssize_t n, list arrivals, list events
 ) except -1:
     # Partition contiguity and skip-till-next-match (PolicyState.strategy_ok) for a
     # match of one event per positive component (``matched``, in component order; its
@@ -851,7 +883,7 @@ cdef bint _nothing_between(
         if partition:
             return False
         px = o[p]
-        x = <object>PyList_GET_ITEM(matched, px)
+        x = <object>matched[px]
         for t in range(first, last):
             z = <object>PyList_GET_ITEM(events, t)
             cls = ev_get(ev(z).type, "type")
