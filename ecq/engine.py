@@ -288,8 +288,9 @@ class Engine(OpClock):
         phases from the Python loop.)"""
         net = self.network
         log = net.source_log
-        if log is not None:
-            # A strategy reads the events between a match's (ecq.matching.policy).
+        if log is not None and (net.timers is not None or not net.kernel.notes_sources):
+            # A strategy reads the events between a match's (ecq.matching.policy); a
+            # compiled kernel's own event loop notes them as it stamps them.
             events = list(events)
             log.note(events, self.arrivals)
         if net.timers is not None:

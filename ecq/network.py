@@ -816,9 +816,13 @@ class Network:
         front = {cls: ecq.siq.queue[0].arrival for cls, ecq in self.ecqs.items() if ecq.siq.queue}
         logged = inf
         for bitno, st in self.policies.items():
+            # (A policy that neither uses events up nor reads the log keeps nothing.)
+            if not (st.consumes or st.logs):
+                continue
             alive = min((front.get(cls, inf) for cls in self.by_bit[bitno].classes), default=inf)
-            st.clean(alive, arrived)
-            if st.policy.logs:
+            if st.consumes:
+                st.clean(alive, arrived)
+            if st.logs:
                 logged = min(logged, alive)
         if self.source_log is not None:
             self.source_log.clean(logged)

@@ -59,6 +59,7 @@ cdef class CompiledKernel:
     """See the module's docstring; the methods are ``Kernel``'s."""
 
     cdef readonly str name
+    cdef readonly bint notes_sources
     cdef object network
     cdef State s
     cdef Net net  # None until first used after queries changed
@@ -67,6 +68,7 @@ cdef class CompiledKernel:
 
     def __cinit__(self, network):
         self.name = "compiled"
+        self.notes_sources = True
         self.network = network
         self.s = State()
         self.net = None
@@ -257,6 +259,14 @@ cdef class CompiledKernel:
         cdef list conj
         cdef list seq = events if type(events) is list else list(events)
         cdef Py_ssize_t at, total = len(seq)
+        # The source log (ecq.matching.policy.SourceLog), while a strategy reads it:
+        # each event noted as it is stamped, before anything looks at it.
+        cdef dict log_arrivals = None, log_events = None
+        log = net.source_log
+        if log is not None:
+            log.batch_start = c.arrivals
+            log_arrivals = log.arrivals
+            log_events = log.events
         try:
             for at in range(total):
                 n = self.current()
@@ -271,6 +281,8 @@ cdef class CompiledKernel:
                 ev_put(&f.arrival, arrival)
                 ev_put(&f.moment, 2 * c.ops + 1)
                 c.arrivals += 1
+                if log_arrivals is not None:
+                    _note(log_arrivals, log_events, ev_get(f.src, "src"), arrival, e)
                 before = c.clock
                 end = ev_float(f.end, "end")
                 if end > before:
@@ -829,6 +841,18 @@ cdef inline bint _passes(
     if pstate.consumes and not _take(pstate, a, o, length, src):
         return False
     return True
+
+
+cdef inline int _note(dict arrivals, dict events, object src, object arrival, object e) except -1:
+    # SourceLog.note for one event.
+    got = arrivals.get(src)
+    if got is None:
+        arrivals[src] = [arrival]
+        events[src] = [e]
+    else:
+        (<list>got).append(arrival)
+        (<list>events[src]).append(e)
+    return 0
 
 
 cdef inline int _arrivals(PyObject **events, Py_ssize_t length, long long *a, Py_ssize_t *o) except -1:

@@ -162,6 +162,12 @@ class Kernel(Protocol):
         """``"compiled"`` or ``"pure"``."""
         ...
 
+    @property
+    def notes_sources(self) -> bool:
+        """Whether :meth:`run_events` notes each event in the network's
+        ``source_log`` itself as it stamps it (else the engine notes the batch first)."""
+        ...
+
     # -- registration
 
     def queries_changed(self) -> None:

@@ -50,6 +50,7 @@ class PureKernel:
     """The hot path of one network in Python (see ``ecq.kernel.interface.Kernel``)."""
 
     name = "pure"
+    notes_sources = False
 
     def __init__(self, network: NetworkView, level: str) -> None:
         self.network = network
