@@ -199,6 +199,25 @@ class _Relabelled(Collector):
 # --------------------------------------------------------------------------- cluster
 
 
+NEXT, NOW = "next", "now"
+# Where a cluster registration goes in the stream: an event time, "next" or "now".
+At = float | str
+
+
+class _Passed(Exception):
+    """A shard's stream passed the registration's event time: try a later one."""
+
+    def __init__(self, why: str, outcome: dict[str, str]) -> None:
+        self.why = why
+        self.outcome = outcome
+        super().__init__(why)
+
+
+def _past(err: BaseException) -> bool:
+    """The shard refused a registration at an event time its stream has passed."""
+    return isinstance(err, ApiError) and err.status == 409 and err.detail.get("field") == "at"
+
+
 def _why(err: BaseException) -> str:
     if isinstance(err, ApiError):
         return f"refused ({err.status}: {err.message})"
@@ -283,21 +302,96 @@ class Cluster:
     # ----------------------------------------------------------------- queries
 
     def register(
-        self, name: str, text: str | None = None, pattern: Mapping[str, Any] | None = None
+        self,
+        name: str,
+        text: str | None = None,
+        pattern: Mapping[str, Any] | None = None,
+        at: At = NEXT,
+        lead: float = 0.0,
     ) -> QueryPublic:
-        """Register one query on every shard, or on none (:class:`ClusterError`)."""
-        [info] = self.register_bulk([_query_body(name, text, pattern)])
+        """Register one query on every shard, or on none (:class:`ClusterError`), at one
+        point of the stream (see :meth:`register_bulk`)."""
+        [info] = self.register_bulk([_query_body(name, text, pattern)], at=at, lead=lead)
         return info
 
-    def register_bulk(self, queries: Iterable[QueryLike]) -> list[QueryPublic]:
+    def register_bulk(
+        self, queries: Iterable[QueryLike], at: At = NEXT, lead: float = 0.0, attempts: int = 8
+    ) -> list[QueryPublic]:
         """Register queries on every shard (one bulk call each), or on none: a shard
         down or refusing before anything is applied leaves every shard unchanged; a
         shard failing while they are applied has the shards done before it rolled back,
-        and itself settled when it returns. Raises :class:`ClusterError` saying so."""
+        and itself settled when it returns. Raises :class:`ClusterError` saying so.
+
+        Where in the stream (docs/architecture.md, "Registering at one point of the
+        stream"): ``at="next"`` (the default) reads every shard's released clock and
+        registers on every shard at an event time ``T`` after the latest (``lead``
+        seconds of event time after it; the smallest time after it for 0), so every
+        shard installs the queries where its share of the stream reaches ``T``, and the
+        shards' matches are one service's registering at ``T`` (the answers' ``at``). A
+        shard whose stream passed ``T`` before the call reached it refuses (409): the
+        queries are deleted from the shards that took them (they were still waiting,
+        so nothing of them ran) and it is tried again at a later ``T`` (the lead grown
+        with the stream's pace), up to ``attempts`` times. A number: that ``T``, once.
+        ``"now"``: every shard at the moment the call reaches it (the same point only
+        while the stream is quiet). Before any shard has a clock, ``"next"`` is
+        ``"now"``: no event has been processed anywhere."""
         bodies = [dict(_query_dict(q)) for q in queries]
         names = [str(b.get("name")) for b in bodies]
         if not bodies:
             return []
+        if at == NEXT:
+            return self._register_next(bodies, names, lead, attempts)
+        if at == NOW:
+            return self._register(bodies, names, None)
+        if isinstance(at, str):
+            raise ValueError(f"at must be an event time, 'next' or 'now', not {at!r}")
+        return self._register(bodies, names, float(at))
+
+    def _released(self) -> list[float]:
+        """Every shard's released clock that it has one (:class:`ClusterError` when a
+        shard does not answer)."""
+        answers = self._each(lambda c: c.stats())
+        down = {url: _why(err) for url, _, err in answers if err is not None}
+        if down:
+            raise ClusterError(
+                f"nothing was registered: shard {', '.join(down)} is down",
+                {url: down.get(url, "up, left unchanged") for url in self.urls},
+            )
+        return [
+            s.released_clock
+            for _, s, _ in answers
+            if s.released_clock is not None and math.isfinite(s.released_clock)
+        ]
+
+    def _register_next(
+        self, bodies: list[dict[str, Any]], names: list[str], lead: float, attempts: int
+    ) -> list[QueryPublic]:
+        """Register at an event time after every shard's released clock, again later
+        while a shard's stream passes it before the registration reaches it."""
+        for attempt in range(max(1, attempts)):
+            clocks = self._released()
+            if not clocks:
+                return self._register(bodies, names, None)
+            latest = max(clocks)
+            at = latest + lead if lead > 0 else math.nextafter(latest, math.inf)
+            try:
+                return self._register(bodies, names, at)
+            except _Passed as passed:
+                if attempt == max(1, attempts) - 1:
+                    raise ClusterError(
+                        f"nothing was registered: the stream passed the registration's event time "
+                        f"{attempts} times (last: {at:g}; {passed.why}); try a larger lead",
+                        passed.outcome,
+                    ) from None
+                # Grow the lead with the stream's pace: what the clock moved meanwhile.
+                moved = max(self._released(), default=latest) - latest
+                lead = max(2 * lead, 2 * moved) or 1.0
+        raise AssertionError("unreachable")
+
+    def _register(
+        self, bodies: list[dict[str, Any]], names: list[str], at: float | None
+    ) -> list[QueryPublic]:
+        """Register on every shard, at ``at`` (an event time) or at once."""
         started = self._check_up()
         refused: dict[str, str] = {}
 
@@ -318,8 +412,23 @@ class Cluster:
         infos: list[QueryPublic] = []
         for client in self.clients:
             try:
-                answer = client.register_bulk(bodies)
+                answer = client.register_bulk(bodies, at=at)
             except (ApiError, httpx.HTTPError) as err:
+                if at is not None and _past(err):
+                    outcome = {c.base_url: "took it (waiting), deleted again" for c in done}
+                    for undo in done:
+                        try:
+                            self._delete_names(undo, names)
+                        except (ApiError, httpx.HTTPError) as undo_err:
+                            outcome[undo.base_url] = f"in doubt: deleting it failed ({_why(undo_err)})"
+                            raise ClusterError(
+                                f"nothing was registered: {client.base_url} {_why(err)}; in doubt on "
+                                f"{undo.base_url}: run `scemon cluster repair` once it is up",
+                                outcome,
+                                [undo.base_url],
+                            ) from None
+                    outcome[client.base_url] = _why(err)
+                    raise _Passed(f"{client.base_url} {_why(err)}", outcome) from None
                 self._undo_register(done, client, err, names, started[client.base_url])
             else:
                 done.append(client)
@@ -450,6 +559,7 @@ class Cluster:
                         "matches": sum(p.matches for p in parts),
                         "rate": sum(p.rate for p in parts),
                         "last_match": max(ends) if ends else None,
+                        "pending": any(p.pending for p in parts),
                     }
                 )
             )
