@@ -354,8 +354,8 @@ class Cluster:
         down = {url: _why(err) for url, _, err in answers if err is not None}
         if down:
             raise ClusterError(
-                f"nothing was registered: shard {', '.join(down)} is down",
-                {url: down.get(url, "up, left unchanged") for url in self.urls},
+                f"nothing was changed: shard {', '.join(down)} is down or not ready",
+                {url: down.get(url, "ready, left unchanged") for url in self.urls},
             )
         return [
             s.released_clock

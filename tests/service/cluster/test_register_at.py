@@ -14,9 +14,9 @@ import pytest
 from api.client import ApiError, Client
 from tests.service.conftest import Server, StartServer
 
-BASE = {"name": "ab", "text": "SEQ(A, B) WITHIN 10"}
-LATE = {"name": "late_ab", "text": "SEQ(A, B) WITHIN 10"}
-LATE_FILTER = {"name": "late_b", "text": "OR(B b) WHERE b.x > 2"}
+BASE: dict[str, Any] = {"name": "ab", "text": "SEQ(A, B) WITHIN 10"}
+LATE: dict[str, Any] = {"name": "late_ab", "text": "SEQ(A, B) WITHIN 10"}
+LATE_FILTER: dict[str, Any] = {"name": "late_b", "text": "OR(B b) WHERE b.x > 2"}
 
 
 def stream(first: int, count: int) -> list[dict[str, Any]]:
