@@ -276,7 +276,7 @@ class Client:
     def put_slots(
         self,
         slots: Mapping[str, Any],
-        me: int,
+        me: int | None,
         events: Sequence[Mapping[str, Any]] = (),
         batches: Mapping[str, int] | None = None,
     ) -> ClusterSlots:

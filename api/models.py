@@ -743,7 +743,11 @@ class SlotMapPut(_Model):
     and the retained events of the slots it gains, read from their owners."""
 
     map: SlotMapBody
-    me: int = Field(ge=0, description="This shard's position in the map.")
+    me: int | None = Field(
+        ge=0,
+        description="This shard's position in the map; null for a shard the map leaves out: it then "
+        "owns no slot and refuses event batches (409).",
+    )
     events: list[dict[str, Any]] = Field(
         default_factory=list, description="Events of the slots this shard gains (SlotExport's answer)."
     )

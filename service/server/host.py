@@ -448,7 +448,7 @@ class EngineHost:
         return await self._run(sharding.export, self, slots)
 
     async def slot_apply(
-        self, new: Any, me: int, imported: list[Event], batches: dict[str, int] | None = None
+        self, new: Any, me: int | None, imported: list[Event], batches: dict[str, int] | None = None
     ) -> dict[str, Any]:
         return await self._run(sharding.apply_map, self, new, me, imported, batches)
 
@@ -863,8 +863,19 @@ class EngineHost:
             time.perf_counter() - started,
         )
 
+    def _unfenced(self, what: str) -> None:
+        """Refuse a change of the queries while a slot move is under way: the keys in
+        use decide which events a move exports, and a registration landing on some shards
+        before the move and on others after would not be at one point of the stream."""
+        if self.slots.fenced:
+            raise ConflictError(
+                f"a slot move is under way on this shard: {what} again once it ends (a move takes seconds)",
+                field="fence",
+            )
+
     def _install(self, prepared: list[Prepared]) -> list[QueryInfo]:
         self._require_ok()
+        self._unfenced("register")
         engine = self.engine
         self._check_names([(p.name, p) for p in prepared])  # taken while compiling?
         done: list[tuple[Prepared, CompiledQuery]] = []
@@ -909,6 +920,7 @@ class EngineHost:
         hold them (service.server.pending). Refused (409) when the released clock is at
         ``at`` or past it: the point is gone on this stream."""
         self._require_ok()
+        self._unfenced("register")
         self._check_names([(p.name, p) for p in prepared])
         clock = self.keeper.released
         if clock >= at:
@@ -956,6 +968,8 @@ class EngineHost:
         self._require_ok()
         if name not in self._infos:
             raise UnknownQueryError(f"no query named {name!r} is registered")
+        if not self._infos[name].pending:  # one still waiting never ran: it may go
+            self._unfenced("delete it")
         # A query read through @name would otherwise read, from then on, whatever query
         # is registered under that name next: refuse, naming the readers.
         readers = [other for other, info in self._infos.items() if name in info.depends]
@@ -994,6 +1008,15 @@ class EngineHost:
         self._require_ok()
         if self.slots.fenced:
             raise UnavailableError("a slot move is under way: send the batch again shortly", retry_after=1)
+        if self.slots.retired:
+            slot_map = self.slots.map
+            assert slot_map is not None
+            raise ConflictError(
+                f"this shard owns no slot: slot map {slot_map.epoch} left it out (its shards: "
+                f"{', '.join(slot_map.shards) or 'unnamed'}); read the map (GET /v1/cluster/routing) and send "
+                "the batch to them",
+                field="epoch",
+            )
         if epoch == ONLY_SHARD:
             slot_map = self.slots.map
             if slot_map is not None and slot_map.count > 1:
