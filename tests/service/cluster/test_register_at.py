@@ -132,3 +132,25 @@ def test_a_time_advance_installs_a_held_query(start_server: StartServer) -> None
     assert sum(seen(client, "late_b").values()) == sum(
         1 for e in stream(20, 8) if e["type"] == "B" and e["attrs"]["x"] > 2
     )
+
+
+def test_a_held_registration_before_any_event_survives_restarts(start_server: StartServer) -> None:
+    """Held in the log's head, which a snapshot of the registered queries may stand
+    for: the snapshot stands for the queries before it only."""
+    server: Server = start_server()
+    reference = start_server().client()
+    client = server.client()
+    client.register(**BASE)
+    client.register(**LATE, at=12.0)
+    server.restart()
+    client = server.client()
+    assert [(q.name, q.pending) for q in client.queries()] == [("ab", False), ("late_ab", True)]
+    client.post_events("job", "b0", stream(0, 30))
+    server.restart()
+    client = server.client()
+    assert [(q.name, q.pending) for q in client.queries()] == [("ab", False), ("late_ab", False)]
+    reference.register(**BASE)
+    reference.post_events("job", "b0", stream(0, 12))
+    reference.register(**LATE)
+    reference.post_events("job", "b1", stream(12, 18))
+    assert seen(client) == seen(reference) and seen(client, "late_ab")

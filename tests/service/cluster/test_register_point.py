@@ -131,3 +131,43 @@ def test_a_registration_mid_stream_gives_one_services_matches(tmp_path: Path) ->
         and b["attrs"]["price"] > a["attrs"]["price"] + 3
     ]
     assert before, "no late_rise match straddles the registration time: the test could not tell"
+
+
+def test_a_held_registration_moves_with_its_slots(tmp_path: Path) -> None:
+    """Registered at an event time the stream has not reached, then a move from one
+    shard to two: the shard that gains slots (given the same registration) installs the
+    query at the same point of the events it gains, and the cluster gives one service's
+    matches."""
+    from tests.service.cluster.test_slots import post, start
+
+    events = stream(800, seed=31)
+    at = events[9 * BATCH]["start"] + 0.5
+    late = bodies(LATE)
+    single = start(tmp_path, "single")
+    try:
+        single.client().register_bulk(late, at=at)
+        sink = ServiceSink([single.url], "job")
+        post(sink, events, range(len(events) // BATCH))
+        sink.close()
+        expected = finish(single, events)
+    finally:
+        single.stop()
+    shards = [start(tmp_path, f"s{k}") for k in range(2)]
+    urls = [s.url for s in shards]
+    try:
+        sink = ServiceSink([urls[0]], "job")
+        post(sink, events, range(0, 4))
+        with Cluster(urls[:1]) as cluster:
+            [info, *_] = cluster.register_bulk(late, at=at)
+            assert info.pending
+        shards[1].client().register_bulk(late, at=at)  # the joining shard: the same registration
+        with Cluster(urls[:1]) as cluster:
+            cluster.rebalance(urls)
+        post(sink, events, range(4, len(events) // BATCH))
+        sink.close()
+        got = [m for server in shards for m in finish(server, events)]
+    finally:
+        for server in shards:
+            server.stop()
+    assert Counter(got) == Counter(expected)
+    assert {m[0] for m in got} >= {"late_rise", "late_symbol_dip", "late_quiet"}
