@@ -5,7 +5,9 @@ one string of them separated by commas). Over it:
 
 - :class:`Cluster`: register or delete queries once on every shard, all or none
   (check everywhere, apply in turn, roll back on a failure, settle a shard left in
-  doubt when it returns; :meth:`Cluster.repair` settles what an interrupted call left);
+  doubt when it returns; :meth:`Cluster.repair` settles what an interrupted call left),
+  a registration at one event time every shard installs it at (``at="next"``), never
+  during a slot move;
   the queries, figures (:meth:`Cluster.stats`) and Prometheus text
   (:meth:`Cluster.metrics`) of the whole cluster.
 - the slot map (:meth:`Cluster.slot_map`) and moving slots between shards with their
