@@ -878,6 +878,8 @@ class EngineHost:
         self._unfenced("register")
         engine = self.engine
         self._check_names([(p.name, p) for p in prepared])  # taken while compiling?
+        for p in prepared:
+            _not_waiting(p.cq, self._infos)
         done: list[tuple[Prepared, CompiledQuery]] = []
         try:
             if len(prepared) > 1:
@@ -930,18 +932,15 @@ class EngineHost:
                 field="at",
             )
         infos = dict(self._infos)
-        names = {p.name for p in prepared}
+        together = {p.name: p for p in prepared}
         for p in prepared:
-            for dep in sorted(p.cq.depends):
-                if dep in names:
-                    continue
-                if dep not in infos:
-                    raise UnknownQueryError(f"@{dep} names no registered query")
-                if infos[dep].pending:
-                    raise ConflictError(
-                        f"@{dep} waits for event time {infos[dep].at:g}: a query reads it once it is installed",
-                        query=dep,
-                    )
+            check_depends(
+                p.cq,
+                lambda n: (
+                    together[n].cq.depends if n in together else infos[n].depends if n in infos else None
+                ),
+            )
+            _not_waiting(p.cq, {n: i for n, i in infos.items() if n not in together})
             _check_keys(p.cq, {**infos, **{q.name: QueryInfo.of(q.name, q.cq, q.text) for q in prepared}})
         try:
             self.store.commit_register(
@@ -1308,6 +1307,17 @@ class EngineHost:
             horizon = min(horizon, since - 2.0 * retain - 1.0)
         if math.isfinite(horizon):
             self.store.trim(horizon, keep, self.match_log_max, self.next_seq)
+
+
+def _not_waiting(cq: CompiledQuery, infos: dict[str, QueryInfo]) -> None:
+    """A query reads ``@name`` only once that query is installed, not while it waits for
+    its event time (409)."""
+    for dep in sorted(cq.depends):
+        info = infos.get(dep)
+        if info is not None and info.pending:
+            raise ConflictError(
+                f"@{dep} waits for event time {info.at:g}: a query reads it once it is installed", query=dep
+            )
 
 
 def _check_keys(cq: CompiledQuery, infos: dict[str, QueryInfo]) -> None:

@@ -6,6 +6,7 @@ deleted, and a restart replays an installed one at the same point."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -29,7 +30,7 @@ def stream(first: int, count: int) -> list[dict[str, Any]]:
 
 def seen(client: Client, query: str | None = None) -> Counter[tuple[Any, ...]]:
     return Counter(
-        (m["query"], str(m["src"]), tuple(m["events"]))
+        (m["query"], str(m["src"]), repr(m["events"]))
         for m in client.all_matches()
         if query is None or m["query"] == query
     )
@@ -62,7 +63,7 @@ def test_a_query_registered_at_a_time_is_installed_where_the_stream_reaches_it(
     assert got == want and sum(want.values()) > 5
     # Not vacuous: the query registered at once (before the batch) would have seen
     # events before 57.5 and made more matches.
-    assert min(int(e[1:]) for m in got for e in m[2]) >= 58
+    assert min(int(e) for m in got for e in re.findall(r"e(\d+)", m[2])) >= 58
     assert seen(held, "ab") == seen(reference, "ab")
 
 
@@ -154,3 +155,20 @@ def test_a_held_registration_before_any_event_survives_restarts(start_server: St
     reference.register(**LATE)
     reference.post_events("job", "b1", stream(12, 18))
     assert seen(client) == seen(reference) and seen(client, "late_ab")
+
+
+def test_a_waiting_query_is_read_as_at_name_once_installed(start_server: StartServer) -> None:
+    client = start_server().client()
+    client.post_events("job", "b0", stream(0, 10))
+    client.register("bs", "OR(B b)", at=20.0)
+    for at in (None, 21.0):
+        with pytest.raises(ApiError) as refused:
+            client.register("reads", "SEQ(@bs x, A) WITHIN 10", at=at)
+        assert refused.value.status == 409 and "waits for event time 20" in refused.value.message
+    # Registered together with it, a reader is held and installed with it.
+    client.register_bulk(
+        [{"name": "b2", "text": "OR(B b)"}, {"name": "reads2", "text": "SEQ(@b2 x, A) WITHIN 10"}], at=20.0
+    )
+    client.post_events("job", "b1", stream(10, 30))
+    assert not any(q.pending for q in client.queries())
+    assert seen(client, "reads2")
