@@ -143,7 +143,7 @@ def register(
         bodies = query_bodies(queries)
     with _cluster(service, token, seed) as cluster:
         infos = cluster.register_bulk(bodies, at=when)
-        point = f" at event time {infos[0].at:g}" if infos and infos[0].at is not None else ""
+        point = f" at event time {infos[0].at!r}" if infos and infos[0].at is not None else ""
         typer.echo(f"{len(infos)} queries registered on {len(cluster.urls)} shards{point}", err=True)
 
 
