@@ -92,6 +92,11 @@ def _query_body(name: str | None, text: str | None, pattern: Mapping[str, Any] |
     return body
 
 
+def _with_at(body: dict[str, Any], at: float | None) -> dict[str, Any]:
+    """``body`` with the event time to register at, when one is given."""
+    return body if at is None else {**body, "at": at}
+
+
 def _headers(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
@@ -139,15 +144,21 @@ class Client:
 
     # queries
     def register(
-        self, name: str, text: str | None = None, pattern: Mapping[str, Any] | None = None
+        self,
+        name: str,
+        text: str | None = None,
+        pattern: Mapping[str, Any] | None = None,
+        at: float | None = None,
     ) -> QueryPublic:
-        body, headers = _json(_query_body(name, text, pattern))
+        """Register a query: at once, or with ``at`` where the stream reaches that event
+        time (pending until then; :class:`ApiError` 409 when the stream is there)."""
+        body, headers = _json(_with_at(_query_body(name, text, pattern), at))
         return QueryPublic.model_validate_json(
             self._send("POST", "/v1/queries", content=body, headers=headers).content
         )
 
-    def register_bulk(self, queries: Iterable[QueryLike]) -> list[QueryPublic]:
-        body, headers = _json({"queries": [_query_dict(q) for q in queries]})
+    def register_bulk(self, queries: Iterable[QueryLike], at: float | None = None) -> list[QueryPublic]:
+        body, headers = _json(_with_at({"queries": [_query_dict(q) for q in queries]}, at))
         response = self._send("POST", "/v1/queries/bulk", content=body, headers=headers)
         return QueryBulkPublic.model_validate_json(response.content).queries
 
@@ -265,7 +276,7 @@ class Client:
     def put_slots(
         self,
         slots: Mapping[str, Any],
-        me: int,
+        me: int | None,
         events: Sequence[Mapping[str, Any]] = (),
         batches: Mapping[str, int] | None = None,
     ) -> ClusterSlots:
@@ -302,14 +313,18 @@ class AsyncClient:
         return response
 
     async def register(
-        self, name: str, text: str | None = None, pattern: Mapping[str, Any] | None = None
+        self,
+        name: str,
+        text: str | None = None,
+        pattern: Mapping[str, Any] | None = None,
+        at: float | None = None,
     ) -> QueryPublic:
-        body, headers = _json(_query_body(name, text, pattern))
+        body, headers = _json(_with_at(_query_body(name, text, pattern), at))
         response = await self._send("POST", "/v1/queries", content=body, headers=headers)
         return QueryPublic.model_validate_json(response.content)
 
-    async def register_bulk(self, queries: Iterable[QueryLike]) -> list[QueryPublic]:
-        body, headers = _json({"queries": [_query_dict(q) for q in queries]})
+    async def register_bulk(self, queries: Iterable[QueryLike], at: float | None = None) -> list[QueryPublic]:
+        body, headers = _json(_with_at({"queries": [_query_dict(q) for q in queries]}, at))
         response = await self._send("POST", "/v1/queries/bulk", content=body, headers=headers)
         return QueryBulkPublic.model_validate_json(response.content).queries
 

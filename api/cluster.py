@@ -5,7 +5,9 @@ one string of them separated by commas). Over it:
 
 - :class:`Cluster`: register or delete queries once on every shard, all or none
   (check everywhere, apply in turn, roll back on a failure, settle a shard left in
-  doubt when it returns; :meth:`Cluster.repair` settles what an interrupted call left);
+  doubt when it returns; :meth:`Cluster.repair` settles what an interrupted call left),
+  a registration at one event time every shard installs it at (``at="next"``), never
+  during a slot move;
   the queries, figures (:meth:`Cluster.stats`) and Prometheus text
   (:meth:`Cluster.metrics`) of the whole cluster.
 - the slot map (:meth:`Cluster.slot_map`) and moving slots between shards with their
@@ -199,6 +201,30 @@ class _Relabelled(Collector):
 # --------------------------------------------------------------------------- cluster
 
 
+NEXT, NOW = "next", "now"
+# Where a cluster registration goes in the stream: an event time, "next" or "now".
+At = float | str
+
+
+class _Passed(Exception):
+    """A shard's stream passed the registration's event time: try a later one."""
+
+    def __init__(self, why: str, outcome: dict[str, str]) -> None:
+        self.why = why
+        self.outcome = outcome
+        super().__init__(why)
+
+
+def _refused_for(err: BaseException, why: str) -> bool:
+    """A 409 about ``why``: "at" (the shard's stream passed the registration's event
+    time), "fence" (a slot move is under way there)."""
+    return isinstance(err, ApiError) and err.status == 409 and err.detail.get("field") == why
+
+
+class _Fenced(_Passed):
+    """A slot move fenced a shard midway: register again once it ends."""
+
+
 def _why(err: BaseException) -> str:
     if isinstance(err, ApiError):
         return f"refused ({err.status}: {err.message})"
@@ -240,9 +266,12 @@ class Cluster:
         timeout: float = 60.0,
         recover: float = 30.0,
         boundary_wait: float = 30.0,
+        fence_wait: float = 60.0,
     ) -> None:
         self.urls = shard_urls(spec)
         self.boundary_wait = boundary_wait
+        # How long a registration waits for a slot move's fences to end.
+        self.fence_wait = fence_wait
         self.token = token
         self.timeout = timeout
         self.recover = recover
@@ -283,21 +312,123 @@ class Cluster:
     # ----------------------------------------------------------------- queries
 
     def register(
-        self, name: str, text: str | None = None, pattern: Mapping[str, Any] | None = None
+        self,
+        name: str,
+        text: str | None = None,
+        pattern: Mapping[str, Any] | None = None,
+        at: At = NEXT,
+        lead: float = 0.0,
     ) -> QueryPublic:
-        """Register one query on every shard, or on none (:class:`ClusterError`)."""
-        [info] = self.register_bulk([_query_body(name, text, pattern)])
+        """Register one query on every shard, or on none (:class:`ClusterError`), at one
+        point of the stream (see :meth:`register_bulk`)."""
+        [info] = self.register_bulk([_query_body(name, text, pattern)], at=at, lead=lead)
         return info
 
-    def register_bulk(self, queries: Iterable[QueryLike]) -> list[QueryPublic]:
+    def register_bulk(
+        self, queries: Iterable[QueryLike], at: At = NEXT, lead: float = 0.0, attempts: int = 8
+    ) -> list[QueryPublic]:
         """Register queries on every shard (one bulk call each), or on none: a shard
         down or refusing before anything is applied leaves every shard unchanged; a
         shard failing while they are applied has the shards done before it rolled back,
-        and itself settled when it returns. Raises :class:`ClusterError` saying so."""
+        and itself settled when it returns. Raises :class:`ClusterError` saying so.
+
+        Where in the stream (docs/architecture.md, "Registering at one point of the
+        stream"): ``at="next"`` (the default) reads every shard's released clock and
+        registers on every shard at an event time ``T`` after the latest (``lead``
+        seconds of event time after it; the smallest time after it for 0), so every
+        shard installs the queries where its share of the stream reaches ``T``, and the
+        shards' matches are one service's registering at ``T`` (the answers' ``at``). A
+        shard whose stream passed ``T`` before the call reached it refuses (409): the
+        queries are deleted from the shards that took them (they were still waiting,
+        so nothing of them ran) and it is tried again at a later ``T`` (the lead grown
+        with the stream's pace), up to ``attempts`` times. A number: that ``T``, once.
+        ``"now"``: every shard at the moment the call reaches it (the same point only
+        while the stream is quiet). Before any shard has a clock, ``"next"`` is
+        ``"now"``: no event has been processed anywhere."""
         bodies = [dict(_query_dict(q)) for q in queries]
         names = [str(b.get("name")) for b in bodies]
         if not bodies:
             return []
+        if isinstance(at, str) and at not in (NEXT, NOW):
+            raise ValueError(f"at must be an event time, 'next' or 'now', not {at!r}")
+        deadline = time.monotonic() + self.fence_wait
+        while True:
+            # A slot move fences the shards for seconds: wait for it to end, and
+            # register again when a shard's fence went up midway (the shards done
+            # before it were rolled back).
+            self._wait_unfenced(deadline)
+            try:
+                if at == NEXT:
+                    return self._register_next(bodies, names, lead, attempts, deadline)
+                return self._register(bodies, names, None if at == NOW else float(at), deadline)
+            except _Fenced as fenced:
+                if time.monotonic() > deadline:
+                    raise ClusterError(
+                        f"nothing was registered: {fenced.why} for over {self.fence_wait:g} s", fenced.outcome
+                    ) from None
+
+    def _wait_unfenced(self, deadline: float, what: str = "registered") -> None:
+        """Until no shard is fenced by a slot move (:class:`ClusterError` past ``deadline``)."""
+        while True:
+            answers = self._each(lambda c: c.slots())
+            fenced = [url for url, got, err in answers if err is None and got.fenced]
+            if not fenced:
+                return
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"nothing was {what}: a slot move kept shard {', '.join(fenced)} fenced for over "
+                    f"{self.fence_wait:g} s",
+                    {url: "fenced" if url in fenced else "left unchanged" for url in self.urls},
+                )
+            time.sleep(0.2)
+
+    def _released(self) -> list[float]:
+        """Every shard's released clock that it has one (:class:`ClusterError` when a
+        shard does not answer)."""
+        answers = self._each(lambda c: c.stats())
+        down = {url: _why(err) for url, _, err in answers if err is not None}
+        if down:
+            raise ClusterError(
+                f"nothing was changed: shard {', '.join(down)} is down or not ready",
+                {url: down.get(url, "ready, left unchanged") for url in self.urls},
+            )
+        return [
+            s.released_clock
+            for _, s, _ in answers
+            if s.released_clock is not None and math.isfinite(s.released_clock)
+        ]
+
+    def _register_next(
+        self, bodies: list[dict[str, Any]], names: list[str], lead: float, attempts: int, deadline: float
+    ) -> list[QueryPublic]:
+        """Register at an event time after every shard's released clock, again later
+        while a shard's stream passes it before the registration reaches it."""
+        for attempt in range(max(1, attempts)):
+            clocks = self._released()
+            if not clocks:
+                return self._register(bodies, names, None, deadline)
+            latest = max(clocks)
+            at = latest + lead if lead > 0 else math.nextafter(latest, math.inf)
+            try:
+                return self._register(bodies, names, at, deadline)
+            except _Passed as passed:
+                if attempt == max(1, attempts) - 1:
+                    raise ClusterError(
+                        f"nothing was registered: the stream passed the registration's event time "
+                        f"{attempts} times (last: {at:g}; {passed.why}); try a larger lead",
+                        passed.outcome,
+                    ) from None
+                # Grow the lead with the stream's pace: what the clock moved meanwhile.
+                moved = max(self._released(), default=latest) - latest
+                lead = max(2 * lead, 2 * moved) or 1.0
+        raise AssertionError("unreachable")
+
+    def _register(
+        self, bodies: list[dict[str, Any]], names: list[str], at: float | None, deadline: float
+    ) -> list[QueryPublic]:
+        """Register on every shard, at ``at`` (an event time) or at once. A shard
+        fenced by a slot move meanwhile: the shards done are rolled back (once their
+        fences allow it, by ``deadline``) and :class:`_Fenced` says to try again."""
         started = self._check_up()
         refused: dict[str, str] = {}
 
@@ -318,8 +449,29 @@ class Cluster:
         infos: list[QueryPublic] = []
         for client in self.clients:
             try:
-                answer = client.register_bulk(bodies)
+                answer = client.register_bulk(bodies, at=at)
             except (ApiError, httpx.HTTPError) as err:
+                if _refused_for(err, "fence"):
+                    outcome = {c.base_url: "took it, deleted again" for c in done}
+                    for undo in done:
+                        self._delete_unfenced(undo, names, deadline, client, err, outcome)
+                    outcome[client.base_url] = _why(err)
+                    raise _Fenced(f"a slot move fenced {client.base_url}", outcome) from None
+                if at is not None and _refused_for(err, "at"):
+                    outcome = {c.base_url: "took it (waiting), deleted again" for c in done}
+                    for undo in done:
+                        try:
+                            self._delete_names(undo, names)
+                        except (ApiError, httpx.HTTPError) as undo_err:
+                            outcome[undo.base_url] = f"in doubt: deleting it failed ({_why(undo_err)})"
+                            raise ClusterError(
+                                f"nothing was registered: {client.base_url} {_why(err)}; in doubt on "
+                                f"{undo.base_url}: run `scemon cluster repair` once it is up",
+                                outcome,
+                                [undo.base_url],
+                            ) from None
+                    outcome[client.base_url] = _why(err)
+                    raise _Passed(f"{client.base_url} {_why(err)}", outcome) from None
                 self._undo_register(done, client, err, names, started[client.base_url])
             else:
                 done.append(client)
@@ -376,6 +528,33 @@ class Cluster:
         self._delete_names(client, names)
         return True
 
+    def _delete_unfenced(
+        self,
+        client: Client,
+        names: list[str],
+        deadline: float,
+        failed: Client,
+        err: BaseException,
+        outcome: dict[str, str],
+    ) -> None:
+        """Delete a registration from a shard, waiting while a fence refuses it (a query
+        still waiting for its event time goes at once)."""
+        while True:
+            try:
+                self._delete_names(client, names)
+                return
+            except (ApiError, httpx.HTTPError) as undo_err:
+                if _refused_for(undo_err, "fence") and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                    continue
+                outcome[client.base_url] = f"in doubt: deleting it failed ({_why(undo_err)})"
+                raise ClusterError(
+                    f"nothing was registered: {failed.base_url} {_why(err)}; in doubt on "
+                    f"{client.base_url}: run `scemon cluster repair` once it is up",
+                    outcome,
+                    [client.base_url],
+                ) from None
+
     @staticmethod
     def _delete_names(client: Client, names: Iterable[str]) -> None:
         """Delete those of ``names`` the shard has (a name it lacks is already gone)."""
@@ -390,8 +569,10 @@ class Cluster:
     def delete_query(self, name: str) -> None:
         """Delete a query on every shard. Every shard must be up and have it, else
         nothing is deleted; a shard failing midway is waited for and the delete completed
-        there (a delete cannot be undone without losing the query's partial matches)."""
+        there (a delete cannot be undone without losing the query's partial matches).
+        Waits for a slot move under way to end (``fence_wait``)."""
         self._check_up()
+        self._wait_unfenced(time.monotonic() + self.fence_wait, "deleted")
         answers = self._each(lambda c: {q.name for q in c.queries()})
         missing = [url for url, have, err in answers if err is not None or name not in have]
         if missing:
@@ -450,6 +631,7 @@ class Cluster:
                         "matches": sum(p.matches for p in parts),
                         "rate": sum(p.rate for p in parts),
                         "last_match": max(ends) if ends else None,
+                        "pending": any(p.pending for p in parts),
                     }
                 )
             )
@@ -587,7 +769,8 @@ class Cluster:
         5. every shard of the new map takes it, with the events of the slots it gains:
            it splices them into its op log in time order and rebuilds its engine, so the
            moved values' partial matches live on with the new owner and are gone from
-           the old; a shard left out of the new map owns nothing and stays fenced;
+           the old; a shard left out of the new map takes it too and owns no slot
+           (it refuses event batches with 409 naming the map; its matches stay readable);
         6. the fences end.
 
         The same map again changes nothing. A move that broke off (the shards hold
@@ -644,11 +827,14 @@ class Cluster:
                 clients[url].put_slots(body, k, imported.get(url, []), boundary)
                 outcome[url] = f"took epoch {target.epoch} ({len(target.slots_of(k))} slots)"
             for url in every:
-                if url in target.shards:
-                    clients[url].fence(False)
-                    fenced.remove(url)
-                else:
-                    outcome[url] = "left out of the map: owns no slot, stays fenced (stop it)"
+                if url not in target.shards:
+                    # It takes the map too: it then owns no slot and refuses events (409)
+                    # naming the map; its matches stay readable until it is stopped.
+                    clients[url].put_slots(body, None, [], boundary)
+                    outcome[url] = "left out of the map: owns no slot, refuses events (stop it when read)"
+            for url in every:
+                clients[url].fence(False)
+                fenced.remove(url)
             return target
         except (ApiError, httpx.HTTPError) as err:
             for url in list(fenced):

@@ -203,6 +203,15 @@ class _QueryForm(_Model):
 class QueryCreate(_QueryForm, QueryBase):
     """A query to register: its text, or its AST JSON (``ecq.language.ast.to_json``)."""
 
+    at: float | None = Field(
+        default=None,
+        description=(
+            "Install the query where the stream reaches this event time (seconds): after every event "
+            "with end < at, before the first with end >= at. Until then it is listed as pending. "
+            "409 when the stream is there already. Omitted: at once."
+        ),
+    )
+
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
@@ -234,6 +243,15 @@ class QueryBulkCreate(_Model):
     """Queries registered together, in order: all of them or none."""
 
     queries: list[QueryCreate] = Field(min_length=1, max_length=20_000)
+    at: float | None = Field(
+        default=None,
+        description=(
+            "Install the queries where the stream reaches this event time (seconds): after every event "
+            "with end < at, before the first with end >= at (one time for the whole bulk, not given per "
+            "query). Until then they are listed as pending. 409 when the stream is there already. "
+            "Omitted: at once."
+        ),
+    )
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -297,6 +315,12 @@ class QueryPublic(_QueryCompiled, QueryBase):
     last_match: float | None = Field(description="End time of the latest match, or null.")
     rate: float = Field(
         default=0.0, ge=0.0, description="Matches per second over the last minute (since start if sooner)."
+    )
+    at: float | None = Field(
+        default=None, description="The event time it was registered at (null: registered at once)."
+    )
+    pending: bool = Field(
+        default=False, description="Registered at an event time the stream has not reached yet."
     )
 
     model_config = ConfigDict(
@@ -719,7 +743,11 @@ class SlotMapPut(_Model):
     and the retained events of the slots it gains, read from their owners."""
 
     map: SlotMapBody
-    me: int = Field(ge=0, description="This shard's position in the map.")
+    me: int | None = Field(
+        ge=0,
+        description="This shard's position in the map; null for a shard the map leaves out: it then "
+        "owns no slot and refuses event batches (409).",
+    )
     events: list[dict[str, Any]] = Field(
         default_factory=list, description="Events of the slots this shard gains (SlotExport's answer)."
     )

@@ -251,6 +251,27 @@ def _wire_ids(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     return column
 
 
+def name_events(table: pa.Table, batch_id: int) -> pa.Table:
+    """``table`` with every event named: an event without an ``id`` gets
+    ``"<batch_id>:<row>"``, its row in the micro-batch (``_row``). Named here, before
+    the post, rather than by each shard (which would name it by its place in the share
+    it was posted), so that an event copied to several shards (its source's and a
+    key's owner) has one name on all of them: a slot move that brings both copies to
+    one shard then splices it once, and its matches name it as one service would."""
+    names = table.column_names
+    if "_row" not in names or not table.num_rows:
+        return table
+    if "id" in names and not table.column("id").null_count:
+        return table
+    generated = pa.array([f"{batch_id}:{row}" for row in table.column("_row").to_pylist()], pa.string())
+    if "id" not in names:
+        return table.append_column("id", generated)
+    given = table.column("id")
+    if not pa.types.is_string(given.type):
+        given = pc.cast(given, pa.string())
+    return table.set_column(names.index("id"), "id", pc.coalesce(given, generated))
+
+
 def _refused(err: ApiError, rows: int) -> list[int]:
     """The rows of a chunk a 422 refused (``indexes``, else ``index``); [] when the
     answer names none, or is not a 422."""
@@ -560,6 +581,7 @@ class ServiceSink:
         posts = duplicates = matches = 0
         rejected: list[dict[str, Any]] = []
         late: list[dict[str, Any]] = []
+        part = name_events(part, batch_id)
         if not part.num_rows:  # an empty share, posted for its id alone (not counted)
             self._post_chunk(client, part, f"{batch_id}.0", rejected, epoch, empty=True)
             return posts, duplicates, matches, rejected, late

@@ -10,6 +10,7 @@ matches.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -98,22 +99,52 @@ def _cluster(
             fail(str(err))
 
 
+def _at(value: str) -> float | str:
+    """``--at``: an event time, ``next`` or ``now``."""
+    if value in ("next", "now"):
+        return value
+    try:
+        at = float(value)
+    except ValueError:
+        fail(f"--at must be an event time in seconds, 'next' or 'now', not {value!r}")
+    if not math.isfinite(at):
+        fail(f"--at must be a finite event time, not {value!r}")
+    return at
+
+
 @cluster_app.command("register")
 def register(
-    queries: QueriesOption, service: ShardsOption = None, seed: SeedOption = None, token: TokenOption = None
+    queries: QueriesOption,
+    service: ShardsOption = None,
+    seed: SeedOption = None,
+    token: TokenOption = None,
+    at: Annotated[
+        str,
+        typer.Option(
+            "--at",
+            help=(
+                "Where in the stream: 'next' (an event time after every shard's clock, so that every "
+                "shard installs the queries at the same point), an event time in seconds, or 'now' "
+                "(each shard as the call reaches it)."
+            ),
+        ),
+    ] = "next",
 ) -> None:
-    """Register a queries file on every shard, all or none.
+    """Register a queries file on every shard, all or none, at one point of the stream.
 
     A shard down or refusing leaves every shard unchanged, and says which and why; a
-    shard that breaks off midway has the others rolled back.
+    shard that breaks off midway has the others rolled back. The queries are pending
+    until each shard's stream reaches the registration's event time (printed).
     """
     from service.cli.queries import query_bodies
 
+    when = _at(at)
     with user_errors():
         bodies = query_bodies(queries)
     with _cluster(service, token, seed) as cluster:
-        infos = cluster.register_bulk(bodies)
-        typer.echo(f"{len(infos)} queries registered on {len(cluster.urls)} shards", err=True)
+        infos = cluster.register_bulk(bodies, at=when)
+        point = f" at event time {infos[0].at!r}" if infos and infos[0].at is not None else ""
+        typer.echo(f"{len(infos)} queries registered on {len(cluster.urls)} shards{point}", err=True)
 
 
 @cluster_app.command("delete")

@@ -36,7 +36,9 @@ def query_bodies(path: Path) -> list[dict[str, Any]]:
     ]
 
 
-def register_everywhere(urls: Sequence[str], path: Path, token: str | None = None) -> Iterator[str]:
+def register_everywhere(
+    urls: Sequence[str], path: Path, token: str | None = None, at: float | None = None
+) -> Iterator[str]:
     """Register the file's queries on each shard in turn; yield one line per shard.
     Raises :class:`ScemonError` naming the shard that failed and those already done."""
     # Imported here, not with the module: `scemon --help` builds every command
@@ -53,7 +55,7 @@ def register_everywhere(urls: Sequence[str], path: Path, token: str | None = Non
                 have = {query.name for query in client.queries()}
                 todo = [body for body in bodies if body["name"] not in have]
                 if todo:
-                    client.register_bulk(todo)
+                    client.register_bulk(todo, at=at)
         except (ApiError, httpx.HTTPError) as err:
             reason = err.message if isinstance(err, ApiError) else f"not reachable ({err})"
             finished = f" (done: {', '.join(done)})" if done else ""
@@ -75,13 +77,25 @@ def register(
         ),
     ],
     token: TokenOption = None,
+    at: Annotated[
+        float | None,
+        typer.Option(
+            "--at",
+            help=(
+                "Install the queries where the stream reaches this event time (seconds): pending until "
+                "then; refused if the stream is past it. Default: at once."
+            ),
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Register the queries of a file on every service shard, all at once per shard.
 
     Every match is within one source and sources are spread over the shards, so every
     shard needs every query. A query already registered under the same name is left as
-    it is, so the command can be re-run after a shard was down.
+    it is, so the command can be re-run after a shard was down. For one registration at
+    the same point of every shard's stream, use `scemon cluster register`.
     """
     with user_errors(SPARK_MISSING):
-        for line in register_everywhere(service, queries, token):
+        for line in register_everywhere(service, queries, token, at):
             typer.echo(line, err=True)

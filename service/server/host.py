@@ -75,7 +75,7 @@ from ecq.language.ast import Query, from_json
 from ecq.language.partition import describe_key
 from ecq.match import Match
 from ecq.network import check_depends
-from ecq.time.timekeeper import IDLE, MAX_AHEAD, Late, TimeKeeper
+from ecq.time.timekeeper import IDLE, MAX_AHEAD, Late
 from service.server import sharding, snapshot
 from service.server.blocks import Block
 from service.server.errors import (
@@ -88,6 +88,7 @@ from service.server.errors import (
 from service.server.faults import StoreFault
 from service.server.limits import check_pattern_size, check_query_bounds
 from service.server.metrics import Metrics
+from service.server.pending import PendingKeeper
 from service.server.rates import MatchRates
 from service.server.snapshot import SNAPSHOT_FILE, HeadDigest, ops_head
 from service.server.store import (
@@ -158,6 +159,10 @@ class QueryInfo:
     depends: frozenset[str] = frozenset()
     # The partition key (docs/semantics.md, "Partitions"): [] for PARTITION BY NONE.
     partition: tuple[str, ...] = ("src",)
+    # Registered to be installed where the stream reaches this event time (or None:
+    # at once); ``pending`` while the stream has not reached it (service.server.pending).
+    at: float | None = None
+    pending: bool = False
 
     @classmethod
     def of(cls, name: str, cq: CompiledQuery, text: str | None = None) -> QueryInfo:
@@ -295,7 +300,7 @@ class EngineHost:
         self.shard = shard
         # Whether the rebuild reads and writes the snapshot of the log's head.
         self.snapshots = snapshots
-        self.keeper = TimeKeeper(Engine(), 0.0, max_ahead, idle)
+        self.keeper = PendingKeeper(Engine(), 0.0, max_ahead, idle)
         self.keeper.engine.owns = self.owns
         # Since this process started: late events applied, events and time advances
         # refused as too far ahead, batches refused for a full buffer.
@@ -384,14 +389,22 @@ class EngineHost:
         assert self._loop is not None, "EngineHost.start() was not called"
         return await self._loop.run_in_executor(self._executor, fn, *args)
 
-    async def register(self, entries: Sequence[tuple[str, QuerySpec]]) -> list[QueryInfo]:
+    async def register(
+        self, entries: Sequence[tuple[str, QuerySpec]], at: float | None = None
+    ) -> list[QueryInfo]:
         """Register queries in order, all or none (raises the first refusal). They are
-        compiled off the writer thread, then installed together by it."""
+        compiled off the writer thread, then installed together by it: at once, or, with
+        ``at``, where the released stream reaches that event time (service.server.pending;
+        409 when it is there already)."""
         self._admit()
         entries = list(entries)
         self._check_names(entries)  # before compiling: a taken name fails fast
+        if at is not None and not math.isfinite(at):
+            raise InvalidInputError(f"at must be a finite event time, not {at}", field="at")
         assert self._loop is not None, "EngineHost.start() was not called"
         prepared = await self._loop.run_in_executor(self._compiler, prepare, entries)
+        if at is not None:
+            return await self._run(self._hold, prepared, at)
         return await self._run(self._install, prepared)
 
     async def check(self, name: str | None, spec: QuerySpec) -> QueryInfo:
@@ -406,12 +419,7 @@ class EngineHost:
         cq = await self._loop.run_in_executor(self._compiler, _compile, name or _UNNAMED, spec)
         infos = self._infos
         check_depends(cq, lambda n: infos[n].depends if n in infos else None)
-        for dep in sorted(cq.depends):
-            if dep in infos and infos[dep].partition != cq.partition:
-                raise SemanticError(
-                    f"@{dep} is partitioned by {describe_key(infos[dep].partition)} but this query by "
-                    f"{describe_key(cq.partition)}: a query reads @name only from a query with the same key"
-                )
+        _check_keys(cq, infos)
         return QueryInfo.of(cq.name, cq)
 
     async def unregister(self, name: str) -> None:
@@ -440,7 +448,7 @@ class EngineHost:
         return await self._run(sharding.export, self, slots)
 
     async def slot_apply(
-        self, new: Any, me: int, imported: list[Event], batches: dict[str, int] | None = None
+        self, new: Any, me: int | None, imported: list[Event], batches: dict[str, int] | None = None
     ) -> dict[str, Any]:
         return await self._run(sharding.apply_map, self, new, me, imported, batches)
 
@@ -606,8 +614,13 @@ class EngineHost:
         self.progress = (0, total)
         ops = self.store.ops()
         head, after = ops_head(ops, HEAD_KINDS)
+        # A registration held for an event time ends the head a snapshot may stand for:
+        # a snapshot holds an engine, not what waits in front of it.
+        held = next((i for i, op in enumerate(head) if op.kind == REGISTER and op.time is not None), None)
+        tail = head[held:] if held is not None else []
+        head = head[:held] if held is not None else head
         engine, covered, digest = self._from_snapshot(head)
-        keeper = TimeKeeper(engine or Engine(), 0.0, self.max_ahead, self.idle)
+        keeper = PendingKeeper(engine or Engine(), 0.0, self.max_ahead, self.idle)
         engine = keeper.engine
         engine.owns = self.owns
         compiled: dict[tuple[str, bytes], CompiledQuery] = {}
@@ -615,6 +628,8 @@ class EngineHost:
         # by one, with what depends on the whole set of queries made once per run).
         run: list[tuple[str, CompiledQuery]] = []
         done = 0
+        # Each query registered for an event time: that time (installed or still held).
+        ats: dict[str, float] = {}
 
         def replay(op: Op) -> None:
             nonlocal run, done
@@ -626,15 +641,24 @@ class EngineHost:
                 if cq is None:
                     with collector_paused():
                         cq = compiled[key] = Engine.compile(op.name, spec_query(orjson.loads(op.body)))
-                run.append((op.name, cq))
-                if len(run) < 4096:
-                    return
+                if op.time is None:
+                    ats.pop(op.name, None)
+                    run.append((op.name, cq))
+                    if len(run) < 4096:
+                        return
+                else:
+                    ats[op.name] = op.time
             if run:
                 engine.register_many(run)
                 run = []
-            if op.kind == UNREGISTER:
+            if op.kind == REGISTER:
+                if op.time is not None:  # held for its event time, as it was live
+                    assert op.name is not None and op.body is not None
+                    keeper.hold(op.time, [(op.name, compiled[(op.name, op.body)])])
+            elif op.kind == UNREGISTER:
                 assert op.name is not None
-                engine.unregister(op.name)
+                if not keeper.drop(op.name):
+                    engine.unregister(op.name)
             elif op.kind == BATCH:
                 assert op.body is not None
                 # At the clock logged with it (the slowest producer's then); a batch of
@@ -663,6 +687,8 @@ class EngineHost:
         if covered < len(head) and self.snapshots:
             self._write_snapshot(engine, digest)
         del head
+        for op in tail:
+            replay(op)
         if after is not None:
             replay(after)
             for op in ops:
@@ -681,8 +707,10 @@ class EngineHost:
         version = language_version()
         texts = self.store.query_texts(version)
         printed: list[tuple[int, str]] = []
+        keeper.installed()  # the list below says which are installed
+        waiting = {name: cq for group in keeper.waiting for name, cq in group.queries}
         for name, pos, matches, last_match in self.store.query_counts():
-            cq = registered.get(name)
+            cq = registered.get(name) or waiting.get(name)
             if cq is None:
                 raise RuntimeError(f"query {name!r} is in the store but its registration is not in the log")
             text = texts.get(pos)
@@ -691,6 +719,7 @@ class EngineHost:
                 printed.append((pos, text))
             info = QueryInfo.of(name, cq, text)
             info.matches, info.last_match = matches, last_match
+            info.at, info.pending = ats.get(name), name in waiting
             infos[name] = info
         self._printed = printed
         self.keeper = keeper
@@ -834,10 +863,23 @@ class EngineHost:
             time.perf_counter() - started,
         )
 
+    def _unfenced(self, what: str) -> None:
+        """Refuse a change of the queries while a slot move is under way: the keys in
+        use decide which events a move exports, and a registration landing on some shards
+        before the move and on others after would not be at one point of the stream."""
+        if self.slots.fenced:
+            raise ConflictError(
+                f"a slot move is under way on this shard: {what} again once it ends (a move takes seconds)",
+                field="fence",
+            )
+
     def _install(self, prepared: list[Prepared]) -> list[QueryInfo]:
         self._require_ok()
+        self._unfenced("register")
         engine = self.engine
         self._check_names([(p.name, p) for p in prepared])  # taken while compiling?
+        for p in prepared:
+            _not_waiting(p.cq, self._infos)
         done: list[tuple[Prepared, CompiledQuery]] = []
         try:
             if len(prepared) > 1:
@@ -875,6 +917,48 @@ class EngineHost:
         self._after_op()
         return out
 
+    def _hold(self, prepared: list[Prepared], at: float) -> list[QueryInfo]:
+        """Log queries to be installed where the released stream reaches ``at``, and
+        hold them (service.server.pending). Refused (409) when the released clock is at
+        ``at`` or past it: the point is gone on this stream."""
+        self._require_ok()
+        self._unfenced("register")
+        self._check_names([(p.name, p) for p in prepared])
+        clock = self.keeper.released
+        if clock >= at:
+            raise ConflictError(
+                f"the stream is past event time {at:g} here (its released clock is {clock:g}): "
+                "register at a later time",
+                field="at",
+            )
+        infos = dict(self._infos)
+        together = {p.name: p for p in prepared}
+        for p in prepared:
+            check_depends(
+                p.cq,
+                lambda n: (
+                    together[n].cq.depends if n in together else infos[n].depends if n in infos else None
+                ),
+            )
+            _not_waiting(p.cq, {n: i for n, i in infos.items() if n not in together})
+            _check_keys(p.cq, {**infos, **{q.name: QueryInfo.of(q.name, q.cq, q.text) for q in prepared}})
+        try:
+            self.store.commit_register(
+                [(p.name, p.spec) for p in prepared], [p.text for p in prepared], language_version(), at=at
+            )
+        except StoreFault as fault:
+            raise self._store_failed(fault, stale=False) from None
+        self.keeper.hold(at, [(p.name, p.cq) for p in prepared])
+        out = []
+        for p in prepared:
+            info = QueryInfo.of(p.name, p.cq, p.text)
+            info.at, info.pending = at, True
+            infos[p.name] = info
+            out.append(info)
+        self._infos = infos
+        self._after_op()
+        return out
+
     def _undo(self, done: list[tuple[Prepared, CompiledQuery]]) -> None:
         for p, _ in reversed(done):
             self.engine.unregister(p.name)
@@ -883,6 +967,8 @@ class EngineHost:
         self._require_ok()
         if name not in self._infos:
             raise UnknownQueryError(f"no query named {name!r} is registered")
+        if not self._infos[name].pending:  # one still waiting never ran: it may go
+            self._unfenced("delete it")
         # A query read through @name would otherwise read, from then on, whatever query
         # is registered under that name next: refuse, naming the readers.
         readers = [other for other, info in self._infos.items() if name in info.depends]
@@ -895,7 +981,10 @@ class EngineHost:
                 dependents=readers,
             )
         try:
-            self.engine.unregister(name)
+            if not self._infos[name].pending:
+                self.engine.unregister(name)
+            elif not self.keeper.drop(name):
+                raise RuntimeError(f"query {name!r} is listed as waiting but is not held")
             self.store.commit_unregister(name)
         except StoreFault as fault:
             raise self._store_failed(fault, stale=True) from None
@@ -918,6 +1007,15 @@ class EngineHost:
         self._require_ok()
         if self.slots.fenced:
             raise UnavailableError("a slot move is under way: send the batch again shortly", retry_after=1)
+        if self.slots.retired:
+            slot_map = self.slots.map
+            assert slot_map is not None
+            raise ConflictError(
+                f"this shard owns no slot: slot map {slot_map.epoch} left it out (its shards: "
+                f"{', '.join(slot_map.shards) or 'unnamed'}); read the map (GET /v1/cluster/routing) and send "
+                "the batch to them",
+                field="epoch",
+            )
         if epoch == ONLY_SHARD:
             slot_map = self.slots.map
             if slot_map is not None and slot_map.count > 1:
@@ -1147,6 +1245,15 @@ class EngineHost:
 
     def _after_op(self) -> None:
         self._ops += 1
+        installed = self.keeper.installed()
+        if installed:
+            # Queries held for an event time the stream has now reached.
+            infos = dict(self._infos)
+            for name in installed:
+                if name in infos:
+                    infos[name] = replace(infos[name], pending=False)
+            self._infos = infos
+            log.info("installed at their event time: %s", ", ".join(installed))
 
     def _refresh_stats(self) -> None:
         keeper = self.keeper
@@ -1200,6 +1307,27 @@ class EngineHost:
             horizon = min(horizon, since - 2.0 * retain - 1.0)
         if math.isfinite(horizon):
             self.store.trim(horizon, keep, self.match_log_max, self.next_seq)
+
+
+def _not_waiting(cq: CompiledQuery, infos: dict[str, QueryInfo]) -> None:
+    """A query reads ``@name`` only once that query is installed, not while it waits for
+    its event time (409)."""
+    for dep in sorted(cq.depends):
+        info = infos.get(dep)
+        if info is not None and info.pending:
+            raise ConflictError(
+                f"@{dep} waits for event time {info.at:g}: a query reads it once it is installed", query=dep
+            )
+
+
+def _check_keys(cq: CompiledQuery, infos: dict[str, QueryInfo]) -> None:
+    """A query reads @name only from a query of the same partition key."""
+    for dep in sorted(cq.depends):
+        if dep in infos and infos[dep].partition != cq.partition:
+            raise SemanticError(
+                f"@{dep} is partitioned by {describe_key(infos[dep].partition)} but this query by "
+                f"{describe_key(cq.partition)}: a query reads @name only from a query with the same key"
+            )
 
 
 def _late_rows(late: Late, posted: list[Event]) -> list[LateRow]:

@@ -64,7 +64,13 @@ def ownership(place: str) -> Owns | None:
     return _owns(SlotMap.default(n), k)
 
 
-def _owns(slots: SlotMap, me: int) -> Owns | None:
+def _owns_nothing(key: tuple[str, ...], value: Any) -> bool:
+    return False
+
+
+def _owns(slots: SlotMap, me: int | None) -> Owns | None:
+    if me is None:  # left out of the map
+        return _owns_nothing
     owners = slots.owners
     if all(o == me for o in owners):
         return None
@@ -95,9 +101,9 @@ class ShardSlots:
         if path is not None and path.exists():
             data = json.loads(path.read_text())
             kept = SlotMap.from_json(data["map"])
-            me = int(data["me"])
+            me = None if data["me"] is None else int(data["me"])
             baseline = {str(k): int(v) for k, v in (data.get("batches") or {}).items()}
-            if place and place != f"{me}/{kept.count}":
+            if place and me is not None and place != f"{me}/{kept.count}":
                 log.warning(
                     "SCEMON_SHARD=%s is not this shard's place since slots moved: it is %d of %d (%s)",
                     place,
@@ -123,8 +129,13 @@ class ShardSlots:
             return ""
         return f"{self.me}/{self.map.count}"
 
+    @property
+    def retired(self) -> bool:
+        """The cluster's map leaves this shard out: it owns no slot."""
+        return self.map is not None and self.me is None
+
     def owns(self) -> Owns | None:
-        if self.map is None or self.me is None:
+        if self.map is None:
             return None
         return _owns(self.map, self.me)
 
@@ -132,7 +143,7 @@ class ShardSlots:
         """The map as this shard sees it: a shard told nothing is a cluster of one."""
         return self.map if self.map is not None else SlotMap.default(1)
 
-    def save(self, slots: SlotMap, me: int, batches: dict[str, int] | None = None) -> None:
+    def save(self, slots: SlotMap, me: int | None, batches: dict[str, int] | None = None) -> None:
         """Keep the map (whole, then renamed: a crash leaves the old one or the new)."""
         baseline = {**self.baseline, **(batches or {})}
         if self.path is not None:
@@ -266,16 +277,23 @@ def last_batches(host: EngineHost) -> dict[str, int]:
 
 
 def apply_map(
-    host: EngineHost, new: SlotMap, me: int, imported: Sequence[Event], batches: dict[str, int] | None = None
+    host: EngineHost,
+    new: SlotMap,
+    me: int | None,
+    imported: Sequence[Event],
+    batches: dict[str, int] | None = None,
 ) -> dict[str, Any]:
-    """Take ``new`` as the cluster's map, this shard being ``me`` in it: splice the
-    imported events (of the slots it gains) into the op log, keep the map, and rebuild
-    the engine under it when the slots this shard owns changed. Idempotent: the same map
-    again changes nothing."""
+    """Take ``new`` as the cluster's map, this shard being ``me`` in it (None: left out,
+    owning no slot): splice the imported events (of the slots it gains) into the op log,
+    keep the map, and rebuild the engine under it when the slots this shard owns
+    changed. Idempotent: the same map again changes nothing."""
     old = host.slots.map
     old_me = host.slots.me
-    before = set(old.slots_of(old_me)) if old is not None and old_me is not None else set(range(SLOTS))
-    after = set(new.slots_of(me))
+    if old is None:
+        before = set(range(SLOTS))
+    else:
+        before = set(old.slots_of(old_me)) if old_me is not None else set()
+    after = set(new.slots_of(me)) if me is not None else set()
     gained, lost = after - before, before - after
     added = 0
     if imported:
@@ -293,9 +311,9 @@ def apply_map(
     if gained or lost or added:
         host.rebuild_for_slots()
     log.info(
-        "slot map epoch %d: this shard is %d of %d, %d slots (%d gained, %d given up, %d events imported)",
+        "slot map epoch %d: this shard is %s of %d, %d slots (%d gained, %d given up, %d events imported)",
         new.epoch,
-        me,
+        "none" if me is None else me,
         new.count,
         len(after),
         len(gained),

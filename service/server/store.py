@@ -714,21 +714,35 @@ class Store:
         entries: Sequence[tuple[str, dict[str, Any]]],
         texts: Sequence[str] | None = None,
         version: str = "",
+        at: float | None = None,
     ) -> None:
         """Log queries registered together (a bulk call) in one transaction; ``texts``:
         their canonical texts as printed by the build ``version``, kept beside them so
-        a rebuild need not print them again (:meth:`query_texts`)."""
+        a rebuild need not print them again (:meth:`query_texts`). ``at``: the event
+        time they are held for (the op's ``time``), None when installed at once."""
+        when = _real(at)
         with self._writing() as db:
             pos = self._next_pos()
             ops, rows, printed = [], [], []
             for offset, (name, spec) in enumerate(entries):
                 body = orjson.dumps(spec)
-                at = pos + offset
-                ops.append((at, REGISTER, name, body, row_crc(at, REGISTER, name, body, None, None, None)))
-                rows.append((name, body, at, row_crc(name, body, at)))
+                at_pos = pos + offset
+                ops.append(
+                    (
+                        at_pos,
+                        REGISTER,
+                        name,
+                        body,
+                        when,
+                        row_crc(at_pos, REGISTER, name, body, when, None, None),
+                    )
+                )
+                rows.append((name, body, at_pos, row_crc(name, body, at_pos)))
                 if texts is not None:
-                    printed.append((at, version, texts[offset], row_crc(at, version, texts[offset])))
-            db.executemany("INSERT INTO ops (pos, kind, name, body, crc) VALUES (?, ?, ?, ?, ?)", ops)
+                    printed.append((at_pos, version, texts[offset], row_crc(at_pos, version, texts[offset])))
+            db.executemany(
+                "INSERT INTO ops (pos, kind, name, body, time, crc) VALUES (?, ?, ?, ?, ?, ?)", ops
+            )
             db.executemany("INSERT INTO queries (name, spec, pos, crc) VALUES (?, ?, ?, ?)", rows)
             # A text kept at one of these positions (an op dropped since) is not theirs.
             db.execute("DELETE FROM query_texts WHERE pos >= ?", (pos,))

@@ -151,12 +151,14 @@ async def cluster_put_slots(put: SlotMapPut, host: HostDep) -> ClusterSlots:
     gained values' partial matches are rebuilt here and the given-up values' are
     dropped. 422 for a map that does not assign every slot once or a place outside it;
     409 for a map older than the one held, or another map of the same epoch; the same
-    map again changes nothing."""
+    map again changes nothing. ``me`` null: the map leaves this shard out; it takes the
+    map, owns no slot from then on (its engine rebuilt with none of their state) and
+    refuses event batches (409) naming the map, while its matches stay readable."""
     try:
         new = SlotMap.from_json(put.map.model_dump(exclude_none=True))
     except ValueError as err:
         raise InvalidInputError(f"not a slot map: {err}", field="map") from None
-    if put.me >= new.count:
+    if put.me is not None and put.me >= new.count:
         raise InvalidInputError(f"place {put.me} is not a shard of the map's {new.count}", field="me")
     slots = host.slots
     held = slots.current()

@@ -26,6 +26,7 @@ from api.models import (
 )
 from service.server.bodies import loads, loads_in_pieces
 from service.server.deps import Admin, AnyRole, HostDep, RuntimeDep
+from service.server.errors import InvalidInputError
 from service.server.host import QueryInfo, QuerySpec
 from service.server.responses import FastJSON
 from service.server.routes import errors
@@ -81,6 +82,8 @@ def _fields(info: QueryInfo, rate: float) -> dict[str, Any]:
         "matches": info.matches,
         "last_match": info.last_match,
         "rate": rate,
+        "at": info.at,
+        "pending": info.pending,
     }
 
 
@@ -99,11 +102,13 @@ def _public(info: QueryInfo, rate: float = 0.0) -> QueryPublic:
 )
 async def create_query(request: Request, runtime: RuntimeDep, host: HostDep) -> QueryPublic:
     """Register a query given as text or as AST JSON. It sees the events posted from now
-    on. 409 if the name is taken; 422 with line and column for text that does not parse
-    or make sense; 413 over a size limit (docs/service.md)."""
+    on, or with ``at`` those from where the stream reaches that event time (pending
+    until then; 409 if the stream is there already). 409 if the name is taken; 422 with
+    line and column for text that does not parse or make sense; 413 over a size limit
+    (docs/service.md)."""
     body = await request.body()
     query = await runtime.parse(read_body, body, QueryCreate, runtime.settings.max_json_values)
-    [info] = await host.register([(query.name, _spec(query))])
+    [info] = await host.register([(query.name, _spec(query))], query.at)
     return _public(info)
 
 
@@ -117,11 +122,19 @@ async def create_query(request: Request, runtime: RuntimeDep, host: HostDep) -> 
     summary="Register many queries, all or none",
 )
 async def create_queries(request: Request, runtime: RuntimeDep, host: HostDep) -> QueryBulkPublic:
-    """Register the queries in order at one point of the stream. If any is refused none
-    is registered, and the error names its index and name."""
+    """Register the queries in order at one point of the stream: now, or with ``at``
+    where the stream reaches that event time. If any is refused none is registered, and
+    the error names its index and name."""
     body = await request.body()
     bulk = await runtime.parse(read_body, body, QueryBulkCreate, runtime.settings.max_json_values, "queries")
-    infos = await host.register([(q.name, _spec(q)) for q in bulk.queries])
+    for index, q in enumerate(bulk.queries):
+        if q.at is not None:
+            raise InvalidInputError(
+                f"query {index} ({q.name}) gives 'at': give it once, for the whole bulk",
+                index=index,
+                field="at",
+            )
+    infos = await host.register([(q.name, _spec(q)) for q in bulk.queries], bulk.at)
     return QueryBulkPublic(queries=[_public(i) for i in infos])
 
 

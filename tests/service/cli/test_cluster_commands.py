@@ -116,3 +116,30 @@ def test_slots_shown_and_moved(start_server: StartServer) -> None:
         assert message in bad.stderr.strip().splitlines()[-1], bad.stderr
     assert orjson.loads(scemon("cluster", "slots", "-s", a.url, "-s", b.url, "--json").stdout)["epoch"] == 2
     assert scemon("cluster", "move", "--help").returncode == 0
+
+
+def test_register_at_one_event_time(start_server: StartServer, tmp_path: Path) -> None:
+    servers = [start_server(), start_server()]
+    shards = [arg for s in servers for arg in ("-s", s.url)]
+    queries = tmp_path / "queries.txt"
+    queries.write_text(QUERIES)
+    batch = events(40)
+    for k, server in enumerate(servers):
+        server.client().post_events("job", 1, [e for e in batch if shard_of(e["src"], 2) == k])
+
+    bad = scemon("cluster", "register", *shards, "-q", queries, "--at", "soon")
+    assert bad.returncode == 1 and bad.stderr.startswith("error: --at must be an event time")
+    passed = scemon("cluster", "register", *shards, "-q", queries, "--at", "10")
+    assert passed.returncode == 1 and "past event time 10" in passed.stderr
+    assert [server.client().queries() for server in servers] == [[], []]
+
+    done = scemon("cluster", "register", *shards, "-q", queries)
+    assert done.returncode == 0, done.stderr
+    assert "2 queries registered on 2 shards at event time 39.00000000000001" in done.stderr
+    for server in servers:
+        assert [(q.name, q.pending) for q in server.client().queries()] == [("ab", True), ("just_b", True)]
+
+    one = start_server()
+    held = scemon("queries", "register", "-s", one.url, "-q", queries, "--at", "100")
+    assert held.returncode == 0, held.stderr
+    assert [(q.at, q.pending) for q in one.client().queries()] == [(100.0, True), (100.0, True)]

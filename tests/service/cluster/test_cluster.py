@@ -202,12 +202,19 @@ def slow_bulk(count: int, width: int = 4000) -> list[dict[str, str]]:
     ]
 
 
-@pytest.mark.parametrize("comes_back", ["while-waited-for", "after-giving-up"])
+@pytest.mark.parametrize(
+    ("comes_back", "streaming"),
+    [("while-waited-for", False), ("after-giving-up", False), ("while-waited-for", True)],
+)
 def test_a_shard_killed_mid_registration_leaves_no_shard_with_the_queries(
-    start_server: StartServer, comes_back: str
+    start_server: StartServer, comes_back: str, streaming: bool
 ) -> None:
+    """``streaming``: the shards have clocks, so the registration is at an event time
+    (held on the shards that took it until the stream reaches it)."""
     servers, cluster = two_shards(start_server)
     cluster.recover = 30.0 if comes_back == "while-waited-for" else 0.5
+    if streaming:
+        post_routed([s.client() for s in servers], "b0", stream(0, 48))
     bulk = slow_bulk(4)
     outcome: list[BaseException | None] = []
 
@@ -248,8 +255,10 @@ def test_a_shard_killed_mid_registration_leaves_no_shard_with_the_queries(
         cluster.repair()
     assert names(servers[0]) == names(servers[1]) == set()
     # The cluster takes a registration again, on every shard.
-    cluster.register_bulk(QUERIES)
+    infos = cluster.register_bulk(QUERIES)
     assert names(servers[0]) == names(servers[1]) == {"ab", "ac", "big_b"}
+    if streaming:
+        assert infos[0].at is not None and infos[0].at > 47.0 and infos[0].pending
     cluster.close()
 
 
