@@ -237,6 +237,10 @@ def test_a_shard_killed_mid_registration_leaves_no_shard_with_the_queries(
         except ApiError:
             assert time.monotonic() < deadline and worker.is_alive()
             time.sleep(0.01)
+    # The first shard has committed; its answer may not have reached the client yet. A
+    # moment for the client to post to the second shard, which then compiles for
+    # seconds (slow_bulk): killed before the post arrives it would simply be unreachable.
+    time.sleep(0.3)
     servers[1].kill()
     if comes_back == "while-waited-for":
         time.sleep(1.0)
