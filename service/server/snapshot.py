@@ -468,6 +468,9 @@ class _Pickler(pickle.Pickler):
         self._objects = _module_objects()
         self._kernels = _kernel_types()
         self._special = {type(obj) for obj in _objects_by_id(self._objects)} | self._kernels
+        # Closures found to hold nothing that leads back to them (by id; every one
+        # stays alive while pickling, so an id is not reused meanwhile).
+        self._acyclic: dict[int, bool] = {}
 
     def persistent_id(self, obj: Any) -> int | None:
         if type(obj) is not int or obj.bit_length() < WIDE_BITS:
@@ -483,7 +486,7 @@ class _Pickler(pickle.Pickler):
         if kind is types.FunctionType:
             if obj.__closure__ is None and "<" not in obj.__qualname__:
                 return NotImplemented  # by name, as pickle does
-            return _closure_reduction(obj)
+            return _closure_reduction(obj, self._acyclic)
         if kind not in self._special:
             return NotImplemented
         if kind in self._kernels:
@@ -507,13 +510,18 @@ def _objects_by_id(objects: dict[int, tuple[str, str]]) -> list[Any]:
     return [_module_object(module, name) for module, name in objects.values()]
 
 
-def _closure_reduction(fn: types.FunctionType) -> tuple[Any, ...]:
+def _closure_reduction(fn: types.FunctionType, acyclic: dict[int, bool]) -> tuple[Any, ...]:
+    """How closure ``fn`` is written: in one call that makes it with its cells filled
+    when nothing it holds can lead back to it (``acyclic``: the verdicts so far, by id),
+    else empty first and filled after, so that a closure holding itself is read back."""
     module = fn.__module__ or ""
     if not (module == "ecq" or module.startswith("ecq.")):
         raise pickle.PicklingError(f"a closure of {module}.{fn.__qualname__} is not the engine's")
     place = _code_place(fn)
     cells = fn.__closure__ or ()
     values = tuple(_cell_value(c) for c in cells)
+    if _holds_no_cycle(fn, acyclic):
+        return (_closure, (*place, fn.__defaults__, values, fn.__kwdefaults__))
     return (
         _make_closure,
         (*place, len(cells), fn.__defaults__),
@@ -522,6 +530,61 @@ def _closure_reduction(fn: types.FunctionType) -> tuple[Any, ...]:
         None,
         _fill_closure,
     )
+
+
+# The types of values that hold no other object (exactly these: a subclass may hold
+# anything), classes and builtin functions being written by name.
+_LEAVES = frozenset({str, int, float, bool, bytes, complex, type(None), types.BuiltinFunctionType})
+
+
+def _holds_no_cycle(fn: types.FunctionType, acyclic: dict[int, bool]) -> bool:
+    """Whether everything ``fn``'s cells and defaults hold is a leaf, a tuple of them,
+    or a closure of which the same holds: then nothing it holds leads back to it. Any
+    other value (a list, an object), an empty cell or a closure met again on the way
+    says no. O(closures reached once each)."""
+    known = acyclic.get(id(fn))
+    if known is not None:
+        return known
+    acyclic[id(fn)] = False  # met again while deciding: a cycle
+    verdict = True
+    for value in (*(_cell_value(c) for c in fn.__closure__ or ()), *(fn.__defaults__ or ())):
+        if not _plain(value, acyclic):
+            verdict = False
+            break
+    if verdict and fn.__kwdefaults__:
+        verdict = all(_plain(v, acyclic) for v in fn.__kwdefaults__.values())
+    acyclic[id(fn)] = verdict
+    return verdict
+
+
+def _plain(value: Any, acyclic: dict[int, bool]) -> bool:
+    kind = type(value)
+    if kind in _LEAVES or isinstance(value, type):
+        return True
+    if kind is tuple:
+        return all(_plain(v, acyclic) for v in value)
+    if kind is types.FunctionType:
+        if value.__closure__ is None and "<" not in value.__qualname__:
+            return True  # written by name
+        return _holds_no_cycle(value, acyclic)
+    return False
+
+
+def _closure(
+    module: str,
+    qualname: str,
+    line: int,
+    index: int,
+    defaults: tuple[Any, ...] | None,
+    values: tuple[Any, ...],
+    kwdefaults: dict[str, Any] | None,
+) -> types.FunctionType:
+    """A closure of the code found at its place, its cells holding ``values``."""
+    code, globals_ = _code_at(module, qualname, line, index)
+    fn = types.FunctionType(code, globals_, code.co_name, defaults, tuple(map(types.CellType, values)))
+    if kwdefaults:
+        fn.__kwdefaults__ = kwdefaults
+    return fn
 
 
 def _cell_value(cell: types.CellType) -> Any:
