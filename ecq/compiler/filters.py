@@ -518,12 +518,22 @@ class FilterIndex:
 
 
 def _bit_numbers(bits: int) -> list[int]:
-    """The numbers of the set bits of ``bits`` (not negative), ascending. O(bits' words +
-    set bits): the set is read as little-endian 64-bit words once (shifting it right by a
-    word at a time would copy the rest of it each time, quadratic in its width: 13 ms for
-    a set of 100,000 queries)."""
+    """The numbers of the set bits of ``bits`` (not negative), ascending. A dense set is
+    read as little-endian 64-bit words once, O(bits' words + set bits) (shifting it right
+    by a word at a time would copy the rest of it each time, quadratic in its width: 13 ms
+    for a set of 100,000 queries). A sparse one (a filter of a few queries among 100,000:
+    most of a big index's) takes its highest bit off at a time, one C operation over its
+    width each (up to a set bit per 256 of its width: measured, the two ways cost the
+    same at about one per 200), about 20 times quicker than a pass over its words."""
     out: list[int] = []
     if bits <= 0:
+        return out
+    if bits.bit_count() <= max(16, bits.bit_length() >> 8):
+        while bits:
+            top = bits.bit_length() - 1
+            out.append(top)
+            bits ^= 1 << top
+        out.reverse()
         return out
     data = bits.to_bytes((bits.bit_length() + 63) // 64 * 8, "little")
     for i, (word,) in enumerate(_WORDS.iter_unpack(data)):

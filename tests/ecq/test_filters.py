@@ -481,3 +481,14 @@ def test_bit_numbers_lists_the_set_bits_in_order(numbers: list[int]) -> None:
 
     bits = sum(1 << n for n in set(numbers))
     assert _bit_numbers(bits) == sorted(set(numbers))
+
+
+@given(st.lists(st.integers(0, 3000), min_size=100, max_size=600), st.integers(0, 100_000))
+def test_bit_numbers_of_a_dense_set(numbers: list[int], shift: int) -> None:
+    """A set dense for its width is read word by word, one sparse for it bit by bit
+    (the shift makes the same bits sparse in a wide set): both list them in order."""
+    from ecq.compiler.filters import _bit_numbers
+
+    bits = sum(1 << n for n in set(numbers))
+    assert _bit_numbers(bits) == sorted(set(numbers))
+    assert _bit_numbers(bits << shift) == [n + shift for n in sorted(set(numbers))]

@@ -167,3 +167,52 @@ def test_a_batch_routed_as_for_the_only_shard(tmp_path: Path, shard: str, refuse
         assert got is not None and "only shard" in got
     else:
         assert got is None
+
+
+def test_a_rebuild_reads_the_head_with_the_collector_paused_then_freezes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The head's queries (read from the snapshot, or compiled) all stay: no cyclic
+    collection walks them while the head is rebuilt, and they leave the collector's
+    generations before the window is replayed (gc.freeze); a rebuild unfreezes the
+    engine it replaces first. Both on the start that writes the snapshot and the one
+    that reads it."""
+    import gc
+
+    store = Store(tmp_path)
+    store.commit_register(
+        [(f"q{i}", {"text": f"SEQ(A a, B b) WHERE a.x > {i} WITHIN 5 s"}) for i in range(300)]
+    )
+    store.close()
+    collections: list[int] = []
+    seen: list[tuple[int, int, bool]] = []
+
+    def note(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.callbacks.append(note)
+    try:
+        for _ in range(2):
+            store = Store(tmp_path)
+            host = EngineHost(store, Metrics(), lambda blocks: None)
+            from_snapshot = host._from_snapshot
+
+            def reading(head: Any, host: EngineHost = host, read: Any = from_snapshot) -> Any:
+                before = len(collections)
+                frozen = gc.get_freeze_count()
+                out = read(head)
+                seen.append((frozen, len(collections) - before, out[0] is not None))
+                return out
+
+            monkeypatch.setattr(host, "_from_snapshot", reading)
+            gc.freeze()  # what an engine frozen before looks like
+            host._startup_job()
+            assert host.state == "ok"
+            assert gc.isenabled() and gc.get_freeze_count() > 0
+            store.close()
+        # Unfrozen when read, no collection while reading; the second start read the snapshot.
+        assert seen == [(0, 0, False), (0, 0, True)]
+    finally:
+        gc.callbacks.remove(note)
+        gc.unfreeze()
