@@ -19,15 +19,16 @@ from __future__ import annotations
 
 from ecq.language.ast import STRATEGIES, Expr, Query, ReturnItem
 from ecq.language.conditions import parse_condition, parse_expression
-from ecq.language.keywords import CLAUSE_KEYWORDS, DURATION_UNITS
-from ecq.language.lexer import IDENT, NUMBER, PERCENT, POSREF, STRING, Token
+from ecq.language.keywords import CLAUSE_KEYWORDS, DURATION_UNITS, duration_seconds
+from ecq.language.lexer import IDENT, NUMBER, PERCENT, POSREF, STRING, Token, tokenize
 from ecq.language.partition import parse_partition
 from ecq.language.patterns import parse_pattern
 from ecq.language.rizvi import is_rizvi, parse_rizvi
+from ecq.language.shapes import parse_cached
 from ecq.language.spans import Span, collect_spans
 from ecq.language.stream import TokenStream
 
-__all__ = ["parse_query", "parse_queries"]
+__all__ = ["parse_query", "parse_query_fresh", "parse_queries", "parse_tokens"]
 
 _CLAUSES = frozenset(
     {"WHERE", "WITHIN", "MODE", "RETURN", "PROBABILITY", "STRATEGY", "CONSUME", "AFTER", "PARTITION"}
@@ -41,8 +42,19 @@ MAX_NESTING = 64
 
 def parse_query(text: str) -> Query:
     """Parse one query; raises :class:`ecq.errors.ParseError` with the place of the
-    first syntax error."""
-    ts = TokenStream(text)
+    first syntax error. A query of a shape parsed before (the same text up to its names
+    and literals) is built from that parse with its own tokens (:mod:`.shapes`)."""
+    return parse_cached(text, parse_tokens)
+
+
+def parse_query_fresh(text: str) -> Query:
+    """:func:`parse_query` without the cache of shapes: the parser run on ``text``."""
+    return parse_tokens(text, tokenize(text))
+
+
+def parse_tokens(text: str, tokens: list[Token]) -> Query:
+    """:func:`parse_query` of ``text`` already split into ``tokens``."""
+    ts = TokenStream(text, tokens)
     _check_nesting(ts)
     try:
         query = _query(ts)
@@ -183,14 +195,12 @@ def _duration(ts: TokenStream) -> float:
     assert isinstance(tok.value, (int, float))
     unit = ts.tok
     if unit.kind != IDENT or unit.key in CLAUSE_KEYWORDS:
-        return float(tok.value)
+        return duration_seconds(tok.value, None)
     ts.next()
-    factor = DURATION_UNITS.get(unit.text.lower())
-    if factor is None:
+    if unit.text.lower() not in DURATION_UNITS:
         known = "ms, s, sec(s), second(s), min(s), minute(s), h, hour(s), day(s), units"
         raise ts.error(f"unknown duration unit {unit.text!r} (known: {known})", unit)
-    multiplier, divisor = factor
-    return float(tok.value * multiplier / divisor)
+    return duration_seconds(tok.value, unit.text)
 
 
 def _mode(ts: TokenStream) -> str:
