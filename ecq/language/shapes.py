@@ -52,7 +52,7 @@ from ecq.language.keywords import (
 )
 from ecq.language.lexer import IDENT, MONEY, NUMBER, PERCENT, STRING, Token, tokenize
 
-__all__ = ["WORDS", "ShapeCache", "parse_cached"]
+__all__ = ["WORDS", "ShapeCache", "parse_cached", "parse_piece_cached", "shape_of"]
 
 # Every word the parser compares a token with (upper-cased): a name spelled like one of
 # them is never free. Beyond keywords.py's: the clause words, the strategies and skips,
@@ -112,35 +112,40 @@ def _placeholder(kind: type, base: Any, slot: tuple[int, str]) -> Any:
 def shape_of(tokens: list[Token]) -> tuple[tuple[object, ...], list[int]]:
     """The shape key of ``tokens`` and the indexes of its free tokens."""
     key: list[object] = []
+    append = key.append
     free: list[int] = []
-    first: dict[object, int] = {}
+    # Per free token, the first free token equal to it: by text, and as the parser
+    # compares names (upper-cased; for ASCII the same as lower-cased) and literals.
+    by_text: dict[object, int] = {}
+    by_key: dict[str, int] = {}
     words = WORDS
+    literals = _LITERALS
     for i, tok in enumerate(tokens):
         kind = tok[0]
         if kind == IDENT:
-            if tok[4] in words:
-                key.append(tok[1])
+            upper = tok[4]
+            if upper in words:
+                append(tok[1])
                 continue
             text = tok[1]
-            # Which earlier free token this one equals, by its text, and as the parser
-            # compares names (upper- and lower-cased).
-            key.append(
-                (
-                    first.setdefault(text, i),
-                    first.setdefault(("u", tok[4]), i),
-                    first.setdefault(("l", text.lower()), i),
+            if text.isascii():
+                append((by_text.setdefault(text, i), by_key.setdefault(upper, i)))
+            else:
+                append(
+                    (
+                        by_text.setdefault(text, i),
+                        by_key.setdefault(upper, i),
+                        by_key.setdefault("\x00" + text.lower(), i),
+                    )
                 )
-            )
             free.append(i)
-        elif kind in _LITERALS:
+        elif kind in literals:
             value = tok[5]
-            key.append((kind, type(value), first.setdefault(value if kind != STRING else ("s", value), i)))
-            if kind == STRING:
-                # A string may be a name (QUERY 'x', AS 'y'): equal to a name's text.
-                first.setdefault(value, i)
+            # A string may be a name (QUERY 'x', AS 'y'): in the names' classes too.
+            append((kind, type(value), by_text.setdefault(value, i)))
             free.append(i)
         else:
-            key.append(tok[1])
+            append(tok[1])
     return tuple(key), free
 
 
@@ -253,7 +258,11 @@ class ShapeCache:
             self._shapes.clear()
 
     def parse(self, text: str) -> Query:
-        tokens = tokenize(text)
+        return self.parse_tokens(text, tokenize(text))
+
+    def parse_tokens(self, text: str, tokens: list[Token]) -> Query:
+        """:meth:`parse` of ``text`` already split into ``tokens`` (for the parser's
+        function, which may read only some of ``text``'s tokens)."""
         key, free = shape_of(tokens)
         shape = self._shapes.get(key)
         if shape is not None and shape.pinned is not None:
@@ -418,6 +427,7 @@ def _walk(node: Any, parent: Any, live: set[int], landed: dict[int, bool], bad: 
 
 
 _CACHE: ShapeCache | None = None
+_PIECES: ShapeCache | None = None
 
 
 def parse_cached(text: str, parse_tokens: Callable[[str, list[Token]], Query]) -> Query:
@@ -427,3 +437,15 @@ def parse_cached(text: str, parse_tokens: Callable[[str, list[Token]], Query]) -
     if cache is None:
         cache = _CACHE = ShapeCache(parse_tokens)
     return cache.parse(text)
+
+
+def parse_piece_cached(
+    text: str, tokens: list[Token], parse_piece: Callable[[str, list[Token]], Query]
+) -> Query:
+    """``parse_piece(text, tokens)`` (one query of a text of several), from the process's
+    shape cache of such pieces."""
+    global _PIECES
+    cache = _PIECES
+    if cache is None:
+        cache = _PIECES = ShapeCache(parse_piece)
+    return cache.parse_tokens(text, tokens)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from ecq.errors import ParseError
 from ecq.language import Query, format_query
 from ecq.language.lexer import IDENT, MONEY, NUMBER, PERCENT, STRING, tokenize
-from ecq.language.parser import parse_query_fresh, parse_tokens
+from ecq.language.parser import parse_queries, parse_queries_fresh, parse_query_fresh, parse_tokens
 from ecq.language.shapes import WORDS, ShapeCache, shape_of
 from tests.ecq.language.test_roundtrip import queries
 
@@ -29,6 +29,8 @@ def outcome(parse: object, text: str) -> tuple[str, object]:
         query = parse(text)  # type: ignore[operator]
     except ParseError as err:
         return ("error", (err.message, err.line, err.column, err.token, err.excerpt))
+    if isinstance(query, list):
+        return ("queries", [(repr(q), q.spans) for q in query])
     assert isinstance(query, Query)
     return ("query", (repr(query), query.spans))
 
@@ -244,3 +246,41 @@ def test_the_soup_parses_as_the_parser_parses_it() -> None:
         for _ in range(3):
             assert outcome(cache.parse, text) == outcome(parse_query_fresh, text)
             assert outcome(cache.parse, text)[0] == "error"
+
+
+def _several(texts: list[str]) -> str:
+    return "\n".join(f"QUERY q{i}\n{text}" for i, text in enumerate(texts))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.lists(st.sampled_from(_SEEDS[:8]), min_size=1, max_size=4))
+def test_a_text_of_several_queries_parses_as_the_parser_parses_it(
+    data: st.DataObject, seeds: list[str]
+) -> None:
+    texts = [v for seed in seeds for v in [seed, seed, *data.draw(variants(seed, 2))]]
+    text = _several(texts)
+
+    def every(parse: object) -> tuple[str, object]:
+        try:
+            out = parse(text)  # type: ignore[operator]
+        except ParseError as err:
+            return ("error", (err.message, err.line, err.column, err.token, err.excerpt))
+        return ("queries", [(repr(q), q.spans) for q in out])
+
+    assert every(parse_queries) == every(parse_queries_fresh)
+
+
+def test_a_query_that_reads_the_next_query_keyword_is_parsed_whole() -> None:
+    """Pieces split at every QUERY: where the keyword is read as a name, or the text is
+    not one query after another, the whole text is parsed as the parser parses it."""
+    texts = [
+        "QUERY a SEQ(A, B) RETURN A.x AS QUERY b SEQ(C, D)",
+        "QUERY a SEQ(A, B) AFTER MATCH SKIP TO LAST\nQUERY b SEQ(C, D)",
+        "SEQ(A, B) QUERY b SEQ(C, D)",
+        "QUERY a SEQ(A, B) WHERE [QUERY] A.x > 1 QUERY b SEQ(C, D)",
+        "QUERY a SEQ(A, B)\nQUERY 'b c' SEQ(C, D)\nQUERY d SEQ(E, F) WITHIN 5 s",
+    ]
+    for text in texts:
+        for _ in range(3):
+            fresh = outcome(parse_queries_fresh, text)
+            assert outcome(parse_queries, text) == fresh
