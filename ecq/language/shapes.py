@@ -78,8 +78,8 @@ WORDS = frozenset(
 )
 
 _LITERALS = frozenset({NUMBER, MONEY, PERCENT, STRING})
-# Shapes kept at most; past that the cache starts again (a bound on its memory, not a
-# tuning knob: workloads of many queries have few shapes).
+# Shapes and pinned values kept at most; past that the cache starts again (a bound on
+# its memory, not a tuning knob: workloads of many queries have few shapes).
 MAX_SHAPES = 4096
 # Placeholder parses tried per shape before it is left uncached.
 _ATTEMPTS = 8
@@ -228,15 +228,16 @@ def _fields(cls: type) -> tuple[str, ...]:
 
 
 class _Shape:
-    """What is known of one shape: how often it was seen, and its templates by the
-    values of its pinned tokens (None: that combination is not cached)."""
+    """What is known of one shape: how often it was seen until its pinned tokens are
+    known, then per values of its pinned tokens their template, or how often they were
+    seen (an int), or None (that combination is not cached)."""
 
     __slots__ = ("seen", "pinned", "templates")
 
     def __init__(self) -> None:
         self.seen = 0
         self.pinned: tuple[int, ...] | None = None
-        self.templates: dict[tuple[str, ...], _Template | None] = {}
+        self.templates: dict[tuple[str, ...], _Template | int | None] = {}
 
 
 class ShapeCache:
@@ -249,6 +250,7 @@ class ShapeCache:
         self._parse = parse_tokens
         self._max = max_shapes
         self._shapes: dict[tuple[object, ...], _Shape] = {}
+        self._entries = 0
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -265,39 +267,56 @@ class ShapeCache:
         function, which may read only some of ``text``'s tokens)."""
         key, free = shape_of(tokens)
         shape = self._shapes.get(key)
-        if shape is not None and shape.pinned is not None:
-            template = shape.templates.get(tuple([tokens[i][1] for i in shape.pinned]), False)
-            if template:
-                self.hits += 1
-                return template.fill(tokens)  # type: ignore[union-attr]
-            if template is None:
-                self.misses += 1
-                return self._parse(text, tokens)
+        seen = 0  # sightings of this shape (with these pinned values) before this one
+        if shape is not None:
+            if shape.pinned is None:
+                seen = shape.seen
+            else:
+                entry = shape.templates.get(tuple([tokens[i][1] for i in shape.pinned]), 0)
+                if type(entry) is _Template:
+                    self.hits += 1
+                    return entry.fill(tokens)
+                if entry is None:
+                    self.misses += 1
+                    return self._parse(text, tokens)
+                seen = entry  # type: ignore[assignment]
         self.misses += 1
         query = self._parse(text, tokens)  # the parser's own errors, if any
-        if shape is None:
-            with self._lock:
-                if len(self._shapes) >= self._max:
-                    self._shapes.clear()
-                shape = self._shapes.setdefault(key, _Shape())
-        shape.seen += 1
-        if shape.seen >= 2 and free:
-            made = _make_template(self._parse, text, tokens, free, query, shape.pinned)
-            with self._lock:
-                if made is None:
-                    if shape.pinned is not None:
-                        shape.templates[tuple([tokens[i][1] for i in shape.pinned])] = None
-                    else:
-                        shape.pinned = ()
-                        shape.templates[()] = None
-                else:
-                    if shape.pinned is None:
-                        shape.pinned = made.pinned
-                    if made.pinned == shape.pinned:
-                        shape.templates[tuple([tokens[i][1] for i in made.pinned])] = made
-                    else:
-                        shape.templates[tuple([tokens[i][1] for i in shape.pinned])] = None
+        with self._lock:
+            if shape is None or self._shapes.get(key) is not shape:
+                shape = self._shapes.get(key)
+                if shape is None:
+                    self._grow()
+                    shape = self._shapes[key] = _Shape()
+            if shape.pinned is None:
+                shape.seen = seen = max(shape.seen, seen) + 1
+            else:
+                values = tuple([tokens[i][1] for i in shape.pinned])
+                if values not in shape.templates:
+                    self._grow()
+                seen += 1
+                shape.templates[values] = seen
+        # A template is made on a shape's second sighting (with the same pinned values),
+        # so that a batch of queries of as many shapes costs no more than parsing them.
+        if seen < 2 or not free:
+            return query
+        made = _make_template(self._parse, text, tokens, free, query, shape.pinned)
+        with self._lock:
+            if shape.pinned is None:
+                shape.pinned = made.pinned if made is not None else ()
+            values = tuple([tokens[i][1] for i in shape.pinned])
+            if values not in shape.templates:
+                self._grow()
+            shape.templates[values] = made if made is not None and made.pinned == shape.pinned else None
         return query
+
+    def _grow(self) -> None:
+        """Count one more entry (a shape, or a shape's pinned values); past the bound the
+        cache starts again. Called with the lock held."""
+        self._entries += 1
+        if self._entries > self._max:
+            self._shapes.clear()
+            self._entries = 1
 
 
 def _make_template(

@@ -284,3 +284,15 @@ def test_a_query_that_reads_the_next_query_keyword_is_parsed_whole() -> None:
         for _ in range(3):
             fresh = outcome(parse_queries_fresh, text)
             assert outcome(parse_queries, text) == fresh
+
+
+def test_pinned_values_seen_once_make_no_template_and_the_cache_is_bounded() -> None:
+    cache = ShapeCache(parse_tokens, max_shapes=8)
+    texts = [f"SEQ(A, B{{{n}}}, C) WHERE A.x > {n}" for n in range(1, 40)]
+    for text in texts:
+        assert outcome(cache.parse, text) == outcome(parse_query_fresh, text)
+        assert cache._entries <= 8
+    assert cache.hits == 0
+    for _ in range(3):
+        assert outcome(cache.parse, texts[-1]) == outcome(parse_query_fresh, texts[-1])
+    assert cache.hits == 2
