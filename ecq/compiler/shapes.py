@@ -17,7 +17,9 @@ rebuilds the predicates that read them: ``ecq.compiler.query``), and its window.
 
 What the key keeps, so that no two queries that compile differently share one:
 
-- every field of the AST but the source positions (``spans``, which only errors read);
+- every field of the AST but the source positions (``spans``, which only errors read)
+  and the name the query's text gives itself (``QUERY name``; the compiler reads the
+  name the query is registered under);
 - literals by type (``1``, ``1.0`` and ``true`` are equal Python values but different
   queries), WITHIN by its type, and every other float by ``repr``;
 - a reference (``ref`` of ``A.x``, ``count(A)``, ``A[i-1].x``, ``AFTER MATCH SKIP TO
@@ -114,7 +116,11 @@ def shape_parts(ast: Query) -> Parts | None:
 def _query_fields() -> tuple[str, ...]:
     names = _FIELDS.get(Query)
     if names is None:
-        names = _FIELDS[Query] = tuple(f.name for f in dataclasses.fields(Query) if f.name != "spans")
+        # Not the name a text gives itself (QUERY name): the compiler names a query by the
+        # name it is registered under, so a file of named queries shares shapes too.
+        names = _FIELDS[Query] = tuple(
+            f.name for f in dataclasses.fields(Query) if f.name not in ("spans", "name")
+        )
     return names
 
 

@@ -14,6 +14,7 @@ __all__ = [
     "PREVIOUS",
     "DURATION_UNITS",
     "NO_OP_EQUIVS",
+    "duration_seconds",
 ]
 
 # Words that start a clause: they end a pattern, a condition or a RETURN list.
@@ -70,3 +71,12 @@ DURATION_UNITS: dict[str, tuple[int, int]] = {
 
 # Equivalence tests that name the always-on same-source condition: parsed and dropped.
 NO_OP_EQUIVS = frozenset({"symbol", "src"})
+
+
+def duration_seconds(value: int | float, unit: str | None) -> float:
+    """``WITHIN value unit`` in seconds (``unit`` as written, None for a bare number);
+    raises KeyError for an unknown unit."""
+    if unit is None:
+        return float(value)
+    multiplier, divisor = DURATION_UNITS[unit.lower()]
+    return float(value * multiplier / divisor)

@@ -17,17 +17,19 @@ condition grammar in :mod:`.conditions`. Nothing here is ever evaluated with
 
 from __future__ import annotations
 
+from ecq.errors import QueryError
 from ecq.language.ast import STRATEGIES, Expr, Query, ReturnItem
 from ecq.language.conditions import parse_condition, parse_expression
-from ecq.language.keywords import CLAUSE_KEYWORDS, DURATION_UNITS
-from ecq.language.lexer import IDENT, NUMBER, PERCENT, POSREF, STRING, Token
+from ecq.language.keywords import CLAUSE_KEYWORDS, DURATION_UNITS, duration_seconds
+from ecq.language.lexer import IDENT, NUMBER, PERCENT, POSREF, STRING, Token, tokenize
 from ecq.language.partition import parse_partition
 from ecq.language.patterns import parse_pattern
 from ecq.language.rizvi import is_rizvi, parse_rizvi
+from ecq.language.shapes import parse_cached, parse_piece_cached
 from ecq.language.spans import Span, collect_spans
 from ecq.language.stream import TokenStream
 
-__all__ = ["parse_query", "parse_queries"]
+__all__ = ["parse_query", "parse_query_fresh", "parse_queries", "parse_queries_fresh", "parse_tokens"]
 
 _CLAUSES = frozenset(
     {"WHERE", "WITHIN", "MODE", "RETURN", "PROBABILITY", "STRATEGY", "CONSUME", "AFTER", "PARTITION"}
@@ -41,8 +43,19 @@ MAX_NESTING = 64
 
 def parse_query(text: str) -> Query:
     """Parse one query; raises :class:`ecq.errors.ParseError` with the place of the
-    first syntax error."""
-    ts = TokenStream(text)
+    first syntax error. A query of a shape parsed before (the same text up to its names
+    and literals) is built from that parse with its own tokens (:mod:`.shapes`)."""
+    return parse_cached(text, parse_tokens)
+
+
+def parse_query_fresh(text: str) -> Query:
+    """:func:`parse_query` without the cache of shapes: the parser run on ``text``."""
+    return parse_tokens(text, tokenize(text))
+
+
+def parse_tokens(text: str, tokens: list[Token]) -> Query:
+    """:func:`parse_query` of ``text`` already split into ``tokens``."""
+    ts = TokenStream(text, tokens)
     _check_nesting(ts)
     try:
         query = _query(ts)
@@ -54,8 +67,22 @@ def parse_query(text: str) -> Query:
 
 
 def parse_queries(text: str) -> list[Query]:
-    """Parse a text of several queries, each starting with ``QUERY <name>``."""
-    ts = TokenStream(text)
+    """Parse a text of several queries, each starting with ``QUERY <name>``. Each query
+    of a shape parsed before is built from that parse (:mod:`.shapes`); should any not
+    be, the whole text is parsed as one, so that errors are the parser's."""
+    tokens = tokenize(text)
+    ts = TokenStream(text, tokens)
+    _check_nesting(ts)
+    try:
+        return _queries_by_piece(text, tokens)
+    except (QueryError, RecursionError, _NotThere):
+        pass
+    return parse_queries_fresh(text, tokens)
+
+
+def parse_queries_fresh(text: str, tokens: list[Token] | None = None) -> list[Query]:
+    """:func:`parse_queries` without the cache of shapes."""
+    ts = TokenStream(text, tokens)
     _check_nesting(ts)
     out = []
     while not ts.at_end():
@@ -66,6 +93,51 @@ def parse_queries(text: str) -> list[Query]:
         except RecursionError:
             raise ts.error("the query is nested too deeply") from None
     return out
+
+
+class _NotThere(Exception):
+    """A piece's query did not end where the next one starts (see _parse_piece)."""
+
+
+def _queries_by_piece(text: str, tokens: list[Token]) -> list[Query]:
+    """The queries of ``text``, each parsed from its own piece of ``tokens``: from its
+    ``QUERY`` to the next ``QUERY`` and that query's name, then the end. Raises if the
+    text does not start with ``QUERY`` or a piece is not one query that ends there."""
+    starts = [i for i, tok in enumerate(tokens) if tok.key == "QUERY" and tok.kind == IDENT]
+    if not starts or starts[0] != 0:
+        raise _NotThere
+    end = tokens[-1]
+    out = []
+    for n, start in enumerate(starts):
+        if n + 1 < len(starts):
+            stop = starts[n + 1]
+            piece = tokens[start : stop + 2]
+            # The next query's name, there only for the parser's one token of lookahead
+            # past its QUERY, written the same in every piece (so it is no part of a
+            # query's shape).
+            if len(piece) == stop - start + 2:
+                name = piece[-1]
+                piece[-1] = name._replace(text="q", key="Q", value="q" if name.kind == STRING else None)
+            piece.append(end)
+        else:
+            piece = tokens[start:]
+        out.append(parse_piece_cached(text, piece, _parse_piece))
+    return out
+
+
+def _parse_piece(text: str, tokens: list[Token]) -> Query:
+    """One query of a piece made by :func:`_queries_by_piece`; raises :class:`_NotThere`
+    unless it ends right before the piece's closing ``QUERY <name>`` (or at its end).
+    The parser looks at most one token past the one it stands on, so a query that
+    stops at that ``QUERY`` here stops there in the whole text too."""
+    ts = TokenStream(text, tokens)
+    query = _query(ts)
+    stop = len(tokens) - 3
+    if not (stop > 0 and tokens[stop].key == "QUERY" and tokens[stop].kind == IDENT):
+        stop = len(tokens) - 1
+    if ts.pos != stop:
+        raise _NotThere
+    return query
 
 
 def _check_nesting(ts: TokenStream) -> None:
@@ -183,14 +255,12 @@ def _duration(ts: TokenStream) -> float:
     assert isinstance(tok.value, (int, float))
     unit = ts.tok
     if unit.kind != IDENT or unit.key in CLAUSE_KEYWORDS:
-        return float(tok.value)
+        return duration_seconds(tok.value, None)
     ts.next()
-    factor = DURATION_UNITS.get(unit.text.lower())
-    if factor is None:
+    if unit.text.lower() not in DURATION_UNITS:
         known = "ms, s, sec(s), second(s), min(s), minute(s), h, hour(s), day(s), units"
         raise ts.error(f"unknown duration unit {unit.text!r} (known: {known})", unit)
-    multiplier, divisor = factor
-    return float(tok.value * multiplier / divisor)
+    return duration_seconds(tok.value, unit.text)
 
 
 def _mode(ts: TokenStream) -> str:

@@ -29,9 +29,9 @@ class TokenStream:
 
     __slots__ = ("text", "tokens", "pos", "tok", "marks", "component_tokens")
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, tokens: list[Token] | None = None) -> None:
         self.text = text
-        self.tokens = tokenize(text)
+        self.tokens = tokenize(text) if tokens is None else tokens
         self.pos = 0
         self.tok = self.tokens[0]
         # id(node) -> (node, the token it was written at); the node is kept so ids stay unique.

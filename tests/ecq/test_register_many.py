@@ -556,3 +556,29 @@ def test_cache_hits_share_predicates_and_read_by_position() -> None:
     )
     assert [(m.query, m.arrivals()) for m in got] == [("two", [0, 2])]
     assert math.isfinite(got[0].end)
+
+
+def test_queries_that_name_themselves_share_a_shape() -> None:
+    """``QUERY name`` in a query's text is no part of its shape (a file of named queries
+    compiles once per shape); each compiled query keeps its own AST and name, and
+    matches as the same query compiled anew."""
+    from ecq.language import parse_queries
+
+    query_module._SHAPES.clear()
+    text = "\n".join(
+        f"QUERY n{i} PATTERN Sequence WITH {a}, {b} WHERE [symbol] {a}.x > {i} WITHIN 10 s"
+        for i, (a, b) in enumerate([("A", "B"), ("C", "D"), ("B", "A")])
+    )
+    queries = parse_queries(text)
+    shapes = {shape_of(q)[0] for q in queries}  # type: ignore[index]
+    assert len(shapes) == 1
+    eng = Engine()
+    got = eng.register_many([(q.name, q) for q in queries])  # type: ignore[misc]
+    assert len(query_module._SHAPES) == 1
+    assert [cq.ast.name for cq in got] == ["n0", "n1", "n2"] == [cq.name for cq in got]
+    for cq, q in zip(got, queries, strict=True):
+        assert _form(cq) == _form(compile_query(cq.name, q, None, "#0", shapes=False))
+    events = [Event("s", "A", 1.0, 1.0, {"x": 5}), Event("s", "B", 2.0, 2.0, {"x": 5})]
+    events.append(Event("s", "A", 3.0, 3.0, {"x": 5}))
+    matches = eng.process(events)
+    assert sorted({m.query for m in matches}) == ["n0", "n2"]
