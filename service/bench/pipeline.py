@@ -334,7 +334,10 @@ def _wait_subscribed(client: Client, n: int) -> None:
 
 def _server(folder: Path, name: str, checkout: Path | None) -> ServerProcess:
     # A queue no subscriber can overflow: the bench measures throughput, not cut-offs.
-    env = {"SCEMON_SUBSCRIBER_QUEUE": "100000000", "SCEMON_TOKENS": ""}
+    # No bound on how far ahead an event may be, as in the replay row: the demo's stream
+    # is not in epoch time, and a Spark micro-batch of 100,000 of its events spans about
+    # two days of it, more than the default --max-ahead of one (docs/service.md).
+    env = {"SCEMON_SUBSCRIBER_QUEUE": "100000000", "SCEMON_TOKENS": "", "SCEMON_MAX_AHEAD": "inf"}
     return ServerProcess(folder / name, env=env, inherit_settings=False, checkout=checkout)
 
 
@@ -447,6 +450,8 @@ def _engine_seconds(client: Client) -> float | None:
 _BATCH_LINE = re.compile(r"^batch \d+: (\d+) events in \d+ posts.*?, (\d+) matches")
 # The job's own split of a batch (builds before it print the total only).
 _BATCH_SPLIT = re.compile(r"\(([\d.]+)s collecting, ([\d.]+)s posting")
+# The job's running count of dead-lettered rows, on each batch's line.
+_BAD_ROWS = re.compile(r"total \d+ events, (\d+) bad rows")
 
 
 class _Lines:
@@ -533,6 +538,10 @@ def spark_row(
                 for t, text, cpu in output.lines
                 if (m := _BATCH_LINE.match(text))
             ]
+            bad = [int(m.group(1)) for _, text, _ in output.lines if (m := _BAD_ROWS.search(text))]
+            if bad and bad[-1]:
+                # Every row must reach the service: a dead-lettered one is not measured.
+                raise RuntimeError(f"scemon stream dead-lettered {bad[-1]:,} rows (see {folder})")
             total = client.stats().matches
             record = subs.finish(total)
             layers = sampler.stop() if sampler is not None else None
