@@ -78,6 +78,8 @@ __all__ = [
 ROOT = Path(__file__).resolve().parents[2]
 WORKLOADS = ("demo", "seq")
 # The ratios to replay the issue asks of each path (service rows by subscriber count).
+# The cores the rows' processes share (the cpu_bound column).
+_CORES = os.cpu_count() or 1
 TARGETS: dict[str, float] = {"service, 1 sub": 0.7, "service, 10 subs": 0.5, "Spark job, 1 sub": 0.5}
 # As ``scemon replay`` feeds its engine (service.cli.replay.CHUNK_SIZE).
 REPLAY_CHUNK = 4096
@@ -175,6 +177,22 @@ class Row:
     # The server's engine thread's CPU seconds over the measured part (its
     # scemon_engine_cpu_seconds_total): the rest of cpu_seconds is the service around it.
     engine_cpu_seconds: float | None = None
+    # The Spark job's CPU seconds over the measured part (Spark row): its whole process
+    # tree, the driver, the JVM and Spark's Python workers, on the server's cores.
+    job_cpu_seconds: float | None = None
+
+    @property
+    def all_cpu_seconds(self) -> float:
+        """The CPU of every process of the row: the server, the subscribers, the job."""
+        return self.cpu_seconds + (self.subs_cpu_seconds or 0.0) + (self.job_cpu_seconds or 0.0)
+
+    def cpu_bound(self, cores: int) -> float:
+        """Events/s this row's CPU allows if nothing ever waited: the server is one core
+        for its Python (one interpreter lock), and the server, the subscribers and the
+        job together have ``cores``."""
+        if not self.events or not self.cpu_seconds:
+            return math.inf
+        return min(self.events / self.cpu_seconds, cores * self.events / self.all_cpu_seconds)
 
     @property
     def rate(self) -> float:
@@ -241,6 +259,24 @@ def _proc_status(pid: int, key: str) -> float:
     except OSError:
         pass
     return 0.0
+
+
+def _tree_cpu_seconds(pid: int) -> float:
+    """:func:`_cpu_seconds` of a process and all its descendants alive now."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    total, todo = 0.0, [pid]
+    while todo:
+        one = todo.pop()
+        total += _cpu_seconds(one)
+        todo.extend(children.get(one, ()))
+    return total
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -456,17 +492,20 @@ _BAD_ROWS = re.compile(r"total \d+ events, (\d+) bad rows")
 
 class _Lines:
     """A child's stderr read line by line in a thread, each line with its arrival time
-    and the server's CPU seconds then (``pid``)."""
+    and CPU seconds then: the server's (``pid``), the job's process tree's (``job``)
+    and the subscribers' (``subs``)."""
 
-    def __init__(self, stream: IO[str], pid: int) -> None:
+    def __init__(self, stream: IO[str], pid: int, job: int, subs: _Subscribers) -> None:
         self.lines: list[tuple[float, str, float]] = []
-        self._pid = pid
+        self.cpus: list[tuple[float, float]] = []  # (job, subscribers), line by line
+        self._pid, self._job, self._subs = pid, job, subs
         self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
         self._thread.start()
 
     def _read(self, stream: IO[str]) -> None:
         for line in stream:
             self.lines.append((time.monotonic(), line.rstrip("\n"), _cpu_seconds(self._pid)))
+            self.cpus.append((_tree_cpu_seconds(self._job), self._subs.cpu_seconds()))
 
     def join(self) -> None:
         self._thread.join(timeout=10)
@@ -527,15 +566,15 @@ def spark_row(
                 text=True,
             )
             assert job.stderr is not None
-            output = _Lines(job.stderr, pid)
+            output = _Lines(job.stderr, pid, job.pid, subs)
             code = job.wait(timeout=_JOB_TIMEOUT)
             output.join()
             if code != 0:
                 tail = " | ".join(text for _, text, _ in output.lines[-5:])
                 raise RuntimeError(f"scemon stream exited with status {code}: {tail}")
             done = [
-                (t, int(m.group(1)), int(m.group(2)), cpu)
-                for t, text, cpu in output.lines
+                (t, int(m.group(1)), int(m.group(2)), cpu, others)
+                for (t, text, cpu), others in zip(output.lines, output.cpus, strict=True)
                 if (m := _BATCH_LINE.match(text))
             ]
             bad = [int(m.group(1)) for _, text, _ in output.lines if (m := _BAD_ROWS.search(text))]
@@ -558,18 +597,21 @@ def spark_row(
         server.stop()
     # Timed from the end of the batch that completes the warm-up (at least the first:
     # Spark's own start-up), to the last match.
-    totals = list(itertools.accumulate(n for _, n, _, _ in done))
+    totals = list(itertools.accumulate(n for _, n, _, _, _ in done))
     first = next((k for k, seen in enumerate(totals) if seen >= load.warmup), len(done))
     if first + 1 >= len(done):
         raise RuntimeError(f"scemon stream ran {len(done)} micro-batches; none after the warm-up to time")
     began = done[first][0]
     timed = done[first + 1 :]
     ended = max(done[-1][0], *record["last"])
-    events = sum(n for _, n, _, _ in timed)
-    matches = sum(m for _, _, m, _ in timed)
+    events = sum(n for _, n, _, _, _ in timed)
+    matches = sum(m for _, _, m, _, _ in timed)
     cpu = done[-1][3] - done[first][3]
+    (job_end, subs_end), (job_began, subs_began) = done[-1][4], done[first][4]
     label = "Spark job, 1 sub" + (_BASELINE if checkout is not None else "")
     row = Row(label, 1, events, matches, ended - began, cpu, rss, layers=layers)
+    row.job_cpu_seconds = job_end - job_began
+    row.subs_cpu_seconds = subs_end - subs_began
     row.spark_ms = _spark_phases(progress_log, first + 1)
     splits = [
         (float(m.group(1)), float(m.group(2)))
@@ -653,6 +695,9 @@ def _table(load: Load, scale: PipelineScale, measured: _Bracketed) -> Table:
             "cpu_s",
             "engine_cpu_s",
             "subs_cpu_s",
+            "job_cpu_s",
+            "cpu_us_per_event",
+            "cpu_bound",
             "peak_rss_mb",
             "p50_ms",
             "p99_ms",
@@ -664,7 +709,10 @@ def _table(load: Load, scale: PipelineScale, measured: _Bracketed) -> Table:
             "subscribers read every match in processes of their own (one per core at most); cpu_s: the "
             "server's CPU seconds (replay: its own), engine_cpu_s the part its engine thread spent in the "
             "engine (scemon_engine_cpu_seconds_total); subs_cpu_s: the subscriber processes' CPU seconds "
-            "over the same time (they share the machine's cores with the server); latency: a batch's post "
+            "over the same time (they share the machine's cores with the server); job_cpu_s: the Spark job's "
+            "(its driver, JVM and Python workers); cpu_us_per_event: all of these per event; cpu_bound: the "
+            f"ratio this CPU allows if nothing waited, the server one core (its interpreter lock) and all "
+            f"{_CORES} cores shared by every process; latency: a batch's post "
             "to its matches' frames at the first subscriber; ratio: a row's events/s over replay_per_s, the "
             f"mean of the replay runs right before and after it (replay ran {len(rates)} times: "
             f"{min(rates):,.0f}-{max(rates):,.0f} events/s; its row shows their mean)",
@@ -693,6 +741,9 @@ def _table(load: Load, scale: PipelineScale, measured: _Bracketed) -> Table:
             cpu_s=round(row.cpu_seconds, 2),
             engine_cpu_s="-" if row.engine_cpu_seconds is None else round(row.engine_cpu_seconds, 2),
             subs_cpu_s="-" if row.subs_cpu_seconds is None else round(row.subs_cpu_seconds, 2),
+            job_cpu_s="-" if row.job_cpu_seconds is None else round(row.job_cpu_seconds, 2),
+            cpu_us_per_event=round(1e6 * row.all_cpu_seconds / row.events, 1) if row.events else "-",
+            cpu_bound=round(min(1.0, row.cpu_bound(_CORES) / reference), 2) if reference else "-",
             peak_rss_mb="-" if row.rss_mb is None else round(row.rss_mb, 1),
             p50_ms=round(1000 * _percentile(row.latencies, 0.5), 1) if row.latencies else "-",
             p99_ms=round(1000 * _percentile(row.latencies, 0.99), 1) if row.latencies else "-",
