@@ -17,6 +17,7 @@ from ecq.collector import collector_paused
 from ecq.compiler.query import CompiledQuery, compile_query, retag
 from ecq.errors import BatchQueryError, DuplicateQueryError, QueryError, SemanticError, UnknownQueryError
 from ecq.event import Event
+from ecq.kernel.make import KeyViewer, key_views
 from ecq.language.ast import Query, to_json
 from ecq.language.partition import DEFAULT_KEY, describe_key
 from ecq.match import Match
@@ -338,13 +339,11 @@ class Engine(OpClock):
             else:
                 keep = key in self._reads_src
                 ecqs = net.ecqs
-                views = []
-                for e in batch:
-                    value = key_value(e, key, keep) if e.type in ecqs else None
-                    if value is None or (owns is not None and not owns(key, value[0])):
-                        views.append(view(e, None, _UNSEEN, _NO_ATTRS))
-                    else:
-                        views.append(view(e, value[0], e.type, value[1]))
+                native = _native_views()
+                if owns is None and native is not None:
+                    views = native(batch, key, ecqs, keep, _UNSEEN, _NO_ATTRS)
+                else:
+                    views = self._key_views(batch, key, ecqs, keep)
                 got = net.kernel.run_events(host, views)
                 for m in got:
                     m.src = output_src(m.src)
@@ -361,6 +360,23 @@ class Engine(OpClock):
             m.seq = self.next_seq
             self.next_seq += 1
         return merged
+
+    def _key_views(
+        self, batch: list[Event], key: tuple[str, ...], ecqs: dict[str, Any], keep: bool
+    ) -> list[Event]:
+        """The batch as the network of ``key`` sees it: per event its view, or a
+        placeholder that only moves the clock (no class of the network, no key, or a
+        key value this engine does not own). The compiled kernel makes the same views
+        natively when no ownership applies (``ecq.kernel.make.key_views``)."""
+        owns = self.owns
+        views = []
+        for e in batch:
+            value = key_value(e, key, keep) if e.type in ecqs else None
+            if value is None or (owns is not None and not owns(key, value[0])):
+                views.append(view(e, None, _UNSEEN, _NO_ATTRS))
+            else:
+                views.append(view(e, value[0], e.type, value[1]))
+        return views
 
     def _on_event(self, e: Event, clock_before: float, clock: float) -> list[Emission] | None:
         owns = self.owns
@@ -482,6 +498,15 @@ def _unseen(
 # it: class names are never empty).
 _UNSEEN = ""
 _NO_ATTRS: dict[str, Any] = {}
+_VIEWS: list[KeyViewer | None] = []
+
+
+def _native_views() -> KeyViewer | None:
+    """``ecq.kernel.make.key_views``, made once (the compiled kernel is chosen once per
+    process)."""
+    if not _VIEWS:
+        _VIEWS.append(key_views())
+    return _VIEWS[0]
 
 
 class _NetHost(OpClock):

@@ -33,6 +33,18 @@ class EventReader:
         indexes: list[int] | None = None,
     ) -> tuple[int, int]: ...
 
+class KeyViews:
+    def __init__(self, cls: type[Event], typed: Callable[[Any], Any], fields: frozenset[str]) -> None: ...
+    def views(
+        self,
+        events: list[Event],
+        key: tuple[str, ...],
+        classes: Any,
+        keep_src: bool,
+        unseen: str,
+        no_attrs: dict[str, Any],
+    ) -> list[Event]: ...
+
 class Match:
     query: str
     src: str | int

@@ -26,7 +26,7 @@ cdef extern from "Python.h":
     ctypedef struct PyTypeObject
     object PyType_GenericAlloc(PyTypeObject *cls, Py_ssize_t n)
 
-__all__ = ["BlockText", "EventBase", "EventReader", "Match", "write_match"]
+__all__ = ["BlockText", "EventBase", "EventReader", "KeyViews", "Match", "write_match"]
 
 EventBase = scemon_event_type_new()
 cdef type _EventBase = EventBase
@@ -1116,3 +1116,100 @@ cdef class BlockText:
             raise ValueError("a block's text is read by finish")
         self.done = True
         return PyBytes_FromStringAndSize(self.out.buf, self.out.size)
+
+
+cdef extern from "Python.h":
+    PyObject *PyDict_GetItem(object d, object key)
+
+
+cdef class KeyViews:
+    """A batch's events as one partition key's network sees them: per event what
+    ``ecq.partitions.key_value`` and ``view`` make, built here. The keyed path makes a
+    view per event per key in use, and in Python that loop cost about as much as one
+    network's own run (tests/ecq/test_partitions_native.py holds the two to the same
+    views)."""
+
+    cdef object cls, typed
+    cdef frozenset fields
+
+    def __cinit__(self, cls, typed, frozenset fields):
+        if not issubclass(cls, EventBase):
+            raise TypeError("KeyViews makes events of a subclass of EventBase")
+        self.cls = cls
+        self.typed = typed
+        self.fields = fields
+
+    cdef object read(self, object e, scemon_event *f, object attr):
+        # ``_read``: the attribute, else the field of that name, else _ABSENT.
+        cdef PyObject *v = PyDict_GetItem(ev_get(f.attrs, "attrs"), attr)
+        if v != NULL:
+            return <object>v
+        if attr in self.fields:
+            return getattr(e, attr)
+        return _ABSENT
+
+    cdef inline object part(self, object v):
+        # ``_typed``: ints and strings as they are, anything else wrapped.
+        if type(v) is int or type(v) is str:
+            return v
+        return self.typed(v)
+
+    cdef object view(self, scemon_event *f, object src, object etype, object attrs):
+        e = PyType_GenericAlloc(<PyTypeObject *>self.cls, 0)
+        cdef scemon_event *g = ev(e)
+        ev_put(&g.src, src)
+        ev_put(&g.type, etype)
+        ev_put(&g.start, ev_get(f.start, "start"))
+        ev_put(&g.end, ev_get(f.end, "end"))
+        ev_put(&g.attrs, attrs)
+        ev_put(&g.prob, ev_get(f.prob, "prob"))
+        ev_put(&g.id, ev_get(f.id, "id"))
+        ev_put(&g.arrival, -1)
+        ev_put(&g.moment, -1)
+        ev_put(&g.parts, None)
+        ev_put(&g.flat, None)
+        ev_put(&g.prims, None)
+        ev_put(&g.prev, None)
+        ev_put(&g.pmb, None)
+        return e
+
+    def views(self, list events, tuple key, object classes, bint keep_src, object unseen, dict no_attrs):
+        """Per event of ``events``: the view for ``key`` when its class is in
+        ``classes`` and it has the key's attributes (``attrs`` with ``src`` added
+        under ``keep_src``), else the placeholder view (``None``, ``unseen``,
+        ``no_attrs``) that only moves the clock."""
+        cdef list out = []
+        cdef Py_ssize_t n = len(key)
+        cdef scemon_event *f
+        cdef list parts
+        for e in events:
+            if not isinstance(e, _EventBase):
+                raise TypeError("KeyViews reads events of a subclass of EventBase")
+            f = ev(e)
+            etype = ev_get(f.type, "type")
+            value = _ABSENT
+            if etype in classes:
+                if n == 1:
+                    v = self.read(e, f, key[0])
+                    value = v if v is _ABSENT else self.part(v)
+                elif n == 0:
+                    value = None
+                else:
+                    parts = []
+                    for attr in key:
+                        v = self.read(e, f, attr)
+                        if v is _ABSENT:
+                            parts = None
+                            break
+                        parts.append(self.part(v))
+                    if parts is not None:
+                        value = tuple(parts)
+            if value is _ABSENT:
+                out.append(self.view(f, None, unseen, no_attrs))
+                continue
+            attrs = ev_get(f.attrs, "attrs")
+            if keep_src and "src" not in attrs:
+                attrs = dict(attrs)
+                attrs["src"] = ev_get(f.src, "src")
+            out.append(self.view(f, value, etype, attrs))
+        return out

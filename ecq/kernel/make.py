@@ -21,6 +21,7 @@ __all__ = [
     "event_reader",
     "column_reader",
     "jsonl_reader",
+    "key_views",
     "match_writer",
     "block_writer",
     "lines_writer",
@@ -111,6 +112,24 @@ def jsonl_reader() -> EventReader | None:
         return None
     reader: EventReader = module.EventReader(Event)
     return reader
+
+
+# (events, key, the network's classes, keep src, the placeholder's class and attributes)
+# -> each event's view for the key: see ``KeyViews.views``.
+KeyViewer = Callable[[list[Event], tuple[str, ...], Any, bool, str, dict[str, Any]], list[Event]]
+
+
+def key_views() -> KeyViewer | None:
+    """The compiled maker of a batch's views for one partition key (what
+    ``ecq.partitions.key_value`` and ``view`` make per event), or None when the kernel
+    is not compiled."""
+    module = compiled_module("_events")
+    if module is None:
+        return None
+    from ecq.partitions import FIELDS, Typed
+
+    viewer: KeyViewer = module.KeyViews(Event, Typed, FIELDS).views
+    return viewer
 
 
 def match_writer() -> Callable[[Match], dict[str, Any]]:
