@@ -369,6 +369,28 @@ cdef inline object _share(dict table, object text, Py_ssize_t cap):
     return text
 
 
+cdef object _new_event(object cls, object src, object etype, object start, object end, object attrs, object prob, object eid):
+    # cls(src, etype, start, end, attrs, prob, eid), field by field (cls: EventBase's
+    # subclass), unstamped.
+    e = PyType_GenericAlloc(<PyTypeObject *>cls, 0)
+    cdef scemon_event *f = ev(e)
+    ev_put(&f.src, src)
+    ev_put(&f.type, etype)
+    ev_put(&f.start, start)
+    ev_put(&f.end, end)
+    ev_put(&f.attrs, attrs)
+    ev_put(&f.prob, prob)
+    ev_put(&f.id, eid)
+    ev_put(&f.arrival, -1)
+    ev_put(&f.moment, -1)
+    ev_put(&f.parts, None)
+    ev_put(&f.flat, None)
+    ev_put(&f.prims, None)
+    ev_put(&f.prev, None)
+    ev_put(&f.pmb, None)
+    return e
+
+
 cdef class EventReader:
     """``Event.from_dict`` for one reader (a file, a batch): a well-formed event given
     as a dict (exact types, as ``orjson`` gives them) is checked and built here, with
@@ -592,24 +614,7 @@ cdef class EventReader:
         return at, index
 
     cdef object make(self, object src, object etype, object start, object end, dict attrs, object prob, object eid):
-        # Event(src, etype, start, end, attrs, prob, eid), field by field.
-        e = PyType_GenericAlloc(<PyTypeObject *>self.cls, 0)
-        cdef scemon_event *f = ev(e)
-        ev_put(&f.src, src)
-        ev_put(&f.type, etype)
-        ev_put(&f.start, start)
-        ev_put(&f.end, end)
-        ev_put(&f.attrs, attrs)
-        ev_put(&f.prob, prob)
-        ev_put(&f.id, eid)
-        ev_put(&f.arrival, -1)
-        ev_put(&f.moment, -1)
-        ev_put(&f.parts, None)
-        ev_put(&f.flat, None)
-        ev_put(&f.prims, None)
-        ev_put(&f.prev, None)
-        ev_put(&f.pmb, None)
-        return e
+        return _new_event(self.cls, src, etype, start, end, attrs, prob, eid)
 
     def columns(self, list srcs, list types, list starts, object ends, object texts, object probs, object ids, object loads):
         """Events from a batch's columns (lists of one length; ``ends``, ``texts`` (the
@@ -1155,23 +1160,10 @@ cdef class KeyViews:
         return self.typed(v)
 
     cdef object view(self, scemon_event *f, object src, object etype, object attrs):
-        e = PyType_GenericAlloc(<PyTypeObject *>self.cls, 0)
-        cdef scemon_event *g = ev(e)
-        ev_put(&g.src, src)
-        ev_put(&g.type, etype)
-        ev_put(&g.start, ev_get(f.start, "start"))
-        ev_put(&g.end, ev_get(f.end, "end"))
-        ev_put(&g.attrs, attrs)
-        ev_put(&g.prob, ev_get(f.prob, "prob"))
-        ev_put(&g.id, ev_get(f.id, "id"))
-        ev_put(&g.arrival, -1)
-        ev_put(&g.moment, -1)
-        ev_put(&g.parts, None)
-        ev_put(&g.flat, None)
-        ev_put(&g.prims, None)
-        ev_put(&g.prev, None)
-        ev_put(&g.pmb, None)
-        return e
+        return _new_event(
+            self.cls, src, etype, ev_get(f.start, "start"), ev_get(f.end, "end"), attrs,
+            ev_get(f.prob, "prob"), ev_get(f.id, "id"),
+        )
 
     def views(self, list events, tuple key, object classes, bint keep_src, object unseen, dict no_attrs):
         """Per event of ``events``: the view for ``key`` when its class is in
