@@ -333,7 +333,7 @@ class Cluster:
         and itself settled when it returns. Raises :class:`ClusterError` saying so.
 
         Where in the stream (docs/architecture.md,
-        "Registering at one point of the stream"): ``at="next"`` (the default) reads every shard's released clock and
+        "Registering and deleting at one point of the stream"): ``at="next"`` (the default) reads every shard's released clock and
         registers on every shard at an event time ``T`` after the latest (``lead``
         seconds of event time after it; the smallest time after it for 0), so every
         shard installs the queries where its share of the stream reaches ``T``, and the

@@ -1,5 +1,5 @@
 """One registration at one point of the stream on a live cluster (docs/architecture.md,
-"Registering at one point of the stream"): two shards under a job posting batch after
+"Registering and deleting at one point of the stream"): two shards under a job posting batch after
 batch take a registration in the middle of the stream, and their matches are exactly
 one service's that registered the same queries at the same event time on the same
 stream — partial matches of a query keyed by another attribute, and a trailing
