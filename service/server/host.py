@@ -1068,7 +1068,7 @@ class EngineHost:
             raise ConflictError(
                 f"query {name!r} is already being deleted at event time {info.deleting_at:g}: "
                 "cancel that delete first",
-                field="at",
+                field="deleting_at",
                 query=name,
             )
         readers = [
@@ -1275,7 +1275,9 @@ class EngineHost:
             block, counts = self._number(matches)
             found = len(block) if block is not None else 0
             next_seq = self.next_seq + found
-            self.store.commit_time(t, block, counts, next_seq, self._clocks(), forget=self.keeper.deleted(peek=True))
+            self.store.commit_time(
+                t, block, counts, next_seq, self._clocks(), forget=self.keeper.deleted(peek=True)
+            )
         except StoreFault as fault:
             raise self._store_failed(fault, stale=True) from None
         except Exception as err:

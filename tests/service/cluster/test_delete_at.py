@@ -162,7 +162,9 @@ def test_a_held_delete_in_the_logs_head_and_of_a_held_registration(start_server:
     assert client.queries() == []
     assert not seen(client, "late_ab")
     assert sorted(set(ids(seen(client, "late_b")))) == [
-        e["start"] for e in stream(0, 40) if e["type"] == "B" and e["attrs"]["x"] > 2 and 10 <= e["start"] < 25
+        e["start"]
+        for e in stream(0, 40)
+        if e["type"] == "B" and e["attrs"]["x"] > 2 and 10 <= e["start"] < 25
     ]
     assert max(ids(seen(client, "ab"))) < 15 and seen(client, "ab")
 

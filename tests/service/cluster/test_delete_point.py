@@ -1,0 +1,131 @@
+"""One delete at one point of the stream on a live cluster (docs/architecture.md,
+"Registering and deleting at one point of the stream"): two shards under a job posting
+batch after batch take a delete in the middle of the stream, and their matches are
+exactly one service's that deleted the same queries at the same event time on the same
+stream — a query keyed by another attribute, and a trailing negation whose matches
+wait for their window, included. A shard refusing leaves no shard with a held delete
+the others lack."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from api.cluster import Cluster, ClusterError
+from api.spark_sink import ServiceSink
+from tests.service.cluster.test_keyed_shards import QUERIES, register, stream, table
+from tests.service.cluster.test_register_point import BATCH, LATE, bodies, finish
+from tests.service.conftest import Server
+
+GOING = ("late_rise", "late_symbol_dip", "late_quiet")
+
+
+def test_a_delete_mid_stream_gives_one_services_matches(tmp_path: Path) -> None:
+    events = stream(2400, seed=37)
+    batches = len(events) // BATCH
+    shards = [Server(tmp_path / f"s{k}", {"SCEMON_TOKENS": "", "SCEMON_SHARD": f"{k}/2"}) for k in range(2)]
+    urls = [s.url for s in shards]
+    done: list[int] = []
+    failed: list[BaseException] = []
+
+    def job() -> None:
+        sink = ServiceSink(urls, "job")
+        try:
+            for b in range(batches):
+                sink.post_table(table(events[b * BATCH : (b + 1) * BATCH]), b)
+                done.append(b)
+                time.sleep(0.05)  # a job's pace: the delete lands between and during batches
+        except BaseException as err:  # the test thread raises it
+            failed.append(err)
+        finally:
+            sink.close()
+
+    try:
+        for server in shards:
+            server.start()
+            register(server, QUERIES)
+            server.client().register_bulk(bodies(LATE))
+        poster = threading.Thread(target=job)
+        poster.start()
+        while not failed and len(done) < 8:
+            time.sleep(0.01)
+        ats = []
+        with Cluster(urls) as cluster:
+            for name in GOING:
+                ats.append(cluster.delete_query(name))
+        deleted_by = len(done)
+        poster.join(timeout=300)
+        assert not failed, failed
+        assert deleted_by < batches - 2, "the delete did not land mid-stream"
+        assert all(at is not None for at in ats)
+        got = [m for server in shards for m in finish(server, events)]
+        per_shard = [Counter(m[0] for m in finish(server, events)) for server in shards]
+        assert all({q.name for q in s.client().queries()}.isdisjoint(GOING) for s in shards)
+    finally:
+        for server in shards:
+            server.stop()
+
+    # The reference: one service, the queries deleted at the same event times.
+    single = Server(tmp_path / "single", {"SCEMON_TOKENS": ""})
+    try:
+        single.start()
+        register(single, QUERIES)
+        client = single.client()
+        client.register_bulk(bodies(LATE))
+        for name, at in zip(GOING, ats, strict=True):
+            client.delete_query(name, at=at)
+        sink = ServiceSink([single.url], "job")
+        for b in range(batches):
+            sink.post_table(table(events[b * BATCH : (b + 1) * BATCH]), b)
+        sink.close()
+        expected = finish(single, events)
+    finally:
+        single.stop()
+
+    assert Counter(got) == Counter(expected)
+    # Not vacuous: each deleted query matched on both shards before its time, the
+    # times lie inside the stream, no match of a deleted query ends at or after its
+    # time, and the stream had events after it that would have made more.
+    times = {e["id"]: e["start"] for e in events}
+    for name, at in zip(GOING, ats, strict=True):
+        assert at is not None and events[0]["start"] < at < events[-1]["start"]
+        assert all(counts[name] > 0 for counts in per_shard), (name, per_shard)
+        assert all(max(times[i] for i in m[2]) < at for m in expected if m[0] == name and name != "late_quiet")
+    trades = [e for e in events if e["type"] == "TRADE"]
+    after = [
+        (a, b)
+        for a in trades
+        for b in trades
+        if a["src"] == b["src"]
+        and ats[0] <= a["start"] < b["start"] < a["start"] + 30
+        and b["attrs"]["price"] > a["attrs"]["price"] + 3
+    ]
+    assert after, "no late_rise match after the delete's time: the test could not tell"
+
+
+def test_a_refused_delete_leaves_no_shard_holding_it(tmp_path: Path) -> None:
+    """The second shard refuses (a query reads the one to delete there only): the
+    first shard's held delete is cancelled, and the caller told."""
+    from tests.service.cluster.test_slots import start
+
+    shards = [start(tmp_path, f"s{k}") for k in range(2)]
+    urls = [s.url for s in shards]
+    try:
+        for server in shards:
+            server.client().register("base", "SEQ(A, B) WITHIN 10")
+            server.client().post_events("job", "b0", [{"id": "a", "src": 1, "type": "A", "start": 5.0}])
+        shards[1].client().register("reader", "SEQ(@base, A) WITHIN 20")
+        with Cluster(urls) as cluster, pytest.raises(ClusterError) as refused:
+            cluster.delete_query("base", at=50.0)
+        assert "nothing was deleted" in str(refused.value) and "@base" in str(refused.value)
+        assert [q.deleting_at for s in shards for q in s.client().queries() if q.name == "base"] == [None, None]
+        with Cluster(urls) as cluster, pytest.raises(ClusterError) as passed:
+            cluster.delete_query("base", at=3.0)  # the shards' streams are past it
+        assert "nothing was deleted" in str(passed.value)
+    finally:
+        for server in shards:
+            server.stop()
