@@ -677,6 +677,33 @@ class Cluster:
                 raise ClusterError(message, outcome) from None
             done.append(client)
 
+    def cancel_delete(self, name: str) -> None:
+        """Cancel the delete held for a query on every shard. Every shard must be up and
+        still hold it (:class:`ClusterError` changing nothing otherwise: a shard whose
+        stream reached the time has deleted the query, and cancelling elsewhere would
+        leave the shards disagreeing)."""
+        self._check_up()
+        answers = self._each(lambda c: {q.name: q.deleting_at for q in c.queries()})
+        down = {url: _why(err) for url, _, err in answers if err is not None}
+        if down:
+            raise ClusterError(f"nothing was cancelled: shard {', '.join(down)} did not answer", down)
+        lacking = [url for url, got, _ in answers if got.get(name) is None]
+        if lacking:
+            raise ClusterError(
+                f"nothing was cancelled: {', '.join(lacking)} holds no delete of {name!r} "
+                "(none was held, or its stream reached the time and the query is deleted there)",
+                {url: "holds it" if url not in lacking else "holds none" for url, _, _ in answers},
+            )
+        outcome = {url: "cancelled" for url in self.urls}
+        failed = self._cancel_deletes(self.clients, name, outcome)
+        if failed:
+            raise ClusterError(
+                f"the delete of {name!r} is cancelled except on {', '.join(failed)}: "
+                "run `scemon cluster repair` once it is up",
+                outcome,
+                failed,
+            )
+
     @staticmethod
     def _cancel_deletes(done: list[Client], name: str, outcome: dict[str, str]) -> list[str]:
         """Cancel the held delete on the shards that took it; the shards where that failed."""
