@@ -995,6 +995,9 @@ class Cluster:
                     f"no slot was moved: shard {', '.join(down)} is down or not ready",
                     {url: down.get(url, "up, left unchanged") for url in every},
                 )
+            joining = [url for url in target.shards if url not in current.shards]
+            if joining:
+                self._give_queries(clients[current.shards[0]], [clients[u] for u in joining], outcome)
             boundary = self._fence_at_a_boundary(clients, every, current, fenced, outcome)
             clocks = {
                 url: st.clock for url, st, _ in _each_of([clients[u] for u in every], lambda c: c.stats())
@@ -1036,6 +1039,37 @@ class Cluster:
         finally:
             for client in extra:
                 client.close()
+
+    @staticmethod
+    def _give_queries(source: Client, joining: list[Client], outcome: dict[str, str]) -> None:
+        """Give each shard joining the cluster the queries of ``source`` (a shard of the
+        current map) that it lacks, as they were given there: registered at once, or at
+        their event time ``at`` (installed or still waiting), and their held deletes —
+        so that its rebuild installs and deletes them at the same points of the events
+        it gains. In listing order, a run of the same ``at`` in one bulk call."""
+        queries = source.queries()
+        for client in joining:
+            have = {q.name: q for q in client.queries()}
+            todo = [q for q in queries if q.name not in have]
+            runs: list[list[QueryPublic]] = []
+            for q in todo:
+                if runs and runs[-1][0].at == q.at:
+                    runs[-1].append(q)
+                else:
+                    runs.append([q])
+            try:
+                for run in runs:
+                    client.register_bulk([{"name": q.name, "text": q.text} for q in run], at=run[0].at)
+                for q in queries:
+                    if q.deleting_at is not None and (q.name not in have or have[q.name].deleting_at is None):
+                        client.delete_query(q.name, at=q.deleting_at)
+            except (ApiError, httpx.HTTPError) as err:
+                outcome[client.base_url] = f"taking the cluster's queries failed ({_why(err)})"
+                raise ClusterError(
+                    f"no slot was moved: {client.base_url} did not take the cluster's queries: {_why(err)}",
+                    outcome,
+                ) from None
+            outcome[client.base_url] = f"took the cluster's queries ({len(todo)} it lacked)"
 
     def _fence_at_a_boundary(
         self,

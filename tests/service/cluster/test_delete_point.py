@@ -94,7 +94,9 @@ def test_a_delete_mid_stream_gives_one_services_matches(tmp_path: Path) -> None:
     for name, at in zip(GOING, ats, strict=True):
         assert at is not None and events[0]["start"] < at < events[-1]["start"]
         assert all(counts[name] > 0 for counts in per_shard), (name, per_shard)
-        assert all(max(times[i] for i in m[2]) < at for m in expected if m[0] == name and name != "late_quiet")
+        assert all(
+            max(times[i] for i in m[2]) < at for m in expected if m[0] == name and name != "late_quiet"
+        )
     trades = [e for e in events if e["type"] == "TRADE"]
     after = [
         (a, b)
@@ -122,10 +124,71 @@ def test_a_refused_delete_leaves_no_shard_holding_it(tmp_path: Path) -> None:
         with Cluster(urls) as cluster, pytest.raises(ClusterError) as refused:
             cluster.delete_query("base", at=50.0)
         assert "nothing was deleted" in str(refused.value) and "@base" in str(refused.value)
-        assert [q.deleting_at for s in shards for q in s.client().queries() if q.name == "base"] == [None, None]
+        assert [q.deleting_at for s in shards for q in s.client().queries() if q.name == "base"] == [
+            None,
+            None,
+        ]
         with Cluster(urls) as cluster, pytest.raises(ClusterError) as passed:
             cluster.delete_query("base", at=3.0)  # the shards' streams are past it
         assert "nothing was deleted" in str(passed.value)
     finally:
         for server in shards:
             server.stop()
+
+
+def test_a_shard_joining_by_a_move_takes_the_held_registrations_and_deletes(tmp_path: Path) -> None:
+    """One shard with a registration and two deletes held for event times the stream
+    has not reached, then a move onto a second, empty shard: the move gives it the
+    cluster's queries, held ones and held deletes with their times, and the cluster
+    gives one service's matches."""
+    from ecq.language import parse_queries
+    from tests.service.cluster.test_slots import post, start
+
+    events = stream(800, seed=41)
+    at = events[9 * BATCH]["start"] + 0.5
+    gone_at = events[12 * BATCH]["start"] + 0.5
+    base = parse_queries(QUERIES)[0].name
+    late = bodies(LATE)
+
+    def hold(cluster: Cluster | None, server: Server) -> None:
+        if cluster is not None:
+            cluster.register_bulk(late, at=at)
+            for name in ("late_rise", base):
+                cluster.delete_query(name, at=gone_at)
+        else:
+            server.client().register_bulk(late, at=at)
+            for name in ("late_rise", base):
+                server.client().delete_query(name, at=gone_at)
+
+    single = start(tmp_path, "single")
+    try:
+        hold(None, single)
+        sink = ServiceSink([single.url], "job")
+        post(sink, events, range(len(events) // BATCH))
+        sink.close()
+        expected = finish(single, events)
+    finally:
+        single.stop()
+    first = start(tmp_path, "s0")
+    joining = Server(tmp_path / "s1", {"SCEMON_TOKENS": ""})  # no query at all
+    shards = [first, joining]
+    try:
+        joining.start()
+        sink = ServiceSink([first.url], "job")
+        post(sink, events, range(0, 4))
+        with Cluster([first.url]) as cluster:
+            hold(cluster, first)
+            cluster.rebalance([first.url, joining.url])
+        listed = [(q.name, q.at, q.pending, q.deleting_at) for q in joining.client().queries()]
+        assert listed == [(q.name, q.at, q.pending, q.deleting_at) for q in first.client().queries()]
+        assert ("late_rise", at, True, gone_at) in listed
+        post(sink, events, range(4, len(events) // BATCH))
+        sink.close()
+        got = [m for server in shards for m in finish(server, events)]
+        assert [q.name for q in joining.client().queries()] == [q.name for q in first.client().queries()]
+    finally:
+        for server in shards:
+            server.stop()
+    assert Counter(got) == Counter(expected)
+    assert {m[0] for m in got} >= {"late_rise", "late_symbol_dip", "late_quiet", base}
+    assert {m[0] for m in got if m[2] and m[0] == base}
