@@ -191,3 +191,23 @@ def test_readers_and_held_deletes(start_server: StartServer) -> None:
     assert new.value.status == 409 and "being deleted" in new.value.message
     client.post_events("job", "b0", stream(0, 40))
     assert client.queries() == []
+
+
+def test_the_async_client_deletes_at_a_time_and_cancels(start_server: StartServer) -> None:
+    import asyncio
+
+    from api.client import AsyncClient
+
+    server = start_server()
+    server.client().register(**LATE)
+    server.client().post_events("job", "b0", stream(0, 10))
+
+    async def main() -> tuple[float | None, float | None, bool]:
+        async with AsyncClient(server.url) as client:
+            held = await client.delete_query("late_ab", at=20.0)
+            kept = await client.cancel_delete("late_ab")
+            gone = await client.delete_query("late_ab")
+            return held.deleting_at if held else None, kept.deleting_at, gone is None
+
+    assert asyncio.run(main()) == (20.0, None, True)
+    assert server.client().queries() == []

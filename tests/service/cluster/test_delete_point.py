@@ -147,7 +147,7 @@ def test_a_shard_joining_by_a_move_takes_the_held_registrations_and_deletes(tmp_
     events = stream(800, seed=41)
     at = events[9 * BATCH]["start"] + 0.5
     gone_at = events[12 * BATCH]["start"] + 0.5
-    base = parse_queries(QUERIES)[0].name
+    base = str(parse_queries(QUERIES)[0].name)
     late = bodies(LATE)
 
     def hold(cluster: Cluster | None, server: Server) -> None:
