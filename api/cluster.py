@@ -652,8 +652,18 @@ class Cluster:
                 client.delete_query(name, at=at)
             except (ApiError, httpx.HTTPError) as err:
                 outcome = {c.base_url: "held it, cancelled again" for c in done}
-                in_doubt = self._cancel_deletes(done, name, outcome)
+                in_doubt, applied = self._cancel_deletes(done, name, outcome)
                 outcome[client.base_url] = _why(err)
+                if applied:
+                    # A shard's stream reached ``at`` before its delete could be
+                    # cancelled: the query is gone there, so it goes everywhere.
+                    self._delete_now(name)
+                    raise ClusterError(
+                        f"{name!r} is deleted, but not at one point of the stream: {', '.join(applied)} "
+                        f"reached event time {at:g} before the delete could be cancelled there "
+                        f"({client.base_url} {_why(err)}); the other shards deleted it at once",
+                        {**outcome, **{c.base_url: "deleted at once" for c in self.clients if c not in done}},
+                    ) from None
                 if not _unsent(err):
                     if self._settle(client, lambda c: self._cancel_lost(c, name, at, started[c.base_url])):
                         outcome[client.base_url] = f"broke off ({_why(err)}); came back and was cancelled"
@@ -695,7 +705,14 @@ class Cluster:
                 {url: "holds it" if url not in lacking else "holds none" for url, _, _ in answers},
             )
         outcome = {url: "cancelled" for url in self.urls}
-        failed = self._cancel_deletes(self.clients, name, outcome)
+        failed, applied = self._cancel_deletes(self.clients, name, outcome)
+        if applied:
+            self._delete_now(name)
+            raise ClusterError(
+                f"{name!r} is deleted: {', '.join(applied)} reached the delete's event time before it could "
+                "be cancelled there, so the other shards deleted it at once",
+                outcome,
+            )
         if failed:
             raise ClusterError(
                 f"the delete of {name!r} is cancelled except on {', '.join(failed)}: "
@@ -705,18 +722,25 @@ class Cluster:
             )
 
     @staticmethod
-    def _cancel_deletes(done: list[Client], name: str, outcome: dict[str, str]) -> list[str]:
-        """Cancel the held delete on the shards that took it; the shards where that failed."""
-        failed = []
+    def _cancel_deletes(
+        done: list[Client], name: str, outcome: dict[str, str]
+    ) -> tuple[list[str], list[str]]:
+        """Cancel the held delete on the shards that took it; the shards where that
+        failed, and those whose stream reached its time first (the query deleted there)."""
+        failed, applied = [], []
         for client in done:
             try:
                 client.cancel_delete(name)
             except (ApiError, httpx.HTTPError) as err:
-                if isinstance(err, ApiError) and err.status in (404, 409):  # applied or never held
+                if isinstance(err, ApiError) and err.status == 404:
+                    outcome[client.base_url] = "its stream reached the time first: deleted"
+                    applied.append(client.base_url)
+                    continue
+                if isinstance(err, ApiError) and err.status == 409:  # no delete held: nothing to undo
                     continue
                 outcome[client.base_url] = f"in doubt: cancelling its held delete failed ({_why(err)})"
                 failed.append(client.base_url)
-        return failed
+        return failed, applied
 
     @staticmethod
     def _cancel_lost(client: Client, name: str, at: float, started: float) -> bool:

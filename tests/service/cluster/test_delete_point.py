@@ -8,8 +8,6 @@ the others lack."""
 
 from __future__ import annotations
 
-import threading
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -17,6 +15,7 @@ import pytest
 
 from api.cluster import Cluster, ClusterError
 from api.spark_sink import ServiceSink
+from tests.service.cluster.conftest import Job, StartShards
 from tests.service.cluster.test_keyed_shards import QUERIES, register, stream, table
 from tests.service.cluster.test_register_point import BATCH, LATE, bodies, finish
 from tests.service.conftest import Server
@@ -24,42 +23,23 @@ from tests.service.conftest import Server
 GOING = ("late_rise", "late_symbol_dip", "late_quiet")
 
 
-def test_a_delete_mid_stream_gives_one_services_matches(tmp_path: Path) -> None:
+def test_a_delete_mid_stream_gives_one_services_matches(tmp_path: Path, start_shards: StartShards) -> None:
     events = stream(2400, seed=37)
-    batches = len(events) // BATCH
-    shards = [Server(tmp_path / f"s{k}", {"SCEMON_TOKENS": "", "SCEMON_SHARD": f"{k}/2"}) for k in range(2)]
+    shards = start_shards(2)
     urls = [s.url for s in shards]
-    done: list[int] = []
-    failed: list[BaseException] = []
-
-    def job() -> None:
-        sink = ServiceSink(urls, "job")
-        try:
-            for b in range(batches):
-                sink.post_table(table(events[b * BATCH : (b + 1) * BATCH]), b)
-                done.append(b)
-                time.sleep(0.05)  # a job's pace: the delete lands between and during batches
-        except BaseException as err:  # the test thread raises it
-            failed.append(err)
-        finally:
-            sink.close()
-
     try:
         for server in shards:
-            server.start()
             register(server, QUERIES)
             server.client().register_bulk(bodies(LATE))
-        poster = threading.Thread(target=job)
-        poster.start()
-        while not failed and len(done) < 8:
-            time.sleep(0.01)
+        job = Job(urls, events, BATCH).start()
+        job.wait_for(8)
         ats = []
         with Cluster(urls) as cluster:
             for name in GOING:
                 ats.append(cluster.delete_query(name))
-        deleted_by = len(done)
-        poster.join(timeout=300)
-        assert not failed, failed
+        deleted_by = len(job.done)
+        job.join()
+        batches = job.batches
         assert deleted_by < batches - 2, "the delete did not land mid-stream"
         assert all(at is not None for at in ats)
         got = [m for server in shards for m in finish(server, events)]
