@@ -422,6 +422,7 @@ class EngineHost:
         cq = await self._loop.run_in_executor(self._compiler, _compile, name or _UNNAMED, spec)
         infos = self._infos
         check_depends(cq, lambda n: infos[n].depends if n in infos else None)
+        _not_deleting(cq, infos)
         _check_keys(cq, infos)
         return QueryInfo.of(cq.name, cq)
 

@@ -189,6 +189,9 @@ def test_readers_and_held_deletes(start_server: StartServer) -> None:
     with pytest.raises(ApiError) as new:
         client.register("other", "SEQ(@base, B) WITHIN 20")
     assert new.value.status == 409 and "being deleted" in new.value.message
+    with pytest.raises(ApiError) as checked:
+        client.validate("SEQ(@base, B) WITHIN 20", name="other")
+    assert checked.value.status == 409 and "being deleted" in checked.value.message
     client.post_events("job", "b0", stream(0, 40))
     assert client.queries() == []
 
