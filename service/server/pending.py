@@ -94,10 +94,6 @@ class PendingKeeper(TimeKeeper[Engine]):
                 return True
         return False
 
-    def deleting_at(self, name: str) -> float | None:
-        """The time a held delete of the query waits for, or None when none is held."""
-        return next((group.at for group in self.waiting if group.delete == name), None)
-
     def deleting(self) -> dict[str, float]:
         """Every held delete: ``name -> its time``."""
         return {group.delete: group.at for group in self.waiting if group.delete is not None}
