@@ -97,6 +97,11 @@ def _with_at(body: dict[str, Any], at: float | None) -> dict[str, Any]:
     return body if at is None else {**body, "at": at}
 
 
+def _at_param(at: float | None) -> dict[str, str]:
+    """The query string of a delete at an event time (``repr``: the float exactly)."""
+    return {} if at is None else {"at": repr(float(at))}
+
+
 def _headers(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
@@ -168,8 +173,17 @@ class Client:
     def query(self, name: str) -> QueryPublic:
         return QueryPublic.model_validate_json(self._send("GET", f"/v1/queries/{name}").content)
 
-    def delete_query(self, name: str) -> None:
-        self._send("DELETE", f"/v1/queries/{name}")
+    def delete_query(self, name: str, at: float | None = None) -> QueryPublic | None:
+        """Delete a query: at once (None), or with ``at`` where the stream reaches that
+        event time — it matches every event with ``end < at`` until then — returning the
+        query as listed meanwhile (``deleting_at``; :class:`ApiError` 409 when the stream
+        is there)."""
+        response = self._send("DELETE", f"/v1/queries/{name}", params=_at_param(at))
+        return None if response.status_code == 204 else QueryPublic.model_validate_json(response.content)
+
+    def cancel_delete(self, name: str) -> QueryPublic:
+        """Cancel the delete held for a query (:class:`ApiError` 409 when none is)."""
+        return QueryPublic.model_validate_json(self._send("DELETE", f"/v1/queries/{name}/deletion").content)
 
     def validate(
         self, text: str | None = None, pattern: Mapping[str, Any] | None = None, name: str | None = None
@@ -334,8 +348,13 @@ class AsyncClient:
     async def query(self, name: str) -> QueryPublic:
         return QueryPublic.model_validate_json((await self._send("GET", f"/v1/queries/{name}")).content)
 
-    async def delete_query(self, name: str) -> None:
-        await self._send("DELETE", f"/v1/queries/{name}")
+    async def delete_query(self, name: str, at: float | None = None) -> QueryPublic | None:
+        response = await self._send("DELETE", f"/v1/queries/{name}", params=_at_param(at))
+        return None if response.status_code == 204 else QueryPublic.model_validate_json(response.content)
+
+    async def cancel_delete(self, name: str) -> QueryPublic:
+        response = await self._send("DELETE", f"/v1/queries/{name}/deletion")
+        return QueryPublic.model_validate_json(response.content)
 
     async def validate(
         self, text: str | None = None, pattern: Mapping[str, Any] | None = None, name: str | None = None

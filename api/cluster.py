@@ -333,9 +333,10 @@ class Cluster:
         and itself settled when it returns. Raises :class:`ClusterError` saying so.
 
         Where in the stream (docs/architecture.md,
-        "Registering at one point of the stream"): ``at="next"`` (the default) reads every shard's released clock and
-        registers on every shard at an event time ``T`` after the latest (``lead``
-        seconds of event time after it; the smallest time after it for 0), so every
+        "Registering and deleting at one point of the stream"): ``at="next"`` (the default)
+        reads every shard's released clock and registers on every shard at an event
+        time ``T`` after the latest (``lead`` seconds of event time after it; the
+        smallest time after it for 0), so every
         shard installs the queries where its share of the stream reaches ``T``, and the
         shards' matches are one service's registering at ``T`` (the answers' ``at``). A
         shard whose stream passed ``T`` before the call reached it refuses (409): the
@@ -566,24 +567,196 @@ class Cluster:
                 if err.status != 404:
                     raise
 
-    def delete_query(self, name: str) -> None:
-        """Delete a query on every shard. Every shard must be up and have it, else
-        nothing is deleted; a shard failing midway is waited for and the delete completed
-        there (a delete cannot be undone without losing the query's partial matches).
-        Waits for a slot move under way to end (``fence_wait``)."""
+    def delete_query(self, name: str, at: At = NEXT, lead: float = 0.0, attempts: int = 8) -> float | None:
+        """Delete a query on every shard at one point of the stream, or on none (:class:`ClusterError`).
+        Every shard must be up and have it. Waits for a slot move under way to end (``fence_wait``).
+
+        Where (docs/architecture.md, "Registering and deleting at one point of the stream"), as
+        :meth:`register_bulk`: ``at="next"`` (the default) holds the delete on every shard at an
+        event time ``T`` after every shard's released clock (``lead`` seconds of event time after
+        the latest), so the query matches every event with ``end < T`` and none after on every
+        shard: one service's matches deleting at ``T``. A shard refusing (its stream passed
+        ``T``, a query reading it, down) has the held deletes of the shards before it cancelled
+        (nothing happened yet), and ``next`` tries again at a later ``T``, up to ``attempts``
+        times. A number: that ``T``, once. ``"now"``: every shard as the call reaches it; a shard
+        failing midway is waited for and the delete completed there. Returns ``T`` (None for
+        ``"now"``)."""
+        if isinstance(at, str) and at not in (NEXT, NOW):
+            raise ValueError(f"at must be an event time, 'next' or 'now', not {at!r}")
+        deadline = time.monotonic() + self.fence_wait
+        while True:
+            self._wait_unfenced(deadline, "deleted")
+            started = self._check_up()
+            answers = self._each(lambda c: {q.name for q in c.queries()})
+            missing = [url for url, have, err in answers if err is not None or name not in have]
+            if missing:
+                raise ClusterError(
+                    f"nothing was deleted: no query named {name!r} on {', '.join(missing)}"
+                    + (
+                        " (the shards disagree: run `scemon cluster repair`)"
+                        if len(missing) < len(self.urls)
+                        else ""
+                    ),
+                )
+            try:
+                if at == NOW:
+                    self._delete_now(name)
+                    return None
+                if at != NEXT:
+                    self._delete_at(name, float(at), started, deadline)
+                    return float(at)
+                return self._delete_next(name, lead, attempts, started, deadline)
+            except _Fenced as fenced:
+                if time.monotonic() > deadline:
+                    raise ClusterError(
+                        f"nothing was deleted: {fenced.why} for over {self.fence_wait:g} s", fenced.outcome
+                    ) from None
+            except _Passed as passed:
+                raise ClusterError(f"nothing was deleted: {passed.why}", passed.outcome) from None
+
+    def _delete_next(
+        self, name: str, lead: float, attempts: int, started: dict[str, float], deadline: float
+    ) -> float | None:
+        """Delete at an event time after every shard's released clock, again later while
+        a shard's stream passes it before the delete reaches it."""
+        for attempt in range(max(1, attempts)):
+            clocks = self._released()
+            if not clocks:
+                self._delete_now(name)
+                return None
+            latest = max(clocks)
+            at = latest + lead if lead > 0 else math.nextafter(latest, math.inf)
+            try:
+                self._delete_at(name, at, started, deadline)
+                return at
+            except _Fenced:
+                raise
+            except _Passed as passed:
+                if attempt == max(1, attempts) - 1:
+                    raise ClusterError(
+                        f"nothing was deleted: the stream passed the delete's event time "
+                        f"{attempts} times (last: {at:g}; {passed.why}); try a larger lead",
+                        passed.outcome,
+                    ) from None
+                moved = max(self._released(), default=latest) - latest
+                lead = max(2 * lead, 2 * moved) or 1.0
+        raise AssertionError("unreachable")
+
+    def _delete_at(self, name: str, at: float, started: dict[str, float], deadline: float) -> None:
+        """Hold the delete at ``at`` on every shard, or cancel it on those that took it:
+        :class:`_Passed` when a shard's stream passed ``at``, :class:`_Fenced` when a slot
+        move fenced one, :class:`ClusterError` for any other refusal or a shard failing."""
+        done: list[Client] = []
+        for client in self.clients:
+            try:
+                client.delete_query(name, at=at)
+            except (ApiError, httpx.HTTPError) as err:
+                outcome = {c.base_url: "held it, cancelled again" for c in done}
+                in_doubt, applied = self._cancel_deletes(done, name, outcome)
+                outcome[client.base_url] = _why(err)
+                if applied:
+                    # A shard's stream reached ``at`` before its delete could be
+                    # cancelled: the query is gone there, so it goes everywhere.
+                    self._delete_now(name)
+                    raise ClusterError(
+                        f"{name!r} is deleted, but not at one point of the stream: {', '.join(applied)} "
+                        f"reached event time {at:g} before the delete could be cancelled there "
+                        f"({client.base_url} {_why(err)}); the other shards deleted it at once",
+                        {**outcome, **{c.base_url: "deleted at once" for c in self.clients if c not in done}},
+                    ) from None
+                if not _unsent(err):
+                    if self._settle(client, lambda c: self._cancel_lost(c, name, at, started[c.base_url])):
+                        outcome[client.base_url] = f"broke off ({_why(err)}); came back and was cancelled"
+                    else:
+                        outcome[client.base_url] = f"broke off ({_why(err)}); in doubt until `repair` runs"
+                        in_doubt.append(client.base_url)
+                for rest in self.clients[len(done) + 1 :]:
+                    outcome[rest.base_url] = "not reached, left unchanged"
+                message = f"nothing was deleted: {client.base_url} {_why(err)}"
+                if in_doubt:
+                    raise ClusterError(
+                        message
+                        + f"; in doubt on {', '.join(in_doubt)}: run `scemon cluster repair` once it is up",
+                        outcome,
+                        in_doubt,
+                    ) from None
+                if _refused_for(err, "fence"):
+                    raise _Fenced(f"a slot move fenced {client.base_url}", outcome) from None
+                if _refused_for(err, "at"):
+                    raise _Passed(f"{client.base_url} {_why(err)}", outcome) from None
+                raise ClusterError(message, outcome) from None
+            done.append(client)
+
+    def cancel_delete(self, name: str) -> None:
+        """Cancel the delete held for a query on every shard. Every shard must be up and
+        still hold it (:class:`ClusterError` changing nothing otherwise: a shard whose
+        stream reached the time has deleted the query, and cancelling elsewhere would
+        leave the shards disagreeing)."""
         self._check_up()
-        self._wait_unfenced(time.monotonic() + self.fence_wait, "deleted")
-        answers = self._each(lambda c: {q.name for q in c.queries()})
-        missing = [url for url, have, err in answers if err is not None or name not in have]
-        if missing:
+        answers = self._each(lambda c: {q.name: q.deleting_at for q in c.queries()})
+        down = {url: _why(err) for url, _, err in answers if err is not None}
+        if down:
+            raise ClusterError(f"nothing was cancelled: shard {', '.join(down)} did not answer", down)
+        lacking = [url for url, got, _ in answers if got.get(name) is None]
+        if lacking:
             raise ClusterError(
-                f"nothing was deleted: no query named {name!r} on {', '.join(missing)}"
-                + (
-                    " (the shards disagree: run `scemon cluster repair`)"
-                    if len(missing) < len(self.urls)
-                    else ""
-                ),
+                f"nothing was cancelled: {', '.join(lacking)} holds no delete of {name!r} "
+                "(none was held, or its stream reached the time and the query is deleted there)",
+                {url: "holds it" if url not in lacking else "holds none" for url, _, _ in answers},
             )
+        outcome = {url: "cancelled" for url in self.urls}
+        failed, applied = self._cancel_deletes(self.clients, name, outcome)
+        if applied:
+            self._delete_now(name)
+            raise ClusterError(
+                f"{name!r} is deleted: {', '.join(applied)} reached the delete's event time before it could "
+                "be cancelled there, so the other shards deleted it at once",
+                outcome,
+            )
+        if failed:
+            raise ClusterError(
+                f"the delete of {name!r} is cancelled except on {', '.join(failed)}: "
+                "run `scemon cluster repair` once it is up",
+                outcome,
+                failed,
+            )
+
+    @staticmethod
+    def _cancel_deletes(
+        done: list[Client], name: str, outcome: dict[str, str]
+    ) -> tuple[list[str], list[str]]:
+        """Cancel the held delete on the shards that took it; the shards where that
+        failed, and those whose stream reached its time first (the query deleted there)."""
+        failed, applied = [], []
+        for client in done:
+            try:
+                client.cancel_delete(name)
+            except (ApiError, httpx.HTTPError) as err:
+                if isinstance(err, ApiError) and err.status == 404:
+                    outcome[client.base_url] = "its stream reached the time first: deleted"
+                    applied.append(client.base_url)
+                    continue
+                if isinstance(err, ApiError) and err.status == 409:  # no delete held: nothing to undo
+                    continue
+                outcome[client.base_url] = f"in doubt: cancelling its held delete failed ({_why(err)})"
+                failed.append(client.base_url)
+        return failed, applied
+
+    @staticmethod
+    def _cancel_lost(client: Client, name: str, at: float, started: float) -> bool:
+        """Cancel a held delete whose answer was lost. A shard that restarted since has
+        what it committed and nothing in flight; the same process may still be at work
+        on it: only once the delete shows can it be cancelled for good (False: ask again)."""
+        held = {q.name: q.deleting_at for q in client.queries()}
+        if held.get(name) == at:
+            client.cancel_delete(name)
+            return True
+        return client.stats().started != started
+
+    def _delete_now(self, name: str) -> None:
+        """Delete on every shard as the call reaches it; a shard failing midway is waited
+        for and the delete completed there (a delete cannot be undone without losing the
+        query's partial matches)."""
         outcome: dict[str, str] = {}
         in_doubt: list[str] = []
         for client in self.clients:
@@ -614,16 +787,19 @@ class Cluster:
         lists: list[list[QueryPublic]] = [a for _, a, _ in answers]
         names = [{q.name for q in found} for found in lists]
         every = set.intersection(*names)
-        partial = set.union(*names) - every
+        # A query whose held delete some shards' streams reached already is gone there.
+        going = {q.name for found in lists for q in found if q.deleting_at is not None}
+        partial = set.union(*names) - every - going
         if partial:
             raise ClusterError(
                 f"the shards disagree on {', '.join(sorted(partial))}: run `scemon cluster repair`",
                 {url: ", ".join(sorted(n & partial)) or "-" for url, n in zip(self.urls, names, strict=True)},
             )
         by_name = [{q.name: q for q in found} for found in lists]
+        first = {q.name: q for found in reversed(lists) for q in found}
         out = []
-        for query in lists[0]:
-            parts = [found[query.name] for found in by_name]
+        for query in [first[n] for n in dict.fromkeys(q.name for found in lists for q in found)]:
+            parts = [found[query.name] for found in by_name if query.name in found]
             ends = [p.last_match for p in parts if p.last_match is not None]
             out.append(
                 query.model_copy(
@@ -632,6 +808,10 @@ class Cluster:
                         "rate": sum(p.rate for p in parts),
                         "last_match": max(ends) if ends else None,
                         "pending": any(p.pending for p in parts),
+                        # Until the stream reaches it on every shard.
+                        "deleting_at": max(
+                            (p.deleting_at for p in parts if p.deleting_at is not None), default=None
+                        ),
                     }
                 )
             )
@@ -640,8 +820,11 @@ class Cluster:
     def repair(self) -> dict[str, list[str]]:
         """Settle what an interrupted register or delete left: a query name on some
         shards but not every one is deleted where it is (an unfinished registration is
-        rolled back, an unfinished delete completed). Every shard must answer. Returns
-        name → the shards it was deleted from; safe to run at any time."""
+        rolled back, an unfinished delete completed) unless a held delete will remove it
+        there; a held delete some shards hold and others not (or at another time) is
+        cancelled where it is held (listed as ``"<name> (held delete)"``). Every shard
+        must answer. Returns name → the shards it was deleted from; safe to run at any
+        time."""
         self._check_up()
         answers = self._each(lambda c: [q.name for q in c.queries()])
         down = {url: _why(err) for url, _, err in answers if err is not None}
@@ -649,13 +832,45 @@ class Cluster:
             raise ClusterError(f"nothing was repaired: shard {', '.join(down)} did not answer", down)
         held = {url: names for url, names, _ in answers}
         every = set.intersection(*(set(n) for n in held.values()))
+        # Left alone: a query gone where the stream reached its held delete, still
+        # there (and going at the same time) elsewhere.
+        going = (
+            {
+                q.name
+                for _, found, _ in self._each(lambda c: c.queries())
+                if found
+                for q in found
+                if q.deleting_at
+            }
+            if any(set(n) != every for n in held.values())
+            else set()
+        )
         removed: dict[str, list[str]] = {}
         for client in self.clients:
-            partial = [n for n in held[client.base_url] if n not in every]
+            partial = [n for n in held[client.base_url] if n not in every and n not in going]
             if partial:
                 self._delete_names(client, partial)
                 for name in partial:
                     removed.setdefault(name, []).append(client.base_url)
+        # A held delete some shards took and others not (an interrupted delete at an
+        # event time): cancelled where it is held, as nothing of it happened yet.
+        deleting = self._each(lambda c: {q.name: q.deleting_at for q in c.queries()})
+        down = {url: _why(err) for url, _, err in deleting if err is not None}
+        if down:
+            raise ClusterError(f"held deletes not repaired: shard {', '.join(down)} did not answer", down)
+        times = [got for _, got, _ in deleting]
+        on_every = set.intersection(*(set(got) for got in times))
+        for client, got in zip(self.clients, times, strict=True):
+            for name, at in got.items():
+                # (A query gone from a shard whose stream reached its held delete is left
+                # to go from the others at the same time.)
+                if at is not None and name in on_every and any(other[name] != at for other in times):
+                    try:
+                        client.cancel_delete(name)
+                    except ApiError as err:
+                        if err.status not in (404, 409):  # applied meanwhile, or cancelled
+                            raise
+                    removed.setdefault(f"{name} (held delete)", []).append(client.base_url)
         return removed
 
     # ----------------------------------------------------------------- figures
@@ -804,6 +1019,9 @@ class Cluster:
                     f"no slot was moved: shard {', '.join(down)} is down or not ready",
                     {url: down.get(url, "up, left unchanged") for url in every},
                 )
+            joining = [url for url in target.shards if url not in current.shards]
+            if joining:
+                self._give_queries(clients[current.shards[0]], [clients[u] for u in joining], outcome)
             boundary = self._fence_at_a_boundary(clients, every, current, fenced, outcome)
             clocks = {
                 url: st.clock for url, st, _ in _each_of([clients[u] for u in every], lambda c: c.stats())
@@ -845,6 +1063,37 @@ class Cluster:
         finally:
             for client in extra:
                 client.close()
+
+    @staticmethod
+    def _give_queries(source: Client, joining: list[Client], outcome: dict[str, str]) -> None:
+        """Give each shard joining the cluster the queries of ``source`` (a shard of the
+        current map) that it lacks, as they were given there: registered at once, or at
+        their event time ``at`` (installed or still waiting), and their held deletes —
+        so that its rebuild installs and deletes them at the same points of the events
+        it gains. In listing order, a run of the same ``at`` in one bulk call."""
+        queries = source.queries()
+        for client in joining:
+            have = {q.name: q for q in client.queries()}
+            todo = [q for q in queries if q.name not in have]
+            runs: list[list[QueryPublic]] = []
+            for q in todo:
+                if runs and runs[-1][0].at == q.at:
+                    runs[-1].append(q)
+                else:
+                    runs.append([q])
+            try:
+                for run in runs:
+                    client.register_bulk([{"name": q.name, "text": q.text} for q in run], at=run[0].at)
+                for q in queries:
+                    if q.deleting_at is not None and (q.name not in have or have[q.name].deleting_at is None):
+                        client.delete_query(q.name, at=q.deleting_at)
+            except (ApiError, httpx.HTTPError) as err:
+                outcome[client.base_url] = f"taking the cluster's queries failed ({_why(err)})"
+                raise ClusterError(
+                    f"no slot was moved: {client.base_url} did not take the cluster's queries: {_why(err)}",
+                    outcome,
+                ) from None
+            outcome[client.base_url] = f"took the cluster's queries ({len(todo)} it lacked)"
 
     def _fence_at_a_boundary(
         self,

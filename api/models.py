@@ -322,6 +322,11 @@ class QueryPublic(_QueryCompiled, QueryBase):
     pending: bool = Field(
         default=False, description="Registered at an event time the stream has not reached yet."
     )
+    deleting_at: float | None = Field(
+        default=None,
+        description="The event time its held delete waits for (DELETE with at): it matches every event "
+        "with end < deleting_at and is deleted there (null: no delete held).",
+    )
 
     model_config = ConfigDict(
         extra="forbid",

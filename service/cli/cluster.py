@@ -153,11 +153,41 @@ def delete(
     service: ShardsOption = None,
     seed: SeedOption = None,
     token: TokenOption = None,
+    at: Annotated[
+        str,
+        typer.Option(
+            "--at",
+            help=(
+                "Where in the stream: 'next' (an event time after every shard's clock, so that every "
+                "shard deletes the query at the same point: it matches every event before it), an "
+                "event time in seconds, or 'now' (each shard as the call reaches it)."
+            ),
+        ),
+    ] = "next",
+    cancel: Annotated[
+        bool,
+        typer.Option("--cancel", help="Cancel the query's held delete on every shard instead."),
+    ] = False,
 ) -> None:
-    """Delete a query on every shard (every shard must be up and have it)."""
+    """Delete a query on every shard, all or none, at one point of the stream.
+
+    Every shard must be up and have it. A shard down or refusing leaves no shard
+    holding the delete, and says which and why. The query is listed with its
+    deleting_at until each shard's stream reaches the delete's event time (printed).
+    """
+    when = _at(at)
     with _cluster(service, token, seed) as cluster:
-        cluster.delete_query(name)
-        typer.echo(f"{name} deleted on {len(cluster.urls)} shards", err=True)
+        if cancel:
+            cluster.cancel_delete(name)
+            typer.echo(f"the delete of {name} is cancelled on {len(cluster.urls)} shards", err=True)
+            return
+        point = cluster.delete_query(name, at=when)
+        if point is None:
+            typer.echo(f"{name} deleted on {len(cluster.urls)} shards", err=True)
+        else:
+            typer.echo(
+                f"{name} to be deleted on {len(cluster.urls)} shards at event time {point!r}", err=True
+            )
 
 
 @cluster_app.command("queries")
@@ -172,8 +202,9 @@ def queries(service: ShardsOption = None, seed: SeedOption = None, token: TokenO
 def repair(service: ShardsOption = None, seed: SeedOption = None, token: TokenOption = None) -> None:
     """Settle what an interrupted register or delete left.
 
-    A query on some shards but not every one is deleted where it is. Every shard must be
-    up; safe at any time.
+    A query on some shards but not every one is deleted where it is (unless a held
+    delete removes it there); a held delete some shards hold and others not is
+    cancelled. Every shard must be up; safe at any time.
     """
     with _cluster(service, token, seed) as cluster:
         removed = cluster.repair()

@@ -1,4 +1,5 @@
-"""``scemon queries register``: register one queries file on every service shard.
+"""``scemon queries register`` / ``delete``: register one queries file, or delete a query,
+on every service shard.
 
 Sources are spread over shards by the Spark job, and every match is within one source,
 so each shard must hold every query. Each shard gets one bulk call (all or nothing on
@@ -16,11 +17,11 @@ import typer
 
 from ecq.errors import ScemonError
 from ecq.language.ast import to_json
-from service.cli.errors import SPARK_MISSING, user_errors
+from service.cli.errors import SPARK_MISSING, fail, user_errors
 from service.cli.options import ServiceOption, TokenOption
 from service.files.queries import read_queries
 
-__all__ = ["queries_app", "query_bodies", "register", "register_everywhere"]
+__all__ = ["delete", "queries_app", "query_bodies", "register", "register_everywhere"]
 
 queries_app = typer.Typer(
     name="queries", help="Manage the queries of one or more services.", no_args_is_help=True
@@ -99,3 +100,59 @@ def register(
     with user_errors(SPARK_MISSING):
         for line in register_everywhere(service, queries, token, at):
             typer.echo(line, err=True)
+
+
+@queries_app.command("delete")
+def delete(
+    service: ServiceOption,
+    name: Annotated[str, typer.Argument(help="The query's name.", show_default=False)],
+    token: TokenOption = None,
+    at: Annotated[
+        float | None,
+        typer.Option(
+            "--at",
+            help=(
+                "Delete where the stream reaches this event time (seconds): the query matches every "
+                "event before it and none after; refused if the stream is past it. Default: at once."
+            ),
+            show_default=False,
+        ),
+    ] = None,
+    cancel: Annotated[
+        bool, typer.Option("--cancel", help="Cancel the query's held delete (one given --at) instead.")
+    ] = False,
+) -> None:
+    """Delete a query on every service shard, one after the other.
+
+    A shard that has no such query is passed over. For one delete at the same point of
+    every shard's stream, all or none, use `scemon cluster delete`.
+    """
+    import math
+
+    import httpx
+
+    from api.client import ApiError, Client
+
+    if at is not None and not math.isfinite(at):
+        fail(f"--at must be a finite event time, not {at!r}")
+    if at is not None and cancel:
+        fail("give --at or --cancel, not both")
+    done: list[str] = []
+    for url in service:
+        try:
+            with Client(url, token=token) as client:
+                if name not in {query.name for query in client.queries()}:
+                    typer.echo(f"{url}: no query named {name}", err=True)
+                    continue
+                if cancel:
+                    client.cancel_delete(name)
+                    typer.echo(f"{url}: the delete of {name} is cancelled", err=True)
+                else:
+                    client.delete_query(name, at=at)
+                    what = "deleted" if at is None else f"to be deleted at event time {at!r}"
+                    typer.echo(f"{url}: {name} {what}", err=True)
+        except (ApiError, httpx.HTTPError) as err:
+            reason = err.message if isinstance(err, ApiError) else f"not reachable ({err})"
+            finished = f" (done: {', '.join(done)})" if done else ""
+            fail(f"{url}: {reason}{finished}; not changed there")
+        done.append(url)

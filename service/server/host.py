@@ -164,6 +164,8 @@ class QueryInfo:
     # at once); ``pending`` while the stream has not reached it (service.server.pending).
     at: float | None = None
     pending: bool = False
+    # Deleted where the stream reaches this event time (a held delete; service.server.pending).
+    deleting_at: float | None = None
 
     @classmethod
     def of(cls, name: str, cq: CompiledQuery, text: str | None = None) -> QueryInfo:
@@ -420,11 +422,24 @@ class EngineHost:
         cq = await self._loop.run_in_executor(self._compiler, _compile, name or _UNNAMED, spec)
         infos = self._infos
         check_depends(cq, lambda n: infos[n].depends if n in infos else None)
+        _not_deleting(cq, infos)
         _check_keys(cq, infos)
         return QueryInfo.of(cq.name, cq)
 
-    async def unregister(self, name: str) -> None:
-        await self._run(self._unregister, name)
+    async def unregister(self, name: str, at: float | None = None) -> QueryInfo | None:
+        """Delete a query: at once, or, with ``at``, where the released stream reaches
+        that event time (service.server.pending; 409 when it is there already). Returns
+        the query as listed while its delete is held (None when deleted at once)."""
+        if at is None:
+            await self._run(self._unregister, name)
+            return None
+        if not math.isfinite(at):
+            raise InvalidInputError(f"at must be a finite event time, not {at}", field="at")
+        return await self._run(self._hold_delete, name, at)
+
+    async def keep(self, name: str) -> QueryInfo:
+        """Cancel the held delete of a query (409 when none is held)."""
+        return await self._run(self._keep, name)
 
     async def ingest(
         self,
@@ -621,9 +636,12 @@ class EngineHost:
         # would walk it again and again (all of a snapshot's objects, the first time).
         with collector_paused():
             head, after = ops_head(ops, HEAD_KINDS)
-            # A registration held for an event time ends the head a snapshot may stand for:
+            # A registration or deletion held for an event time ends the head a snapshot may stand for:
             # a snapshot holds an engine, not what waits in front of it.
-            held = next((i for i, op in enumerate(head) if op.kind == REGISTER and op.time is not None), None)
+            held = next(
+                (i for i, op in enumerate(head) if op.kind in (REGISTER, UNREGISTER) and op.time is not None),
+                None,
+            )
             tail = head[held:] if held is not None else []
             head = head[:held] if held is not None else head
             engine, covered, digest = self._from_snapshot(head)
@@ -664,8 +682,14 @@ class EngineHost:
                         keeper.hold(op.time, [(op.name, compiled[(op.name, op.body)])])
                 elif op.kind == UNREGISTER:
                     assert op.name is not None
-                    if not keeper.drop(op.name):
-                        engine.unregister(op.name)
+                    if op.time is not None:  # held for its event time, as it was live
+                        keeper.hold_delete(op.time, op.name)
+                    else:
+                        keeper.drop_delete(op.name)
+                        # A registration trimmed with a held delete that removed it leaves
+                        # a later deletion of the name alone in the log: nothing to do.
+                        if not keeper.drop(op.name) and op.name in engine.key_of:
+                            engine.unregister(op.name)
                 elif op.kind == BATCH:
                     assert op.body is not None
                     # At the clock logged with it (the slowest producer's then); a batch of
@@ -722,9 +746,17 @@ class EngineHost:
         texts = self.store.query_texts(version)
         printed: list[tuple[int, str]] = []
         keeper.installed()  # the list below says which are installed
+        # Removed by a held delete: the store forgot them with the op that did, unless
+        # a slot move's replay reached the time sooner than the live stream did.
+        gone = set(keeper.deleted())
+        deleting = keeper.deleting()
+        forget: list[str] = []
         waiting = {name: cq for group in keeper.waiting for name, cq in group.queries}
         for name, pos, matches, last_match in self.store.query_counts():
             cq = registered.get(name) or waiting.get(name)
+            if cq is None and name in gone:
+                forget.append(name)
+                continue
             if cq is None:
                 raise RuntimeError(f"query {name!r} is in the store but its registration is not in the log")
             text = texts.get(pos)
@@ -734,7 +766,10 @@ class EngineHost:
             info = QueryInfo.of(name, cq, text)
             info.matches, info.last_match = matches, last_match
             info.at, info.pending = ats.get(name), name in waiting
+            info.deleting_at = deleting.get(name)
             infos[name] = info
+        if forget:
+            self.store.forget_queries(forget)
         self._printed = printed
         self.keeper = keeper
         self._infos = infos
@@ -894,6 +929,7 @@ class EngineHost:
         self._check_names([(p.name, p) for p in prepared])  # taken while compiling?
         for p in prepared:
             _not_waiting(p.cq, self._infos)
+            _not_deleting(p.cq, self._infos)
         done: list[tuple[Prepared, CompiledQuery]] = []
         try:
             if len(prepared) > 1:
@@ -955,6 +991,7 @@ class EngineHost:
                 ),
             )
             _not_waiting(p.cq, {n: i for n, i in infos.items() if n not in together})
+            _not_deleting(p.cq, infos)
             _check_keys(p.cq, {**infos, **{q.name: QueryInfo.of(q.name, q.cq, q.text) for q in prepared}})
         try:
             self.store.commit_register(
@@ -999,6 +1036,7 @@ class EngineHost:
                 self.engine.unregister(name)
             elif not self.keeper.drop(name):
                 raise RuntimeError(f"query {name!r} is listed as waiting but is not held")
+            self.keeper.drop_delete(name)  # deleting at once overtakes a held delete
             self.store.commit_unregister(name)
         except StoreFault as fault:
             raise self._store_failed(fault, stale=True) from None
@@ -1008,6 +1046,87 @@ class EngineHost:
         del infos[name]
         self._infos = infos
         self._after_op()
+
+    def _hold_delete(self, name: str, at: float) -> QueryInfo:
+        """Log a query's deletion where the released stream reaches ``at``, and hold it
+        (service.server.pending): the query matches every released event with
+        ``end < at`` and none after. Refused (409) when the released clock is at ``at``
+        or past it, when a delete is held already, or while a query reads it as
+        ``@name`` and is not itself deleted by then."""
+        self._require_ok()
+        info = self._infos.get(name)
+        if info is None:
+            raise UnknownQueryError(f"no query named {name!r} is registered")
+        self._unfenced("delete it")
+        clock = self.keeper.released
+        if clock >= at:
+            raise ConflictError(
+                f"the stream is past event time {at:g} here (its released clock is {clock:g}): "
+                "delete at a later time",
+                field="at",
+            )
+        if info.deleting_at is not None:
+            raise ConflictError(
+                f"query {name!r} is already being deleted at event time {info.deleting_at:g}: "
+                "cancel that delete first",
+                field="deleting_at",
+                query=name,
+            )
+        readers = [
+            other
+            for other, reader in self._infos.items()
+            if name in reader.depends and (reader.deleting_at is None or reader.deleting_at > at)
+        ]
+        if readers:
+            listed = ", ".join(repr(r) for r in readers)
+            raise ConflictError(
+                f"query {name!r} is read as @{name} by {listed}: delete "
+                f"{'that query' if len(readers) == 1 else 'those queries'} first, or at a time "
+                f"up to {at:g}",
+                query=name,
+                dependents=readers,
+            )
+        try:
+            self.store.commit_unregister(name, at=at)
+        except StoreFault as fault:
+            raise self._store_failed(fault, stale=False) from None
+        self.keeper.hold_delete(at, name)
+        held = replace(info, deleting_at=at)
+        self._infos = {**self._infos, name: held}
+        self._after_op()
+        return held
+
+    def _keep(self, name: str) -> QueryInfo:
+        """Cancel a query's held delete: it is taken out of the log, having changed
+        nothing yet. Refused (409) when none is held, or when the query reads a query
+        whose own delete was accepted because this one was held."""
+        self._require_ok()
+        info = self._infos.get(name)
+        if info is None:
+            raise UnknownQueryError(f"no query named {name!r} is registered")
+        if info.deleting_at is None:
+            raise ConflictError(f"query {name!r} is not being deleted: no delete to cancel", query=name)
+        self._unfenced("cancel its delete")
+        going = sorted(d for d in info.depends if d in self._infos and self._infos[d].deleting_at is not None)
+        if going:
+            listed = ", ".join(repr(d) for d in going)
+            raise ConflictError(
+                f"query {name!r} reads {listed}, also being deleted: cancel "
+                f"{'that delete' if len(going) == 1 else 'those deletes'} first",
+                query=name,
+            )
+        try:
+            if not self.store.cancel_unregister(name):
+                raise RuntimeError(f"the held delete of {name!r} is not in the log")
+        except StoreFault as fault:
+            raise self._store_failed(fault, stale=False) from None
+        except Exception as err:
+            raise self._recover(err) from err
+        self.keeper.drop_delete(name)
+        kept = replace(info, deleting_at=None)
+        self._infos = {**self._infos, name: kept}
+        self._after_op()
+        return kept
 
     def _ingest(
         self,
@@ -1101,6 +1220,7 @@ class EngineHost:
                 orjson.dumps(late_rows) if late_rows else None,
                 keeper.reorder.observed,
                 orjson.dumps(keeper.producers),
+                keeper.deleted(peek=True),
             )
         except StoreFault as fault:
             raise self._store_failed(fault, stale=True) from None
@@ -1156,7 +1276,9 @@ class EngineHost:
             block, counts = self._number(matches)
             found = len(block) if block is not None else 0
             next_seq = self.next_seq + found
-            self.store.commit_time(t, block, counts, next_seq, self._clocks())
+            self.store.commit_time(
+                t, block, counts, next_seq, self._clocks(), forget=self.keeper.deleted(peek=True)
+            )
         except StoreFault as fault:
             raise self._store_failed(fault, stale=True) from None
         except Exception as err:
@@ -1175,7 +1297,15 @@ class EngineHost:
         block, counts = self._number(matches)
         found = len(block) if block is not None else 0
         next_seq = self.next_seq + found
-        self.store.commit_time(self.lateness, block, counts, next_seq, self._clocks(), kind=LATENESS)
+        self.store.commit_time(
+            self.lateness,
+            block,
+            counts,
+            next_seq,
+            self._clocks(),
+            kind=LATENESS,
+            forget=self.keeper.deleted(peek=True),
+        )
         self._committed(next_seq, counts, block)
         self._after_op()
         log.info("allowed lateness %g s (was %g s); %d matches released", self.lateness, before, found)
@@ -1268,6 +1398,12 @@ class EngineHost:
                     infos[name] = replace(infos[name], pending=False)
             self._infos = infos
             log.info("installed at their event time: %s", ", ".join(installed))
+        deleted = self.keeper.deleted()
+        if deleted:
+            # Queries whose held delete the stream has now reached (the store forgot
+            # them with the op that did).
+            self._infos = {name: info for name, info in self._infos.items() if name not in deleted}
+            log.info("deleted at their event time: %s", ", ".join(deleted))
 
     def _refresh_stats(self) -> None:
         keeper = self.keeper
@@ -1331,6 +1467,19 @@ def _not_waiting(cq: CompiledQuery, infos: dict[str, QueryInfo]) -> None:
         if info is not None and info.pending:
             raise ConflictError(
                 f"@{dep} waits for event time {info.at:g}: a query reads it once it is installed", query=dep
+            )
+
+
+def _not_deleting(cq: CompiledQuery, infos: dict[str, QueryInfo]) -> None:
+    """A query cannot read ``@name`` of a query whose delete is held (409): it would
+    read nothing from that time on."""
+    for dep in sorted(cq.depends):
+        info = infos.get(dep)
+        if info is not None and info.deleting_at is not None:
+            raise ConflictError(
+                f"query {dep!r} is being deleted at event time {info.deleting_at:g}: "
+                f"a query cannot read @{dep}",
+                query=dep,
             )
 
 

@@ -1,5 +1,6 @@
-"""Registrations at an event time: a query held until the stream reaches a given time
-(docs/architecture.md, "Registering at one point of the stream").
+"""Registrations and deletions at an event time: a query (or its delete) held until the
+stream reaches a given time
+(docs/architecture.md, "Registering and deleting at one point of the stream").
 
 ``POST /v1/queries`` with ``at: T`` does not install the query at once: it is logged and
 held, and installed exactly where the released stream reaches ``T`` — after every
@@ -32,10 +33,12 @@ __all__ = ["Held", "PendingKeeper"]
 
 @dataclass
 class Held:
-    """Queries registered together to be installed when the stream reaches ``at``."""
+    """Queries registered together to be installed when the stream reaches ``at``, or
+    (``delete``) a query to be deleted then (``queries`` empty)."""
 
     at: float
     queries: list[tuple[str, CompiledQuery]]
+    delete: str | None = None
 
 
 class PendingKeeper(TimeKeeper[Engine]):
@@ -47,8 +50,10 @@ class PendingKeeper(TimeKeeper[Engine]):
     ) -> None:
         super().__init__(engine, lateness, max_ahead, idle)
         self.waiting: list[Held] = []
-        # Names installed since the host last looked (it updates its query list).
+        # Names installed, and names deleted by a held delete, since the host last looked
+        # (it updates its query list, and the store forgets the deleted).
         self._installed: list[str] = []
+        self._deleted: list[str] = []
 
     # ------------------------------------------------------------------ holding
 
@@ -56,10 +61,19 @@ class PendingKeeper(TimeKeeper[Engine]):
         """Hold queries until the stream reaches ``at`` (which the caller checked is
         beyond the released clock). Groups are installed in order of ``at``, then in the
         order they were held."""
+        self._insert(Held(at, list(queries)))
+
+    def hold_delete(self, at: float, name: str) -> None:
+        """Hold the deletion of a query (installed or itself held) until the stream
+        reaches ``at`` (which the caller checked is beyond the released clock). In order
+        of ``at`` with the held registrations, then in the order they were held."""
+        self._insert(Held(at, [], name))
+
+    def _insert(self, held: Held) -> None:
         index = len(self.waiting)
-        while index > 0 and self.waiting[index - 1].at > at:
+        while index > 0 and self.waiting[index - 1].at > held.at:
             index -= 1
-        self.waiting.insert(index, Held(at, list(queries)))
+        self.waiting.insert(index, held)
 
     def drop(self, name: str) -> bool:
         """Forget a held query (deleted before the stream reached its time)."""
@@ -71,6 +85,18 @@ class PendingKeeper(TimeKeeper[Engine]):
                         self.waiting.remove(group)
                     return True
         return False
+
+    def drop_delete(self, name: str) -> bool:
+        """Forget a held delete (cancelled, or the query deleted at once)."""
+        for group in self.waiting:
+            if group.delete == name:
+                self.waiting.remove(group)
+                return True
+        return False
+
+    def deleting(self) -> dict[str, float]:
+        """Every held delete: ``name -> its time``."""
+        return {group.delete: group.at for group in self.waiting if group.delete is not None}
 
     def waiting_for(self, name: str) -> float | None:
         """The time a held query waits for, or None when it is not held."""
@@ -84,14 +110,28 @@ class PendingKeeper(TimeKeeper[Engine]):
         out, self._installed = self._installed, []
         return out
 
+    def deleted(self, peek: bool = False) -> list[str]:
+        """The names a held delete removed since the last call (``peek``: without
+        forgetting them, for the store's commit of the op that removed them)."""
+        if peek:
+            return list(self._deleted)
+        out, self._deleted = self._deleted, []
+        return out
+
     def _install_due(self, upto: float) -> list[Match]:
-        """Install every group whose time is at most ``upto``, each after advancing the
-        engine's clock to its time: the matches that advance released."""
+        """Install (or delete) every group whose time is at most ``upto``, each after
+        advancing the engine's clock to its time: the matches that advance released."""
         matches: list[Match] = []
         while self.waiting and self.waiting[0].at <= upto:
             group = self.waiting.pop(0)
             if group.at > self.engine.clock:
                 matches += self.engine.advance_time(group.at)
+            if group.delete is not None:
+                # A query still waiting for a later time never runs; one installed goes.
+                if not self.drop(group.delete) and group.delete in self.engine.key_of:
+                    self.engine.unregister(group.delete)
+                self._deleted.append(group.delete)
+                continue
             self.engine.register_many(group.queries)
             self._installed += [name for name, _ in group.queries]
         return matches

@@ -758,21 +758,58 @@ class Store:
                 _SET_TEXT, [(pos, version, text, row_crc(pos, version, text)) for pos, text in texts]
             )
 
-    def commit_unregister(self, name: str) -> None:
-        counts = dict(self._counts)
-        counts.pop(name, None)  # a query registered again under the name starts from 0
+    def commit_unregister(self, name: str, at: float | None = None) -> None:
+        """Log a query's deletion. ``at``: the event time it is held for (the op's
+        ``time``; an op without one, as every older build wrote, deletes at once): the
+        query stays listed, with its counts, until the op that reaches ``at`` forgets it
+        (``forget`` of :meth:`commit_batch` / :meth:`commit_time`)."""
+        when = _real(at)
         with self._writing() as db:
             pos = self._next_pos()
             db.execute(
-                "INSERT INTO ops (pos, kind, name, crc) VALUES (?, ?, ?, ?)",
-                (pos, UNREGISTER, name, row_crc(pos, UNREGISTER, name, None, None, None, None)),
+                "INSERT INTO ops (pos, kind, name, time, crc) VALUES (?, ?, ?, ?, ?)",
+                (pos, UNREGISTER, name, when, row_crc(pos, UNREGISTER, name, None, when, None, None)),
             )
-            db.execute(
+            if at is not None:
+                return
+            counts = self._forget([name], self._counts)
+        self._counts = counts
+
+    def cancel_unregister(self, name: str) -> bool:
+        """Take a held deletion of the registered query ``name`` out of the log (it has
+        changed nothing yet, so the log is then as if it had never been asked for);
+        False when none is held."""
+        with self._writing() as db:
+            row = db.execute("SELECT pos FROM queries WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                return False
+            gone = db.execute(
+                "DELETE FROM ops WHERE kind = ? AND name = ? AND time IS NOT NULL AND pos > ?",
+                (UNREGISTER, name, row[0]),
+            ).rowcount
+        return bool(gone)
+
+    def forget_queries(self, names: Sequence[str]) -> None:
+        """Drop the rows and counts of queries a held delete removed (a rebuild that
+        found them removed by its replay)."""
+        with self._writing():
+            counts = self._forget(names, self._counts)
+        self._counts = counts
+
+    def _forget(
+        self, names: Sequence[str], counts: dict[str, tuple[int, float | None]]
+    ) -> dict[str, tuple[int, float | None]]:
+        """Drop deleted queries' rows and their ``counts`` (in the caller's transaction);
+        returns the counts to keep once it commits."""
+        counts = dict(counts)
+        for name in names:
+            counts.pop(name, None)  # a query registered again under the name starts from 0
+            self._db.execute(
                 "DELETE FROM query_texts WHERE pos = (SELECT pos FROM queries WHERE name = ?)", (name,)
             )
-            db.execute("DELETE FROM queries WHERE name = ?", (name,))
-            self._write_counts(counts)
-        self._counts = counts
+            self._db.execute("DELETE FROM queries WHERE name = ?", (name,))
+        self._write_counts(counts)
+        return counts
 
     def commit_batch(
         self,
@@ -788,11 +825,12 @@ class Store:
         late: bytes | None = None,
         clock: float | None = None,
         producers: bytes | None = None,
+        forget: Sequence[str] = (),
     ) -> None:
         """One batch's effects, together: its op (with its late events and the clock
         after it), its id, its matches (one block, None when none), the per-query counts
-        (``name -> (new matches, last match end)``), ``next_seq``, the clocks and the
-        producers' watermarks (JSON)."""
+        (``name -> (new matches, last match end)``), ``next_seq``, the clocks, the
+        producers' watermarks (JSON) and the queries a held delete removed (``forget``)."""
         with self._writing() as db:
             pos = self._next_pos()
             db.execute(
@@ -814,6 +852,8 @@ class Store:
                 (producer, batch_id, pos, accepted, row_crc(producer, batch_id, pos, accepted)),
             )
             totals = self._write_matches(matches, counts, next_seq, clocks)
+            if forget:
+                totals = self._forget(forget, totals)
         self._counts = totals
 
     def commit_time(
@@ -824,9 +864,11 @@ class Store:
         next_seq: int,
         clocks: Clocks,
         kind: str = TIME,
+        forget: Sequence[str] = (),
     ) -> None:
         """A time advance (or, ``kind=LATENESS``, a change of the allowed lateness to
-        ``time`` seconds) and the matches it released."""
+        ``time`` seconds), the matches it released and the queries a held delete
+        removed (``forget``)."""
         with self._writing() as db:
             pos = self._next_pos()
             db.execute(
@@ -834,6 +876,8 @@ class Store:
                 (pos, kind, time, row_crc(pos, kind, None, None, _real(time), None, None)),
             )
             totals = self._write_matches(matches, counts, next_seq, clocks)
+            if forget:
+                totals = self._forget(forget, totals)
         self._counts = totals
 
     def _insert_block(self, block: Block) -> None:
@@ -978,7 +1022,8 @@ class Store:
 
         Every batch before the first batch whose events reach ``horizon`` goes, with the
         time advances among them. A registration goes only with its unregistration, when
-        both lie in the dropped stretch and no live query reads the name (``keep``);
+        both lie in the dropped stretch and no live query reads the name (``keep``) — a
+        held unregistration once it has taken effect (the query is no longer listed);
         registrations of live queries stay, so replay registers them first. The match
         log keeps the latest ``match_log_max`` matches, in whole blocks (so up to a
         block more). Of the lateness changes in the
@@ -997,12 +1042,17 @@ class Store:
             pos for (pos,) in db.execute("SELECT pos FROM ops WHERE pos < ? AND kind = ?", (cut, LATENESS))
         ]
         drop += sorted(lateness)[:-1]
-        for pos, kind, name in db.execute(
-            "SELECT pos, kind, name FROM ops WHERE pos < ? AND kind IN (?, ?) ORDER BY pos",
+        # A held deletion still waiting for its time (of the query registered under
+        # the name now, logged after it) has not closed the registration yet.
+        live = dict(db.execute("SELECT name, pos FROM queries").fetchall())
+        for pos, kind, name, time in db.execute(
+            "SELECT pos, kind, name, time FROM ops WHERE pos < ? AND kind IN (?, ?) ORDER BY pos",
             (cut, REGISTER, UNREGISTER),
         ):
             if kind == REGISTER:
                 open_reg[name] = pos
+            elif time is not None and name in live and live[name] < pos:
+                continue
             elif name in open_reg:
                 reg = open_reg.pop(name)
                 if name not in keep:

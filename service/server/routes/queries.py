@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Path, Request, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
@@ -84,6 +84,7 @@ def _fields(info: QueryInfo, rate: float) -> dict[str, Any]:
         "rate": rate,
         "at": info.at,
         "pending": info.pending,
+        "deleting_at": info.deleting_at,
     }
 
 
@@ -200,11 +201,44 @@ async def get_query(name: NamePath, host: HostDep) -> QueryPublic:
     status_code=204,
     response_class=Response,
     dependencies=[Admin],
-    responses=errors(*_AUTH, 404, 409, 422, 503),
+    responses={
+        202: {
+            "model": QueryPublic,
+            "description": "The delete is held until the stream reaches at (the query's deleting_at).",
+        },
+        **errors(*_AUTH, 404, 409, 422, 503),
+    },
     summary="Delete a query",
 )
-async def delete_query(name: NamePath, host: HostDep) -> Response:
-    """Unregister a query; its matches stay in the match log. 409 while other queries
-    read it as ``@name`` (``dependents`` names them): delete those first."""
-    await host.unregister(name)
-    return Response(status_code=204)
+async def delete_query(
+    name: NamePath,
+    host: HostDep,
+    at: Annotated[
+        float | None,
+        Query(
+            description="Delete where the stream reaches this event time: the query matches every event "
+            "with end < at and none after (202, listed with deleting_at until then; 409 when the stream "
+            "is there already). Omitted: at once (204).",
+        ),
+    ] = None,
+) -> Response:
+    """Unregister a query, at once or where the stream reaches ``at``; its matches stay
+    in the match log. 409 while other queries read it as ``@name`` (``dependents``
+    names them): delete those first (with ``at``: first, or at a time up to ``at``)."""
+    held = await host.unregister(name, at)
+    if held is None:
+        return Response(status_code=204)
+    return FastJSON(_fields(held, host.rates.per_second().get(name, 0.0)), status_code=202)
+
+
+@router.delete(
+    "/{name}/deletion",
+    response_model=QueryPublic,
+    dependencies=[Admin],
+    responses=errors(*_AUTH, 404, 409, 422, 503),
+    summary="Cancel a held delete",
+)
+async def cancel_delete(name: NamePath, host: HostDep) -> QueryPublic:
+    """Cancel the delete held for a query (``DELETE /v1/queries/{name}?at=T`` before the
+    stream reached ``T``): the query stays. 409 when no delete is held for it."""
+    return _public(await host.keep(name), host.rates.per_second().get(name, 0.0))

@@ -63,9 +63,21 @@ def test_register_subscribe_resume_and_figures(start_server: StartServer, tmp_pa
     listed = scemon("cluster", "queries", *shards)
     assert [orjson.loads(line)["name"] for line in listed.stdout.splitlines()] == ["ab", "just_b"]
 
+    # By default at one event time after every shard's clock: held until the stream reaches it.
     deleted = scemon("cluster", "delete", "just_b", *shards)
     assert deleted.returncode == 0, deleted.stderr
+    assert "just_b to be deleted on 2 shards at event time 199.00000000000003" in deleted.stderr
     for server in servers:
+        assert [(q.name, q.deleting_at) for q in server.client().queries()] == [
+            ("ab", None),
+            ("just_b", 199.00000000000003),
+        ]
+    cancelled = scemon("cluster", "delete", "just_b", *shards, "--cancel")
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert all(q.deleting_at is None for s in servers for q in s.client().queries())
+    assert scemon("cluster", "delete", "just_b", *shards).returncode == 0
+    for server in servers:
+        server.client().advance_time(300.0)
         assert [q.name for q in server.client().queries()] == ["ab"]
 
     servers[1].stop()
@@ -143,3 +155,16 @@ def test_register_at_one_event_time(start_server: StartServer, tmp_path: Path) -
     held = scemon("queries", "register", "-s", one.url, "-q", queries, "--at", "100")
     assert held.returncode == 0, held.stderr
     assert [(q.at, q.pending) for q in one.client().queries()] == [(100.0, True), (100.0, True)]
+
+    going = scemon("queries", "delete", "ab", "-s", one.url, "--at", "150")
+    assert going.returncode == 0, going.stderr
+    assert "ab to be deleted at event time 150.0" in going.stderr
+    assert one.client().query("ab").deleting_at == 150.0
+    kept = scemon("queries", "delete", "ab", "-s", one.url, "--cancel")
+    assert kept.returncode == 0 and one.client().query("ab").deleting_at is None
+    again = scemon("queries", "delete", "ab", "-s", one.url, "--cancel")
+    assert again.returncode == 1 and "not being deleted" in again.stderr
+    now = scemon("queries", "delete", "ab", "-s", one.url)
+    assert now.returncode == 0 and [q.name for q in one.client().queries()] == ["just_b"]
+    passed = scemon("cluster", "delete", "ab", *shards, "--at", "10")
+    assert passed.returncode == 1 and "past event time 10" in passed.stderr

@@ -113,7 +113,7 @@ def test_one_registration_and_one_subscription_give_one_services_matches(start_s
         by_query = Counter(m["query"] for m in expected)
         assert {q.name: q.matches for q in listed} == {n: by_query[n] for n in ("ab", "ac", "big_b")}
 
-        cluster.delete_query("ac")
+        cluster.delete_query("ac", at="now")
         assert names(servers[0]) == names(servers[1]) == {"ab", "big_b"}
 
 

@@ -1,5 +1,5 @@
 """One registration at one point of the stream on a live cluster (docs/architecture.md,
-"Registering at one point of the stream"): two shards under a job posting batch after
+"Registering and deleting at one point of the stream"): two shards under a job posting batch after
 batch take a registration in the middle of the stream, and their matches are exactly
 one service's that registered the same queries at the same event time on the same
 stream — partial matches of a query keyed by another attribute, and a trailing
@@ -7,8 +7,6 @@ negation, included."""
 
 from __future__ import annotations
 
-import threading
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ from typing import Any
 from api.cluster import Cluster
 from api.spark_sink import ServiceSink
 from ecq.language import parse_queries, to_json
+from tests.service.cluster.conftest import Job, StartShards
 from tests.service.cluster.test_keyed_shards import QUERIES, register, stream, table
 from tests.service.conftest import Server
 
@@ -56,41 +55,24 @@ def finish(server: Server, events: list[dict[str, Any]]) -> list[Seen]:
     return seen(server)
 
 
-def test_a_registration_mid_stream_gives_one_services_matches(tmp_path: Path) -> None:
+def test_a_registration_mid_stream_gives_one_services_matches(
+    tmp_path: Path, start_shards: StartShards
+) -> None:
     events = stream(2400, seed=29)
-    batches = len(events) // BATCH
-    shards = [Server(tmp_path / f"s{k}", {"SCEMON_TOKENS": "", "SCEMON_SHARD": f"{k}/2"}) for k in range(2)]
+    shards = start_shards(2)
     urls = [s.url for s in shards]
-    done: list[int] = []
-    failed: list[BaseException] = []
-
-    def job() -> None:
-        sink = ServiceSink(urls, "job")
-        try:
-            for b in range(batches):
-                sink.post_table(table(events[b * BATCH : (b + 1) * BATCH]), b)
-                done.append(b)
-                time.sleep(0.05)  # a job's pace: the registration lands between and during batches
-        except BaseException as err:  # the test thread raises it
-            failed.append(err)
-        finally:
-            sink.close()
-
     try:
         for server in shards:
-            server.start()
             register(server, QUERIES)
-        poster = threading.Thread(target=job)
-        poster.start()
-        while not failed and len(done) < 8:
-            time.sleep(0.01)
+        job = Job(urls, events, BATCH).start()
+        job.wait_for(8)
         with Cluster(urls) as cluster:
             infos = cluster.register_bulk(bodies(LATE))
         at = infos[0].at
         assert at is not None and all(i.at == at for i in infos)
-        registered_by = len(done)
-        poster.join(timeout=300)
-        assert not failed, failed
+        registered_by = len(job.done)
+        job.join()
+        batches = job.batches
         assert registered_by < batches - 2, "the registration did not land mid-stream"
         got = [m for server in shards for m in finish(server, events)]
         per_shard = [Counter(m[0] for m in finish(server, events)) for server in shards]

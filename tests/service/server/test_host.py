@@ -216,3 +216,37 @@ def test_a_rebuild_reads_the_head_with_the_collector_paused_then_freezes_it(
     finally:
         gc.callbacks.remove(note)
         gc.unfreeze()
+
+
+def test_a_held_delete_survives_trimming_and_a_restart(tmp_path: Path) -> None:
+    """Trimming every batch while a delete is held (its registration stays in the log),
+    then a restart before and after the stream reaches it."""
+
+    async def before(host: EngineHost) -> list[tuple[str, float | None]]:
+        await host.register([("ab", {"text": "SEQ(A, B) WITHIN 5 s"})])
+        await host.register([("going", {"text": "SEQ(A, B) WITHIN 5 s"})])
+        await host.unregister("going", at=500.0)
+        for k in range(30):
+            await host.ingest("p", str(k), [ev(1, "X", 10.0 * k)])
+        return [(q.name, q.deleting_at) for q in host.queries()]
+
+    listed, _ = run_host(tmp_path, before)
+    assert listed == [("ab", None), ("going", 500.0)]
+
+    async def reach(host: EngineHost) -> list[tuple[str, float | None]]:
+        assert [(q.name, q.deleting_at) for q in host.queries()] == [("ab", None), ("going", 500.0)]
+        # A, B before 500 match both; the delete falls inside the batch, before B at 500.
+        await host.ingest("p", "a", [ev(1, "A", 497), ev(1, "B", 499), ev(1, "A", 499.5), ev(1, "B", 500)])
+        for k in range(30):
+            await host.ingest("p", f"x{k}", [ev(1, "X", 600.0 + 10.0 * k)])
+        return [(q.name, q.deleting_at) for q in host.queries()]
+
+    listed, published = run_host(tmp_path, reach)
+    assert listed == [("ab", None)]
+    assert sorted(query for block in published for query in block.queries) == ["ab", "ab", "going"]
+
+    async def after(host: EngineHost) -> list[str]:
+        return [q.name for q in host.queries()]
+
+    names, _ = run_host(tmp_path, after)
+    assert names == ["ab"]

@@ -306,3 +306,37 @@ def test_match_counts_survive_a_reopen_and_start_again_for_a_name_registered_aga
         assert {q.name: (q.matches, q.last_match) for q in old.queries()} == {"q2": (7, 3.5), "q1": (0, None)}
     finally:
         old.close()
+
+
+def test_a_held_unregistration_is_trimmed_only_once_it_took_effect(store: Store) -> None:
+    # Held for event time 40: the query is still listed, its registration must stay.
+    store.commit_register([("q1", Q1), ("going", Q2)])
+    store.commit_unregister("going", at=40.0)
+    assert [q.name for q in store.queries()] == ["q1", "going"]
+    batch(store, "b1", 5.0, None, next_seq=0)
+    batch(store, "b2", 30.0, None, next_seq=0)
+    store.trim(horizon=20.0, keep=set(), match_log_max=10, next_seq=0)
+    assert [(op.kind, op.name, op.time) for op in store.ops()] == [
+        (REGISTER, "q1", None),
+        (REGISTER, "going", None),
+        (UNREGISTER, "going", 40.0),
+        (BATCH, None, 30.0),
+    ]
+    # The op that reaches 40 forgets it (with its counts); then the pair may go.
+    store.commit_time(41.0, None, {}, next_seq=0, clocks=Clocks(41.0, 41.0), forget=["going"])
+    assert [q.name for q in store.queries()] == ["q1"]
+    batch(store, "b3", 80.0, None, next_seq=0)
+    store.trim(horizon=60.0, keep=set(), match_log_max=10, next_seq=0)
+    assert [(op.kind, op.name) for op in store.ops()] == [(REGISTER, "q1"), (BATCH, None)]
+
+
+def test_a_cancelled_held_unregistration_leaves_the_log(store: Store) -> None:
+    store.commit_register([("q1", Q1)])
+    store.commit_unregister("q1", at=40.0)
+    assert store.cancel_unregister("q1") is True
+    assert store.cancel_unregister("q1") is False
+    assert [(op.kind, op.name) for op in store.ops()] == [(REGISTER, "q1")]
+    assert [q.name for q in store.queries()] == ["q1"]
+    # An unregistration without a time (every older build's) deletes at once.
+    store.commit_unregister("q1")
+    assert store.queries() == []
