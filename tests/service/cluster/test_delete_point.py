@@ -17,7 +17,7 @@ from api.cluster import Cluster, ClusterError
 from api.spark_sink import ServiceSink
 from tests.service.cluster.conftest import Job, StartShards
 from tests.service.cluster.test_keyed_shards import QUERIES, register, stream, table
-from tests.service.cluster.test_register_point import BATCH, LATE, bodies, finish
+from tests.service.cluster.test_register_point import BATCH, LATE, LEAD, bodies, finish
 from tests.service.conftest import Server
 
 GOING = ("late_rise", "late_symbol_dip", "late_quiet")
@@ -36,7 +36,8 @@ def test_a_delete_mid_stream_gives_one_services_matches(tmp_path: Path, start_sh
         ats = []
         with Cluster(urls) as cluster:
             for name in GOING:
-                ats.append(cluster.delete_query(name))
+                # Ahead of the streams, as the registration test's LEAD explains.
+                ats.append(cluster.delete_query(name, lead=LEAD))
         deleted_by = len(job.done)
         job.join()
         batches = job.batches
