@@ -386,6 +386,8 @@ _SHAPES_LOCK = threading.Lock()
 _SHAPE_FREE = frozenset(
     [f.name for f in dataclasses.fields(CompiledQuery)]
     + ["length", "positives", "is_filter", "plain", "skeletal", "open_kleene", "trailing", "node_layout"]
+    # The partition key reads PARTITION BY and WHERE's [attr] tests, both in the shape.
+    + ["partition"]
 )
 
 
@@ -420,7 +422,8 @@ def compile_query(
         return _instance(hit, classes, lits, ids, name, ast, tag)
     cq, compiler = _compile(name, ast, text, tag)
     # Computed once for the shape, and kept by every query made from it.
-    cq.length, cq.positives, cq.is_filter, cq.plain, cq.skeletal, cq.open_kleene, cq.trailing, cq.node_layout  # noqa: B018
+    cq.length, cq.positives, cq.is_filter, cq.plain, cq.skeletal, cq.open_kleene, cq.trailing  # noqa: B018
+    cq.node_layout, cq.partition  # noqa: B018
     model = _Model(cq, classes, lits, ids, compiler)
     exact = compiler.reads_values or not _literals_traced(model)
     if not exact:
@@ -456,6 +459,8 @@ def _instance(
     cq = model.cq
     comps = cq.comps
     state = model.state.copy()
+    # Each component is copied once, for its literals and its classes both.
+    rename = dict(zip(model.classes, classes, strict=True)) if model.classes != classes else None
     if ids != model.ids:
         put = {id(old): new for old, new in zip(model.lits, lits, strict=True)}
         memo = dict(model.holding)
@@ -474,6 +479,8 @@ def _instance(
         for comp in comps:
             new_comp = object.__new__(Comp)
             new_comp.__dict__.update(comp.__dict__)
+            if rename is not None:
+                new_comp.__dict__["classes"] = frozenset([rename[c] for c in comp.classes])
             if comp.filter is not None:
                 fields = new_comp.__dict__
                 fields["filter"] = funcs[id(comp.filter)]
@@ -491,8 +498,7 @@ def _instance(
             iteration_conds={k: tuple([funcs[id(f)] for f in v]) for k, v in cq.iteration_conds.items()},
             returns=tuple([(label, funcs[id(fn)]) for label, fn in cq.returns]),
         )
-    if model.classes != classes:
-        rename = dict(zip(model.classes, classes, strict=True))
+    elif rename is not None:
         renamed = []
         for comp in comps:
             new_comp = object.__new__(Comp)

@@ -306,6 +306,7 @@ def _form(cq: CompiledQuery) -> Any:
         cq.open_kleene,
         cq.trailing,
         cq.classes(),
+        cq.node_layout,
     )
 
 
