@@ -133,7 +133,7 @@ def _class_numbers(ast: Query) -> dict[str, int] | None:
 def _at(node: Any, path: tuple[str | int, ...]) -> Any:
     """The node reached from ``node`` through ``path`` (field names and tuple indexes)."""
     for step in path:
-        node = node[step] if type(step) is int else getattr(node, step)  # type: ignore[index]
+        node = node[step] if isinstance(step, int) else getattr(node, step)
     return node
 
 
