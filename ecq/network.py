@@ -180,7 +180,8 @@ class Network:
     def register(self, cq: CompiledQuery, moment: int, clock: float) -> QState:
         """Add a query (and the sub-patterns it needs); it sees instances of later
         moments. Raises :class:`SemanticError` for an unknown or cyclic ``@name``."""
-        check_depends(cq, self._depends)
+        if cq.depends:  # nothing to check otherwise
+            check_depends(cq, self._depends)
         for sub in cq.subs:
             shared = self.subs.get(sub.name)
             if shared is not None:
@@ -284,14 +285,16 @@ class Network:
         """A node of the kernels: its skeleton's positions in the CLTs, filters and
         R-CLTs as a plain sequence's; a negated component's classes (its blockers) and a
         Kleene component's (its group) keep their instances (``general_uses``)."""
+        # In a bulk registration the bits join the masks at the end, each mask made once
+        # (an OR per query copies a mask as long as the number of queries).
+        bulk = self._bulk_bits
+        if bulk is not None:
+            self._link_skeleton_bulk(qs, bulk)
+            return
         cq = qs.cq
         bit = qs.bit
         slots = qs.slots
         last = qs.steps - 1
-        # In a bulk registration the bits join the masks at the end, each mask made once
-        # (an OR per query copies a mask as long as the number of queries).
-        bulk = self._bulk_bits
-        bitno = qs.bitno
         for p, i in enumerate(slots):
             comp = cq.comps[i]
             for cls in comp.classes:
@@ -301,24 +304,11 @@ class Network:
                 if slot is None:
                     slot = ecq.seq_filters[p] = SlotFilter()
                 target = ecq.seq_final if p == last else ecq.seq_more
-                if bulk is None:
-                    slot.add(bit, comp.filter, comp.filter_key, comp.filter_conjuncts)
-                    target[p] = target.get(p, 0) | bit
-                else:
-                    if comp.filter is None:
-                        bulk.always(slot, bitno)
-                    else:
-                        slot.add(bit, comp.filter, comp.filter_key, comp.filter_conjuncts)
-                    bulk.add(target, p, bitno)
+                slot.add(bit, comp.filter, comp.filter_key, comp.filter_conjuncts)
+                target[p] = target.get(p, 0) | bit
                 if p >= 1:
                     for pred_cls in cq.comps[slots[p - 1]].classes:
-                        if bulk is None:
-                            ecq.rclt.link(pred_cls, p, bit)
-                        else:
-                            rl = ecq.rclt.get(pred_cls)
-                            if rl is None:
-                                rl = ecq.rclt[pred_cls] = RCLink(pred_cls)
-                            bulk.add(rl.masks, p, bitno)
+                        ecq.rclt.link(pred_cls, p, bit)
                 if comp.kleene is not None:
                     ecq.general_uses += 1
         for comp in cq.comps:
@@ -326,6 +316,62 @@ class Network:
                 for cls in comp.classes:
                     self.ecqs[cls].clt.append(CLink(qs, BLOCKS))
                     self.ecqs[cls].general_uses += 1
+
+    def _link_skeleton_bulk(self, qs: QState, bulk: _BulkBits) -> None:
+        """:meth:`_link_skeleton` in a bulk registration: the same links, the bits
+        left to :meth:`_BulkBits.flush` (inlined: it runs per position of every query
+        of a batch)."""
+        cq = qs.cq
+        comps = cq.comps
+        last = qs.steps - 1
+        bitno = qs.bitno
+        ecqs = self.ecqs
+        pending = bulk.pending
+        # Per (class, position, whether the position is the query's last): the ECQ, its
+        # slot, and the lists of bit numbers waiting for its masks, found once a batch.
+        places = bulk.places
+        pred_classes: frozenset[str] | None = None
+        for p, i in enumerate(qs.slots):
+            comp = comps[i]
+            filt = comp.filter
+            is_last = p == last
+            for cls in comp.classes:
+                place = places.get((cls, p, is_last))
+                if place is None:
+                    ecq = ecqs[cls]
+                    slot = ecq.seq_filters.get(p)
+                    if slot is None:
+                        slot = ecq.seq_filters[p] = SlotFilter()
+                    target = pending(ecq.seq_final if is_last else ecq.seq_more, p)
+                    place = places[(cls, p, is_last)] = _Place(ecq, slot, target)
+                ecq = place.ecq
+                ecq.clt.append(CLink(qs, p))
+                if filt is None:
+                    always = place.always
+                    if always is None:
+                        always = place.always = bulk.always_of(place.slot)
+                    always.append(bitno)
+                else:
+                    place.slot.add(1 << bitno, filt, comp.filter_key, comp.filter_conjuncts)
+                place.target.append(bitno)
+                if pred_classes is not None:
+                    preds = place.preds
+                    for pred_cls in pred_classes:
+                        waiting = preds.get(pred_cls)
+                        if waiting is None:
+                            rl = ecq.rclt.get(pred_cls)
+                            if rl is None:
+                                rl = ecq.rclt[pred_cls] = RCLink(pred_cls)
+                            waiting = preds[pred_cls] = pending(rl.masks, p)
+                        waiting.append(bitno)
+                if comp.kleene is not None:
+                    ecq.general_uses += 1
+            pred_classes = comp.classes
+        for comp in comps:
+            if comp.negated:
+                for cls in comp.classes:
+                    ecqs[cls].clt.append(CLink(qs, BLOCKS))
+                    ecqs[cls].general_uses += 1
 
     def _unlink_skeleton(self, qs: QState) -> None:
         """Undo :meth:`_link_skeleton` (the CLinks go with ``CLT.drop``)."""
@@ -857,34 +903,52 @@ class Network:
         self.kernel.check()
 
 
+class _Place:
+    """One class at one position of the sequences in a bulk registration
+    (``Network._link_skeleton_bulk``): its ECQ, its slot and the bit numbers waiting
+    to join the slot's ``always``, its final or more mask, and each R-CLink's mask."""
+
+    __slots__ = ("ecq", "slot", "target", "always", "preds")
+
+    def __init__(self, ecq: ECQ, slot: SlotFilter, target: list[int]) -> None:
+        self.ecq = ecq
+        self.slot = slot
+        self.target = target
+        self.always: list[int] | None = None
+        self.preds: dict[str, list[int]] = {}
+
+
 class _BulkBits:
     """Query bits waiting to join their masks until a bulk registration ends: per mask
     (a dict's entry, or a slot's ``always``), the bit numbers, ORed in at once."""
 
-    __slots__ = ("masks", "slots")
+    __slots__ = ("masks", "slots", "places")
 
     def __init__(self) -> None:
         self.masks: dict[int, tuple[dict[Any, int], dict[Any, list[int]]]] = {}
         self.slots: dict[int, tuple[SlotFilter, list[int]]] = {}
+        self.places: dict[tuple[str, int, bool], _Place] = {}
 
     def add(self, masks: dict[Any, int], key: Any, bitno: int) -> None:
         """Bit ``bitno`` joins ``masks[key]``."""
+        self.pending(masks, key).append(bitno)
+
+    def pending(self, masks: dict[Any, int], key: Any) -> list[int]:
+        """The bit numbers waiting to join ``masks[key]`` (append to it)."""
         entry = self.masks.get(id(masks))
         if entry is None:
             entry = self.masks[id(masks)] = (masks, {})
-        pending = entry[1].get(key)
-        if pending is None:
-            entry[1][key] = [bitno]
-        else:
-            pending.append(bitno)
+        got = entry[1].get(key)
+        if got is None:
+            got = entry[1][key] = []
+        return got
 
-    def always(self, slot: SlotFilter, bitno: int) -> None:
-        """Bit ``bitno`` joins the queries ``slot`` takes without a filter."""
+    def always_of(self, slot: SlotFilter) -> list[int]:
+        """The bit numbers waiting to join the queries ``slot`` takes without a filter."""
         entry = self.slots.get(id(slot))
         if entry is None:
-            self.slots[id(slot)] = (slot, [bitno])
-        else:
-            entry[1].append(bitno)
+            entry = self.slots[id(slot)] = (slot, [])
+        return entry[1]
 
     def flush(self) -> None:
         for masks, pending in self.masks.values():

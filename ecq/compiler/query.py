@@ -24,7 +24,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 from ecq.compiler.conditions import PredFn, ValueFn, compile_predicate, compile_value
 from ecq.compiler.filters import filter_key
@@ -82,6 +82,28 @@ class cached_property(Generic[_T]):  # noqa: N801 (a drop-in for functools')
             return self
         value = instance.__dict__[self.attrname] = self.func(instance)
         return value
+
+
+class NodeLayout(NamedTuple):
+    """:attr:`CompiledQuery.node_layout`: the Kleene components among the positive ones,
+    whether a match is emitted as found (``simple``), per check the skeleton position it
+    is checked at (-1: on the whole candidate), per position whether only a group's
+    latest event counts, whether the kernels check the negated components themselves
+    (``has_negs``), whether a skeleton match needs its leaf, and whether the compiled
+    kernel applies the policy (see ``ecq.structures.qstate.QState``)."""
+
+    kleene: tuple[int, ...]
+    simple: bool
+    check_at: tuple[int, ...]
+    latest_only: tuple[bool, ...]
+    has_negs: bool
+    leafy: bool
+    kernel_policy: bool
+
+
+# The most positive components of a query whose policy the compiled kernel applies
+# (its buffers' size, ecq/kernel/_kernel.pyx _POS); longer ones are chosen in Python.
+KERNEL_POLICY_POSITIVES = 32
 
 
 KIND_SEQ = "seq"
@@ -264,6 +286,53 @@ class CompiledQuery:
             out[k] = (left[-1] if left else -1, right[0] if right else -1)
         return out
 
+    @cached_property
+    def node_layout(self) -> NodeLayout:
+        """What the network's state of this node (``ecq.structures.qstate.QState``)
+        derives from the query's structure alone: the same for every query of one shape
+        (``compile_query`` keeps it with the shape), so installing reads it, not
+        recomputes it."""
+        kleene = tuple(i for i in self.positives if self.comps[i].kleene is not None)
+        simple = (
+            self.top
+            and not self.trailing
+            and not self.returns
+            and self.probability is None
+            and not kleene
+            and self.policy is None  # its candidates are chosen in Python (ecq.matching.policy)
+        )
+        position = {i: p for p, i in enumerate(self.positives)}
+        # Per check, the position once bound it is checked at (-1: on the whole
+        # candidate, ecq.matching.skeleton.leaf, as it reads a Kleene group).
+        check_at = tuple(
+            -1 if not comps.isdisjoint(kleene) else min(position[i] for i in comps) for comps, _ in self.checks
+        )
+        latest_only = tuple(
+            i in kleene
+            and not self.comps[i].kleene[1]  # type: ignore[index]
+            and not self.element_conds.get(i)
+            # A run built with an iteration condition may end before its latest event.
+            and not self.iteration_conds.get(i)
+            for i in self.positives
+        )
+        trailing = set(self.trailing)
+        negated = [c for c in self.comps if c.negated]
+        has_negs = (
+            bool(negated) and self.skeletal and not kleene and all(len(c.classes) == 1 for c in negated)
+        )
+        leafy = self.skeletal and (bool(kleene) or (not has_negs and any(c.index not in trailing for c in negated)))
+        kernel_policy = (
+            self.policy is not None
+            and self.top
+            and not self.trailing
+            and not self.returns
+            and self.probability is None
+            and not kleene
+            and ((self.kind == KIND_SEQ and (self.plain or self.skeletal) and not leafy) or self.kind == KIND_AND)
+            and len(self.positives) <= KERNEL_POLICY_POSITIVES
+        )
+        return NodeLayout(kleene, simple, check_at, latest_only, has_negs, leafy, kernel_policy)
+
     def neighbours(self, index: int) -> tuple[int, int]:
         """The nearest positive components before and after ``index`` (-1: none)."""
         pos = self.positives
@@ -316,7 +385,9 @@ _SHAPES_LOCK = threading.Lock()
 # and the values computed on first read that no class name or literal changes.
 _SHAPE_FREE = frozenset(
     [f.name for f in dataclasses.fields(CompiledQuery)]
-    + ["length", "positives", "is_filter", "plain", "skeletal", "open_kleene", "trailing"]
+    + ["length", "positives", "is_filter", "plain", "skeletal", "open_kleene", "trailing", "node_layout"]
+    # The partition key reads PARTITION BY and WHERE's [attr] tests, both in the shape.
+    + ["partition"]
 )
 
 
@@ -352,6 +423,7 @@ def compile_query(
     cq, compiler = _compile(name, ast, text, tag)
     # Computed once for the shape, and kept by every query made from it.
     cq.length, cq.positives, cq.is_filter, cq.plain, cq.skeletal, cq.open_kleene, cq.trailing  # noqa: B018
+    cq.node_layout, cq.partition  # noqa: B018
     model = _Model(cq, classes, lits, ids, compiler)
     exact = compiler.reads_values or not _literals_traced(model)
     if not exact:
@@ -387,6 +459,8 @@ def _instance(
     cq = model.cq
     comps = cq.comps
     state = model.state.copy()
+    # Each component is copied once, for its literals and its classes both.
+    rename = dict(zip(model.classes, classes, strict=True)) if model.classes != classes else None
     if ids != model.ids:
         put = {id(old): new for old, new in zip(model.lits, lits, strict=True)}
         memo = dict(model.holding)
@@ -405,6 +479,8 @@ def _instance(
         for comp in comps:
             new_comp = object.__new__(Comp)
             new_comp.__dict__.update(comp.__dict__)
+            if rename is not None:
+                new_comp.__dict__["classes"] = frozenset([rename[c] for c in comp.classes])
             if comp.filter is not None:
                 fields = new_comp.__dict__
                 fields["filter"] = funcs[id(comp.filter)]
@@ -422,8 +498,7 @@ def _instance(
             iteration_conds={k: tuple([funcs[id(f)] for f in v]) for k, v in cq.iteration_conds.items()},
             returns=tuple([(label, funcs[id(fn)]) for label, fn in cq.returns]),
         )
-    if model.classes != classes:
-        rename = dict(zip(model.classes, classes, strict=True))
+    elif rename is not None:
         renamed = []
         for comp in comps:
             new_comp = object.__new__(Comp)

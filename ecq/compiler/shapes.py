@@ -86,9 +86,33 @@ def shape_of(ast: Query) -> Shape | None:
 
 
 def shape_parts(ast: Query) -> Parts | None:
-    """The query's shape key, classes and literals, or None when it has no shape."""
-    if has_policy(ast):
-        return None
+    """The query's shape key, classes and literals, or None when it has no shape.
+
+    A query the parser built from a template of its own shapes (``Query._origin``,
+    ``ecq.language.shapes.Origin``) shares its key with every query of that template
+    whose tokens kept as written are the same: the key is looked up there, and only
+    the classes and the literals are read from the tree."""
+    origin = ast.__dict__.get("_origin")
+    if origin is not None:
+        known = origin.template.compiled_shapes.get(origin.values)
+        if known is not None:
+            key, paths = known
+            numbers = _class_numbers(ast)
+            lits = [_at(ast, path) for path in paths]
+            if numbers is not None and all(type(lit) is Lit for lit in lits):
+                return key, tuple(numbers), lits
+    parts = _shape_parts(ast)
+    if origin is not None and parts is not None:
+        paths = _paths_to(ast, parts[2])
+        if paths is not None:
+            origin.template.compiled_shapes[origin.values] = (parts[0], paths)
+    return parts
+
+
+def _class_numbers(ast: Query) -> dict[str, int] | None:
+    """Each class of the query's components numbered in order of first appearance;
+    None when a component is a sub-pattern or an ``@name`` class, or an alias is
+    spelled as a class (the query has no shape)."""
     numbers: dict[str, int] = {}
     aliases: list[str] = []
     for comp in ast.pattern.items:
@@ -102,6 +126,46 @@ def shape_parts(ast: Query) -> Parts | None:
         if comp.alias is not None:
             aliases.append(comp.alias)
     if any(alias in numbers for alias in aliases):
+        return None
+    return numbers
+
+
+def _at(node: Any, path: tuple[str | int, ...]) -> Any:
+    """The node reached from ``node`` through ``path`` (field names and tuple indexes)."""
+    for step in path:
+        node = node[step] if isinstance(step, int) else getattr(node, step)
+    return node
+
+
+def _paths_to(ast: Query, lits: list[Lit]) -> list[tuple[str | int, ...]] | None:
+    """The path (:func:`_at`) of each of ``lits`` (nodes of ``ast``), in order; None
+    when one is not found."""
+    found: dict[int, tuple[str | int, ...]] = {}
+
+    def walk(node: Any, path: tuple[str | int, ...]) -> None:
+        cls = type(node)
+        if cls is Lit:
+            found.setdefault(id(node), path)
+        elif cls is tuple:
+            for i, x in enumerate(node):
+                walk(x, (*path, i))
+        else:
+            names = _query_fields() if cls is Query else fields_of(cls)
+            if names is not None:
+                for name in names:
+                    walk(getattr(node, name), (*path, name))
+
+    walk(ast, ())
+    paths = [found.get(id(lit)) for lit in lits]
+    return None if any(p is None for p in paths) else paths  # type: ignore[return-value]
+
+
+def _shape_parts(ast: Query) -> Parts | None:
+    """:func:`shape_parts` by walking the whole tree."""
+    if has_policy(ast):
+        return None
+    numbers = _class_numbers(ast)
+    if numbers is None:
         return None
     lits: list[Lit] = []
     key = tuple(

@@ -39,7 +39,7 @@ from dataclasses import fields, is_dataclass
 from typing import Any
 
 from ecq.errors import ParseError
-from ecq.language.ast import SELECTIONS, SKIPS, STRATEGIES, Lit, Query, ReturnItem
+from ecq.language.ast import SELECTIONS, SKIPS, STRATEGIES, Component, Lit, Query, ReturnItem
 from ecq.language.keywords import (
     AGGREGATES,
     CLAUSE_KEYWORDS,
@@ -52,7 +52,7 @@ from ecq.language.keywords import (
 )
 from ecq.language.lexer import IDENT, MONEY, NUMBER, PERCENT, STRING, Token, tokenize
 
-__all__ = ["WORDS", "ShapeCache", "parse_cached", "parse_piece_cached", "shape_of"]
+__all__ = ["WORDS", "Origin", "ShapeCache", "parse_cached", "parse_piece_cached", "shape_of"]
 
 # Every word the parser compares a token with (upper-cased): a name spelled like one of
 # them is never free. Beyond keywords.py's: the clause words, the strategies and skips,
@@ -149,10 +149,32 @@ def shape_of(tokens: list[Token]) -> tuple[tuple[object, ...], list[int]]:
     return tuple(key), free
 
 
+class Origin:
+    """What a query built from a template keeps of how it was built (``Query._origin``,
+    not a field of the query): the template, and the texts of its tokens that the
+    compiler's shape of a query keeps as written (:attr:`_Template.as_written`). Two
+    queries with the same of both have the same compiler's shape key
+    (``ecq.compiler.shapes.shape_parts`` reads it from here, not walking the tree).
+    Pickled as nothing: an unpickled query has none."""
+
+    __slots__ = ("template", "values")
+
+    def __init__(self, template: _Template, values: tuple[str, ...]) -> None:
+        self.template = template
+        self.values = values
+
+    def __reduce__(self) -> tuple[Callable[[], None], tuple[()]]:
+        return _nothing, ()
+
+
+def _nothing() -> None:
+    return None
+
+
 class _Template:
     """An AST with placeholders, and how to fill them from another query's tokens."""
 
-    __slots__ = ("build", "spans", "pinned", "within")
+    __slots__ = ("build", "spans", "pinned", "within", "as_written", "compiled_shapes")
 
     def __init__(
         self,
@@ -161,12 +183,18 @@ class _Template:
         spans: dict[str, int],
         pinned: tuple[int, ...],
         within: tuple[int, str | None] | None,
+        as_written: tuple[int, ...] | None = None,
     ) -> None:
         self.build = _builder(ast, live)  # tokens -> a new Query
         self.spans = tuple(spans.items())  # (span path, index of the token it was written at)
         self.pinned = pinned
         # The WITHIN clause's number (its token's index) and unit, when not pinned.
         self.within = within
+        # The free tokens the compiler's shape keeps as written (None: the queries of
+        # this template carry no Origin), and what the compiler keeps per their texts
+        # (ecq.compiler.shapes).
+        self.as_written = as_written
+        self.compiled_shapes: dict[tuple[str, ...], Any] = {}
 
     def fill(self, tokens: list[Token]) -> Query:
         query: Query = self.build(tokens)
@@ -178,7 +206,54 @@ class _Template:
         if self.within is not None:
             index, unit = self.within
             _set(query, "within", duration_seconds(tokens[index][5], unit))  # type: ignore[arg-type]
+        as_written = self.as_written
+        if as_written is not None:
+            query.__dict__["_origin"] = Origin(self, tuple([tokens[i][1] for i in as_written]))
         return query
+
+
+# Fields the compiler's shape reads a class reference from (ecq.compiler.shapes
+# _REF_FIELDS): a name there equal to a class is that class's number, else as written.
+_REF_FIELDS = frozenset({"ref", "skip_var"})
+
+
+def _as_written(ast: Query, fresh: Query, tokens: list[Token]) -> tuple[int, ...] | None:
+    """The free tokens of ``ast`` (a template, with placeholders) that the compiler's
+    shape of a query (``ecq.compiler.shapes``) keeps as written: all but those that land
+    only as a component's class, as a reference equal to one of the query's classes
+    (a class's number there), as a literal's value (kept by type, and the type is part
+    of this shape) or as the query's own name (not kept). Which free tokens are equal
+    is part of this shape, so what holds for ``fresh`` (the query the template was made
+    from) holds for every query of the template. None when a component is a
+    sub-pattern (the compiler's shape has none)."""
+    classes: set[str] = set()
+    for comp in fresh.pattern.items:
+        if comp.sub is not None:
+            return None
+        classes.update(comp.classes)
+    kept: set[int] = set()
+
+    def walk(node: Any, owner: type, name: str) -> None:
+        cls = type(node)
+        if cls in _PLACEHOLDERS:
+            index, where = node.slot
+            if owner is Lit or (owner is Query and name == "name"):
+                return
+            if where == "text" and owner is Component and name == "classes":
+                return
+            if where == "text" and name in _REF_FIELDS and tokens[index][1] in classes:
+                return
+            kept.add(index)
+        elif cls is tuple:
+            for x in node:
+                walk(x, owner, name)
+        elif is_dataclass(node) and not isinstance(node, type):
+            for f in _fields(cls):
+                if f != "spans":
+                    walk(getattr(node, f), cls, f)
+
+    walk(ast, Query, "")
+    return tuple(sorted(kept))
 
 
 _new = object.__new__
@@ -397,7 +472,7 @@ def _make_template(
             if column != 0 or not 0 <= line < len(tokens):
                 return None
             spans[path] = line
-        template = _Template(ast, live, spans, tuple(sorted(pinned)), held)
+        template = _Template(ast, live, spans, tuple(sorted(pinned)), held, _as_written(ast, fresh, tokens))
         if pinned_before is not None and template.pinned != tuple(sorted(pinned_before)):
             return None
         try:

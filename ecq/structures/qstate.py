@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from ecq.compiler.conditions import PredFn
-from ecq.compiler.query import KIND_AND, KIND_OR, KIND_SEQ, CompiledQuery
+from ecq.compiler.query import KIND_OR, CompiledQuery
 
 __all__ = ["QState", "NodePlan", "Neg"]
 
@@ -38,9 +38,6 @@ class NodePlan(Protocol):
     def matches(self) -> int: ...
 
 
-# The most positive components of a query whose policy the compiled kernel applies
-# (its buffers' size, ecq/kernel/_kernel.pyx _POS); longer ones are chosen in Python.
-KERNEL_POLICY_POSITIVES = 32
 
 
 @dataclass(eq=False)
@@ -103,59 +100,33 @@ class QState:
     kernel_policy: bool = False
 
     def __post_init__(self) -> None:
-        self.derived_class = "@" + self.cq.name
         cq = self.cq
-        self.slots = cq.positives
-        self.steps = len(self.slots)
-        self.kleene = tuple(i for i in self.slots if cq.comps[i].kleene is not None)
-        self.simple = (
-            cq.top
-            and not cq.trailing
-            and not cq.returns
-            and cq.probability is None
-            and not self.kleene
-            and cq.policy is None  # its candidates are chosen in Python (ecq.matching.policy)
-        )
-        position = {i: p for p, i in enumerate(self.slots)}
-        self.checks_at = [[] for _ in range(self.steps)]
-        for comps, pred in cq.checks:
-            if not comps.isdisjoint(self.kleene):
-                continue  # checked on the whole candidate (ecq.matching.skeleton.leaf)
-            self.checks_at[min(position[i] for i in comps)].append(pred)
-        self.classes_at = [tuple(sorted(cq.comps[i].classes)) for i in self.slots]
-        self.latest_only = tuple(
-            i in self.kleene
-            and not cq.comps[i].kleene[1]  # type: ignore[index]
-            and not cq.element_conds.get(i)
-            # A run built with an iteration condition may end before its latest event.
-            and not cq.iteration_conds.get(i)
-            for i in self.slots
-        )
+        self.derived_class = "@" + cq.name
+        # What follows from the query's structure alone, made once per shape.
+        layout = cq.node_layout
+        slots = self.slots = cq.positives
+        self.steps = len(slots)
+        self.kleene = layout.kleene
+        self.simple = layout.simple
+        checks_at: list[list[PredFn]] = [[] for _ in slots]
+        for (_, pred), p in zip(cq.checks, layout.check_at, strict=True):
+            if p >= 0:
+                checks_at[p].append(pred)
+        self.checks_at = checks_at
+        comps = cq.comps
+        self.classes_at = [tuple(sorted(comps[i].classes)) for i in slots]
+        self.latest_only = layout.latest_only
         self.classes = tuple(sorted(cq.classes()))
-        trailing = set(cq.trailing)
-        negated = [c for c in cq.comps if c.negated]
-        if cq.skeletal and not self.kleene and all(len(c.classes) == 1 for c in negated):
+        if layout.has_negs:
             self.negs = tuple(
                 Neg(
                     c.index, next(iter(c.classes)), *cq.neighbours(c.index), cq.blocker_conds.get(c.index, ())
                 )
-                for c in negated
+                for c in comps
+                if c.negated
             )
-        self.leafy = cq.skeletal and (
-            bool(self.kleene) or (not self.negs and any(c.index not in trailing for c in negated))
-        )
-        self.kernel_policy = (
-            cq.policy is not None
-            and cq.top
-            and not cq.trailing
-            and not cq.returns
-            and cq.probability is None
-            and not self.kleene
-            and (
-                (cq.kind == KIND_SEQ and (cq.plain or cq.skeletal) and not self.leafy) or cq.kind == KIND_AND
-            )
-            and len(self.slots) <= KERNEL_POLICY_POSITIVES
-        )
+        self.leafy = layout.leafy
+        self.kernel_policy = layout.kernel_policy
 
     @property
     def bit(self) -> int:

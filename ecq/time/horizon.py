@@ -36,6 +36,13 @@ class Horizon:
         class; freezes the horizon reached so far before ``window`` moves. When no
         storing query is left, every instance is dropped and a later query starts
         afresh (it sees only later events anyway)."""
+        window = self.window
+        if add is not None and remove is None and window != NEG_INF and add <= window:
+            if self.frozen >= clock - window:
+                # Neither the horizon nor the largest window moves (the common case when
+                # a batch of queries registers at one clock): only the count.
+                self.windows[add] += 1
+                return
         if self.window != NEG_INF:
             self.frozen = self.at(clock)
         window = self.window

@@ -564,19 +564,25 @@ SECTIONS: tuple[Section, ...] = (
         "fresh process.",
         ("compile_scale",),
         "Installing in one pass makes every table derived from the whole set of queries "
-        "once. A query whose shape (the query up to its class names, its constants and its "
-        "window) was compiled before reuses that compiled form with its own constants put "
-        "in: only its conditions' closures are made again, so a conditioned query compiles "
-        "at a few times a sequence's cost, not in full. Parsing works the same way one step "
-        "earlier: a query whose tokens have the shape of one parsed twice before fills that "
-        "query's syntax tree with its own names and constants, and only the lexer runs. What "
-        "is left is Python's own work per query: installing (now the largest phase: the "
-        "network's links, the query's state, its windows), the closures and the filter "
-        "index's atoms, and the lexer; the cyclic garbage collector, which would walk the growing heap of parsed and "
-        "compiled queries (about half of parse and compile at 10,000 queries), is paused "
-        "while a batch compiles and installs. A filter's query bits are a number as wide as its query's "
-        "place among all of them, which is what makes installing conditioned queries, and "
-        "their memory, grow at 100,000.",
+        "once, and finds each class's place at each sequence position once per batch. A "
+        "query whose shape (the query up to its class names, its constants and its window) "
+        "was compiled before reuses that compiled form with its own constants put in: only "
+        "its conditions' closures are made again, so a conditioned query compiles at a few "
+        "times a sequence's cost, not in full. Parsing works the same way one step earlier: "
+        "a query whose tokens have the shape of one parsed twice before fills that query's "
+        "syntax tree with its own names and constants, and only the lexer runs; the query "
+        "keeps the template it was filled from, so compiling it looks its shape up there "
+        "rather than walking its tree. What is left is Python's own work per query, in many "
+        "small steps none of which is more than about a sixth of the whole: for a sequence, "
+        "the lexer (about half of parsing) and filling the tree, renaming the compiled "
+        "form's classes, and installing (the query's state, its links in each of its "
+        "classes' tables, its windows); for a conditioned query, making its closures and "
+        "the filter index's atoms, and the cyclic garbage collector's one pass over the "
+        "batch's new objects when it resumes (it is paused while a batch compiles and "
+        "installs, where it would walk the growing heap of parsed and compiled queries "
+        "again and again). A filter's query bits are a number as wide as its query's place "
+        "among all of them, which is what makes installing conditioned queries, and their "
+        "memory, grow at 100,000.",
     ),
     Section(
         "Restart",

@@ -306,6 +306,7 @@ def _form(cq: CompiledQuery) -> Any:
         cq.open_kleene,
         cq.trailing,
         cq.classes(),
+        cq.node_layout,
     )
 
 
@@ -582,3 +583,52 @@ def test_queries_that_name_themselves_share_a_shape() -> None:
     events.append(Event("s", "A", 3.0, 3.0, {"x": 5}))
     matches = eng.process(events)
     assert sorted({m.query for m in matches}) == ["n0", "n2"]
+
+
+# Query texts whose names and constants vary from one query to the next, all of one
+# parse shape per text: the parser builds the later ones from a template (their
+# ``Origin``), where the compiler reads their shape key.
+_TEMPLATED = [
+    "SEQ({A}, {B}) WHERE {A}.{x} > {n} WITHIN 5 s",
+    "SEQ({A} a, {B}) WHERE a.{x} > {n} AND {B}.{x} < {m} WITHIN 5 s",
+    "SEQ({A}, {B}) WHERE {A}.{B} = {n} WITHIN 5 s",
+    "SEQ({A}, {B}) WITHIN 5 s RETURN {A}.{x} * {n} AS {y}",
+    "PATTERN Sequence WITH {A}, {B}, {C} WHERE [{x}] {A}.{x} > {n} WITHIN {w} mins",
+    "AND({A}, {B}) WHERE {A}.{x} + {B}.{x} < {n} WITHIN 5 s",
+    "SEQ({A}, !{B}, {C}+) WHERE {B}.{x} > {n} AND {C}.{x} < {m} WITHIN 5 s",
+    "SEQ({A}, {B}) WHERE {A}.{x} = '{s}' AND {B}.{y} IN ({n}, {m}) WITHIN 5 s",
+    "SEQ({A}, {B}, {A}) WHERE {B}.{x} > {n} WITHIN {w} s",
+    "QUERY {q} SEQ({A}, {B}) WHERE {B}.{x} != {m} WITHIN 5 s",
+]
+_VALUES = [
+    {"A": "A", "B": "B", "C": "C", "x": "x", "y": "y", "n": 1, "m": 2, "w": 200, "s": "u", "q": "one"},
+    {"A": "C1", "B": "C2", "C": "C3", "x": "x", "y": "y", "n": 5, "m": 7, "w": 220, "s": "v", "q": "two"},
+    {"A": "P", "B": "Q", "C": "R", "x": "z", "y": "w", "n": 3, "m": 9, "w": 5, "s": "t", "q": "three"},
+    {"A": "D", "B": "E", "C": "F", "x": "x", "y": "y", "n": 8, "m": 4, "w": 7, "s": "u", "q": "four"},
+    {"A": "P", "B": "Q", "C": "R", "x": "z", "y": "w", "n": 6, "m": 1, "w": 9, "s": "a", "q": "five"},
+    {"A": "G", "B": "H", "C": "I", "x": "Q", "y": "x", "n": 2, "m": 3, "w": 11, "s": "b", "q": "six"},
+]
+
+
+@pytest.mark.parametrize("pattern", _TEMPLATED)
+def test_a_shape_read_from_the_parsers_template_is_the_shape_walked(pattern: str) -> None:
+    """A query the parser built from a template has the compiler's shape key, classes
+    and literals that walking its tree gives, and compiles to what compiling it anew
+    gives, whatever its names, attributes and constants."""
+    from ecq.compiler.shapes import _shape_parts, shape_parts
+    from ecq.language import shapes as language_shapes
+
+    language_shapes._CACHE = None
+    query_module._SHAPES.clear()
+    templated = 0
+    for _ in range(2):
+        for i, values in enumerate(_VALUES):
+            text = pattern.format(**values)
+            ast = parse_query(text)
+            templated += ast.__dict__.get("_origin") is not None
+            got, want = shape_parts(ast), _shape_parts(ast)
+            assert got is not None and want is not None
+            assert got[:2] == want[:2] and [id(x) for x in got[2]] == [id(x) for x in want[2]]
+            cq = compile_query(f"q{i}", ast, text, "#0")
+            assert _form(cq) == _form(compile_query(f"q{i}", ast, text, "#0", shapes=False))
+    assert templated >= 3
