@@ -179,6 +179,25 @@ class CompiledQuery:
         return partition_key(self.ast)
 
     @cached_property
+    def mode(self) -> str:
+        """The query's ``MODE`` as written (one of ``ecq.language.ast.MODES``)."""
+        return self.ast.mode
+
+    def __getattr__(self, name: str) -> Any:
+        # Called only for an attribute not found: ``ast`` when a snapshot read this query
+        # with its syntax tree packed (service.server.snapshot: matching never reads the
+        # tree, and unpacking the trees of 100,000 queries was a third of reading it),
+        # as ``_packed_ast``: (how to unpack, the packed form). Unpacked once, when
+        # first read (explain, formatting, a re-registration).
+        if name == "ast":
+            packed = self.__dict__.pop("_packed_ast", None)
+            if packed is not None:
+                unpack, data = packed
+                ast = self.__dict__["ast"] = unpack(data)
+                return ast
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @cached_property
     def length(self) -> int:
         return len(self.comps)
 

@@ -45,6 +45,7 @@ one, never a torn one (and a torn one would fail its checksum).
 
 from __future__ import annotations
 
+import copyreg
 import functools
 import gc
 import hashlib
@@ -66,6 +67,7 @@ import orjson
 
 import ecq
 from ecq.compiler.filters import _bit_numbers
+from ecq.compiler.query import CompiledQuery
 from ecq.engine import Engine
 from ecq.kernel.make import make_kernel
 from ecq.kernel.pure import PureKernel
@@ -474,7 +476,7 @@ class _Pickler(pickle.Pickler):
         self._wide_at: dict[int, int] = {}
         self._objects = _module_objects()
         self._kernels = _kernel_types()
-        self._special = {type(obj) for obj in _objects_by_id(self._objects)} | self._kernels | {type}
+        self._special = {type(obj) for obj in _objects_by_id(self._objects)} | self._kernels | {type, CompiledQuery}
         # Closures found to hold nothing that leads back to them (by id; every one
         # stays alive while pickling, so an id is not reused meanwhile).
         self._acyclic: dict[int, bool] = {}
@@ -499,12 +501,52 @@ class _Pickler(pickle.Pickler):
             return NotImplemented
         if kind in self._kernels:
             return (_no_kernel, ())
+        if kind is CompiledQuery:
+            return self._compiled_query(obj)
         if kind is type and obj in _BY_NAME:
             return (_module_object, _BY_NAME[obj])
         where = self._objects.get(id(obj))
         if where is not None:
             return (_module_object, where)
         return NotImplemented
+
+
+    def _compiled_query(self, cq: CompiledQuery) -> Any:
+        """A compiled query with its syntax tree packed (read back by
+        ``CompiledQuery.__getattr__`` when first asked for): matching never reads it,
+        and its dozens of objects a query were a third of reading the snapshot. What is
+        derived from the tree and read at every start (its partition key, its mode) is
+        computed first, so that a start does not unpack it."""
+        if "ast" not in cq.__dict__:
+            return NotImplemented  # still packed (read from a snapshot): as it is
+        cq.partition, cq.mode  # noqa: B018 - cached properties, computed into the state
+        state = dict(cq.__dict__)
+        body = io.BytesIO()
+        _TreePickler(body, self._objects, self._special).dump(state.pop("ast"))
+        state["_packed_ast"] = (_unpack_tree, body.getvalue())
+        return (copyreg.__newobj__, (CompiledQuery,), state)
+
+
+class _TreePickler(pickle.Pickler):
+    """A query's syntax tree as bytes of its own: plain objects, but for a
+    module-level one of the engine's, written as its name (as :class:`_Pickler` does)."""
+
+    def __init__(self, file: io.BytesIO, objects: dict[int, tuple[str, str]], special: set[type]) -> None:
+        super().__init__(file, protocol=5)
+        self._objects = objects
+        self._special = special
+
+    def reducer_override(self, obj: Any) -> Any:
+        if type(obj) not in self._special:
+            return NotImplemented
+        where = self._objects.get(id(obj))
+        return NotImplemented if where is None else (_module_object, where)
+
+
+def _unpack_tree(data: bytes) -> Any:
+    """A syntax tree :class:`_TreePickler` wrote (within a snapshot whose checksum and
+    code version were checked when it was read)."""
+    return pickle.loads(data)
 
 
 def _kernel_types() -> set[type]:
