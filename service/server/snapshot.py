@@ -25,11 +25,16 @@ and a new snapshot written. On any mismatch or damage the rebuild replays the wh
 as without a snapshot, and the log says why (:class:`Stale`).
 
 How the engine is pickled (:class:`_Pickler`): the standard ``pickle`` protocol 5, with
-four things taken otherwise — a network's kernel is left out and made again when read
+five things taken otherwise — a network's kernel is left out and made again when read
 (it holds nothing before the first event but what it derives from the network); a
 closure compiled from a query's conditions is written as the place of its code (module,
 qualified name, line) and its cells, its code being found again in the loaded module
-(the code version vouches that it is the same code); a module-level object of the
+(the code version vouches that it is the same code), and read back by the function and
+cell types themselves (the code and the module's globals written once, by reference),
+without a call into Python per closure; a compiled query's syntax tree, which matching
+never reads, is written as bytes of its own and unpacked when first asked for (its
+mode and partition key, read at every start, computed before writing), so a start
+makes none of the trees' objects (a third of the rest); a module-level object of the
 engine's modules (a sentinel such as ``MISSING``, compared by identity) is written as
 its name, so it is the same object after loading. And a wide integer (a query bitset,
 as wide as the number of queries) is written once however often referenced, before the
@@ -476,7 +481,9 @@ class _Pickler(pickle.Pickler):
         self._wide_at: dict[int, int] = {}
         self._objects = _module_objects()
         self._kernels = _kernel_types()
-        self._special = {type(obj) for obj in _objects_by_id(self._objects)} | self._kernels | {type, CompiledQuery}
+        self._special = (
+            {type(obj) for obj in _objects_by_id(self._objects)} | self._kernels | {type, CompiledQuery}
+        )
         # Closures found to hold nothing that leads back to them (by id; every one
         # stays alive while pickling, so an id is not reused meanwhile).
         self._acyclic: dict[int, bool] = {}
@@ -510,7 +517,6 @@ class _Pickler(pickle.Pickler):
             return (_module_object, where)
         return NotImplemented
 
-
     def _compiled_query(self, cq: CompiledQuery) -> Any:
         """A compiled query with its syntax tree packed (read back by
         ``CompiledQuery.__getattr__`` when first asked for): matching never reads it,
@@ -524,7 +530,11 @@ class _Pickler(pickle.Pickler):
         body = io.BytesIO()
         _TreePickler(body, self._objects, self._special).dump(state.pop("ast"))
         state["_packed_ast"] = (_unpack_tree, body.getvalue())
-        return (copyreg.__newobj__, (CompiledQuery,), state)
+        return (_NEWOBJ, (CompiledQuery,), state)
+
+
+# What pickle writes as its NEWOBJ opcode (the class's ``__new__``, then the state).
+_NEWOBJ: Any = copyreg.__newobj__  # type: ignore[attr-defined]  # not in the stubs
 
 
 class _TreePickler(pickle.Pickler):
@@ -580,8 +590,13 @@ def _closure_reduction(fn: types.FunctionType, acyclic: dict[int, bool], refs: _
             # a seventh of reading the snapshot.
             return (
                 types.FunctionType,
-                (refs.code(fn.__code__, place), refs.globals_of(fn), fn.__name__, fn.__defaults__,
-                 tuple([_CellOf(v) for v in values])),
+                (
+                    refs.code(fn.__code__, place),
+                    refs.globals_of(fn),
+                    fn.__name__,
+                    fn.__defaults__,
+                    tuple([_CellOf(v) for v in values]),
+                ),
             )
         return (_closure, (*place, fn.__defaults__, values, fn.__kwdefaults__))
     return (
@@ -647,7 +662,6 @@ def _closure(
     if kwdefaults:
         fn.__kwdefaults__ = kwdefaults
     return fn
-
 
 
 # The builtin types a closure is read back with, which pickle cannot name (their
