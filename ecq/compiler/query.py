@@ -291,10 +291,14 @@ class CompiledQuery:
         return (left[-1] if left else -1, right[0] if right else -1)
 
     def classes(self) -> frozenset[str]:
-        out: set[str] = set()
-        for comp in self.comps:
-            out |= comp.classes
-        return frozenset(out)
+        # Kept once made (a snapshot writes it: a start lists every query's classes).
+        found: frozenset[str] | None = self.__dict__.get("_classes")
+        if found is None:
+            out: set[str] = set()
+            for comp in self.comps:
+                out |= comp.classes
+            found = self.__dict__["_classes"] = frozenset(out)
+        return found
 
 
 # What made one predicate or value function of a compiled query: the function, the

@@ -521,11 +521,11 @@ class _Pickler(pickle.Pickler):
         """A compiled query with its syntax tree packed (read back by
         ``CompiledQuery.__getattr__`` when first asked for): matching never reads it,
         and its dozens of objects a query were a third of reading the snapshot. What is
-        derived from the tree and read at every start (its partition key, its mode) is
-        computed first, so that a start does not unpack it."""
+        derived from the tree and read at every start (its partition key, its mode, its
+        classes) is computed first, so that a start does not unpack or compute it."""
         if "ast" not in cq.__dict__:
             return NotImplemented  # still packed (read from a snapshot): as it is
-        cq.partition, cq.mode  # noqa: B018 - cached properties, computed into the state
+        cq.partition, cq.mode, cq.classes()  # noqa: B018 - kept once made: computed into the state
         state = dict(cq.__dict__)
         body = io.BytesIO()
         _TreePickler(body, self._objects, self._special).dump(state.pop("ast"))
