@@ -24,7 +24,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from ecq.compiler.conditions import PredFn, ValueFn, compile_predicate, compile_value
 from ecq.compiler.filters import filter_key
@@ -183,19 +183,21 @@ class CompiledQuery:
         """The query's ``MODE`` as written (one of ``ecq.language.ast.MODES``)."""
         return self.ast.mode
 
-    def __getattr__(self, name: str) -> Any:
-        # Called only for an attribute not found: ``ast`` when a snapshot read this query
-        # with its syntax tree packed (service.server.snapshot: matching never reads the
-        # tree, and unpacking the trees of 100,000 queries was a third of reading it),
-        # as ``_packed_ast``: (how to unpack, the packed form). Unpacked once, when
-        # first read (explain, formatting, a re-registration).
-        if name == "ast":
-            packed = self.__dict__.pop("_packed_ast", None)
-            if packed is not None:
-                unpack, data = packed
-                ast = self.__dict__["ast"] = unpack(data)
-                return ast
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    if not TYPE_CHECKING:  # hidden from mypy, which would take any attribute as Any
+
+        def __getattr__(self, name: str) -> Any:
+            # Called only for an attribute not found: ``ast`` when a snapshot read this query
+            # with its syntax tree packed (service.server.snapshot: matching never reads the
+            # tree, and unpacking the trees of 100,000 queries was a third of reading it),
+            # as ``_packed_ast``: (how to unpack, the packed form). Unpacked once, when
+            # first read (explain, formatting, a re-registration).
+            if name == "ast":
+                packed = self.__dict__.pop("_packed_ast", None)
+                if packed is not None:
+                    unpack, data = packed
+                    ast = self.__dict__["ast"] = unpack(data)
+                    return ast
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @cached_property
     def length(self) -> int:
