@@ -24,7 +24,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Generic, NamedTuple, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, overload
 
 from ecq.compiler.conditions import PredFn, ValueFn, compile_predicate, compile_value
 from ecq.compiler.filters import filter_key
@@ -201,6 +201,27 @@ class CompiledQuery:
         return partition_key(self.ast)
 
     @cached_property
+    def mode(self) -> str:
+        """The query's ``MODE`` as written (one of ``ecq.language.ast.MODES``)."""
+        return self.ast.mode
+
+    if not TYPE_CHECKING:  # hidden from mypy, which would take any attribute as Any
+
+        def __getattr__(self, name: str) -> Any:
+            # Called only for an attribute not found: ``ast`` when a snapshot read this query
+            # with its syntax tree packed (service.server.snapshot: matching never reads the
+            # tree, and unpacking the trees of 100,000 queries was a third of reading it),
+            # as ``_packed_ast``: (how to unpack, the packed form). Unpacked once, when
+            # first read (explain, formatting, a re-registration).
+            if name == "ast":
+                packed = self.__dict__.pop("_packed_ast", None)
+                if packed is not None:
+                    unpack, data = packed
+                    ast = self.__dict__["ast"] = unpack(data)
+                    return ast
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @cached_property
     def length(self) -> int:
         return len(self.comps)
 
@@ -341,10 +362,14 @@ class CompiledQuery:
         return (left[-1] if left else -1, right[0] if right else -1)
 
     def classes(self) -> frozenset[str]:
-        out: set[str] = set()
-        for comp in self.comps:
-            out |= comp.classes
-        return frozenset(out)
+        # Kept once made (a snapshot writes it: a start lists every query's classes).
+        found: frozenset[str] | None = self.__dict__.get("_classes")
+        if found is None:
+            out: set[str] = set()
+            for comp in self.comps:
+                out |= comp.classes
+            found = self.__dict__["_classes"] = frozenset(out)
+        return found
 
 
 # What made one predicate or value function of a compiled query: the function, the

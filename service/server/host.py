@@ -176,7 +176,7 @@ class QueryInfo:
             kind=cq.kind,
             classes=sorted(cq.classes()),
             window=cq.window,
-            mode=cq.ast.mode,  # type: ignore[arg-type]  # one of ecq.language.ast.MODES
+            mode=cq.mode,
             depends=frozenset(cq.depends),
             partition=cq.partition,
         )

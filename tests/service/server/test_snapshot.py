@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from ecq.engine import Engine
 from ecq.evaluation.workload import credit_card_workload
 from ecq.event import Event
+from ecq.language.printer import format_query
 from service.server import snapshot
 from service.server.snapshot import HeadDigest, Header, Stale
 from tests.service.faults.test_kill_restart import QUERIES, make_batch
@@ -99,6 +100,30 @@ def test_queries_registered_after_reading_share_as_before(tmp_path: Path) -> Non
         engine.register("b", "SEQ((SEQ(B, C)), A) WITHIN 20 s")
     assert sorted(loaded.network.subs) == sorted(original.network.subs)
     assert loaded.stats()["derived_classes"] == original.stats()["derived_classes"]
+
+
+def test_a_query_s_syntax_tree_is_read_back_when_first_asked_for(tmp_path: Path) -> None:
+    """A read query's syntax tree stays packed until asked for (reading, and what a
+    start asks of a query: its mode and partition key, do not unpack it), then equals
+    the written one and prints the same; an engine read and written again (some trees
+    still packed) reads back the same trees."""
+    original = Engine()
+    original.register_many([*QUERIES.items(), *MISSING_ATTR.items(), *MORE.items()])
+    path = tmp_path / "engine.snapshot"
+    written(original, path)
+    loaded = read_back(path)
+    pairs = list(zip(original.queries(), loaded.queries(), strict=True))
+    for before, after in pairs:
+        assert after.mode == before.ast.mode and after.partition == before.partition
+        assert "ast" not in vars(after)
+    for before, after in pairs[::2]:
+        assert after.ast == before.ast and "ast" in vars(after)
+        assert format_query(after.ast) == format_query(before.ast)
+    again = tmp_path / "again.snapshot"
+    written(loaded, again)
+    for before, after in zip(original.queries(), read_back(again).queries(), strict=True):
+        assert after.ast == before.ast
+        assert format_query(after.ast) == format_query(before.ast)
 
 
 def test_what_cannot_be_read_is_refused_with_the_reason(tmp_path: Path) -> None:
@@ -199,6 +224,15 @@ def _round_trip(value: Any) -> tuple[Any, dict[int, bool]]:
     return snapshot._Unpickler(io.BytesIO(out.getvalue()), pickler.wide).load(), pickler._acyclic
 
 
+def _cells(fn: types.FunctionType) -> list[Any]:
+    """What a closure's cells hold, a closure among them by its code and its own cells."""
+    out: list[Any] = []
+    for cell in fn.__closure__ or ():
+        value = cell.cell_contents
+        out.append((value.__code__, _cells(value)) if isinstance(value, types.FunctionType) else value)
+    return out
+
+
 def test_a_closure_is_read_back_whether_or_not_it_holds_itself() -> None:
     """A compiled condition's closure holds values and other closures only: it is made in
     one step when read; one that holds itself (through a tuple) is made empty first and
@@ -209,7 +243,9 @@ def test_a_closure_is_read_back_whether_or_not_it_holds_itself() -> None:
         read, acyclic = _round_trip(fn)
         assert acyclic[id(fn)] is True
         assert read.__code__ is fn.__code__
-        assert len(read.__closure__ or ()) == len(fn.__closure__ or ())
+        assert read.__globals__ is fn.__globals__
+        assert read.__defaults__ == fn.__defaults__
+        assert _cells(read) == _cells(fn)
     fn = closures[0]
     assert fn.__closure__ is not None
     cell = fn.__closure__[0]
