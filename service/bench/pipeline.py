@@ -679,6 +679,8 @@ class _Bracketed:
 def _table(load: Load, scale: PipelineScale, measured: _Bracketed) -> Table:
     replay = measured.replay()
     rates = [r.rate for r in measured.replays]
+    # Replay's events per CPU second: what the engine alone does when nothing waits.
+    replay_cpu_rate = replay.events / replay.cpu_seconds if replay.cpu_seconds else 0.0
     table = Table(
         name=f"pipeline_{load.name}",
         title=f"The whole path against the engine: {load.name} workload",
@@ -711,8 +713,9 @@ def _table(load: Load, scale: PipelineScale, measured: _Bracketed) -> Table:
             "engine (scemon_engine_cpu_seconds_total); subs_cpu_s: the subscriber processes' CPU seconds "
             "over the same time (they share the machine's cores with the server); job_cpu_s: the Spark job's "
             "(its driver, JVM and Python workers); cpu_us_per_event: all of these per event; cpu_bound: the "
-            f"ratio this CPU allows if nothing waited, the server one core (its interpreter lock) and all "
-            f"{_CORES} cores shared by every process; latency: a batch's post "
+            "ratio to replay this CPU allows when no process waits (the row's events per second of the "
+            "server's CPU, one core for its interpreter lock, and of all the processes' CPU on "
+            f"{_CORES} cores, whichever is less, over replay's events per CPU second); latency: a batch's post "
             "to its matches' frames at the first subscriber; ratio: a row's events/s over replay_per_s, the "
             f"mean of the replay runs right before and after it (replay ran {len(rates)} times: "
             f"{min(rates):,.0f}-{max(rates):,.0f} events/s; its row shows their mean)",
@@ -743,7 +746,7 @@ def _table(load: Load, scale: PipelineScale, measured: _Bracketed) -> Table:
             subs_cpu_s="-" if row.subs_cpu_seconds is None else round(row.subs_cpu_seconds, 2),
             job_cpu_s="-" if row.job_cpu_seconds is None else round(row.job_cpu_seconds, 2),
             cpu_us_per_event=round(1e6 * row.all_cpu_seconds / row.events, 1) if row.events else "-",
-            cpu_bound=round(min(1.0, row.cpu_bound(_CORES) / reference), 2) if reference else "-",
+            cpu_bound=round(min(1.0, row.cpu_bound(_CORES) / replay_cpu_rate), 2) if replay_cpu_rate else "-",
             peak_rss_mb="-" if row.rss_mb is None else round(row.rss_mb, 1),
             p50_ms=round(1000 * _percentile(row.latencies, 0.5), 1) if row.latencies else "-",
             p99_ms=round(1000 * _percentile(row.latencies, 0.99), 1) if row.latencies else "-",
