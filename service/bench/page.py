@@ -529,8 +529,8 @@ SECTIONS: tuple[Section, ...] = (
         "kernel's event loop on a view of each event (made natively by the compiled kernel) and "
         "their matches are merged in emission order. A network's fixed cost "
         "per event (storing the instance, updating its source's summary, the filter index) "
-        "hardly depends on its number of queries, so four networks of 250 queries cost about "
-        "three times one of 1,000; keys whose queries read different classes cost less, an "
+        "hardly depends on its number of queries, so four networks of 250 queries cost three to "
+        "four times one of 1,000; keys whose queries read different classes cost less, an "
         "event entering only the networks that use its class.",
     ),
     Section(
@@ -667,14 +667,14 @@ SECTIONS: tuple[Section, ...] = (
         "an event on the demo's payments; the match rows; the store's commit; the HTTP server and "
         "its event loop, about 2-3 µs), all on the interpreter that runs the engine, whose lock "
         "lets one thread run Python at a time. `cpu_bound` is the ratio that CPU allows when no "
-        "process waits: about two thirds of replay on the demo, under a half on the bare "
-        "sequences, whose engine costs half as much an event while the service's own share stays. "
+        "process waits: about 0.6 of replay on the demo, about a half on the bare sequences, whose "
+        "engine costs half as much an event while the service's own share stays. "
         "The measured ratios sit at or below these bounds, so one subscriber at 0.7 of replay "
         "would need the service's own work per event to cost less than half of the engine's; "
         "it does not on one interpreter, and moves only with the engine in a process of its own. "
         "With ten subscribers their CPU (about 20 µs an event between them on the demo) shares "
         "the machine's two cores with the server; with the Spark job, the job's own (its JVM and "
-        "Python workers, about 7 µs an event) does.",
+        "Python workers, about 6-7 µs an event) does.",
     ),
     Section(
         "A cluster: 1, 2 and 4 shards behind the job's sink",
