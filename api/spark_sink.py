@@ -379,20 +379,26 @@ class ServiceSink:
         # before it posts: the routing ask then goes through its own thread, and the
         # last route stands in when the shards do not answer it soon (:meth:`prepare`).
         self._router = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scemon-route")
+        self._closed = False
         self._routing: Future[Route] | None = None
         self._last_route: Route | None = None
 
     def _client(self, url: str) -> Client:
         client = self._clients.get(url)
+        if client is None and self._closed:
+            # The router's thread may still be at work after close(): a client made now
+            # would never be closed (its connections left to the collector).
+            raise RuntimeError("the sink is closed")
         if client is None:  # a shard the slot map named since
             client = self._clients[url] = Client(url, token=self._token, timeout=self.policy.timeout)
         return client
 
     def close(self) -> None:
         """Release the HTTP connections and threads."""
+        self._closed = True
         self._pool.shutdown(wait=True)
-        self._router.shutdown(wait=False)
-        for client in self._clients.values():
+        self._router.shutdown(wait=False, cancel_futures=True)
+        for client in list(self._clients.values()):
             client.close()
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
