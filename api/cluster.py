@@ -33,10 +33,19 @@ import math
 import queue
 import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import orjson
@@ -48,6 +57,9 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from api.client import FRAME_MATCHES, ApiError, Client, QueryLike, Subscription, _query_body, _query_dict
 from api.models import ClusterShards, QueryPublic, Stats
 from api.routing import SLOTS, SlotMap
+
+# What an action retried at a later event time gives back (Cluster._at_next).
+_T = TypeVar("_T")
 
 __all__ = [
     "Cluster",
@@ -404,18 +416,33 @@ class Cluster:
     ) -> list[QueryPublic]:
         """Register at an event time after every shard's released clock, again later
         while a shard's stream passes it before the registration reaches it."""
+        return self._at_next(
+            lambda at: self._register(bodies, names, at, deadline),
+            lead,
+            attempts,
+            "registered",
+            "registration's",
+        )
+
+    def _at_next(
+        self, act: Callable[[float | None], _T], lead: float, attempts: int, done: str, whose: str
+    ) -> _T:
+        """``act(T)`` at an event time ``T`` after every shard's released clock (``lead``
+        seconds after the latest, else just after it), or ``act(None)`` (at once) before
+        any shard has a clock; while a shard's stream passes ``T`` before ``act`` reaches
+        it (:class:`_Passed`), again at a later ``T``, up to ``attempts`` times."""
         for attempt in range(max(1, attempts)):
             clocks = self._released()
             if not clocks:
-                return self._register(bodies, names, None, deadline)
+                return act(None)
             latest = max(clocks)
             at = latest + lead if lead > 0 else math.nextafter(latest, math.inf)
             try:
-                return self._register(bodies, names, at, deadline)
+                return act(at)
             except _Passed as passed:
                 if attempt == max(1, attempts) - 1:
                     raise ClusterError(
-                        f"nothing was registered: the stream passed the registration's event time "
+                        f"nothing was {done}: the stream passed the {whose} event time "
                         f"{attempts} times (last: {at:g}; {passed.why}); try a larger lead",
                         passed.outcome,
                     ) from None
@@ -619,28 +646,15 @@ class Cluster:
     ) -> float | None:
         """Delete at an event time after every shard's released clock, again later while
         a shard's stream passes it before the delete reaches it."""
-        for attempt in range(max(1, attempts)):
-            clocks = self._released()
-            if not clocks:
+
+        def delete(at: float | None) -> float | None:
+            if at is None:
                 self._delete_now(name)
-                return None
-            latest = max(clocks)
-            at = latest + lead if lead > 0 else math.nextafter(latest, math.inf)
-            try:
+            else:
                 self._delete_at(name, at, started, deadline)
-                return at
-            except _Fenced:
-                raise
-            except _Passed as passed:
-                if attempt == max(1, attempts) - 1:
-                    raise ClusterError(
-                        f"nothing was deleted: the stream passed the delete's event time "
-                        f"{attempts} times (last: {at:g}; {passed.why}); try a larger lead",
-                        passed.outcome,
-                    ) from None
-                moved = max(self._released(), default=latest) - latest
-                lead = max(2 * lead, 2 * moved) or 1.0
-        raise AssertionError("unreachable")
+            return at
+
+        return self._at_next(delete, lead, attempts, "deleted", "delete's")
 
     def _delete_at(self, name: str, at: float, started: dict[str, float], deadline: float) -> None:
         """Hold the delete at ``at`` on every shard, or cancel it on those that took it:
