@@ -90,7 +90,16 @@ def partitions(
     table = Table(
         "partitions_keys",
         f"{n_queries} queries over 1-8 partition keys: events/s and stored instances",
-        ["keys", "shared_ev_s", "sp_ev_s", "shared_stored", "sp_stored", "shared_vs_1_key"],
+        [
+            "keys",
+            "shared_ev_s",
+            "sp_ev_s",
+            "shared_stored",
+            "sp_stored",
+            "shared_vs_1_key",
+            "one_network_ev_s",
+            "networks_bound_vs_1_key",
+        ],
         plot=Plot("keys", ("shared_ev_s", "sp_ev_s"), "events/s", "partition keys in use"),
     )
     # Every key count's shared engine and SP baseline in one interleaved run, so that
@@ -106,12 +115,22 @@ def partitions(
             engines.append(engine)
         if progress is not None:
             progress((step + 1) / (2 * len(KEY_COUNTS)), f"{keys} keys registered")
+    # Per key count above one, an engine of one key's share of the queries alone (one
+    # network of n/keys queries): what each of the keys' networks costs by itself, so
+    # that the table shows how much of a network's cost is fixed per event.
+    alone = len(engines)
+    for keys in KEY_COUNTS[1:]:
+        engine = Engine()
+        for name, text in _queries(w, keys)[::keys]:
+            engine.register(name, text)
+        engines.append(engine)
     speeds = _measure(engines, stream)
     if progress is not None:
         progress(1.0, "measured")
     first = speeds[0]
     for k, keys in enumerate(KEY_COUNTS):
         shared, sp = speeds[2 * k], speeds[2 * k + 1]
+        one = first if keys == 1 else speeds[alone + k - 1]
         table.add(
             keys=keys,
             shared_ev_s=round(shared),
@@ -119,12 +138,18 @@ def partitions(
             shared_stored=engines[2 * k].stats()["stored_instances"],
             sp_stored=engines[2 * k + 1].stats()["stored_instances"],
             shared_vs_1_key=round(shared / first, 2),
+            one_network_ev_s=round(one),
+            # ``keys`` networks each as fast as one alone: every event through each.
+            networks_bound_vs_1_key=round(one / keys / first, 2),
         )
     table.notes = [
         f"{n_queries} sequence queries (3 steps, 50 classes, windows 200-240 min), 1,000 sources, "
         f"{count} events (the first fifth warms up); query i partitioned by key i mod keys "
         "(key 0 the source, key j an attribute p<j> regrouping the sources); one process, "
         "shared engines (compiled kernel when built) and SP baselines of every key count "
-        "on the same events, interleaved chunk by chunk, the collector off while timing."
+        "on the same events, interleaved chunk by chunk, the collector off while timing; "
+        "one_network_ev_s: an engine of one key's share of the queries alone (query i for i "
+        "mod keys = 0, one network), in the same run; networks_bound_vs_1_key: one_network_ev_s "
+        "/ keys against one key, the ratio if each key's network cost what it costs alone."
     ]
     return [table]

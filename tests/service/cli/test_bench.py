@@ -212,9 +212,25 @@ def test_partitions_command_measures_every_key_count_shared_and_sp(tmp_path: Pat
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["machine.json", "partitions_keys.csv", "partitions_keys.png"]
     header, rows = read_csv(tmp_path / "partitions_keys.csv")
-    assert header == ["keys", "shared_ev_s", "sp_ev_s", "shared_stored", "sp_stored", "shared_vs_1_key"]
+    assert header == [
+        "keys",
+        "shared_ev_s",
+        "sp_ev_s",
+        "shared_stored",
+        "sp_stored",
+        "shared_vs_1_key",
+        "one_network_ev_s",
+        "networks_bound_vs_1_key",
+    ]
     table = [dict(zip(header, row, strict=True)) for row in rows]
     assert [int(r["keys"]) for r in table] == [1, 2, 4, 8]
+    # One key's network alone is the single-key engine itself for one key; for more, an
+    # engine of its own whose speed, divided by the keys, gives the bound column.
+    assert table[0]["one_network_ev_s"] == table[0]["shared_ev_s"]
+    assert float(table[0]["networks_bound_vs_1_key"]) == 1.0
+    for r in table:
+        bound = int(r["one_network_ev_s"]) / int(r["keys"]) / int(table[0]["shared_ev_s"])
+        assert abs(float(r["networks_bound_vs_1_key"]) - bound) <= 0.006
     # Shared storage grows with the keys in use (each event once per key); SP stores a
     # copy per query whatever the keys.
     shared = [int(r["shared_stored"]) for r in table]
