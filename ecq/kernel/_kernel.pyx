@@ -271,7 +271,7 @@ cdef class CompiledKernel:
             for at in range(total):
                 n = self.current()
                 e = <object>PyList_GET_ITEM(seq, at)
-                ahead.step(s, seq, at, total)
+                ahead.step(s, n, seq, at, total)
                 if not isinstance(e, _EventBase) or ev_int(ev(e).arrival, "arrival") >= 0:
                     # Already processed (or not an Event): a copy is processed.
                     e = _Event(e.src, e.type, e.start, e.end, e.attrs, e.prob, e.id)
@@ -414,16 +414,20 @@ cdef class _Ahead:
     def __cinit__(self):
         self.ring = [None] * 4
 
-    cdef int step(self, State s, list seq, Py_ssize_t at, Py_ssize_t total) except -1:
+    cdef int step(self, State s, Net n, list seq, Py_ssize_t at, Py_ssize_t total) except -1:
         cdef SrcSummary x
         cdef Py_ssize_t lines
         cdef PyObject *src
+        cdef PyObject *cls
         if at + 3 < total:
             nxt = <object>PyList_GET_ITEM(seq, at + 3)
             got = None
             if type(nxt) is _Event:
                 src = ev(nxt).src
-                if src != NULL:
+                cls = ev(nxt).type
+                # Not for an event of a class no query reads (run_events only counts
+                # it): its source's summary would be fetched for nothing.
+                if src != NULL and cls != NULL and ecq_in(n, <object>cls).ecq is not None:
                     got = s.summaries.get(<object>src)
             self.ring[(at + 3) & 3] = got
             if got is not None:
