@@ -13,6 +13,7 @@ and events, each event processed once per key in use.
 from __future__ import annotations
 
 import gc
+import re
 import time
 from collections.abc import Callable
 
@@ -30,6 +31,8 @@ KEY_COUNTS = (1, 2, 4, 8)
 # 2 and 5, so that each key is a permutation of the 1,000 sources (a factor in common
 # would fold them into fewer, larger partitions with many more matches).
 _MULTIPLIERS = (3, 7, 11, 13, 17, 19, 23)
+# A class name of the workload's queries (C00 .. C49).
+_CLASS = re.compile(r"\bC\d\d\b")
 
 
 def _queries(w: Workload, keys: int) -> list[tuple[str, str]]:
@@ -48,6 +51,19 @@ def _stream(w: Workload, n_events: int) -> list[Event]:
         attrs = {f"p{j}": (src * _MULTIPLIERS[j - 1]) % w.n_sources for j in range(1, max(KEY_COUNTS))}
         stream.append(Event(e.src, e.type, e.start, e.end, attrs, e.prob, e.id))
     return stream
+
+
+def _own_classes(w: Workload, keys: int, stream: list[Event]) -> tuple[list[tuple[str, str]], list[Event]]:
+    """The workload with each key's queries over classes of their own: query ``i`` of
+    key ``i mod keys`` reads its classes renamed into group ``i mod keys`` (``G<j>C07``)
+    and event ``n`` is of group ``n mod keys``. The queries are :func:`_queries`'."""
+    queries = [
+        (name, _CLASS.sub(rf"G{i % keys}\g<0>", text)) for i, (name, text) in enumerate(_queries(w, keys))
+    ]
+    events = [
+        Event(e.src, f"G{n % keys}{e.type}", e.start, e.end, e.attrs, e.prob, e.id) for n, e in enumerate(stream)
+    ]
+    return queries, events
 
 
 def _measure(engines: list[Engine | SeparateEngine], stream: list[Event], chunk: int = 500) -> list[float]:
@@ -114,7 +130,7 @@ def partitions(
                 engine.register(name, text)
             engines.append(engine)
         if progress is not None:
-            progress((step + 1) / (2 * len(KEY_COUNTS)), f"{keys} keys registered")
+            progress((step + 1) / (4 * len(KEY_COUNTS)), f"{keys} keys registered")
     # Per key count above one, an engine of one key's share of the queries alone (one
     # network of n/keys queries): what each of the keys' networks costs by itself, so
     # that the table shows how much of a network's cost is fixed per event.
@@ -126,7 +142,7 @@ def partitions(
         engines.append(engine)
     speeds = _measure(engines, stream)
     if progress is not None:
-        progress(1.0, "measured")
+        progress(0.5, "measured")
     first = speeds[0]
     for k, keys in enumerate(KEY_COUNTS):
         shared, sp = speeds[2 * k], speeds[2 * k + 1]
@@ -152,4 +168,58 @@ def partitions(
         "mod keys = 0, one network), in the same run; networks_bound_vs_1_key: one_network_ev_s "
         "/ keys against one key, the ratio if each key's network cost what it costs alone."
     ]
-    return [table]
+    return [table, _own_classes_table(w, stream, n_queries, count, progress)]
+
+
+def _own_classes_table(
+    w: Workload,
+    stream: list[Event],
+    n_queries: int,
+    count: int,
+    progress: Callable[[float, str], None] | None,
+) -> Table:
+    """Keys whose queries read classes of their own: per key count, the keyed engine
+    against the same queries and events with every query on the source (one network),
+    interleaved."""
+    table = Table(
+        "partitions_own_classes",
+        f"{n_queries} queries over 1-8 keys, each key's queries over classes of their own",
+        ["keys", "keyed_ev_s", "one_key_ev_s", "keyed_vs_one_key", "keyed_stored", "one_key_stored"],
+        plot=Plot("keys", ("keyed_ev_s", "one_key_ev_s"), "events/s", "partition keys in use"),
+    )
+    engines: list[Engine | SeparateEngine] = []
+    streams = []
+    for keys in KEY_COUNTS:
+        queries, events = _own_classes(w, keys, stream)
+        for partitioned in (True, False):
+            engine = Engine()
+            for name, text in queries:
+                engine.register(name, text if partitioned else text.split("\nPARTITION BY")[0])
+            engines.append(engine)
+        streams.append(events)
+    # One stream per key count (its classes renamed): each pair of engines is measured
+    # on its own stream, the pairs interleaved within each key count.
+    speeds: list[float] = []
+    for k in range(len(KEY_COUNTS)):
+        speeds += _measure(engines[2 * k : 2 * k + 2], streams[k])
+        if progress is not None:
+            progress(0.5 + (k + 1) / (2 * len(KEY_COUNTS)), f"{KEY_COUNTS[k]} keys over their own classes")
+    for k, keys in enumerate(KEY_COUNTS):
+        keyed, one = speeds[2 * k], speeds[2 * k + 1]
+        table.add(
+            keys=keys,
+            keyed_ev_s=round(keyed),
+            one_key_ev_s=round(one),
+            keyed_vs_one_key=round(keyed / one, 2),
+            keyed_stored=engines[2 * k].stats()["stored_instances"],
+            one_key_stored=engines[2 * k + 1].stats()["stored_instances"],
+        )
+    table.notes = [
+        f"The same {n_queries} queries and {count} events, query i of key i mod keys reading its "
+        "classes renamed into group i mod keys and event n of group n mod keys (each key's "
+        "queries see a share of the stream of their own); keyed: the queries partitioned as "
+        "above, one network per key, each event a placeholder in the networks that do not read "
+        "its class; one key: the same queries all on the source, one network; the two "
+        "interleaved chunk by chunk on each key count's stream, the collector off while timing."
+    ]
+    return table

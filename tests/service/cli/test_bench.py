@@ -210,7 +210,13 @@ def test_operators_command_takes_policies_and_rejects_unknown_ones(tmp_path: Pat
 def test_partitions_command_measures_every_key_count_shared_and_sp(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["bench", "partitions", "--quick", "--events", "600", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["machine.json", "partitions_keys.csv", "partitions_keys.png"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "machine.json",
+        "partitions_keys.csv",
+        "partitions_keys.png",
+        "partitions_own_classes.csv",
+        "partitions_own_classes.png",
+    ]
     header, rows = read_csv(tmp_path / "partitions_keys.csv")
     assert header == [
         "keys",
@@ -231,6 +237,14 @@ def test_partitions_command_measures_every_key_count_shared_and_sp(tmp_path: Pat
     for r in table:
         bound = int(r["one_network_ev_s"]) / int(r["keys"]) / int(table[0]["shared_ev_s"])
         assert abs(float(r["networks_bound_vs_1_key"]) - bound) <= 0.006
+    # Keys over classes of their own: the keyed engine stores each event once, in the
+    # network of its class's key, as the one-key engine of the same queries does.
+    header, rows = read_csv(tmp_path / "partitions_own_classes.csv")
+    assert header == ["keys", "keyed_ev_s", "one_key_ev_s", "keyed_vs_one_key", "keyed_stored", "one_key_stored"]
+    own = [dict(zip(header, row, strict=True)) for row in rows]
+    assert [int(r["keys"]) for r in own] == [1, 2, 4, 8]
+    assert all(int(r["keyed_stored"]) > 0 for r in own)
+    assert own[0]["keyed_stored"] == own[0]["one_key_stored"]
     # Shared storage grows with the keys in use (each event once per key); SP stores a
     # copy per query whatever the keys.
     shared = [int(r["shared_stored"]) for r in table]
