@@ -1280,7 +1280,11 @@ def check(path: Path, init: bool) -> None:
             f"{path} is an SQLite database but not a scemon store (no tables {', '.join(TABLES)}): "
             "point --data at a scemon store or an empty folder"
         )
-    _checked[path] = seen
+    # As the file is now: closing the check's connection, the last one, moved the pages
+    # of a write-ahead log left by a kill into the file (a new size and mtime, the same
+    # rows), and the store's own open would otherwise scan every row a second time.
+    stat = path.stat()
+    _checked[path] = (stat.st_size, stat.st_mtime_ns)
 
 
 # Stores that passed the check in this process, with their size and mtime then.
