@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from ecq.engine import Engine
 from service.server import store as store_module
-from service.server.faults import UnusableStore
+from service.server.faults import DamagedRows, UnusableStore
 from service.server.store import STORE_FILE, Store, check, row_crc
 
 Q1 = {"text": "SEQ(A, B) WITHIN 10 s"}
@@ -198,3 +198,43 @@ def test_a_store_changed_after_its_check_is_checked_again(tmp_path: Path) -> Non
         db.execute("UPDATE queries SET pos = pos + 1 WHERE name = 'q3'")
     with pytest.raises(UnusableStore, match="fails? their checksum|failing their checksum"):
         check(path, init=False)
+
+
+def _damage_an_op(path: Path) -> None:
+    with closing(sqlite3.connect(path, isolation_level=None)) as db:
+        db.execute("UPDATE ops SET name = 'other' WHERE pos = 2")
+
+
+def test_the_op_log_read_at_start_is_checked_again_by_any_later_read(tmp_path: Path) -> None:
+    """The start's check vouches for the rows once: the first read of the op log takes
+    them as checked, a later one (a rebuild while serving) checks every row again."""
+    path = _killed_store(tmp_path)
+    opened = Store(path.parent)
+    try:
+        assert len(list(opened.ops())) == 50
+        _damage_an_op(path)
+        with pytest.raises(DamagedRows, match="logged operation 2"):
+            list(opened.ops())
+    finally:
+        opened.close()
+
+
+def test_a_write_after_the_check_makes_the_op_log_checked_again(tmp_path: Path) -> None:
+    path = _killed_store(tmp_path)
+    opened = Store(path.parent)
+    try:
+        _damage_an_op(path)
+        opened.commit_register([("late", Q1)])
+        with pytest.raises(DamagedRows, match="logged operation 2"):
+            list(opened.ops())
+    finally:
+        opened.close()
+
+
+def test_a_store_opened_without_the_check_checks_the_op_log(tmp_path: Path) -> None:
+    path = _killed_store(tmp_path)
+    check(path, init=False)
+    _damage_an_op(path)  # after the check: the file is not the one it read
+    store_module._checked.pop(path, None)  # as a store opened by another process
+    with pytest.raises(UnusableStore):
+        Store(path.parent)
