@@ -568,7 +568,7 @@ class LocalSlots:
     made from this; the pure kernel's stays over query numbers (a Python int of any
     width is one C operation, and putting bits back one by one is not)."""
 
-    __slots__ = ("index", "glob", "starts", "always")
+    __slots__ = ("index", "glob", "starts", "always", "filtered")
 
     def __init__(self, places: list[tuple[int, FilterIndex]]) -> None:
         """``places``: per place, the queries without a filter there (bits) and the
@@ -579,6 +579,9 @@ class LocalSlots:
         # Place i's local numbers are starts[i] .. starts[i + 1] - 1.
         self.starts: list[int] = []
         self.always: list[int] = []
+        # Per place, the queries with a filter there (its index's ``all``, over query
+        # numbers): the place's own numbers in ``glob``, as one set.
+        self.filtered: list[int] = []
         fid = 0
         for always, index in places:
             start = -(-len(self.glob) // 64) * 64
@@ -596,6 +599,7 @@ class LocalSlots:
                 fid += 1
             self.starts.append(start)
             self.always.append(always)
+            self.filtered.append(index.all)
         self.starts.append(len(self.glob))
 
     def passing(self, event: Any) -> list[int]:

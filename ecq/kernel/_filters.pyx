@@ -216,10 +216,10 @@ cdef SlotIndex _made(list keys, list places):
     x.refs = []
     x.always = [bits_from_int(a) for a in local.always]
     glob = local.glob
-    x.every = [
-        bits_from_int(a | sum([1 << g for g in glob[local.starts[i] : local.starts[i + 1]] if g >= 0]))
-        for i, a in enumerate(local.always)
-    ]
+    # A place's queries: those without a filter there and those with one (the set its
+    # numbers in glob were read from; summing a shifted bit per query instead was
+    # quadratic in the width of the query numbers, 0.7 s at 100,000 demo queries).
+    x.every = [bits_from_int(a | f) for a, f in zip(local.always, local.filtered)]
     x.L = (len(glob) + 63) >> 6
     cdef _Sets sets = _Sets(x.L)
     x.start = <Py_ssize_t *>grow(NULL, (x.nplaces + 1) * sizeof(Py_ssize_t))

@@ -27,12 +27,9 @@ import functools
 import math
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.ipc as ipc
 
 from api.models import ATTR_NAME_MAX, ATTR_VALUE_MAX, ATTRS_MAX, ID_MAX, SRC_MAX, TIME_MAX, TYPE_MAX
 from ecq.errors import EventError
@@ -40,6 +37,12 @@ from ecq.event import Event
 from ecq.kernel.make import column_reader, event_reader
 from service.server.bodies import loads_in_pieces
 from service.server.errors import BadRequestError, InvalidInputError, PayloadTooLargeError
+
+# pyarrow is imported where an Arrow batch is read, not with this module: the server
+# imports this module at start (the store reads logged batches with it), and pyarrow
+# with numpy was half a second of every start, most of them with no Arrow batch to read.
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["Batch", "batch_key", "check_fields", "check_times", "from_arrow", "from_json"]
 
@@ -203,6 +206,10 @@ def from_arrow(
         raise InvalidInputError("missing header X-Scemon-Producer", field="X-Scemon-Producer")
     if batch_id is None:
         raise InvalidInputError("missing header X-Scemon-Batch-Id", field="X-Scemon-Batch-Id")
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.ipc as ipc
+
     producer, batch_id = batch_key(producer, batch_id)
     try:
         table = ipc.open_stream(pa.BufferReader(body)).read_all()
@@ -259,6 +266,9 @@ def from_arrow(
 
 def _longest(column: pa.ChunkedArray) -> int:
     """The most characters of a text column's values (0 for another type or all null)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     kind = column.type
     if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)) or column.null_count == len(column):
         return 0
@@ -280,6 +290,9 @@ def _fields_fit(table: pa.Table) -> bool:
 def _ordered(table: pa.Table) -> bool:
     """Whether the rows already come by ``(end, start)`` (an absent end is the start):
     compared column-wise, each row with the next."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     n = table.num_rows
     if n < 2:
         return True
@@ -347,6 +360,8 @@ def _fast_events(columns: dict[str, list[Any]], n: int) -> list[Event] | None:
 
 
 def _check_type(name: str, kind: Any) -> None:
+    import pyarrow as pa
+
     types = pa.types
     text = types.is_string(kind) or types.is_large_string(kind)
     integer = types.is_integer(kind)

@@ -436,6 +436,8 @@ def _wide_value(form: int | bytes) -> int:
         return form
     if type(form) is not bytes or len(form) % 4 or not form:
         raise pickle.UnpicklingError("a wide integer is neither an integer nor the numbers of its bits")
+    if len(form) == 4:  # one query (a third of them at 100,000 demo queries): one shift
+        return 1 << int.from_bytes(form, "little")
     numbers = array(_U32)
     numbers.frombytes(form)
     if sys.byteorder == "big":

@@ -48,8 +48,9 @@ names the columns), written with the row. ``PRAGMA quick_check`` sees the struct
 the file, not what a row says: a damaged byte inside a row's text (a digit of a match's
 ``start``) passes it. So the store is refused at start when any row fails its checksum
 (:func:`check`, which reads every row as quick_check reads every page); while serving,
-rows are checked as they are read (the op log on rebuild, the clocks, every match
-block a reader takes: :class:`~service.server.faults.DamagedRows`) and by a periodic
+rows are checked as they are read (the op log on rebuild, but for the start's first
+read of it, just checked; the clocks, every match block a reader takes:
+:class:`~service.server.faults.DamagedRows`) and by a periodic
 scrub (:meth:`Store.scrub`); what fails is never served and is reported on ``/readyz``
 (:attr:`Store.damage`). A store of an older build gets the column, filled in, when it
 is first opened.
@@ -374,11 +375,16 @@ class Store:
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / STORE_FILE
         self.max_bytes = max_bytes
-        check(self.path, init)
+        checked = check(self.path, init)
         try:
             self._db = self._connect()
             self._db.executescript(SCHEMA)
             self._upgrade()
+            # Whether every row's checksum was found right by the check of this very file
+            # (this process's, and nothing written since): the first rebuild then reads
+            # the op log without checking each row again (a second pass over every
+            # registration of a large store). Any write or reopen clears it.
+            self._rows_checked = checked and _checked.get(self.path) == _file_stamp(self.path)
             # Each query's (matches, last match end), as committed: see the docstring.
             self._counts = self._read_counts()
         except sqlite3.Error as err:
@@ -528,13 +534,20 @@ class Store:
         return Meta(int(rows.get("next_seq", 0)), clock, float(rows.get("observed", clock)))
 
     def ops(self) -> Iterator[Op]:
-        """The op log in its original order."""
+        """The op log in its original order, each row's checksum checked unless the
+        start's check of the store found every row right and nothing was written since
+        (once: a later read, a rebuild while serving, checks them again)."""
         with self._faults():
+            checked, self._rows_checked = self._rows_checked, False
             cursor = self._db.execute(
                 "SELECT pos, kind, name, body, time, late, clock, crc FROM ops ORDER BY pos"
             )
             for pos, kind, name, body, time, late, clock, crc in cursor:
-                if crc is not None and row_crc(pos, kind, name, body, _real(time), late, _real(clock)) != crc:
+                if (
+                    crc is not None
+                    and not checked
+                    and row_crc(pos, kind, name, body, _real(time), late, _real(clock)) != crc
+                ):
                     cursor.close()
                     raise self._damaged("ops", (pos,))
                 yield Op(pos, kind, name, body, time, clock)
@@ -665,6 +678,7 @@ class Store:
         raises "cannot rollback - no transaction is active", which hid the real error.
         """
         db = self._db
+        self._rows_checked = False
         try:
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -691,6 +705,7 @@ class Store:
             self._generation += 1
             for reader in [r for r in self._readers if r not in self._in_use]:
                 self._drop_reader(reader)  # a reader busy now is dropped when done
+        self._rows_checked = False
         self._db.close()
         try:
             self._db = self._connect()
@@ -1221,21 +1236,20 @@ def _legacy_block(rows: list[tuple[int, str, bytes]]) -> Block:
     )
 
 
-def check(path: Path, init: bool) -> None:
+def check(path: Path, init: bool) -> bool:
     """Refuse a store that cannot be served (:class:`UnusableStore`, naming the file and
     the fix): an empty file unless ``init`` (then it is started afresh), a file that is
     not an SQLite database or not a scemon store, one that ``PRAGMA quick_check`` finds
     damaged, or one with a row failing its checksum (:func:`scan`). A missing file is a
     new store. O(size of the file): quick_check reads every page and checks the
     structure of every b-tree (not the index-to-table consistency ``integrity_check``
-    adds), and the scan reads every row."""
+    adds), and the scan reads every row. Returns whether every row of the file was
+    checked (False: there is no store yet)."""
     if not path.exists():
         log.info("no store at %s: starting a new one", path)
-        return
-    stat = path.stat()
-    seen = (stat.st_size, stat.st_mtime_ns)
-    if _checked.get(path) == seen:  # `scemon serve` checked it before the app opened it
-        return
+        return False
+    if _checked.get(path) == _file_stamp(path):  # `scemon serve` checked it before the app opened it
+        return True
     aside = (
         f"restore it from a backup, or move it aside (mv {path} {path}.bad) and start again for an "
         "empty store (queries, matches and batch ids start over)"
@@ -1246,7 +1260,7 @@ def check(path: Path, init: bool) -> None:
             path.unlink()
             for suffix in ("-wal", "-shm"):
                 Path(f"{path}{suffix}").unlink(missing_ok=True)
-            return
+            return False
         raise UnusableStore(
             f"the store {path} is empty (0 bytes): a store is never empty once created, so it was "
             "lost or truncated; restore it from a backup, or run `scemon serve --init` to start "
@@ -1280,8 +1294,21 @@ def check(path: Path, init: bool) -> None:
             f"{path} is an SQLite database but not a scemon store (no tables {', '.join(TABLES)}): "
             "point --data at a scemon store or an empty folder"
         )
-    _checked[path] = seen
+    # As the file is now: closing the check's connection, the last one, moved the pages
+    # of a write-ahead log left by a kill into the file (a new size and mtime, the same
+    # rows), and the store's own open would otherwise scan every row a second time.
+    _checked[path] = _file_stamp(path)
+    return True
+
+
+def _file_stamp(path: Path) -> tuple[int, int] | None:
+    """The size and mtime of a store file (None: there is none)."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return (stat.st_size, stat.st_mtime_ns)
 
 
 # Stores that passed the check in this process, with their size and mtime then.
-_checked: dict[Path, tuple[int, int]] = {}
+_checked: dict[Path, tuple[int, int] | None] = {}

@@ -136,3 +136,23 @@ def test_the_command_leaves_what_it_built_frozen_for_the_exit(tmp_path: Path) ->
         )
         assert out.returncode == exit_status, out.stderr
         assert out.stdout.splitlines()[-1] == "frozen True"
+
+
+def test_the_server_loads_without_pyarrow_until_an_arrow_batch_comes() -> None:
+    """A server's start (and its restart's rebuild from a store of JSON batches) does not
+    import pyarrow and numpy; reading an Arrow batch does."""
+    code = (
+        "import sys\n"
+        "import service.server.main, service.server.store\n"
+        "print([m for m in ('pyarrow', 'numpy') if m in sys.modules])\n"
+        "from service.server.ingest import from_arrow\n"
+        "import pyarrow as pa\n"
+        "sink = pa.BufferOutputStream()\n"
+        "table = pa.table({'src': ['s'], 'type': ['A'], 'start': [1.0]})\n"
+        "with pa.ipc.new_stream(sink, table.schema) as writer:\n"
+        "    writer.write_table(table)\n"
+        "print(len(from_arrow(sink.getvalue().to_pybytes(), 'p', 'b1', 10).events))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines() == ["[]", "1"]

@@ -171,6 +171,13 @@ def test_an_object_it_cannot_name_fails_the_write_and_leaves_the_old_file(tmp_pa
     assert read_back(path).owns is None
 
 
+def test_a_wide_integer_of_one_bit_is_read_back_as_itself() -> None:
+    for k in (snapshot.WIDE_BITS, 99_999, 1 << 20):
+        form = snapshot._wide_form(1 << k)
+        assert form == k.to_bytes(4, "little")
+        assert snapshot._wide_value(form) == 1 << k
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 6000), max_size=400), st.booleans())
 def test_a_wide_integer_is_read_back_as_itself(numbers: list[int], negative: bool) -> None:

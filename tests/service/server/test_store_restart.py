@@ -4,6 +4,7 @@ the same however large the store, and the light read of the registered queries."
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import zlib
 from collections.abc import Iterator
@@ -16,7 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ecq.engine import Engine
-from service.server.store import Store, row_crc
+from service.server import store as store_module
+from service.server.faults import DamagedRows, UnusableStore
+from service.server.store import STORE_FILE, Store, check, row_crc
 
 Q1 = {"text": "SEQ(A, B) WITHIN 10 s"}
 Q2 = {"text": "SEQ(B, C) WITHIN 5 s"}
@@ -143,3 +146,95 @@ def test_a_rebuild_takes_the_kept_texts_and_keeps_those_it_printed(tmp_path: Pat
         db.execute("UPDATE query_texts SET crc = ?", (row_crc(0, language_version(), "marker"),))
         db.commit()
     assert start(texts) == ["marker"]  # taken as kept: not printed
+
+
+def _killed_store(tmp_path: Path) -> Path:
+    """A store left as a kill leaves it: its last commit still in the write-ahead log
+    (copied while the writer's connection is open, which keeps the log)."""
+    live = tmp_path / "live"
+    writer = Store(live)
+    try:
+        writer.commit_register([(f"q{i}", Q1 if i % 2 else Q2) for i in range(50)])
+        killed = tmp_path / "killed"
+        killed.mkdir()
+        for part in live.iterdir():
+            if part.name.startswith(STORE_FILE):
+                shutil.copyfile(part, killed / part.name)
+    finally:
+        writer.close()
+    assert (killed / f"{STORE_FILE}-wal").stat().st_size > 0
+    return killed / STORE_FILE
+
+
+def test_a_store_checked_at_start_is_not_scanned_again_when_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _killed_store(tmp_path)
+    scans: list[int] = []
+    real_scan = store_module.scan
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        scans.append(1)
+        return real_scan(*args, **kwargs)
+
+    monkeypatch.setattr(store_module, "scan", counted)
+    check(path, init=False)
+    assert len(scans) == 1
+    # Closing the check's connection moved the log into the file: what the server then
+    # opens is the store the check read, so it is not read a second time.
+    opened = Store(path.parent)
+    try:
+        assert len(scans) == 1
+        assert [name for name, *_ in opened.query_counts()] == [f"q{i}" for i in range(50)]
+    finally:
+        opened.close()
+
+
+def test_a_store_changed_after_its_check_is_checked_again(tmp_path: Path) -> None:
+    path = _killed_store(tmp_path)
+    check(path, init=False)
+    with closing(sqlite3.connect(path, isolation_level=None)) as db:
+        # A digit of a stored query changed behind the store's back: its checksum fails.
+        db.execute("UPDATE queries SET pos = pos + 1 WHERE name = 'q3'")
+    with pytest.raises(UnusableStore, match="fails? their checksum|failing their checksum"):
+        check(path, init=False)
+
+
+def _damage_an_op(path: Path) -> None:
+    with closing(sqlite3.connect(path, isolation_level=None)) as db:
+        db.execute("UPDATE ops SET name = 'other' WHERE pos = 2")
+
+
+def test_the_op_log_read_at_start_is_checked_again_by_any_later_read(tmp_path: Path) -> None:
+    """The start's check vouches for the rows once: the first read of the op log takes
+    them as checked, a later one (a rebuild while serving) checks every row again."""
+    path = _killed_store(tmp_path)
+    opened = Store(path.parent)
+    try:
+        assert len(list(opened.ops())) == 50
+        _damage_an_op(path)
+        with pytest.raises(DamagedRows, match="logged operation 2"):
+            list(opened.ops())
+    finally:
+        opened.close()
+
+
+def test_a_write_after_the_check_makes_the_op_log_checked_again(tmp_path: Path) -> None:
+    path = _killed_store(tmp_path)
+    opened = Store(path.parent)
+    try:
+        _damage_an_op(path)
+        opened.commit_register([("late", Q1)])
+        with pytest.raises(DamagedRows, match="logged operation 2"):
+            list(opened.ops())
+    finally:
+        opened.close()
+
+
+def test_a_store_opened_without_the_check_checks_the_op_log(tmp_path: Path) -> None:
+    path = _killed_store(tmp_path)
+    check(path, init=False)
+    _damage_an_op(path)  # after the check: the file is not the one it read
+    store_module._checked.pop(path, None)  # as a store opened by another process
+    with pytest.raises(UnusableStore):
+        Store(path.parent)
