@@ -123,14 +123,16 @@ class SlotFilter:
         if pred is None:
             self.always |= bit
             return
-        group = self.groups.get(key)
-        if group is not None:
+        # One look-up of the key (hashing a filter's expressions is a Python call per
+        # node): a new group is put in as it is looked up.
+        fid = self._next
+        made = [fid, bit]
+        group = self.groups.setdefault(key, made)
+        if group is not made:
             group[1] |= bit
             self.index.set_bits(group[0], group[1])
             return
-        fid = self._next
         self._next += 1
-        self.groups[key] = [fid, bit]
         atoms, rest = split_filter(conjuncts)
         # Nothing indexable: the filter's own predicate is the residual.
         residual = residual_predicate(rest) if atoms else pred
