@@ -217,10 +217,8 @@ class _Compiler:
 
             return compare
         if isinstance(expr, BoolOp):
-            parts = [self.truth(o) for o in expr.operands]
-            if expr.op == "and":
-                return lambda env: all(p(env) for p in parts)
-            return lambda env: any(p(env) for p in parts)
+            parts = tuple([self.truth(o) for o in expr.operands])
+            return _every(parts) if expr.op == "and" else _some(parts)
         if isinstance(expr, Not):
             inner = self.truth(expr.operand)
             return lambda env: not inner(env)
@@ -398,6 +396,31 @@ def _against_attr(const: Any, op: str, name: str, missing: bool) -> PredFn:
         return compare_values(op, const, b, missing)
 
     return compare
+
+
+def _every(parts: tuple[PredFn, ...]) -> PredFn:
+    """True when every one of ``parts`` is (``AND``), tried in order until one is not.
+    Bound as a default argument, as above."""
+
+    def every(env: Any, parts: tuple[PredFn, ...] = parts) -> bool:
+        for part in parts:
+            if not part(env):
+                return False
+        return True
+
+    return every
+
+
+def _some(parts: tuple[PredFn, ...]) -> PredFn:
+    """True when one of ``parts`` is (``OR``), tried in order until one is."""
+
+    def some(env: Any, parts: tuple[PredFn, ...] = parts) -> bool:
+        for part in parts:
+            if part(env):
+                return True
+        return False
+
+    return some
 
 
 def compile_value(expr: Expr, resolve: Resolver, single: bool = False, negated: bool = False) -> ValueFn:
