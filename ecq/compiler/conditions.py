@@ -199,11 +199,11 @@ class _Compiler:
     def predicate(self, expr: Expr) -> PredFn:
         if isinstance(expr, Compare):
             if self.single:
-                left, right = type(expr.left), type(expr.right)
-                if left is AttrRef and right is Lit:
-                    return _attr_against(expr.left.attr, expr.op, expr.right.value, self.negated)  # type: ignore[attr-defined]
-                if left is Lit and right is AttrRef:
-                    return _against_attr(expr.left.value, expr.op, expr.right.attr, self.negated)  # type: ignore[attr-defined]
+                left, right = expr.left, expr.right
+                if type(left) is AttrRef and type(right) is Lit:
+                    return _attr_against(left.attr, expr.op, right.value, self.negated)
+                if type(left) is Lit and type(right) is AttrRef:
+                    return _against_attr(left.value, expr.op, right.attr, self.negated)
             lf, rf, op, missing = self.value(expr.left), self.value(expr.right), expr.op, self.negated
             fn = _CMP[op]
 
