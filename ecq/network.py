@@ -47,7 +47,7 @@ from ecq.matching.composite import (
     match_cand,
     trailing_factor,
 )
-from ecq.matching.conjunction import by_presence, link, unlink
+from ecq.matching.conjunction import by_presence, link, needs, own_filter, unlink
 from ecq.matching.deadlines import Deadlines
 from ecq.matching.emission import Emission
 from ecq.matching.policy import PolicyState, SourceLog
@@ -244,6 +244,8 @@ class Network:
         else:
             last_positive = cq.positives[-1]
             counted = self.counts_conjunctions and by_presence(qs)
+            bulk = self._bulk_bits
+            linked: set[str] = set()
             for k, comp in enumerate(cq.comps):
                 for cls in comp.classes:
                     ecq = self.ecqs[cls]
@@ -255,7 +257,11 @@ class Network:
                         if comp.negated:
                             continue
                         if counted:
-                            link(ecq, qs)
+                            if bulk is None:
+                                link(ecq, qs)
+                            elif cls not in linked:  # a class met again: linked already
+                                linked.add(cls)
+                                bulk.link(ecq, qs)
                         elif cq.kind != KIND_SEQ or k == last_positive:
                             ecq.general_final.append(CLink(qs, k))
                             ecq.lone_gates = None
@@ -939,13 +945,53 @@ class _BulkBits:
     batch copies the mask: per query, registering 100,000 took twice as long a query as
     registering 10,000."""
 
-    __slots__ = ("masks", "slots", "filters", "places")
+    __slots__ = ("masks", "slots", "filters", "places", "fields", "counts")
 
     def __init__(self) -> None:
         self.masks: dict[int, tuple[dict[Any, int], dict[Any, list[int]]]] = {}
         self.slots: dict[int, tuple[SlotFilter, list[int]]] = {}
         self.filters: dict[int, tuple[SlotFilter, dict[Any, _Waiting]]] = {}
         self.places: dict[tuple[str, int, bool], _Place] = {}
+        # Per ECQ, the bit numbers waiting to join its conjunctions' masks (the
+        # attributes ``cnj_final``, ``cnj_loose``) and bit slices (``cnj_count[j]``).
+        self.fields: dict[int, tuple[ECQ, dict[str, list[int]]]] = {}
+        self.counts: dict[int, tuple[ECQ, dict[int, list[int]]]] = {}
+
+    def link(self, ecq: ECQ, qs: QState) -> None:
+        """``ecq.matching.conjunction.link`` in a bulk registration, once per class of
+        the query: the same masks, filters and counts, their bits left to :meth:`flush`."""
+        bitno = qs.bitno
+        fields = self.fields.get(id(ecq))
+        if fields is None:
+            fields = self.fields[id(ecq)] = (ecq, {})
+        fields[1].setdefault("cnj_final", []).append(bitno)
+        own = own_filter(qs, ecq.cls)
+        if ecq.cnj_filter is None:
+            ecq.cnj_filter = SlotFilter()
+        if own is None:
+            self.always_of(ecq.cnj_filter).append(bitno)
+        else:
+            filters = self.filters_of(ecq.cnj_filter)
+            new = (own.filter, own.filter_conjuncts, [bitno])
+            got = filters.setdefault(own.filter_key, new)  # type: ignore[arg-type]
+            if got is not new:
+                got[2].append(bitno)
+        need, countable = needs(qs, ecq.cls)
+        if not countable:
+            fields[1].setdefault("cnj_loose", []).append(bitno)
+            return
+        for cls in need:
+            self.pending(ecq.cnj_need, cls).append(bitno)
+        ecq.cnj_each[bitno] = (tuple(sorted(need)), qs.cq.window or 0.0)
+        counts = self.counts.get(id(ecq))
+        if counts is None:
+            counts = self.counts[id(ecq)] = (ecq, {})
+        r, j = len(need), 0
+        while r:
+            if r & 1:
+                counts[1].setdefault(j, []).append(bitno)
+            r >>= 1
+            j += 1
 
     def add(self, masks: dict[Any, int], key: Any, bitno: int) -> None:
         """Bit ``bitno`` joins ``masks[key]``."""
@@ -986,6 +1032,14 @@ class _BulkBits:
         for slot, waiting in self.filters.values():
             for key, (pred, conjuncts, bitnos) in waiting.items():
                 slot.add(_int_of(bitnos), pred, key, conjuncts)
+        for ecq, fields in self.fields.values():
+            for name, bitnos in fields.items():
+                setattr(ecq, name, getattr(ecq, name) | _int_of(bitnos))
+        for ecq, slices in self.counts.values():
+            for j, bitnos in slices.items():
+                while len(ecq.cnj_count) <= j:
+                    ecq.cnj_count.append(0)
+                ecq.cnj_count[j] |= _int_of(bitnos)
 
 
 def _int_of(bitnos: list[int]) -> int:
