@@ -19,6 +19,9 @@ def _young_ids() -> set[int]:
 
 
 def test_what_the_block_made_is_in_the_oldest_generation_after() -> None:
+    # What an earlier test in this process left frozen (a service's start freezes its
+    # engine) would keep the block's objects where they are: thawed first.
+    gc.unfreeze()
     assert gc.isenabled()
     with collector_paused():
         assert not gc.isenabled()
