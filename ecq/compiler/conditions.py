@@ -198,6 +198,12 @@ class _Compiler:
 
     def predicate(self, expr: Expr) -> PredFn:
         if isinstance(expr, Compare):
+            if self.single:
+                left, right = expr.left, expr.right
+                if type(left) is AttrRef and type(right) is Lit:
+                    return _attr_against(left.attr, expr.op, right.value, self.negated)
+                if type(left) is Lit and type(right) is AttrRef:
+                    return _against_attr(left.value, expr.op, right.attr, self.negated)
             lf, rf, op, missing = self.value(expr.left), self.value(expr.right), expr.op, self.negated
             fn = _CMP[op]
 
@@ -211,10 +217,8 @@ class _Compiler:
 
             return compare
         if isinstance(expr, BoolOp):
-            parts = [self.truth(o) for o in expr.operands]
-            if expr.op == "and":
-                return lambda env: all(p(env) for p in parts)
-            return lambda env: any(p(env) for p in parts)
+            parts = tuple([self.truth(o) for o in expr.operands])
+            return _every(parts) if expr.op == "and" else _some(parts)
         if isinstance(expr, Not):
             inner = self.truth(expr.operand)
             return lambda env: not inner(env)
@@ -339,6 +343,84 @@ class _Compiler:
             return all(compare_values("=", values[0], v) for v in values[1:]) if values else True
 
         return equiv
+
+
+# A one-event filter's comparison of an attribute with a constant (``A.x > 5``, ``$20 <
+# A.payment``: nearly every filter a workload of many queries writes) is one function,
+# not a comparison calling two value functions: the value read and compared as the
+# general comparison does (``lookup``, then ``compare_values`` unless both are numbers).
+# What it reads is bound as default arguments, not closed over: one tuple per function
+# rather than a cell per name, so that registering many queries makes fewer objects for
+# the cyclic collector to walk. Called with the event alone.
+
+
+def _attr_against(name: str, op: str, const: Any, missing: bool) -> PredFn:
+    """``event.name op const``."""
+
+    def compare(
+        ev: Any,
+        name: str = name,
+        const: Any = const,
+        op: str = op,
+        fn: Callable[[Any, Any], bool] = _CMP[op],
+        missing: bool = missing,
+    ) -> bool:
+        a = ev.attrs.get(name, MISSING)
+        if a is MISSING and name in FALLBACK_FIELDS:
+            a = getattr(ev, name)
+        ta, tb = type(a), type(const)
+        if (ta is float or ta is int) and (tb is float or tb is int):
+            return fn(a, const)
+        return compare_values(op, a, const, missing)
+
+    return compare
+
+
+def _against_attr(const: Any, op: str, name: str, missing: bool) -> PredFn:
+    """``const op event.name``."""
+
+    def compare(
+        ev: Any,
+        name: str = name,
+        const: Any = const,
+        op: str = op,
+        fn: Callable[[Any, Any], bool] = _CMP[op],
+        missing: bool = missing,
+    ) -> bool:
+        b = ev.attrs.get(name, MISSING)
+        if b is MISSING and name in FALLBACK_FIELDS:
+            b = getattr(ev, name)
+        ta, tb = type(const), type(b)
+        if (ta is float or ta is int) and (tb is float or tb is int):
+            return fn(const, b)
+        return compare_values(op, const, b, missing)
+
+    return compare
+
+
+def _every(parts: tuple[PredFn, ...]) -> PredFn:
+    """True when every one of ``parts`` is (``AND``), tried in order until one is not.
+    Bound as a default argument, as above."""
+
+    def every(env: Any, parts: tuple[PredFn, ...] = parts) -> bool:
+        for part in parts:
+            if not part(env):
+                return False
+        return True
+
+    return every
+
+
+def _some(parts: tuple[PredFn, ...]) -> PredFn:
+    """True when one of ``parts`` is (``OR``), tried in order until one is."""
+
+    def some(env: Any, parts: tuple[PredFn, ...] = parts) -> bool:
+        for part in parts:
+            if part(env):
+                return True
+        return False
+
+    return some
 
 
 def compile_value(expr: Expr, resolve: Resolver, single: bool = False, negated: bool = False) -> ValueFn:

@@ -45,7 +45,7 @@ import struct
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ecq.compiler.conditions import FALLBACK_FIELDS, MISSING, PredFn, compile_predicate, compile_value
 from ecq.compiler.shapes import fields_of
@@ -90,10 +90,10 @@ def _kind(value: Any) -> str:
     return "other"
 
 
-@dataclass(frozen=True)
-class Atom:
+class Atom(NamedTuple):
     """``attr op value`` with ``op`` one of ``< <= > >= = !=``, or ``in`` with ``value``
-    a tuple of literals (``attr IN (...)``)."""
+    a tuple of literals (``attr IN (...)``). A named tuple: registering a query with
+    its own bounds makes one per bound."""
 
     attr: str
     op: str
@@ -429,7 +429,10 @@ class FilterIndex:
         """Add filter ``fid`` (new) with ``bits``. O(atoms)."""
         constraints: dict[str, Constraint] = {}
         for atom in atoms:
-            constraints.setdefault(atom.attr, Constraint()).add(atom)
+            c = constraints.get(atom.attr)
+            if c is None:
+                c = constraints[atom.attr] = Constraint()
+            c.add(atom)
         self.add_constraints(fid, bits, constraints, residual)
 
     def add_constraints(

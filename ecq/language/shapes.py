@@ -263,26 +263,39 @@ Builder = Callable[[list[Token]], Any]
 
 def _builder(node: Any, live: set[int]) -> Builder:
     """A function of a query's tokens making ``node`` with the tokens' texts and values in
-    place of its placeholders; what holds none is shared, not copied."""
+    place of its placeholders; what holds none is shared, not copied. A placeholder
+    directly in a node or a tuple is read there (its token's index and field), not
+    through a function of its own: a query's tree has a dozen or more of them."""
     cls = type(node)
     if cls in _PLACEHOLDERS:
-        index, where = node.slot
-        at = 1 if where == "text" else 5
+        index, at = _slot_of(node)
         return lambda tokens: tokens[index][at]
     if id(node) not in live and cls is not Query:
         return lambda tokens: node
     if cls is tuple:
+        if all(type(x) in _PLACEHOLDERS for x in node):
+            slots = [_slot_of(x) for x in node]
+            if len(slots) == 1:
+                ((index, at),) = slots
+                return lambda tokens: (tokens[index][at],)
+            return lambda tokens: tuple([tokens[i][a] for i, a in slots])
         parts = [_builder(x, live) for x in node]
         return lambda tokens: tuple([part(tokens) for part in parts])
     state = dict(node.__dict__)
-    made = [
-        (name, _builder(value, live))
-        for name, value in state.items()
-        if name != "spans" and id(value) in live
-    ]
+    leaves = []
+    made = []
+    for name, value in state.items():
+        if name == "spans" or id(value) not in live:
+            continue
+        if type(value) in _PLACEHOLDERS:
+            leaves.append((name, *_slot_of(value)))
+        else:
+            made.append((name, _builder(value, live)))
 
     def build(tokens: list[Token]) -> Any:
         d = state.copy()
+        for name, index, at in leaves:
+            d[name] = tokens[index][at]
         for name, part in made:
             d[name] = part(tokens)
         new = _new(cls)
@@ -290,6 +303,12 @@ def _builder(node: Any, live: set[int]) -> Builder:
         return new
 
     return build
+
+
+def _slot_of(placeholder: Any) -> tuple[int, int]:
+    """The index of a placeholder's token, and the token's field it stands for."""
+    index, where = placeholder.slot
+    return index, (1 if where == "text" else 5)
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}

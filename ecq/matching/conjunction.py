@@ -63,6 +63,8 @@ __all__ = [
     "by_presence",
     "kernel_shape",
     "link",
+    "needs",
+    "own_filter",
     "unlink",
     "own_bits",
     "candidates",
@@ -106,6 +108,19 @@ def _own_filter(qs: QState, cls: str) -> Comp | None:
     if len(comps) != 1 or comps[0].filter is None:
         return None
     return comps[0]
+
+
+def needs(qs: QState, cls: str) -> tuple[frozenset[str], bool]:
+    """What :func:`link` reads of ``qs`` for ``cls``: the classes it needs besides an
+    arriving instance of ``cls``, and whether the count can say so (a bulk
+    registration links as :func:`link` does, its bits added at the end)."""
+    return _needs(qs, cls)
+
+
+def own_filter(qs: QState, cls: str) -> Comp | None:
+    """The component whose filter an instance of ``cls`` must pass to fill ``qs``
+    (None: every instance passes), as :func:`link` reads it."""
+    return _own_filter(qs, cls)
 
 
 def link(ecq: ECQ, qs: QState) -> None:

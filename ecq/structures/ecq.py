@@ -11,7 +11,7 @@ register/unregister.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from ecq.compiler.conditions import PredFn
 from ecq.compiler.filters import FilterIndex, residual_predicate, split_filter
@@ -29,11 +29,13 @@ __all__ = ["BLOCKS", "CLT", "ECQ", "RCLT", "CLink", "RCLink", "SlotFilter"]
 BLOCKS = -1
 
 
-@dataclass(frozen=True)
-class CLink:
+class CLink(NamedTuple):
     """Composition link: query ``q`` uses this class at ``position``: a position of its
     skeleton for the kernels' nodes (``QState.slots``; ``BLOCKS`` for a negated
-    component), a component index for the others."""
+    component), a component index for the others. A named tuple, not a frozen
+    dataclass: a registration makes one per class a query uses, and a frozen
+    dataclass's ``__init__`` (each field set through ``object.__setattr__``) cost
+    several times a tuple's."""
 
     q: QState
     position: int
@@ -121,14 +123,16 @@ class SlotFilter:
         if pred is None:
             self.always |= bit
             return
-        group = self.groups.get(key)
-        if group is not None:
+        # One look-up of the key (hashing a filter's expressions is a Python call per
+        # node): a new group is put in as it is looked up.
+        fid = self._next
+        made = [fid, bit]
+        group = self.groups.setdefault(key, made)
+        if group is not made:
             group[1] |= bit
             self.index.set_bits(group[0], group[1])
             return
-        fid = self._next
         self._next += 1
-        self.groups[key] = [fid, bit]
         atoms, rest = split_filter(conjuncts)
         # Nothing indexable: the filter's own predicate is the residual.
         residual = residual_predicate(rest) if atoms else pred
