@@ -583,13 +583,17 @@ SECTIONS: tuple[Section, ...] = (
         "small steps none of which is more than about a sixth of the whole: for a sequence, "
         "the lexer (about half of parsing) and filling the tree, renaming the compiled "
         "form's classes, and installing (the query's state, its links in each of its "
-        "classes' tables, its windows); for a conditioned query, making its closures and "
-        "the filter index's atoms, and the cyclic garbage collector's one pass over the "
-        "batch's new objects when it resumes (it is paused while a batch compiles and "
-        "installs, where it would walk the growing heap of parsed and compiled queries "
-        "again and again). A filter's query bits are a number as wide as its query's place "
-        "among all of them, which is what makes installing conditioned queries, and their "
-        "memory, grow at 100,000.",
+        "classes' tables, its windows); for a conditioned query, making its closures (a "
+        "comparison with a constant is one function with the constant bound to it) and "
+        "adding its filters to the filter index. The cyclic garbage collector is paused while "
+        "a batch compiles and installs, where it would walk the growing heap of parsed and "
+        "compiled queries again and again, and the batch's objects are then moved to its "
+        "oldest generation without being visited (not in a serving process, whose engine's "
+        "objects are frozen at start: there the next young collection walks them once); the "
+        "filter bits and conjunction links of "
+        "a batch are added once at its end, not query by query. A filter's query bits are a "
+        "number as wide as its query's place among all of them, which is what makes the "
+        "memory of conditioned queries grow at 100,000.",
     ),
     Section(
         "Restart",
