@@ -89,6 +89,10 @@ def lookup(event: Any, name: str) -> Any:
     return v
 
 
+# An order comparison with its sides swapped: ``a op b`` is ``b FLIPPED[op] a``.
+FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
+
+
 def compare_values(op: str, left: Any, right: Any, missing: bool = False) -> bool:
     """``left op right`` under the comparison rules of docs/semantics.md."""
     if left is MISSING or right is MISSING:
@@ -203,7 +207,9 @@ class _Compiler:
                 if type(left) is AttrRef and type(right) is Lit:
                     return _attr_against(left.attr, expr.op, right.value, self.negated)
                 if type(left) is Lit and type(right) is AttrRef:
-                    return _against_attr(left.value, expr.op, right.attr, self.negated)
+                    # ``const op attr`` is ``attr flipped-op const`` (compare_values is
+                    # symmetric so: numbers and strings by order, the rest by = and !=).
+                    return _attr_against(right.attr, FLIPPED[expr.op], left.value, self.negated)
             lf, rf, op, missing = self.value(expr.left), self.value(expr.right), expr.op, self.negated
             fn = _CMP[op]
 
@@ -345,10 +351,10 @@ class _Compiler:
         return equiv
 
 
-# A one-event filter's comparison of an attribute with a constant (``A.x > 5``, ``$20 <
-# A.payment``: nearly every filter a workload of many queries writes) is one function,
-# not a comparison calling two value functions: the value read and compared as the
-# general comparison does (``lookup``, then ``compare_values`` unless both are numbers).
+# A one-event filter's comparison of an attribute with a constant (``A.x > 5``, and ``$20
+# < A.payment`` as ``A.payment > 20``: nearly every filter a workload of many queries
+# writes) is one function, not a comparison calling two value functions: the value read
+# and compared as the general comparison does (``lookup``, then ``compare_values`` unless both are numbers).
 # What it reads is bound as default arguments, not closed over: one tuple per function
 # rather than a cell per name, so that registering many queries makes fewer objects for
 # the cyclic collector to walk. Called with the event alone.
@@ -372,28 +378,6 @@ def _attr_against(name: str, op: str, const: Any, missing: bool) -> PredFn:
         if (ta is float or ta is int) and (tb is float or tb is int):
             return fn(a, const)
         return compare_values(op, a, const, missing)
-
-    return compare
-
-
-def _against_attr(const: Any, op: str, name: str, missing: bool) -> PredFn:
-    """``const op event.name``."""
-
-    def compare(
-        ev: Any,
-        name: str = name,
-        const: Any = const,
-        op: str = op,
-        fn: Callable[[Any, Any], bool] = _CMP[op],
-        missing: bool = missing,
-    ) -> bool:
-        b = ev.attrs.get(name, MISSING)
-        if b is MISSING and name in FALLBACK_FIELDS:
-            b = getattr(ev, name)
-        ta, tb = type(const), type(b)
-        if (ta is float or ta is int) and (tb is float or tb is int):
-            return fn(const, b)
-        return compare_values(op, const, b, missing)
 
     return compare
 

@@ -47,7 +47,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ecq.compiler.conditions import FALLBACK_FIELDS, MISSING, PredFn, compile_predicate, compile_value
+from ecq.compiler.conditions import (
+    FALLBACK_FIELDS,
+    FLIPPED,
+    MISSING,
+    PredFn,
+    compile_predicate,
+    compile_value,
+)
 from ecq.compiler.shapes import fields_of
 from ecq.language.ast import Agg, AttrRef, BoolOp, Compare, Equiv, Expr, InList, Lit
 
@@ -64,8 +71,6 @@ __all__ = [
     "value_key",
 ]
 
-# The comparison read from the other side: ``5 < x`` is ``x > 5``.
-_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
 _BOOL = "bool"  # the tag that keeps ``true`` apart from ``1`` in the hash tables
 
 
@@ -156,7 +161,7 @@ def _atom(expr: Expr) -> Atom | None:
     if isinstance(expr, Compare):
         left, right, op = expr.left, expr.right, expr.op
         if not isinstance(left, AttrRef):
-            left, right, op = right, left, _FLIP[op]
+            left, right, op = right, left, FLIPPED[op]
         if not isinstance(left, AttrRef):
             return None
         ok, value = _constant(right)

@@ -131,7 +131,7 @@ cdef class CompiledKernel:
         self.conjunctions.prune(clock)
 
     def test_phase(self, ecq, e, passed, double hclock, probe):
-        cdef bint direct, idle
+        cdef bint direct
         cdef Net n = self.current()
         _check(e)
         src = ev_get(ev(e).src, "src")
@@ -245,7 +245,7 @@ cdef class CompiledKernel:
         c.get(engine, net)
         cdef long long every = engine.clean_every
         cdef double before, end
-        cdef bint direct
+        cdef bint direct, idle
         cdef Net n
         cdef Ecq q
         cdef SrcSummary summary

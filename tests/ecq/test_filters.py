@@ -492,3 +492,23 @@ def test_bit_numbers_of_a_dense_set(numbers: list[int], shift: int) -> None:
     bits = sum(1 << n for n in set(numbers))
     assert _bit_numbers(bits) == sorted(set(numbers))
     assert _bit_numbers(bits << shift) == [n + shift for n in sorted(set(numbers))]
+
+
+# Values of every kind a comparison meets: numbers, strings, booleans, and no value.
+_SIDES = [1, 2, 2.5, -0.0, "a", "b", "", True, False]
+
+
+@pytest.mark.parametrize("op", ["<", "<=", ">", ">=", "=", "!="])
+@pytest.mark.parametrize("negated", [False, True])
+def test_a_constant_on_the_left_compares_as_written(op: str, negated: bool) -> None:
+    """``const op A.x`` (compiled as ``A.x`` with the flipped operator) decides as the
+    general comparison of the two values in the order written, for every kind of value
+    on either side and for an event without ``x``."""
+    from ecq.compiler.conditions import MISSING, compare_values
+
+    for const in _SIDES:
+        pred = compile_predicate(Compare(op, Lit(const), AttrRef("A", "x")), lambda r: 0, single=True, negated=negated)
+        for value in [*_SIDES, MISSING]:
+            attrs = {} if value is MISSING else {"x": value}
+            e = Event("s", "A", 1.0, 1.0, attrs)
+            assert pred(e) == compare_values(op, const, value, negated), (const, op, value)
