@@ -495,7 +495,7 @@ def test_bit_numbers_of_a_dense_set(numbers: list[int], shift: int) -> None:
 
 
 # Values of every kind a comparison meets: numbers, strings, booleans, and no value.
-_SIDES = [1, 2, 2.5, -0.0, "a", "b", "", True, False]
+_SIDES: list[int | float | str | bool] = [1, 2, 2.5, -0.0, "a", "b", "", True, False]
 
 
 @pytest.mark.parametrize("op", ["<", "<=", ">", ">=", "=", "!="])
