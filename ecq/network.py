@@ -361,10 +361,7 @@ class Network:
                     filters = place.filters
                     if filters is None:
                         filters = place.filters = bulk.filters_of(place.slot)
-                    new = (filt, comp.filter_conjuncts, [bitno])
-                    got = filters.setdefault(comp.filter_key, new)
-                    if got is not new:
-                        got[2].append(bitno)
+                    _wait_filter(filters, comp.filter_key, filt, comp.filter_conjuncts, bitno)
                 place.target.append(bitno)
                 if pred_classes is not None:
                     preds = place.preds
@@ -971,11 +968,10 @@ class _BulkBits:
         if own is None:
             self.always_of(ecq.cnj_filter).append(bitno)
         else:
-            filters = self.filters_of(ecq.cnj_filter)
-            new = (own.filter, own.filter_conjuncts, [bitno])
-            got = filters.setdefault(own.filter_key, new)  # type: ignore[arg-type]
-            if got is not new:
-                got[2].append(bitno)
+            assert own.filter is not None, "own_filter gives a component with a filter"
+            _wait_filter(
+                self.filters_of(ecq.cnj_filter), own.filter_key, own.filter, own.filter_conjuncts, bitno
+            )
         need, countable = needs(qs, ecq.cls)
         if not countable:
             fields[1].setdefault("cnj_loose", []).append(bitno)
@@ -1040,6 +1036,17 @@ class _BulkBits:
                 while len(ecq.cnj_count) <= j:
                     ecq.cnj_count.append(0)
                 ecq.cnj_count[j] |= _int_of(bitnos)
+
+
+def _wait_filter(
+    filters: dict[Any, _Waiting], key: Any, pred: PredFn, conjuncts: tuple[Any, ...], bitno: int
+) -> None:
+    """Query ``bitno`` has the filter ``key`` of a slot in a bulk registration: it joins
+    the queries that brought it, or brings it (``pred``, ``conjuncts``)."""
+    new = (pred, conjuncts, [bitno])
+    got = filters.setdefault(key, new)
+    if got is not new:
+        got[2].append(bitno)
 
 
 def _int_of(bitnos: list[int]) -> int:

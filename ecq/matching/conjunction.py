@@ -87,9 +87,10 @@ def by_presence(qs: QState) -> bool:
     return cq.kind == "and" and all(c.kleene is None and not c.derived for c in cq.comps)
 
 
-def _needs(qs: QState, cls: str) -> tuple[frozenset[str], bool]:
+def needs(qs: QState, cls: str) -> tuple[frozenset[str], bool]:
     """The classes ``qs`` needs besides an arriving instance of ``cls``, and whether
-    the count can say so (single-class components only)."""
+    the count can say so (single-class components only). Read by :func:`link`, and by
+    a bulk registration, which links as it does with its bits added at the end."""
     cq = qs.cq
     comps = [cq.comps[i] for i in cq.positives]
     if any(len(c.classes) != 1 for c in comps):
@@ -99,7 +100,7 @@ def _needs(qs: QState, cls: str) -> tuple[frozenset[str], bool]:
     return frozenset(k for k, v in left.items() if v > 0), True
 
 
-def _own_filter(qs: QState, cls: str) -> Comp | None:
+def own_filter(qs: QState, cls: str) -> Comp | None:
     """The component whose filter an instance of ``cls`` must pass to fill ``qs``: the
     one positive component that class can fill, if it has a filter; None (every
     instance passes) when it has none or several components can take the class."""
@@ -110,19 +111,6 @@ def _own_filter(qs: QState, cls: str) -> Comp | None:
     return comps[0]
 
 
-def needs(qs: QState, cls: str) -> tuple[frozenset[str], bool]:
-    """What :func:`link` reads of ``qs`` for ``cls``: the classes it needs besides an
-    arriving instance of ``cls``, and whether the count can say so (a bulk
-    registration links as :func:`link` does, its bits added at the end)."""
-    return _needs(qs, cls)
-
-
-def own_filter(qs: QState, cls: str) -> Comp | None:
-    """The component whose filter an instance of ``cls`` must pass to fill ``qs``
-    (None: every instance passes), as :func:`link` reads it."""
-    return _own_filter(qs, cls)
-
-
 def link(ecq: ECQ, qs: QState) -> None:
     """``qs`` may be completed by instances of ``ecq``'s class. O(classes of qs), plus
     adding its filter to the class's index."""
@@ -130,14 +118,14 @@ def link(ecq: ECQ, qs: QState) -> None:
     if ecq.cnj_final & bit:
         return  # a second component of the same class
     ecq.cnj_final |= bit
-    own = _own_filter(qs, ecq.cls)
+    own = own_filter(qs, ecq.cls)
     if ecq.cnj_filter is None:
         ecq.cnj_filter = SlotFilter()
     if own is None:
         ecq.cnj_filter.add(bit, None, ())
     else:
         ecq.cnj_filter.add(bit, own.filter, own.filter_key, own.filter_conjuncts)
-    need, countable = _needs(qs, ecq.cls)
+    need, countable = needs(qs, ecq.cls)
     if not countable:
         ecq.cnj_loose |= bit
         return
@@ -158,7 +146,7 @@ def unlink(ecq: ECQ, qs: QState) -> None:
     """Undo :func:`link`. O(classes of ecq's conjunctions)."""
     keep = ~qs.bit
     if ecq.cnj_filter is not None:
-        own = _own_filter(qs, ecq.cls)
+        own = own_filter(qs, ecq.cls)
         ecq.cnj_filter.remove(qs.bit, own.filter_key if own is not None else ())
         if ecq.cnj_filter.empty():
             ecq.cnj_filter = None
@@ -346,7 +334,7 @@ class Shape:
       unique, and ``composite._first_assignment`` finds that one or none.
     - ``filters``: per group, its components' filters by rank when an instance's own
       bits cannot tell which of them it passes (two or more components: their class's
-      filter index holds none of them, ``_own_filter``); None when they can.
+      filter index holds none of them, ``own_filter``); None when they can.
     - ``negated``: ``(component index, classes, blocker conditions)`` of each negated
       component, in component order (the order of the factors ``1 - prob``).
     - ``checks``: ``(predicate, key, component indexes)`` of each condition across
