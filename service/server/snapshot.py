@@ -620,6 +620,7 @@ class _Values:
             return (float, value.hex())  # -0.0 apart from 0.0
         if id(value) in self._objects:
             return None
+        keys: tuple[Any, ...] | frozenset[Any]
         if kind is tuple:
             keys = tuple([self._key(v) for v in value])
         elif kind is frozenset:
