@@ -78,6 +78,7 @@ from ecq.kernel.make import make_kernel
 from ecq.kernel.pure import PureKernel
 from ecq.kernel.select import compiled_module
 from ecq.language import ast as _ast
+from ecq.matching.conjunction import Shape, kernel_shape
 from ecq.structures.qstate import QState
 
 __all__ = ["FORMAT", "SNAPSHOT_FILE", "HeadDigest", "Header", "Stale", "code_version", "read", "write"]
@@ -536,10 +537,12 @@ class _Pickler(pickle.Pickler):
         ``CompiledQuery.__getattr__`` when first asked for): matching never reads it,
         and its dozens of objects a query were a third of reading the snapshot. What is
         derived from the tree and read at every start (its partition key, its mode, its
-        classes) is computed first, so that a start does not unpack or compute it."""
+        classes) is computed first, so that a start does not unpack or compute it; and
+        so is a conjunction's shape, which the compiled kernel's first event reads."""
         if "ast" not in cq.__dict__:
             return NotImplemented  # still packed (read from a snapshot): as it is
         cq.partition, cq.mode, cq.classes()  # noqa: B018 - kept once made: computed into the state
+        kernel_shape(cq)
         state = self._values.state(cq.__dict__)
         body = io.BytesIO()
         _TreePickler(body, self._objects, self._special).dump(state.pop("ast"))
@@ -548,8 +551,9 @@ class _Pickler(pickle.Pickler):
 
 
 # The classes whose attributes :class:`_Values` shares (each read with its __dict__ as
-# its state, as pickle would): a compiled query's components and a network's nodes.
-_VALUE_HOLDERS: frozenset[type] = frozenset({Comp, QState})
+# its state, as pickle would): a compiled query's components, a network's nodes and
+# the shapes of conjunctions (ecq.matching.conjunction).
+_VALUE_HOLDERS: frozenset[type] = frozenset({Comp, QState, Shape})
 
 # The syntax tree's expression nodes (frozen dataclasses, compared by value).
 _AST_NODES: frozenset[type] = frozenset(
@@ -618,6 +622,8 @@ class _Values:
             return (kind, value)
         if kind is float:
             return (float, value.hex())  # -0.0 apart from 0.0
+        if kind is types.BuiltinFunctionType:
+            return (kind, id(value))  # written by name: itself (operator.lt in a comparison's defaults)
         if id(value) in self._objects:
             return None
         keys: tuple[Any, ...] | frozenset[Any]
