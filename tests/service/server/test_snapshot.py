@@ -334,3 +334,22 @@ def test_values_are_shared_only_between_values_of_the_same_types() -> None:
     # A tuple holding anything else (a function, a list) is written as it is.
     held = (len, [1])
     assert values.first(held) is held
+
+
+def test_a_conjunction_s_kernel_shape_is_read_back_with_it(tmp_path: Path) -> None:
+    """The shape the compiled kernel assembles a conjunction by is kept on the query
+    once made and written with it: a read engine has it without making it again, and
+    it is the shape of the read query (its very predicates, not copies)."""
+    from ecq.matching.conjunction import _kernel_shape, kernel_shape
+
+    original = Engine()
+    original.register("conj", "AND(A a, B b, C c) WHERE a.v < b.v AND c.v > 2 WITHIN 10 s")
+    cq = original.query_state("conj").cq
+    assert kernel_shape(cq) is kernel_shape(cq) is cq.__dict__["_kernel_shape"]
+    path = tmp_path / "engine.snapshot"
+    written(original, path)
+    loaded = read_back(path).query_state("conj").cq
+    shape = loaded.__dict__["_kernel_shape"]
+    assert shape is not None and shape.checks
+    assert shape == _kernel_shape(loaded)
+    assert shape.checks[0][0] is loaded.checks[0][1]
