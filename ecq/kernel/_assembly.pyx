@@ -244,7 +244,7 @@ cdef class Assembly:
             self.env[i] = p
         self.probs[i] = prob
         if plan.pos[i].checked:
-            for check in <list>PyList_GET_ITEM(plan.checks_at, i):
+            for check in <tuple>PyList_GET_ITEM(plan.checks_at, i):
                 if not check(self.env):
                     return 0
         if i:
@@ -422,7 +422,7 @@ cdef int assemble(Assembly a, Plan plan, object last, double last_end, double la
             if last_start < a.bound:
                 return 0
             if plan.pos[0].checked:
-                for check in <list>PyList_GET_ITEM(plan.checks_at, 0):
+                for check in <tuple>PyList_GET_ITEM(plan.checks_at, 0):
                     if not check(a.env):
                         return 0
             a._complete(last_start)

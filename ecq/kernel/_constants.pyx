@@ -99,7 +99,7 @@ cdef Plan _plan_of(qs):
         p.pos[i].cid = -1
         p.pos[i].slot = slots[i]
         p.remap = p.remap or p.pos[i].slot != i
-        p.pos[i].checked = i < len(p.checks_at) and len(<list>p.checks_at[i]) > 0
+        p.pos[i].checked = i < len(p.checks_at) and len(<tuple>p.checks_at[i]) > 0
         p.pos[i].latest_only = bool(qs.latest_only[i])
     _negs_of(p, qs, cq)
     qs.plan = p

@@ -7,7 +7,7 @@ it, and the network makes it; it imports none of them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from ecq.compiler.conditions import PredFn
@@ -66,8 +66,10 @@ class QState:
     # The conditions checked once position p is bound (binding goes from the last back;
     # a condition that reads a Kleene group waits for the whole candidate), and the
     # classes of each position.
-    checks_at: list[list[PredFn]] = field(default_factory=list)
-    classes_at: list[tuple[str, ...]] = field(default_factory=list)
+    # Tuples (never changed once made): a position without a check holds the one empty
+    # tuple, and the classes are values a snapshot writes once (service.server.snapshot).
+    checks_at: tuple[tuple[PredFn, ...], ...] = ()
+    classes_at: tuple[tuple[str, ...], ...] = ()
     # The negated components the kernels check themselves (:class:`Neg`, in
     # component order): every one of them, when the node has no Kleene component and
     # each negated component has one class; else none.
@@ -112,9 +114,9 @@ class QState:
         for (_, pred), p in zip(cq.checks, layout.check_at, strict=True):
             if p >= 0:
                 checks_at[p].append(pred)
-        self.checks_at = checks_at
+        self.checks_at = tuple([tuple(c) for c in checks_at])
         comps = cq.comps
-        self.classes_at = [tuple(sorted(comps[i].classes)) for i in slots]
+        self.classes_at = tuple([tuple(sorted(comps[i].classes)) for i in slots])
         self.latest_only = layout.latest_only
         self.classes = tuple(sorted(cq.classes()))
         if layout.has_negs:

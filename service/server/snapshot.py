@@ -520,11 +520,7 @@ class _Pickler(pickle.Pickler):
         if kind is CompiledQuery:
             return self._compiled_query(obj)
         if kind in _VALUE_HOLDERS:
-            state = self._values.state(obj.__dict__)
-            if kind is QState:
-                # Its own list (the kernels copy it), of values.
-                state["classes_at"] = [self._values.first(c) for c in obj.classes_at]
-            return (_NEWOBJ, (kind,), state)
+            return (_NEWOBJ, (kind,), self._values.state(obj.__dict__))
         if kind is type and obj in _BY_NAME:
             return (_module_object, _BY_NAME[obj])
         where = self._objects.get(id(obj))
