@@ -606,9 +606,25 @@ class _Values:
         if seen is not None:
             return seen[1]
         key = self._key(value)
-        out = value if key is None else self._first.setdefault(key, value)
+        if key is None:
+            out = value
+        else:
+            out = self._first.get(key)
+            if out is None:
+                # The first of its value, made of the first of each value it holds.
+                out = self._first[key] = self._made_of_firsts(value)
         self._seen[id(value)] = (value, out)
         return out
+
+    def _made_of_firsts(self, value: Any) -> Any:
+        kind = type(value)
+        if kind is tuple:
+            return tuple([self.first(v) for v in value])
+        if kind is frozenset:
+            return frozenset([self.first(v) for v in value])
+        node = object.__new__(kind)
+        node.__dict__.update({name: self.first(v) for name, v in value.__dict__.items()})
+        return node
 
     def _key(self, value: Any) -> Any:
         """What identifies ``value`` among equal values of the same types, or None

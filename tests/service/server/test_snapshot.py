@@ -325,12 +325,12 @@ def test_values_are_shared_only_between_values_of_the_same_types() -> None:
         "frozenset({1})",
         "frozenset({True})",
     ]
-    one = (Compare("<", AttrRef("$self", "v"), Lit(1)),)
-    assert values.first(one) is one
-    again = (Compare("<", AttrRef("$self", "v"), Lit(1)),)
-    assert values.first(again) is one
-    true = (Compare("<", AttrRef("$self", "v"), Lit(True)),)
-    assert values.first(true) is true
+    one = values.first((Compare("<", AttrRef("$self", "v"), Lit(1)),))
+    assert values.first((Compare("<", AttrRef("$self", "v"), Lit(1)),)) is one
+    true = values.first((Compare("<", AttrRef("$self", "v"), Lit(True)),))
+    assert true is not one and repr(true[0].right.value) == "True"
+    # A value within a value is the first of its own value too.
+    assert values.first(Lit(1)) is one[0].right
     # A tuple holding anything else (a function, a list) is written as it is.
     held = (len, [1])
     assert values.first(held) is held
