@@ -24,7 +24,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, overload
+from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 from ecq.compiler.conditions import PredFn, ValueFn, compile_predicate, compile_value
 from ecq.compiler.filters import filter_key
@@ -205,22 +205,6 @@ class CompiledQuery:
         """The query's ``MODE`` as written (one of ``ecq.language.ast.MODES``)."""
         return self.ast.mode
 
-    if not TYPE_CHECKING:  # hidden from mypy, which would take any attribute as Any
-
-        def __getattr__(self, name: str) -> Any:
-            # Called only for an attribute not found: ``ast`` when a snapshot read this query
-            # with its syntax tree packed (service.server.snapshot: matching never reads the
-            # tree, and unpacking the trees of 100,000 queries was a third of reading it),
-            # as ``_packed_ast``: (how to unpack, the packed form). Unpacked once, when
-            # first read (explain, formatting, a re-registration).
-            if name == "ast":
-                packed = self.__dict__.pop("_packed_ast", None)
-                if packed is not None:
-                    unpack, data = packed
-                    ast = self.__dict__["ast"] = unpack(data)
-                    return ast
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
     @cached_property
     def length(self) -> int:
         return len(self.comps)
@@ -326,7 +310,8 @@ class CompiledQuery:
         # Per check, the position once bound it is checked at (-1: on the whole
         # candidate, ecq.matching.skeleton.leaf, as it reads a Kleene group).
         check_at = tuple(
-            -1 if not comps.isdisjoint(kleene) else min(position[i] for i in comps) for comps, _ in self.checks
+            -1 if not comps.isdisjoint(kleene) else min(position[i] for i in comps)
+            for comps, _ in self.checks
         )
         latest_only = tuple(
             i in kleene
@@ -341,7 +326,9 @@ class CompiledQuery:
         has_negs = (
             bool(negated) and self.skeletal and not kleene and all(len(c.classes) == 1 for c in negated)
         )
-        leafy = self.skeletal and (bool(kleene) or (not has_negs and any(c.index not in trailing for c in negated)))
+        leafy = self.skeletal and (
+            bool(kleene) or (not has_negs and any(c.index not in trailing for c in negated))
+        )
         kernel_policy = (
             self.policy is not None
             and self.top
@@ -349,7 +336,10 @@ class CompiledQuery:
             and not self.returns
             and self.probability is None
             and not kleene
-            and ((self.kind == KIND_SEQ and (self.plain or self.skeletal) and not leafy) or self.kind == KIND_AND)
+            and (
+                (self.kind == KIND_SEQ and (self.plain or self.skeletal) and not leafy)
+                or self.kind == KIND_AND
+            )
             and len(self.positives) <= KERNEL_POLICY_POSITIVES
         )
         return NodeLayout(kleene, simple, check_at, latest_only, has_negs, leafy, kernel_policy)
@@ -371,6 +361,30 @@ class CompiledQuery:
             found = self.__dict__["_classes"] = frozenset(out)
         return found
 
+
+class _PackedTree:
+    """``CompiledQuery.ast`` of a query read from a snapshot (service.server.snapshot)
+    with its syntax tree packed, as ``_packed_ast``: (how to unpack, the packed form).
+    Matching never reads the tree, and unpacking the trees of 100,000 queries was a
+    third of reading them: unpacked once, when first read (explain, formatting, a
+    re-registration). A non-data descriptor: a query whose ``__dict__`` holds its tree
+    (every compiled one) never reaches it. (A class-level ``__getattr__`` did this
+    before, and reading a snapshot called it for every query: pickle asks each object
+    for ``__setstate__``.)"""
+
+    def __get__(self, instance: CompiledQuery | None, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        packed = instance.__dict__.pop("_packed_ast", None)
+        if packed is None:
+            raise AttributeError(f"{type(instance).__name__!r} object has no attribute 'ast'")
+        unpack, data = packed
+        tree = instance.__dict__["ast"] = unpack(data)
+        return tree
+
+
+# Set after the dataclass is made (its field ``ast`` has no default, so no class attribute).
+CompiledQuery.ast = _PackedTree()  # type: ignore[assignment,misc]
 
 # What made one predicate or value function of a compiled query: the function, the
 # expression, its path, ``single``, ``negated`` and whether it is a value function.
