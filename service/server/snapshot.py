@@ -25,7 +25,7 @@ and a new snapshot written. On any mismatch or damage the rebuild replays the wh
 as without a snapshot, and the log says why (:class:`Stale`).
 
 How the engine is pickled (:class:`_Pickler`): the standard ``pickle`` protocol 5, with
-five things taken otherwise — a network's kernel is left out and made again when read
+six things taken otherwise — a network's kernel is left out and made again when read
 (it holds nothing before the first event but what it derives from the network); a
 closure compiled from a query's conditions is written as the place of its code (module,
 qualified name, line) and its cells, its code being found again in the loaded module
@@ -39,7 +39,10 @@ engine's modules (a sentinel such as ``MISSING``, compared by identity) is writt
 its name, so it is the same object after loading. And a wide integer (a query bitset,
 as wide as the number of queries) is written once however often referenced, before the
 engine, as the numbers of its set bits when it is sparse (most are: a filter's few
-queries among thousands). Nothing else is special: an object
+queries among thousands). And the values that the compiled queries, their components,
+the nodes and the conjunctions' shapes hold as equal copies (tuples, frozensets and
+condition nodes of the same types: :class:`_Values`) are written once, the first met
+standing for all. Nothing else is special: an object
 that does not pickle makes :func:`write` fail, and the log says so (the next start
 rebuilds).
 
@@ -472,7 +475,7 @@ class _Unpickler(pickle.Unpickler):
 
 
 class _Pickler(pickle.Pickler):
-    """``pickle`` with the engine's three exceptions (see the module docstring). Its
+    """``pickle`` with the exceptions the module docstring lists. Its
     override is called for every object that is not a number or a string, so it
     decides by the type first."""
 
