@@ -368,9 +368,9 @@ class _PackedTree:
     Matching never reads the tree, and unpacking the trees of 100,000 queries was a
     third of reading them: unpacked once, when first read (explain, formatting, a
     re-registration). A non-data descriptor: a query whose ``__dict__`` holds its tree
-    (every compiled one) never reaches it. (A class-level ``__getattr__`` did this
-    before, and reading a snapshot called it for every query: pickle asks each object
-    for ``__setstate__``.)"""
+    (every compiled one) never reaches it. (Not a class-level ``__getattr__``: pickle
+    asks each object it reads for ``__setstate__``, which would call that for every
+    query of a snapshot.)"""
 
     def __get__(self, instance: CompiledQuery | None, owner: type | None = None) -> Any:
         if instance is None:
