@@ -752,22 +752,26 @@ class EngineHost:
         deleting = keeper.deleting()
         forget: list[str] = []
         waiting = {name: cq for group in keeper.waiting for name, cq in group.queries}
-        for name, pos, matches, last_match in self.store.query_counts():
-            cq = registered.get(name) or waiting.get(name)
-            if cq is None and name in gone:
-                forget.append(name)
-                continue
-            if cq is None:
-                raise RuntimeError(f"query {name!r} is in the store but its registration is not in the log")
-            text = texts.get(pos)
-            if text is None:
-                text = canonical_text(cq)
-                printed.append((pos, text))
-            info = QueryInfo.of(name, cq, text)
-            info.matches, info.last_match = matches, last_match
-            info.at, info.pending = ats.get(name), name in waiting
-            info.deleting_at = deleting.get(name)
-            infos[name] = info
+        # A listing entry per query, all kept: the collector paused meanwhile (its
+        # collections walked the replay's and the kernel's objects again and again, half a
+        # second of a start at 100,000 queries).
+        with collector_paused():
+            for name, pos, matches, last_match in self.store.query_counts():
+                cq = registered.get(name) or waiting.get(name)
+                if cq is None and name in gone:
+                    forget.append(name)
+                    continue
+                if cq is None:
+                    raise RuntimeError(f"query {name!r} is in the store but its registration is not in the log")
+                text = texts.get(pos)
+                if text is None:
+                    text = canonical_text(cq)
+                    printed.append((pos, text))
+                info = QueryInfo.of(name, cq, text)
+                info.matches, info.last_match = matches, last_match
+                info.at, info.pending = ats.get(name), name in waiting
+                info.deleting_at = deleting.get(name)
+                infos[name] = info
         if forget:
             self.store.forget_queries(forget)
         self._printed = printed
