@@ -58,7 +58,7 @@ from typing import Any, TypeVar
 import orjson
 
 from api.routing import ONLY_SHARD
-from ecq.collector import collector_paused
+from ecq.collector import collector_paused, full_collections_held
 from ecq.compiler.query import CompiledQuery
 from ecq.engine import Engine
 from ecq.errors import (
@@ -725,53 +725,62 @@ class EngineHost:
             # (those of a query unregistered later): at most what the head held, once; the
             # next rebuild unfreezes them.
             gc.freeze()
-        for op in tail:
-            replay(op)
-        if after is not None:
-            replay(after)
-            for op in ops:
+        # The retained window: its events make short-lived objects among the kernel's
+        # tables and the stored instances, which full collections would walk again and again.
+        with full_collections_held():
+            for op in tail:
                 replay(op)
-        if run:
-            engine.register_many(run)
-        meta = self.store.meta()
-        next_seq = meta.next_seq
-        # The advance that set a clock may have been trimmed with old batches.
-        keeper.catch_up(meta.observed, meta.clock)
-        keeper.producers = self.store.producers()
-        infos: dict[str, QueryInfo] = {}
-        registered = {cq.name: cq for cq in engine.queries()}
-        # Canonical texts kept at registration (by this build's printer): printing
-        # every query again was a tenth of a rebuild.
-        version = language_version()
-        texts = self.store.query_texts(version)
-        printed: list[tuple[int, str]] = []
-        keeper.installed()  # the list below says which are installed
-        # Removed by a held delete: the store forgot them with the op that did, unless
-        # a slot move's replay reached the time sooner than the live stream did.
-        gone = set(keeper.deleted())
-        deleting = keeper.deleting()
-        forget: list[str] = []
-        waiting = {name: cq for group in keeper.waiting for name, cq in group.queries}
-        # A listing entry per query, all kept: the collector paused meanwhile (its
-        # collections walked the replay's and the kernel's objects again and again, half a
-        # second of a start at 100,000 queries).
-        with collector_paused():
-            for name, pos, matches, last_match in self.store.query_counts():
-                cq = registered.get(name) or waiting.get(name)
-                if cq is None and name in gone:
-                    forget.append(name)
-                    continue
-                if cq is None:
-                    raise RuntimeError(f"query {name!r} is in the store but its registration is not in the log")
-                text = texts.get(pos)
-                if text is None:
-                    text = canonical_text(cq)
-                    printed.append((pos, text))
-                info = QueryInfo.of(name, cq, text)
-                info.matches, info.last_match = matches, last_match
-                info.at, info.pending = ats.get(name), name in waiting
-                info.deleting_at = deleting.get(name)
-                infos[name] = info
+            if after is not None:
+                replay(after)
+                for op in ops:
+                    replay(op)
+            if run:
+                engine.register_many(run)
+            meta = self.store.meta()
+            next_seq = meta.next_seq
+            # The advance that set a clock may have been trimmed with old batches.
+            keeper.catch_up(meta.observed, meta.clock)
+            keeper.producers = self.store.producers()
+            infos: dict[str, QueryInfo] = {}
+            registered = {cq.name: cq for cq in engine.queries()}
+            # Canonical texts kept at registration (by this build's printer): printing
+            # every query again was a tenth of a rebuild.
+            version = language_version()
+            texts = self.store.query_texts(version)
+            printed: list[tuple[int, str]] = []
+            keeper.installed()  # the list below says which are installed
+            # Removed by a held delete: the store forgot them with the op that did, unless
+            # a slot move's replay reached the time sooner than the live stream did.
+            gone = set(keeper.deleted())
+            deleting = keeper.deleting()
+            forget: list[str] = []
+            waiting = {name: cq for group in keeper.waiting for name, cq in group.queries}
+            # A listing entry per query, all kept: the collector paused meanwhile (its
+            # collections walked the replay's and the kernel's objects again and again, half a
+            # second of a start at 100,000 queries). Then what the rebuild made, all alive, is
+            # moved out of the collector's generations as the head was (above): the first full
+            # collection after it would walk all of it (a third of a second at 100,000 queries),
+            # and so would every one after it while serving. A cycle among these objects that
+            # later becomes garbage (none is made on purpose; replaying a window of the demo
+            # made none) is freed by the next rebuild: at most what this one made, once.
+            with collector_paused():
+                for name, pos, matches, last_match in self.store.query_counts():
+                    cq = registered.get(name) or waiting.get(name)
+                    if cq is None and name in gone:
+                        forget.append(name)
+                        continue
+                    if cq is None:
+                        raise RuntimeError(f"query {name!r} is in the store but its registration is not in the log")
+                    text = texts.get(pos)
+                    if text is None:
+                        text = canonical_text(cq)
+                        printed.append((pos, text))
+                    info = QueryInfo.of(name, cq, text)
+                    info.matches, info.last_match = matches, last_match
+                    info.at, info.pending = ats.get(name), name in waiting
+                    info.deleting_at = deleting.get(name)
+                    infos[name] = info
+                gc.freeze()
         if forget:
             self.store.forget_queries(forget)
         self._printed = printed

@@ -68,3 +68,35 @@ def test_nothing_is_moved_while_objects_are_frozen() -> None:
         assert id(made) in _young_ids()
     finally:
         gc.unfreeze()
+
+
+def test_full_collections_held_keeps_the_young_ones_and_restores_the_thresholds() -> None:
+    """Within the block no full collection runs, however many young ones do; a garbage
+    cycle is still freed by a young collection; the thresholds are as they were after."""
+    import weakref
+
+    from ecq.collector import full_collections_held
+
+    before = gc.get_threshold()
+    counts = [0, 0, 0]
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            counts[info["generation"]] += 1
+
+    gc.callbacks.append(count)
+    try:
+        with full_collections_held():
+            assert gc.get_threshold()[:2] == before[:2] and gc.get_threshold()[2] > 1_000_000
+            node = _Node()
+            node.next = node
+            gone = weakref.ref(node)
+            del node
+            kept = [[_Node()] for _ in range(200_000)]  # many young collections, some middle ones
+            assert gone() is None  # the cycle went with a young collection
+            held = counts.copy()
+    finally:
+        gc.callbacks.remove(count)
+    assert gc.get_threshold() == before
+    assert held[0] > 100 and held[1] > 10 and held[2] == 0
+    del kept
