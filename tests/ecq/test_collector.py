@@ -77,6 +77,10 @@ def test_full_collections_held_keeps_the_young_ones_and_restores_the_thresholds(
 
     from ecq.collector import full_collections_held
 
+    # Python's default thresholds and the collector on, whatever an earlier test left.
+    saved, was_enabled = gc.get_threshold(), gc.isenabled()
+    gc.set_threshold(700, 10, 10)
+    gc.enable()
     before = gc.get_threshold()
     counts = [0, 0, 0]
 
@@ -95,8 +99,11 @@ def test_full_collections_held_keeps_the_young_ones_and_restores_the_thresholds(
             kept = [[_Node()] for _ in range(200_000)]  # many young collections, some middle ones
             assert gone() is None  # the cycle went with a young collection
             held = counts.copy()
+        assert gc.get_threshold() == before
     finally:
         gc.callbacks.remove(count)
-    assert gc.get_threshold() == before
+        gc.set_threshold(*saved)
+        if not was_enabled:
+            gc.disable()
     assert held[0] > 100 and held[1] > 10 and held[2] == 0
     del kept
