@@ -593,7 +593,8 @@ SECTIONS: tuple[Section, ...] = (
         "filter bits and conjunction links of "
         "a batch are added once at its end, not query by query. A filter's query bits are a "
         "number as wide as its query's place among all of them, which is what makes the "
-        "memory of conditioned queries grow at 100,000.",
+        "memory of conditioned queries grow at 100,000, and their install slower there (each "
+        "filter bit set or merged is an operation over a number that wide).",
     ),
     Section(
         "Restart",
