@@ -64,6 +64,7 @@ import os
 import pickle
 import sys
 import types
+import typing
 import zlib
 from array import array
 from collections.abc import Iterator
@@ -555,22 +556,7 @@ class _Pickler(pickle.Pickler):
 _VALUE_HOLDERS: frozenset[type] = frozenset({Comp, QState, Shape})
 
 # The syntax tree's expression nodes (frozen dataclasses, compared by value).
-_AST_NODES: frozenset[type] = frozenset(
-    {
-        _ast.Lit,
-        _ast.AttrRef,
-        _ast.Agg,
-        _ast.Prev,
-        _ast.Arith,
-        _ast.Neg,
-        _ast.Compare,
-        _ast.BoolOp,
-        _ast.Not,
-        _ast.InList,
-        _ast.Func,
-        _ast.Equiv,
-    }
-)
+_AST_NODES: frozenset[type] = frozenset(typing.get_args(_ast.Expr))
 
 # The atoms a shared value may hold: equal ones are interchangeable (within one type).
 _ATOMS = (str, int, bool, bytes, type(None))
