@@ -310,8 +310,7 @@ class CompiledQuery:
         # Per check, the position once bound it is checked at (-1: on the whole
         # candidate, ecq.matching.skeleton.leaf, as it reads a Kleene group).
         check_at = tuple(
-            -1 if not comps.isdisjoint(kleene) else min(position[i] for i in comps)
-            for comps, _ in self.checks
+            -1 if not comps.isdisjoint(kleene) else min(position[i] for i in comps) for comps, _ in self.checks
         )
         latest_only = tuple(
             i in kleene
@@ -326,9 +325,7 @@ class CompiledQuery:
         has_negs = (
             bool(negated) and self.skeletal and not kleene and all(len(c.classes) == 1 for c in negated)
         )
-        leafy = self.skeletal and (
-            bool(kleene) or (not has_negs and any(c.index not in trailing for c in negated))
-        )
+        leafy = self.skeletal and (bool(kleene) or (not has_negs and any(c.index not in trailing for c in negated)))
         kernel_policy = (
             self.policy is not None
             and self.top
@@ -336,10 +333,7 @@ class CompiledQuery:
             and not self.returns
             and self.probability is None
             and not kleene
-            and (
-                (self.kind == KIND_SEQ and (self.plain or self.skeletal) and not leafy)
-                or self.kind == KIND_AND
-            )
+            and ((self.kind == KIND_SEQ and (self.plain or self.skeletal) and not leafy) or self.kind == KIND_AND)
             and len(self.positives) <= KERNEL_POLICY_POSITIVES
         )
         return NodeLayout(kleene, simple, check_at, latest_only, has_negs, leafy, kernel_policy)
