@@ -450,7 +450,7 @@ def test_comparisons_that_never_hold_are_residual(value: Any) -> None:
 def test_a_burst_of_registrations_builds_each_attribute_once() -> None:
     index = FilterIndex()
     for i in range(1000):
-        index.add(i, 1 << i, [Atom("x", "<", i), Atom("y", "=", i % 7)], None)
+        index.add(i, [i], [Atom("x", "<", i), Atom("y", "=", i % 7)], None)
     assert all(a.dirty for a in index.attrs.values())
     got = index.passing(Event(1, "A", 0, attrs={"x": 500, "y": 3}))
     assert all(not a.dirty for a in index.attrs.values())
@@ -512,3 +512,120 @@ def test_a_constant_on_the_left_compares_as_written(op: str, negated: bool) -> N
             attrs = {} if value is MISSING else {"x": value}
             e = Event("s", "A", 1.0, 1.0, attrs)
             assert pred(e) == compare_values(op, const, value, negated), (const, op, value)
+
+
+@min_share(0.25)
+@SETTINGS
+@given(
+    st.lists(st.tuples(filters, st.integers(0, 3)), min_size=1, max_size=12),
+    st.permutations(range(12)),
+    st.lists(st.integers(0, 11), max_size=6),
+    st.lists(events(), min_size=1, max_size=6),
+)
+def test_queries_added_by_number_in_batches_pass_as_added_one_by_one(
+    fs: list[tuple[tuple[Expr, ...], int]], numbers: list[int], leave: list[int], evs: list[Event]
+) -> None:
+    """A slot's filters hold their queries by number (SlotFilter.add_numbers, as a bulk
+    registration adds them: several queries of one filter at once, numbers out of order
+    where freed ones are reused, a filter met again joined): the same filters and
+    queries as one query at a time (SlotFilter.add of its bit), the same sets passed by
+    the pure index, by the local numbers the compiled kernel's index is made from, and
+    after some queries leave."""
+    one, bulk = SlotFilter(), SlotFilter()
+    # Query numbers[i] has filter fs[i][0] (or, when fs[i][1] == 0, the one before it:
+    # shared); the batch brings each filter's queries together, in the order met.
+    batch: dict[Any, tuple[tuple[Expr, ...], list[int]]] = {}
+    live: dict[int, tuple[Expr, ...]] = {}
+    for i, (f, share) in enumerate(fs):
+        conjuncts = live[numbers[i - 1] * 70] if share == 0 and i else f
+        n = numbers[i] * 70  # words apart: sets wider than a word
+        add(one, n, conjuncts)
+        batch.setdefault(filter_key(conjuncts), (conjuncts, []))[1].append(n)
+        live[n] = conjuncts
+    for key, (conjuncts, ns) in batch.items():
+        expr = conjuncts[0] if len(conjuncts) == 1 else BoolOp("and", conjuncts)
+        pred = compile_predicate(expr, lambda r: 0, single=True)
+        # Half the filters' queries arrive in a second batch: the filter is joined.
+        half = len(ns) // 2
+        bulk.add_numbers(ns[half:], pred, key, conjuncts)
+        if half:
+            bulk.add_numbers(ns[:half], pred, key, conjuncts)
+    for gone in leave:
+        n = sorted(live)[gone % len(live)]
+        if len(live) > 1:
+            conjuncts = live.pop(n)
+            one.remove(1 << n, filter_key(conjuncts))
+            bulk.remove(1 << n, filter_key(conjuncts))
+    passed = []
+    for slot in (one, bulk):
+        slot.index._check()
+        local = LocalSlots([(slot.always, slot.index)])
+        local._check()
+        for e in evs:
+            got = slot.passing(e)
+            assert got == expected(live, e)
+            assert local.passing(e) == [got]
+            passed.append(got)
+    assert {k: one.index.queries[f] for k, f in one.groups.items()} == {
+        k: bulk.index.queries[f] for k, f in bulk.groups.items()
+    }
+    record([bits for bits in passed if bits])
+
+
+def _wide_ints(root: object, limit: int) -> list[int]:
+    """The ints of more than ``limit`` bits reachable from ``root`` through containers
+    and the attributes of objects with __slots__ or a __dict__ (each object once)."""
+    seen: set[int] = set()
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        x = todo.pop()
+        if type(x) is int:
+            if x.bit_length() > limit:
+                found.append(x)
+            continue
+        if id(x) in seen or isinstance(x, (str, float, bool, type(None))) or callable(x):
+            continue
+        seen.add(id(x))
+        if isinstance(x, dict):
+            todo += [*x.keys(), *x.values()]
+        elif isinstance(x, (list, tuple, set, frozenset)):
+            todo += list(x)
+        else:
+            for cls in type(x).__mro__:
+                todo += [getattr(x, s) for s in getattr(cls, "__slots__", ()) if hasattr(x, s)]
+            todo += list(getattr(x, "__dict__", {}).values())
+    return found
+
+
+def test_registering_makes_no_set_as_wide_as_the_query_numbers_per_filter() -> None:
+    """A filter's queries are kept by number: registering 2,000 conditioned queries (each
+    its own filters) leaves no int wider than a word in any place's filter index. Sets
+    over the query numbers, one per filter, made registering the 100,000th query an
+    operation on 12 KB integers (and ~600 MB of them at 100,000). The pure kernel makes
+    its sets when an event first reads them, and they pass what the filters hold."""
+    from ecq.engine import Engine
+    from ecq.evaluation.workload import Workload, condition_queries
+
+    queries = condition_queries(Workload(n_queries=2000), 1)
+    engine = Engine(compiled=False)
+    engine.register_many(queries)
+    slots = [s for e in engine.network.ecqs.values() for s in e.seq_filters.values() if s.groups]
+    assert slots
+    for slot in slots:
+        assert _wide_ints(slot.index, 64) == [], "a set over the query numbers in the filter index"
+    # Events then pass the same queries as each filter's own predicate says.
+    ecq = next(e for e in engine.network.ecqs.values() if any(s.groups for s in e.seq_filters.values()))
+    by_number = {qs.bitno: qs for qs in engine.network.queries.values()}
+    for value in (0.0, 20.6, 50.0, 99.9):
+        e = Event(1, ecq.cls, 1.0, attrs={"a0": value})
+        for p, slot in ecq.seq_filters.items():
+            want = 0
+            for n in range(len(by_number)):
+                qs = by_number[n]
+                comp = qs.cq.comps[qs.slots[p]] if p < len(qs.slots) else None
+                if comp is None or ecq.cls not in comp.classes or comp.filter is None:
+                    continue
+                if comp.filter(e):
+                    want |= 1 << n
+            assert slot.index.passing(e) == want
