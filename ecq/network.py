@@ -27,7 +27,7 @@ processed (phase 1).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, Literal
 
 from ecq.compiler.conditions import MISSING, PredFn
@@ -311,7 +311,7 @@ class Network:
                 if slot is None:
                     slot = ecq.seq_filters[p] = SlotFilter()
                 target = ecq.seq_final if p == last else ecq.seq_more
-                slot.add(bit, comp.filter, comp.filter_key, comp.filter_conjuncts)
+                slot.add(bit, comp.filter, comp.filter_id, comp.filter_conjuncts)
                 target[p] = target.get(p, 0) | bit
                 if p >= 1:
                     for pred_cls in cq.comps[slots[p - 1]].classes:
@@ -362,7 +362,7 @@ class Network:
                     filters = place.filters
                     if filters is None:
                         filters = place.filters = bulk.filters_of(place.slot)
-                    _wait_filter(filters, comp.filter_key, filt, comp.filter_conjuncts, bitno)
+                    _wait_filter(filters, comp.filter_id, filt, comp.filter_conjuncts, bitno)
                 place.target.append(bitno)
                 if pred_classes is not None:
                     preds = place.preds
@@ -393,7 +393,7 @@ class Network:
             comp = cq.comps[i]
             for cls in comp.classes:
                 ecq = self.ecqs[cls]
-                self._unset(ecq.seq_filters, p, bit, comp.filter_key)
+                self._unset(ecq.seq_filters, p, bit, comp.filter_id)
                 _clear(ecq.seq_final if p == last else ecq.seq_more, p, bit)
                 if p >= 1:
                     for pred_cls in cq.comps[slots[p - 1]].classes:
@@ -451,7 +451,7 @@ class Network:
         self._rebuild_windows()
 
     @staticmethod
-    def _unset(filters: dict[int, SlotFilter], k: int, bit: int, key: tuple[object, ...]) -> None:
+    def _unset(filters: dict[int, SlotFilter], k: int, bit: int, key: Hashable) -> None:
         slot = filters.get(k)
         if slot is not None:
             slot.remove(bit, key)
@@ -971,7 +971,7 @@ class _BulkBits:
         else:
             assert own.filter is not None, "own_filter gives a component with a filter"
             _wait_filter(
-                self.filters_of(ecq.cnj_filter), own.filter_key, own.filter, own.filter_conjuncts, bitno
+                self.filters_of(ecq.cnj_filter), own.filter_id, own.filter, own.filter_conjuncts, bitno
             )
         need, countable = needs(qs, ecq.cls)
         if not countable:

@@ -69,7 +69,11 @@ __all__ = [
     "FilterIndex",
     "LocalSlots",
     "bits_of",
+    "constraints_of",
+    "filter_id",
     "filter_key",
+    "filter_skeleton",
+    "literal_key",
     "residual_predicate",
     "split_filter",
     "value_key",
@@ -118,6 +122,59 @@ def filter_key(conjuncts: tuple[Expr, ...]) -> tuple[Any, ...]:
     ``Lit(True) == Lit(1)`` as Python values while ``x = true`` and ``x = 1`` are
     different filters (docs/semantics.md §7)."""
     return (conjuncts, tuple(type(v) is bool for v in _literals(conjuncts)))
+
+
+# What identifies a filter where it is looked up once per query (a slot's filters, in
+# a registration): its skeleton (a string) and its literals (see filter_id).
+FilterId = tuple[str, tuple[tuple[str, Any], ...]]
+
+
+def filter_id(conjuncts: tuple[Expr, ...]) -> FilterId:
+    """What identifies the filter of ``conjuncts`` as :func:`filter_key` does, but cheap
+    to hash and compare: the conjuncts written with their literals left out (a string,
+    whose hash is kept) and the literals in order, each with its kind
+    (:func:`literal_key`). Two equal ids are equal filters (the same expressions, the
+    same literals, a boolean apart from a number); hashing a :func:`filter_key` is a
+    Python call per node of its expressions, and it was a quarter of registering
+    100,000 conditioned queries. Plain strings and numbers in tuples, so a snapshot
+    writes equal ids once. The compiler puts it on each component (``Comp.filter_id``),
+    made for a query of a known shape from the shape's skeleton and the query's
+    literals (:func:`filter_skeleton`)."""
+    skeleton, lits = filter_skeleton(conjuncts)
+    return skeleton, tuple([literal_key(lit.value) for lit in lits])
+
+
+def literal_key(value: Any) -> tuple[str, Any]:
+    """A literal's value in a :func:`filter_id`: tagged with its kind, so that ``true``
+    is not ``1`` (docs/semantics.md §7); an int and a float are both numbers (``1`` is
+    ``1.0``, as in :func:`filter_key`)."""
+    t = type(value)
+    if t is bool:
+        return ("bool", value)
+    if t is int or t is float:
+        return ("num", value)
+    return (t.__name__, value)
+
+
+def filter_skeleton(conjuncts: tuple[Expr, ...]) -> tuple[str, list[Lit]]:
+    """The first part of :func:`filter_id`, and the ``Lit`` nodes whose values make the
+    second, in that order."""
+    lits: list[Lit] = []
+    return repr(_skeleton(conjuncts, lits)), lits
+
+
+def _skeleton(node: Any, lits: list[Lit]) -> Any:
+    # A node as (class name, its fields' skeletons), a literal as None (noted in lits).
+    cls = type(node)
+    if cls is Lit:
+        lits.append(node)
+        return None
+    if cls is tuple:
+        return tuple([_skeleton(x, lits) for x in node])
+    names = fields_of(cls)
+    if names is None:
+        return node  # a plain value: a name, an operator
+    return (cls.__name__, *[_skeleton(getattr(node, name), lits) for name in names])
 
 
 def _literals(node: Any) -> list[Any]:
@@ -239,6 +296,17 @@ class Constraint:
                 old = self.upper.get(kind)
                 if old is None or value < old[0] or (value == old[0] and not inclusive):
                     self.upper[kind] = (value, inclusive)
+
+
+def constraints_of(atoms: list[Atom]) -> dict[str, Constraint]:
+    """The atoms of one filter merged per attribute."""
+    constraints: dict[str, Constraint] = {}
+    for atom in atoms:
+        c = constraints.get(atom.attr)
+        if c is None:
+            c = constraints[atom.attr] = Constraint()
+        c.add(atom)
+    return constraints
 
 
 # ------------------------------------------------------------------- the index
@@ -455,13 +523,7 @@ class FilterIndex:
     def add(self, fid: int, queries: list[int], atoms: list[Atom], residual: PredFn | None) -> None:
         """Add filter ``fid`` (new) with ``queries`` (query numbers, ascending; the list
         is kept, not copied). O(atoms)."""
-        constraints: dict[str, Constraint] = {}
-        for atom in atoms:
-            c = constraints.get(atom.attr)
-            if c is None:
-                c = constraints[atom.attr] = Constraint()
-            c.add(atom)
-        self.add_constraints(fid, queries, constraints, residual)
+        self.add_constraints(fid, queries, constraints_of(atoms), residual)
 
     def add_constraints(
         self, fid: int, queries: list[int], constraints: dict[str, Constraint], residual: PredFn | None

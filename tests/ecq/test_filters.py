@@ -629,3 +629,79 @@ def test_registering_makes_no_set_as_wide_as_the_query_numbers_per_filter() -> N
                 if comp.filter(e):
                     want |= 1 << n
             assert slot.index.passing(e) == want
+
+
+@SETTINGS
+@given(st.lists(filters, min_size=2, max_size=12))
+def test_equal_filter_ids_are_equal_filters(fs: list[tuple[Expr, ...]]) -> None:
+    """A slot knows a filter by its filter_id (cheap to hash): two filters with one id
+    are one filter (the same conjuncts, the same literals of the same types), so that a
+    query is never given another's filter (a NaN literal equals nothing, itself
+    included: such filters are equal when they are one object)."""
+    from ecq.compiler.filters import filter_id
+
+    for a in fs:
+        for b in fs:
+            if filter_id(a) == filter_id(b):
+                assert filter_key(a) == filter_key(b) or any(
+                    isinstance(x, float) and math.isnan(x) for x in _literal_values(a)
+                ), (a, b)
+    # Rebuilt (other objects), a filter has the same id.
+    for a in fs:
+        copied = cast(BoolOp, _rename(BoolOp("and", a), "$self")).operands
+        assert filter_id(copied) == filter_id(a)
+
+
+def _literal_values(conjuncts: tuple[Expr, ...]) -> list[Any]:
+    from ecq.compiler.filters import filter_skeleton
+
+    return [lit.value for lit in filter_skeleton(conjuncts)[1]]
+
+
+def test_a_component_s_filter_id_is_what_its_conjuncts_give() -> None:
+    """A query compiled from another of its shape (other literals, other classes) gets
+    its filter_id from the shape's skeleton and its own literals: the same as
+    filter_id(its conjuncts), so its filters are shared with queries compiled anew."""
+    from ecq.compiler.filters import filter_id
+    from ecq.evaluation.workload import Workload, condition_queries, credit_card_workload
+
+    texts = credit_card_workload(n_queries=300)[0] + condition_queries(Workload(n_queries=300), 2)
+    texts += [
+        ("b1", "SEQ(A a, B b) WHERE a.x = true AND b.y = 1 WITHIN 5 s"),
+        ("b2", "SEQ(A a, B b) WHERE a.x = 1 AND b.y = 1.0 WITHIN 5 s"),
+        ("b3", "SEQ(A a, B b) WHERE a.x IN (1, 2, 'c') AND b.y != 'd' AND b.y < 1 + 2 WITHIN 5 s"),
+        ("b4", "SEQ(A a, B b) WHERE a.x IN (1, 2, 'e') AND b.y != 'd' AND b.y < 2 + 2 WITHIN 5 s"),
+    ]
+    seen: dict[Any, Any] = {}
+    for name, text in texts:
+        cq = compile_query(name, parse_query(text), text)
+        for comp in cq.comps:
+            if comp.filter is None:
+                assert comp.filter_id is None
+                continue
+            assert comp.filter_id == filter_id(comp.filter_conjuncts), text
+            assert seen.setdefault(comp.filter_id, comp.filter_key) == comp.filter_key, text
+    assert len(seen) > 100
+
+
+@pytest.mark.parametrize("bulk", [False, True])
+def test_queries_of_other_shapes_share_an_equal_filter(bulk: bool) -> None:
+    """Equal filters of queries of different shapes (compiled anew or from a shape seen
+    before, with other aliases) are one filter of the slot, one by one and in a batch."""
+    from ecq.engine import Engine
+
+    queries = [
+        ("q1", "SEQ(A a, B b) WHERE a.x > 1.5 WITHIN 5 s"),
+        ("q2", "SEQ(A c, C d) WHERE c.x > 1.5 AND d.y < 2 WITHIN 5 s"),
+        ("q3", "SEQ(A e, C f) WHERE e.x > 1.5 AND f.y < 3 WITHIN 5 s"),
+        ("q4", "SEQ(A g, B h) WHERE g.x > 2 WITHIN 5 s"),
+        ("q5", "SEQ(A g, B h) WHERE g.x > true WITHIN 5 s"),
+    ]
+    engine = Engine()
+    if bulk:
+        engine.register_many(queries)
+    else:
+        for name, text in queries:
+            engine.register(name, text)
+    slot = engine.network.ecqs["A"].seq_filters[0]
+    assert sorted(len(slot.index.queries[f]) for f in slot.groups.values()) == [1, 1, 3]
