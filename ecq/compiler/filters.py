@@ -132,9 +132,9 @@ FilterId = tuple[str, tuple[tuple[str, Any], ...]]
 def filter_id(conjuncts: tuple[Expr, ...]) -> FilterId:
     """What identifies the filter of ``conjuncts`` as :func:`filter_key` does, but cheap
     to hash and compare: the conjuncts written with their literals left out (a string,
-    whose hash is kept) and the literals in order, each with its kind
+    whose hash is kept) and the literals in order, each with its type
     (:func:`literal_key`). Two equal ids are equal filters (the same expressions, the
-    same literals, a boolean apart from a number); hashing a :func:`filter_key` is a
+    same literals of the same types); hashing a :func:`filter_key` is a
     Python call per node of its expressions, and it was a quarter of registering
     100,000 conditioned queries. Plain strings and numbers in tuples, so a snapshot
     writes equal ids once. The compiler puts it on each component (``Comp.filter_id``),
@@ -145,15 +145,11 @@ def filter_id(conjuncts: tuple[Expr, ...]) -> FilterId:
 
 
 def literal_key(value: Any) -> tuple[str, Any]:
-    """A literal's value in a :func:`filter_id`: tagged with its kind, so that ``true``
-    is not ``1`` (docs/semantics.md §7); an int and a float are both numbers (``1`` is
-    ``1.0``, as in :func:`filter_key`)."""
-    t = type(value)
-    if t is bool:
-        return ("bool", value)
-    if t is int or t is float:
-        return ("num", value)
-    return (t.__name__, value)
+    """A literal's value in a :func:`filter_id`: tagged with its type, so that ``true``
+    is not ``1`` (docs/semantics.md §7), nor ``1`` ``1.0``: arithmetic on an int is
+    exact where a float's rounds (``x + 1 > 2**60`` and ``x + 1.0 > 2**60`` differ at
+    ``x = 2**60``), so such filters are not taken for one another."""
+    return (type(value).__name__, value)
 
 
 def filter_skeleton(conjuncts: tuple[Expr, ...]) -> tuple[str, list[Lit]]:

@@ -705,3 +705,35 @@ def test_queries_of_other_shapes_share_an_equal_filter(bulk: bool) -> None:
             engine.register(name, text)
     slot = engine.network.ecqs["A"].seq_filters[0]
     assert sorted(len(slot.index.queries[f]) for f in slot.groups.values()) == [1, 1, 3]
+
+
+@pytest.mark.parametrize("bulk", [False, True])
+def test_a_literal_of_another_type_is_another_filter(bulk: bool) -> None:
+    """``x + 1`` and ``x + 1.0`` differ past 2**53 (an int's sum is exact, a float's
+    rounds), and ``x = true`` is not ``x = 1``: filters equal as values (``1 == 1.0``)
+    but with literals of other types are not one filter, so each query's slot passes
+    what its own filter says."""
+    from ecq.engine import Engine
+
+    big = 2**60
+    queries = [
+        ("i", f"SEQ(A a, B b) WHERE a.x + 1 > {big} WITHIN 5 s"),
+        ("f", f"SEQ(A a, B b) WHERE a.x + 1.0 > {big} WITHIN 5 s"),
+        ("t", "SEQ(A a, B b) WHERE a.y = true WITHIN 5 s"),
+        ("n", "SEQ(A a, B b) WHERE a.y = 1 WITHIN 5 s"),
+    ]
+    engine = Engine(compiled=False)
+    if bulk:
+        engine.register_many(queries)
+    else:
+        for name, text in queries:
+            engine.register(name, text)
+    slot = engine.network.ecqs["A"].seq_filters[0]
+    assert len(slot.groups) == 4
+    for attrs in ({"x": big, "y": True}, {"x": big - 1, "y": 1}):
+        e = Event(1, "A", 1.0, attrs=attrs)
+        passed = slot.passing(e)
+        for qs in engine.network.queries.values():
+            own = qs.cq.comps[0].filter
+            assert own is not None
+            assert bool(passed >> qs.bitno & 1) == own(e), (qs.name, attrs)
