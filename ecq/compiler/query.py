@@ -532,11 +532,13 @@ def _instance(
                 if id(comp.filter_conjuncts) in memo:
                     fields["filter_conjuncts"] = _put(comp.filter_conjuncts, put, memo)
                     made = filter_ids[k]
-                    fields["filter_id"] = (
-                        (made[0], tuple([literal_key(lits[j].value) for j in made[1]]))
-                        if made is not None
-                        else filter_id(fields["filter_conjuncts"])
-                    )
+                    if made is None:
+                        fields["filter_id"] = filter_id(fields["filter_conjuncts"])
+                    elif len(made[1]) == 1:  # most filters: one constant (no loop, no call)
+                        value = lits[made[1][0]].value
+                        fields["filter_id"] = (made[0], ((type(value).__name__, value),))
+                    else:
+                        fields["filter_id"] = (made[0], tuple([literal_key(lits[j].value) for j in made[1]]))
             new_comps.append(new_comp)
         comps = tuple(new_comps)
         state.update(
