@@ -1420,8 +1420,7 @@ class EngineHost:
 
     def _refresh_stats(self) -> None:
         keeper = self.keeper
-        stats = self.engine.stats()
-        stats.pop("matches_per_query", None)
+        stats = self.engine.stats(per_query=False)  # the store keeps each query's count
         stats.pop("matches", None)  # the engine's own count restarts with every rebuild
         stats["next_seq"] = self.next_seq
         # The engine's own "clock" is the released one; the event time beside it.
