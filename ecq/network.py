@@ -27,10 +27,11 @@ processed (phase 1).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, Literal
 
 from ecq.compiler.conditions import MISSING, PredFn
+from ecq.compiler.filters import bits_of
 from ecq.compiler.query import KIND_OR, KIND_SEQ, CompiledQuery
 from ecq.errors import SemanticError
 from ecq.event import Event
@@ -310,7 +311,7 @@ class Network:
                 if slot is None:
                     slot = ecq.seq_filters[p] = SlotFilter()
                 target = ecq.seq_final if p == last else ecq.seq_more
-                slot.add(bit, comp.filter, comp.filter_key, comp.filter_conjuncts)
+                slot.add(bit, comp.filter, comp.filter_id, comp.filter_conjuncts)
                 target[p] = target.get(p, 0) | bit
                 if p >= 1:
                     for pred_cls in cq.comps[slots[p - 1]].classes:
@@ -361,7 +362,7 @@ class Network:
                     filters = place.filters
                     if filters is None:
                         filters = place.filters = bulk.filters_of(place.slot)
-                    _wait_filter(filters, comp.filter_key, filt, comp.filter_conjuncts, bitno)
+                    _wait_filter(filters, comp.filter_id, filt, comp.filter_conjuncts, bitno)
                 place.target.append(bitno)
                 if pred_classes is not None:
                     preds = place.preds
@@ -392,7 +393,7 @@ class Network:
             comp = cq.comps[i]
             for cls in comp.classes:
                 ecq = self.ecqs[cls]
-                self._unset(ecq.seq_filters, p, bit, comp.filter_key)
+                self._unset(ecq.seq_filters, p, bit, comp.filter_id)
                 _clear(ecq.seq_final if p == last else ecq.seq_more, p, bit)
                 if p >= 1:
                     for pred_cls in cq.comps[slots[p - 1]].classes:
@@ -450,7 +451,7 @@ class Network:
         self._rebuild_windows()
 
     @staticmethod
-    def _unset(filters: dict[int, SlotFilter], k: int, bit: int, key: tuple[object, ...]) -> None:
+    def _unset(filters: dict[int, SlotFilter], k: int, bit: int, key: Hashable) -> None:
         slot = filters.get(k)
         if slot is not None:
             slot.remove(bit, key)
@@ -970,7 +971,7 @@ class _BulkBits:
         else:
             assert own.filter is not None, "own_filter gives a component with a filter"
             _wait_filter(
-                self.filters_of(ecq.cnj_filter), own.filter_key, own.filter, own.filter_conjuncts, bitno
+                self.filters_of(ecq.cnj_filter), own.filter_id, own.filter, own.filter_conjuncts, bitno
             )
         need, countable = needs(qs, ecq.cls)
         if not countable:
@@ -1021,21 +1022,22 @@ class _BulkBits:
     def flush(self) -> None:
         for masks, pending in self.masks.values():
             for key, bitnos in pending.items():
-                masks[key] = masks.get(key, 0) | _int_of(bitnos)
+                masks[key] = masks.get(key, 0) | bits_of(bitnos)
         for slot, bitnos in self.slots.values():
-            slot.always |= _int_of(bitnos)
+            slot.always |= bits_of(bitnos)
             slot.native = None
         for slot, waiting in self.filters.values():
             for key, (pred, conjuncts, bitnos) in waiting.items():
-                slot.add(_int_of(bitnos), pred, key, conjuncts)
+                # By their numbers: no set as wide as the query numbers per filter.
+                slot.add_numbers(bitnos, pred, key, conjuncts)
         for ecq, fields in self.fields.values():
             for name, bitnos in fields.items():
-                setattr(ecq, name, getattr(ecq, name) | _int_of(bitnos))
+                setattr(ecq, name, getattr(ecq, name) | bits_of(bitnos))
         for ecq, slices in self.counts.values():
             for j, bitnos in slices.items():
                 while len(ecq.cnj_count) <= j:
                     ecq.cnj_count.append(0)
-                ecq.cnj_count[j] |= _int_of(bitnos)
+                ecq.cnj_count[j] |= bits_of(bitnos)
 
 
 def _wait_filter(
@@ -1047,23 +1049,6 @@ def _wait_filter(
     got = filters.setdefault(key, new)
     if got is not new:
         got[2].append(bitno)
-
-
-def _int_of(bitnos: list[int]) -> int:
-    """The int with exactly these bits set. O(bits + largest / 8); a few bits, each
-    ORed in (O(bits · largest / 64), one C operation each): most masks of a batch
-    (a class's reverse links, its positions) hold a few of its thousands of queries,
-    and a bytearray as wide as the largest zeroed, filled and read back for each was
-    a twentieth of registering 10,000 sequences."""
-    if len(bitnos) <= 8:
-        out = 0
-        for b in bitnos:
-            out |= 1 << b
-        return out
-    buf = bytearray((max(bitnos) >> 3) + 1)
-    for b in bitnos:
-        buf[b >> 3] |= 1 << (b & 7)
-    return int.from_bytes(buf, "little")
 
 
 def _clear(masks: dict[int, int], k: int, bit: int) -> None:

@@ -29,10 +29,13 @@ false; numbers (``int``, ``float``) compare with numbers and strings with string
 other pair is unequal (``!=`` true, everything else false); booleans are equal or
 unequal only to booleans; NaN equals nothing and compares false.
 
-Bits here are *filter* bits: the caller (:class:`ecq.structures.ecq.SlotFilter`) gives each filter
-a bitset (its queries' bits) and reads the union of the passing filters' bitsets. The
-compiled kernel indexes the same filters over local numbers (:class:`LocalSlots`), so
-that its sets are as wide as one class's queries rather than all of them.
+The caller (:class:`ecq.structures.ecq.SlotFilter`) gives each filter its queries (their
+numbers) and reads the union of the passing filters' queries as a set (an int). A
+filter keeps its queries as numbers, not as such a set (see :class:`FilterIndex`): the
+sets, as wide as the highest query number, are made when an event first reads them
+(the pure kernel's). The compiled kernel indexes the same filters over local numbers
+(:class:`LocalSlots`), so that its sets are as wide as one class's queries rather than
+all of them.
 Registering is O(atoms); the sorted arrays and cumulative bitsets of an attribute are
 rebuilt, once, the first time an event reads them after a change (O(F log F + F·w)
 for F filters on the attribute, w words per bitset), so a burst of registrations costs
@@ -42,7 +45,7 @@ one rebuild, not one per query.
 from __future__ import annotations
 
 import struct
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -65,7 +68,12 @@ __all__ = [
     "Constraint",
     "FilterIndex",
     "LocalSlots",
+    "bits_of",
+    "constraints_of",
+    "filter_id",
     "filter_key",
+    "filter_skeleton",
+    "literal_key",
     "residual_predicate",
     "split_filter",
     "value_key",
@@ -114,6 +122,59 @@ def filter_key(conjuncts: tuple[Expr, ...]) -> tuple[Any, ...]:
     ``Lit(True) == Lit(1)`` as Python values while ``x = true`` and ``x = 1`` are
     different filters (docs/semantics.md §7)."""
     return (conjuncts, tuple(type(v) is bool for v in _literals(conjuncts)))
+
+
+# What identifies a filter where it is looked up once per query (a slot's filters, in
+# a registration): its skeleton (a string) and its literals (see filter_id).
+FilterId = tuple[str, tuple[tuple[str, Any], ...]]
+
+
+def filter_id(conjuncts: tuple[Expr, ...]) -> FilterId:
+    """What identifies the filter of ``conjuncts`` as :func:`filter_key` does, but cheap
+    to hash and compare: the conjuncts written with their literals left out (a string,
+    whose hash is kept) and the literals in order, each with its kind
+    (:func:`literal_key`). Two equal ids are equal filters (the same expressions, the
+    same literals, a boolean apart from a number); hashing a :func:`filter_key` is a
+    Python call per node of its expressions, and it was a quarter of registering
+    100,000 conditioned queries. Plain strings and numbers in tuples, so a snapshot
+    writes equal ids once. The compiler puts it on each component (``Comp.filter_id``),
+    made for a query of a known shape from the shape's skeleton and the query's
+    literals (:func:`filter_skeleton`)."""
+    skeleton, lits = filter_skeleton(conjuncts)
+    return skeleton, tuple([literal_key(lit.value) for lit in lits])
+
+
+def literal_key(value: Any) -> tuple[str, Any]:
+    """A literal's value in a :func:`filter_id`: tagged with its kind, so that ``true``
+    is not ``1`` (docs/semantics.md §7); an int and a float are both numbers (``1`` is
+    ``1.0``, as in :func:`filter_key`)."""
+    t = type(value)
+    if t is bool:
+        return ("bool", value)
+    if t is int or t is float:
+        return ("num", value)
+    return (t.__name__, value)
+
+
+def filter_skeleton(conjuncts: tuple[Expr, ...]) -> tuple[str, list[Lit]]:
+    """The first part of :func:`filter_id`, and the ``Lit`` nodes whose values make the
+    second, in that order."""
+    lits: list[Lit] = []
+    return repr(_skeleton(conjuncts, lits)), lits
+
+
+def _skeleton(node: Any, lits: list[Lit]) -> Any:
+    # A node as (class name, its fields' skeletons), a literal as None (noted in lits).
+    cls = type(node)
+    if cls is Lit:
+        lits.append(node)
+        return None
+    if cls is tuple:
+        return tuple([_skeleton(x, lits) for x in node])
+    names = fields_of(cls)
+    if names is None:
+        return node  # a plain value: a name, an operator
+    return (cls.__name__, *[_skeleton(getattr(node, name), lits) for name in names])
 
 
 def _literals(node: Any) -> list[Any]:
@@ -237,6 +298,17 @@ class Constraint:
                     self.upper[kind] = (value, inclusive)
 
 
+def constraints_of(atoms: list[Atom]) -> dict[str, Constraint]:
+    """The atoms of one filter merged per attribute."""
+    constraints: dict[str, Constraint] = {}
+    for atom in atoms:
+        c = constraints.get(atom.attr)
+        if c is None:
+            c = constraints[atom.attr] = Constraint()
+        c.add(atom)
+    return constraints
+
+
 # ------------------------------------------------------------------- the index
 
 
@@ -311,8 +383,9 @@ class AttrIndex:
         self.name = name
         # An event field read when the attribute is absent (ecq.compiler.conditions.lookup).
         self.fallback = name in FALLBACK_FIELDS
-        # filter id -> (its bits, its constraint on this attribute)
-        self.members: dict[int, tuple[int, Constraint]] = {}
+        # filter id -> (its queries, ascending: the list its FilterIndex holds, shared,
+        # so a query joining the filter is seen here; its constraint on this attribute)
+        self.members: dict[int, tuple[list[int], Constraint]] = {}
         self.dirty = True
         # Built from ``members`` by ``build``:
         self.bounds: list[Bounds | None] = [None] * 4  # num lower, num upper, str lower, str upper
@@ -335,7 +408,11 @@ class AttrIndex:
         entries: list[dict[tuple[Any, bool], int]] = [{}, {}, {}, {}]
         self.equal, self.unequal = {}, {}
         self.has = self.has_equal = 0
-        for bits, c in self.members.values():
+        for queries, c in self.members.values():
+            # The filter's set made here, when first read after a change, not kept by
+            # the filter: as wide as the highest query number, it made each of 100,000
+            # registrations an operation on a 12 KB integer (see FilterIndex).
+            bits = bits_of(queries)
             self.has |= bits
             for lower, bounds in ((True, c.lower), (False, c.upper)):
                 for kind, bound in bounds.items():
@@ -416,64 +493,86 @@ _FAMILY = {("num", True): 0, ("num", False): 1, ("str", True): 2, ("str", False)
 
 class FilterIndex:
     """The filters of one place (a class's position in the sequences, for
-    :class:`ecq.structures.ecq.SlotFilter`): each has an id, bits, atoms and perhaps a residual
-    predicate. ``passing(event)`` is the union of the bits of the filters ``event``
-    passes."""
+    :class:`ecq.structures.ecq.SlotFilter`): each has an id, queries, atoms and perhaps
+    a residual predicate. ``passing(event)`` is the union of the bits of the queries of
+    the filters ``event`` passes.
 
-    __slots__ = ("attrs", "bits", "residual", "all", "_attrs_of")
+    A filter's queries are kept as their numbers (``queries``: an ascending list), not as
+    a bitset over the query numbers: such a set is as wide as the highest number, so with
+    sets, registering the 100,000th query (a filter of its own) made and merged 12 KB
+    integers, and registering grew with the number of queries registered (71 µs a
+    conditioned query at 100,000 against 36 at 10,000; the sets of 100,000 queries'
+    filters were ~600 MB). The sets over query numbers are made only where they are read
+    (the pure kernel's ``passing``: the attributes' cumulative sets when they are rebuilt,
+    ``all`` and the residual filters' sets when first read after a change); the compiled
+    kernel reads the numbers (:class:`LocalSlots`) and never makes them."""
+
+    __slots__ = ("attrs", "queries", "residual", "_attrs_of", "_all", "_residual_bits")
 
     def __init__(self) -> None:
         self.attrs: dict[str, AttrIndex] = {}
-        self.bits: dict[int, int] = {}
-        # filter id -> its residual predicate and bits (evaluated after the atoms).
-        self.residual: dict[int, tuple[PredFn, int]] = {}
-        self.all = 0
+        # filter id -> its queries, ascending (the list each of its attributes shares).
+        self.queries: dict[int, list[int]] = {}
+        # filter id -> its residual predicate (evaluated after the atoms).
+        self.residual: dict[int, PredFn] = {}
         self._attrs_of: dict[int, dict[str, Constraint]] = {}
+        # Made from ``queries`` when read (``all``, ``residual_bits``); None after a change.
+        self._all: int | None = 0
+        self._residual_bits: list[tuple[PredFn, int]] | None = []
 
-    def add(self, fid: int, bits: int, atoms: list[Atom], residual: PredFn | None) -> None:
-        """Add filter ``fid`` (new) with ``bits``. O(atoms)."""
-        constraints: dict[str, Constraint] = {}
-        for atom in atoms:
-            c = constraints.get(atom.attr)
-            if c is None:
-                c = constraints[atom.attr] = Constraint()
-            c.add(atom)
-        self.add_constraints(fid, bits, constraints, residual)
+    def add(self, fid: int, queries: list[int], atoms: list[Atom], residual: PredFn | None) -> None:
+        """Add filter ``fid`` (new) with ``queries`` (query numbers, ascending; the list
+        is kept, not copied). O(atoms)."""
+        self.add_constraints(fid, queries, constraints_of(atoms), residual)
 
     def add_constraints(
-        self, fid: int, bits: int, constraints: dict[str, Constraint], residual: PredFn | None
+        self, fid: int, queries: list[int], constraints: dict[str, Constraint], residual: PredFn | None
     ) -> None:
-        """Add filter ``fid`` (new) with ``bits``, its atoms already merged per
-        attribute (``constraints``, not copied: they are not changed once added)."""
+        """Add filter ``fid`` (new) with ``queries`` (ascending, kept), its atoms already
+        merged per attribute (``constraints``, not copied: they are not changed once
+        added). O(attributes), whatever the number of queries registered."""
         self._attrs_of[fid] = constraints
-        self.bits[fid] = bits
+        self.queries[fid] = queries
         for name, c in constraints.items():
             a = self.attrs.get(name)
             if a is None:
                 a = self.attrs[name] = AttrIndex(name)
-            a.members[fid] = (bits, c)
+            a.members[fid] = (queries, c)
             a.dirty = True
         if residual is not None:
-            self.residual[fid] = (residual, bits)
-        self.all |= bits
+            self.residual[fid] = residual
+            self._residual_bits = None
+        self._all = None
 
-    def set_bits(self, fid: int, bits: int) -> None:
-        """Filter ``fid``'s bits changed (a query joined or left it). O(its atoms), and
-        O(filters) when a query left it."""
-        old = self.bits[fid]
-        self.bits[fid] = bits
-        for name, c in self._attrs_of[fid].items():
-            a = self.attrs[name]
-            a.members[fid] = (bits, c)
-            a.dirty = True
+    def join(self, fid: int, numbers: Iterable[int]) -> None:
+        """Queries ``numbers`` (none of them in it) join filter ``fid``. O(its atoms +
+        its queries)."""
+        queries = self.queries[fid]
+        for n in numbers:
+            if not queries or n > queries[-1]:
+                queries.append(n)  # the usual case: query numbers are handed out ascending
+            else:
+                insort(queries, n)
+        self._changed(fid)
+
+    def leave(self, fid: int, numbers: Iterable[int]) -> None:
+        """Queries ``numbers`` leave filter ``fid`` (those not in it are ignored); one
+        left without queries is then removed by the caller (:meth:`remove`). O(its atoms + its
+        queries)."""
+        queries = self.queries[fid]
+        for n in numbers:
+            i = bisect_left(queries, n)
+            if i < len(queries) and queries[i] == n:
+                del queries[i]
+        self._changed(fid)
+
+    def _changed(self, fid: int) -> None:
+        # The filter's list changed in place: what was made from it is made again.
+        for name in self._attrs_of[fid]:
+            self.attrs[name].dirty = True
         if fid in self.residual:
-            self.residual[fid] = (self.residual[fid][0], bits)
-        if bits & old == old:
-            # Only joined: the union grows by the new bits (a union over every filter
-            # per query made registering n queries of one filter O(n²)).
-            self.all |= bits
-        else:
-            self._reunion()
+            self._residual_bits = None
+        self._all = None
 
     def remove(self, fid: int) -> None:
         """Remove filter ``fid``. O(its atoms)."""
@@ -484,16 +583,29 @@ class FilterIndex:
                 a.dirty = True
             else:
                 del self.attrs[name]
-        del self.bits[fid]
-        self.residual.pop(fid, None)
-        self._reunion()
+        del self.queries[fid]
+        if self.residual.pop(fid, None) is not None:
+            self._residual_bits = None
+        self._all = None
 
-    def _reunion(self) -> None:
-        # O(filters): a union cannot take one member out.
-        total = 0
-        for bits in self.bits.values():
-            total |= bits
-        self.all = total
+    @property
+    def all(self) -> int:
+        """The queries of every filter, as a set of query numbers. Made when first read
+        after a change, O(queries + its width / 8)."""
+        got = self._all
+        if got is None:
+            got = self._all = bits_of([n for queries in self.queries.values() for n in queries])
+        return got
+
+    def residual_bits(self) -> list[tuple[PredFn, int]]:
+        """Each residual predicate with its filter's queries as a set of query numbers,
+        in the order the filters came. Made when first read after a change."""
+        got = self._residual_bits
+        if got is None:
+            got = self._residual_bits = [
+                (pred, bits_of(self.queries[f])) for f, pred in self.residual.items()
+            ]
+        return got
 
     def passing(self, event: Any) -> int:
         """The bits of the filters ``event`` passes. O(attributes · log F) big-integer
@@ -502,7 +614,7 @@ class FilterIndex:
         for a in self.attrs.values():
             failed |= a.failed(event)
         out = self.all & ~failed
-        for pred, bits in self.residual.values():
+        for pred, bits in self.residual_bits():
             if out & bits and not pred(event):
                 out &= ~bits
         return out
@@ -512,17 +624,37 @@ class FilterIndex:
         return self._attrs_of[fid]
 
     def __len__(self) -> int:
-        return len(self.bits)
+        return len(self.queries)
 
     def _check(self) -> None:
+        seen: set[int] = set()
+        for queries in self.queries.values():
+            assert queries and queries == sorted(set(queries)), "a filter's queries: some, ascending"
+            assert seen.isdisjoint(queries), "a query has one filter in a place"
+            seen.update(queries)
         for a in self.attrs.values():
             assert a.members, "an attribute without filters goes"
-            for fid, (bits, _c) in a.members.items():
-                assert self.bits[fid] == bits
-        total = 0
-        for bits in self.bits.values():
-            total |= bits
-        assert total == self.all
+            for fid, (queries, _c) in a.members.items():
+                assert self.queries[fid] is queries
+        assert set(self.residual) <= set(self.queries)
+        assert self.all == bits_of(sorted(seen))
+
+
+def bits_of(numbers: list[int]) -> int:
+    """The set (an int) of exactly these numbers (not negative). O(numbers + largest /
+    8); up to 8 numbers, each ORed in (O(numbers · largest / 64), one C operation each):
+    most sets made from numbers (a filter's queries, a class's reverse links) hold a few
+    of thousands, and a bytearray as wide as the largest, zeroed, filled and read back
+    for each, cost more."""
+    if len(numbers) <= 8:
+        out = 0
+        for b in numbers:
+            out |= 1 << b
+        return out
+    buf = bytearray((max(numbers) >> 3) + 1)
+    for b in numbers:
+        buf[b >> 3] |= 1 << (b & 7)
+    return int.from_bytes(buf, "little")
 
 
 def _bit_numbers(bits: int) -> list[int]:
@@ -594,16 +726,15 @@ class LocalSlots:
         for always, index in places:
             start = -(-len(self.glob) // 64) * 64
             self.glob += [-1] * (start - len(self.glob))
-            local = {}
-            for g in _bit_numbers(index.all):
-                local[g] = len(self.glob)
-                self.glob.append(g)
-            for f, bits in index.bits.items():
-                mine = 0
-                for g in _bit_numbers(bits):
-                    mine |= 1 << local[g]
-                residual = index.residual.get(f)
-                self.index.add_constraints(fid, mine, index.constraints(f), residual[0] if residual else None)
+            # A place's filters have disjoint sets of queries (a query has one filter
+            # at a place), so their numbers sorted are the place's, each once.
+            mine = sorted([g for queries in index.queries.values() for g in queries])
+            local = dict(zip(mine, range(len(self.glob), len(self.glob) + len(mine)), strict=True))
+            self.glob += mine
+            for f, queries in index.queries.items():
+                self.index.add_constraints(
+                    fid, [local[g] for g in queries], index.constraints(f), index.residual.get(f)
+                )
                 fid += 1
             self.starts.append(start)
             self.always.append(always)

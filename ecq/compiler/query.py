@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 from ecq.compiler.conditions import PredFn, ValueFn, compile_predicate, compile_value
-from ecq.compiler.filters import filter_key
+from ecq.compiler.filters import FilterId, filter_id, filter_key, filter_skeleton, literal_key
 from ecq.compiler.policy import Policy, has_policy
 from ecq.compiler.shapes import fields_of, literal_id, shape_parts
 from ecq.errors import SemanticError
@@ -140,6 +140,9 @@ class Comp:
     # The filter's conjuncts, the component written ``$self`` (what the filter index
     # splits into atoms: ecq.compiler.filters).
     filter_conjuncts: tuple[Expr, ...] = ()
+    # What the filter indexes know the filter by (ecq.compiler.filters.filter_id: equal
+    # for equal ``filter_key``\ s, and cheap to hash); None without a filter.
+    filter_id: FilterId | None = None
 
     @property
     def derived(self) -> bool:
@@ -401,6 +404,10 @@ class _Model:
     holding: dict[int, None] = dataclasses.field(default_factory=dict)
     # What a query made from it keeps of ``cq`` (``_SHAPE_FREE``).
     state: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # Per component with a filter, its filter_id's skeleton and the places in ``lits``
+    # of the literals its second part is made of (None: a literal not among ``lits``);
+    # made when a query of other literals first needs it (:func:`_filter_ids`).
+    filter_ids: list[tuple[str, tuple[int, ...]] | None] | None = None
 
     def __post_init__(self) -> None:
         self.state = {k: v for k, v in self.cq.__dict__.items() if k in _SHAPE_FREE}
@@ -499,6 +506,9 @@ def _instance(
         memo = dict(model.holding)
         funcs: dict[int, Callable[[Any], Any]] = {}
         compiler = model.compiler
+        filter_ids = model.filter_ids
+        if filter_ids is None:
+            filter_ids = model.filter_ids = _filter_ids(model)
         for fn, expr, path, single, negated, is_value in compiler.made:
             if id(expr) in memo:
                 expr = _put(expr, put, memo)
@@ -509,7 +519,7 @@ def _instance(
                 else compile_predicate(expr, resolve, single=single, negated=negated)
             )
         new_comps = []
-        for comp in comps:
+        for k, comp in enumerate(comps):
             new_comp = object.__new__(Comp)
             new_comp.__dict__.update(comp.__dict__)
             if rename is not None:
@@ -521,6 +531,12 @@ def _instance(
                     fields["filter_key"] = _put(comp.filter_key, put, memo)
                 if id(comp.filter_conjuncts) in memo:
                     fields["filter_conjuncts"] = _put(comp.filter_conjuncts, put, memo)
+                    made = filter_ids[k]
+                    fields["filter_id"] = (
+                        (made[0], tuple([literal_key(lits[j].value) for j in made[1]]))
+                        if made is not None
+                        else filter_id(fields["filter_conjuncts"])
+                    )
             new_comps.append(new_comp)
         comps = tuple(new_comps)
         state.update(
@@ -543,6 +559,20 @@ def _instance(
     new = object.__new__(CompiledQuery)
     new.__dict__.update(state)
     return new
+
+
+def _filter_ids(model: _Model) -> list[tuple[str, tuple[int, ...]] | None]:
+    """:attr:`_Model.filter_ids`: per component, how a query of the model's shape makes
+    its ``filter_id`` from its own literals (the skeleton is the model's; the literals
+    are the query's at the places of the model's), so that it is what
+    ``filter_id(conjuncts)`` gives without walking the conjuncts again."""
+    at = {id(lit): i for i, lit in enumerate(model.lits)}
+    out: list[tuple[str, tuple[int, ...]] | None] = []
+    for comp in model.cq.comps:
+        skeleton, lits = filter_skeleton(comp.filter_conjuncts)
+        places = [at.get(id(lit)) for lit in lits]
+        out.append(None if None in places else (skeleton, tuple(places)))  # type: ignore[arg-type]
+    return out
 
 
 def _put(node: Any, put: dict[int, Any], memo: dict[int, Any]) -> Any:
@@ -1034,6 +1064,7 @@ class _Compiler:
                     kleene_max=comp.kleene.max if comp.kleene is not None else None,
                     sub=self.sub_nodes.get(i),
                     filter_conjuncts=conjuncts,
+                    filter_id=filter_id(conjuncts) if own else None,
                 )
             )
         return out

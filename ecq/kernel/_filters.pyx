@@ -255,7 +255,7 @@ cdef SlotIndex _made(list keys, list places):
         c.cells = sets.always(a.cells[0])
         for bits in a.cells[1:]:
             sets.always(bits)
-    x.residual = [(pred, sets.put(bits)) for pred, bits in index.residual.values()]
+    x.residual = [(pred, sets.put(bits)) for pred, bits in index.residual_bits()]
     x.sets = sets.block()
     x.scratch = <uint64_t *>grow(NULL, (x.L + 1) * sizeof(uint64_t))
     x.failed = x.scratch

@@ -124,7 +124,7 @@ def link(ecq: ECQ, qs: QState) -> None:
     if own is None:
         ecq.cnj_filter.add(bit, None, ())
     else:
-        ecq.cnj_filter.add(bit, own.filter, own.filter_key, own.filter_conjuncts)
+        ecq.cnj_filter.add(bit, own.filter, own.filter_id, own.filter_conjuncts)
     need, countable = needs(qs, ecq.cls)
     if not countable:
         ecq.cnj_loose |= bit
@@ -147,7 +147,7 @@ def unlink(ecq: ECQ, qs: QState) -> None:
     keep = ~qs.bit
     if ecq.cnj_filter is not None:
         own = own_filter(qs, ecq.cls)
-        ecq.cnj_filter.remove(qs.bit, own.filter_key if own is not None else ())
+        ecq.cnj_filter.remove(qs.bit, own.filter_id if own is not None else ())
         if ecq.cnj_filter.empty():
             ecq.cnj_filter = None
     ecq.cnj_each.pop(qs.bitno, None)

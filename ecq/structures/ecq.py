@@ -10,11 +10,19 @@ register/unregister.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from ecq.compiler.conditions import PredFn
-from ecq.compiler.filters import FilterIndex, residual_predicate, split_filter
+from ecq.compiler.filters import (
+    Constraint,
+    FilterIndex,
+    _bit_numbers,
+    constraints_of,
+    residual_predicate,
+    split_filter,
+)
 from ecq.event import Event
 from ecq.structures.siq import SIQ
 from ecq.time.horizon import NEG_INF, Horizon
@@ -94,18 +102,28 @@ class RCLT(dict[str, RCLink]):
                 del self[target]
 
 
+# Per filter key (the same key, the same conjuncts), what the index makes of a filter:
+# its atoms merged per attribute (never changed once made, so shared by every index
+# that has the filter), its residual predicate and whether it has atoms. Splitting and
+# merging were a tenth of registering 100,000 conditioned queries, whose 146,051
+# filters (a class's position, a constant) are ~1,200 distinct conjuncts. Emptied when
+# full (a filter missing from it is split again).
+_SPLIT: dict[Hashable, tuple[dict[str, Constraint], PredFn | None, bool]] = {}
+_SPLIT_MAX = 1 << 16
+
+
 class SlotFilter:
     """Which queries at one position accept an instance: ``always`` (no filter) plus one
-    group per distinct filter (``groups``: filter key -> ``[id, bits]``), so a filter
-    shared by many queries is one filter, held in a :class:`~ecq.compiler.filters.FilterIndex`:
-    the filters an event passes are found in O(attributes · log F + result), not one
-    predicate call per filter."""
+    group per distinct filter (``groups``: filter key -> its id in ``index``), so a filter
+    shared by many queries is one filter, held in a :class:`~ecq.compiler.filters.FilterIndex`
+    (which holds its queries, by number): the filters an event passes are found in
+    O(attributes · log F + result), not one predicate call per filter."""
 
     __slots__ = ("always", "groups", "index", "_next", "native")
 
     def __init__(self) -> None:
         self.always = 0
-        self.groups: dict[tuple[object, ...], list[int]] = {}
+        self.groups: dict[Hashable, int] = {}
         self.index = FilterIndex()
         self._next = 0
         # The compiled kernel's form of the index, made on first use (ecq.kernel._filters:
@@ -113,45 +131,57 @@ class SlotFilter:
         # after any change.
         self.native: object = None
 
-    def add(
-        self, bit: int, pred: PredFn | None, key: tuple[object, ...], conjuncts: tuple[Expr, ...] = ()
-    ) -> None:
-        """Query ``bit`` accepts what ``pred`` accepts: the conjunction of
-        ``conjuncts`` (``Comp.filter_conjuncts``), which the index splits into atoms;
-        ``key`` (``Comp.filter_key``) says which filters are the same."""
-        self.native = None
+    def add(self, bit: int, pred: PredFn | None, key: Hashable, conjuncts: tuple[Expr, ...] = ()) -> None:
+        """Query ``bit`` (a set: one query's, or several's) accepts what ``pred``
+        accepts: the conjunction of ``conjuncts`` (``Comp.filter_conjuncts``), which the
+        index splits into atoms; ``key`` (``Comp.filter_id``, or another value that
+        identifies the conjuncts: equal keys, equal conjuncts) says which filters are the
+        same."""
         if pred is None:
+            self.native = None
             self.always |= bit
             return
-        # One look-up of the key (hashing a filter's expressions is a Python call per
-        # node): a new group is put in as it is looked up.
+        self.add_numbers(_bit_numbers(bit), pred, key, conjuncts)
+
+    def add_numbers(
+        self, numbers: list[int], pred: PredFn, key: Hashable, conjuncts: tuple[Expr, ...] = ()
+    ) -> None:
+        """:meth:`add` of the queries ``numbers`` (query numbers, none of them here yet;
+        the list may be kept) with a filter: O(the filter's atoms and queries), whatever
+        the number of queries registered (no set as wide as the query numbers is made)."""
+        self.native = None
+        # One look-up of the key: a new group is put in as it is looked up.
         fid = self._next
-        made = [fid, bit]
-        group = self.groups.setdefault(key, made)
-        if group is not made:
-            group[1] |= bit
-            self.index.set_bits(group[0], group[1])
+        got = self.groups.setdefault(key, fid)
+        if got != fid:
+            self.index.join(got, numbers)
             return
         self._next += 1
-        atoms, rest = split_filter(conjuncts)
+        split = _SPLIT.get(key)
+        if split is None:
+            atoms, rest = split_filter(conjuncts)
+            split = (constraints_of(atoms), residual_predicate(rest) if atoms else None, bool(atoms))
+            if len(_SPLIT) >= _SPLIT_MAX:
+                _SPLIT.clear()
+            _SPLIT[key] = split
+        constraints, residual, indexed = split
+        if len(numbers) > 1:
+            numbers.sort()  # a batch reusing freed query numbers: not ascending
         # Nothing indexable: the filter's own predicate is the residual.
-        residual = residual_predicate(rest) if atoms else pred
-        self.index.add(fid, bit, atoms, residual)
+        self.index.add_constraints(fid, numbers, constraints, residual if indexed else pred)
 
-    def remove(self, bit: int, key: tuple[object, ...]) -> None:
+    def remove(self, bit: int, key: Hashable) -> None:
+        """Query ``bit`` (one query's set) goes; ``key`` is its filter's."""
         self.native = None
         if self.always & bit:
             self.always &= ~bit
             return
-        group = self.groups.get(key)
-        if group is not None:
-            left = group[1] & ~bit
-            if left:
-                group[1] = left
-                self.index.set_bits(group[0], left)
-            else:
+        fid = self.groups.get(key)
+        if fid is not None:
+            self.index.leave(fid, _bit_numbers(bit))
+            if not self.index.queries[fid]:
                 del self.groups[key]
-                self.index.remove(group[0])
+                self.index.remove(fid)
 
     def passing(self, event: Event) -> int:
         """Bits of the queries whose filter ``event`` passes. O(attributes · log F)
@@ -260,4 +290,4 @@ class ECQ:
             assert all(bits for bits in rl.masks.values())
         for slot in [*self.seq_filters.values(), *([self.cnj_filter] if self.cnj_filter else [])]:
             slot.index._check()
-            assert {fid for fid, _ in slot.groups.values()} == set(slot.index.bits)
+            assert set(slot.groups.values()) == set(slot.index.queries)

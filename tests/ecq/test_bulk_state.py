@@ -22,7 +22,7 @@ EXTRA = [
 
 
 def _slot(s: SlotFilter) -> tuple[Any, ...]:
-    return (s.always, s.groups, s.index.bits, s.index.all, list(s.index.residual))
+    return (s.always, s.groups, s.index.queries, s.index.all, list(s.index.residual))
 
 
 def _state(engine: Engine) -> dict[str, Any]:

@@ -450,7 +450,7 @@ def test_comparisons_that_never_hold_are_residual(value: Any) -> None:
 def test_a_burst_of_registrations_builds_each_attribute_once() -> None:
     index = FilterIndex()
     for i in range(1000):
-        index.add(i, 1 << i, [Atom("x", "<", i), Atom("y", "=", i % 7)], None)
+        index.add(i, [i], [Atom("x", "<", i), Atom("y", "=", i % 7)], None)
     assert all(a.dirty for a in index.attrs.values())
     got = index.passing(Event(1, "A", 0, attrs={"x": 500, "y": 3}))
     assert all(not a.dirty for a in index.attrs.values())
@@ -512,3 +512,196 @@ def test_a_constant_on_the_left_compares_as_written(op: str, negated: bool) -> N
             attrs = {} if value is MISSING else {"x": value}
             e = Event("s", "A", 1.0, 1.0, attrs)
             assert pred(e) == compare_values(op, const, value, negated), (const, op, value)
+
+
+@min_share(0.25)
+@SETTINGS
+@given(
+    st.lists(st.tuples(filters, st.integers(0, 3)), min_size=1, max_size=12),
+    st.permutations(range(12)),
+    st.lists(st.integers(0, 11), max_size=6),
+    st.lists(events(), min_size=1, max_size=6),
+)
+def test_queries_added_by_number_in_batches_pass_as_added_one_by_one(
+    fs: list[tuple[tuple[Expr, ...], int]], numbers: list[int], leave: list[int], evs: list[Event]
+) -> None:
+    """A slot's filters hold their queries by number (SlotFilter.add_numbers, as a bulk
+    registration adds them: several queries of one filter at once, numbers out of order
+    where freed ones are reused, a filter met again joined): the same filters and
+    queries as one query at a time (SlotFilter.add of its bit), the same sets passed by
+    the pure index, by the local numbers the compiled kernel's index is made from, and
+    after some queries leave."""
+    one, bulk = SlotFilter(), SlotFilter()
+    # Query numbers[i] has filter fs[i][0] (or, when fs[i][1] == 0, the one before it:
+    # shared); the batch brings each filter's queries together, in the order met.
+    batch: dict[Any, tuple[tuple[Expr, ...], list[int]]] = {}
+    live: dict[int, tuple[Expr, ...]] = {}
+    for i, (f, share) in enumerate(fs):
+        conjuncts = live[numbers[i - 1] * 70] if share == 0 and i else f
+        n = numbers[i] * 70  # words apart: sets wider than a word
+        add(one, n, conjuncts)
+        batch.setdefault(filter_key(conjuncts), (conjuncts, []))[1].append(n)
+        live[n] = conjuncts
+    for key, (conjuncts, ns) in batch.items():
+        expr = conjuncts[0] if len(conjuncts) == 1 else BoolOp("and", conjuncts)
+        pred = compile_predicate(expr, lambda r: 0, single=True)
+        # Half the filters' queries arrive in a second batch: the filter is joined.
+        half = len(ns) // 2
+        bulk.add_numbers(ns[half:], pred, key, conjuncts)
+        if half:
+            bulk.add_numbers(ns[:half], pred, key, conjuncts)
+    for gone in leave:
+        n = sorted(live)[gone % len(live)]
+        if len(live) > 1:
+            conjuncts = live.pop(n)
+            one.remove(1 << n, filter_key(conjuncts))
+            bulk.remove(1 << n, filter_key(conjuncts))
+    passed = []
+    for slot in (one, bulk):
+        slot.index._check()
+        local = LocalSlots([(slot.always, slot.index)])
+        local._check()
+        for e in evs:
+            got = slot.passing(e)
+            assert got == expected(live, e)
+            assert local.passing(e) == [got]
+            passed.append(got)
+    assert {k: one.index.queries[f] for k, f in one.groups.items()} == {
+        k: bulk.index.queries[f] for k, f in bulk.groups.items()
+    }
+    record([bits for bits in passed if bits])
+
+
+def _wide_ints(root: object, limit: int) -> list[int]:
+    """The ints of more than ``limit`` bits reachable from ``root`` through containers
+    and the attributes of objects with __slots__ or a __dict__ (each object once)."""
+    seen: set[int] = set()
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        x = todo.pop()
+        if type(x) is int:
+            if x.bit_length() > limit:
+                found.append(x)
+            continue
+        if id(x) in seen or isinstance(x, (str, float, bool, type(None))) or callable(x):
+            continue
+        seen.add(id(x))
+        if isinstance(x, dict):
+            todo += [*x.keys(), *x.values()]
+        elif isinstance(x, (list, tuple, set, frozenset)):
+            todo += list(x)
+        else:
+            for cls in type(x).__mro__:
+                todo += [getattr(x, s) for s in getattr(cls, "__slots__", ()) if hasattr(x, s)]
+            todo += list(getattr(x, "__dict__", {}).values())
+    return found
+
+
+def test_registering_makes_no_set_as_wide_as_the_query_numbers_per_filter() -> None:
+    """A filter's queries are kept by number: registering 2,000 conditioned queries (each
+    its own filters) leaves no int wider than a word in any place's filter index. Sets
+    over the query numbers, one per filter, made registering the 100,000th query an
+    operation on 12 KB integers (and ~600 MB of them at 100,000). The pure kernel makes
+    its sets when an event first reads them, and they pass what the filters hold."""
+    from ecq.engine import Engine
+    from ecq.evaluation.workload import Workload, condition_queries
+
+    queries = condition_queries(Workload(n_queries=2000), 1)
+    engine = Engine(compiled=False)
+    engine.register_many(queries)
+    slots = [s for e in engine.network.ecqs.values() for s in e.seq_filters.values() if s.groups]
+    assert slots
+    for slot in slots:
+        assert _wide_ints(slot.index, 64) == [], "a set over the query numbers in the filter index"
+    # Events then pass the same queries as each filter's own predicate says.
+    ecq = next(e for e in engine.network.ecqs.values() if any(s.groups for s in e.seq_filters.values()))
+    by_number = {qs.bitno: qs for qs in engine.network.queries.values()}
+    for value in (0.0, 20.6, 50.0, 99.9):
+        e = Event(1, ecq.cls, 1.0, attrs={"a0": value})
+        for p, slot in ecq.seq_filters.items():
+            want = 0
+            for n in range(len(by_number)):
+                qs = by_number[n]
+                comp = qs.cq.comps[qs.slots[p]] if p < len(qs.slots) else None
+                if comp is None or ecq.cls not in comp.classes or comp.filter is None:
+                    continue
+                if comp.filter(e):
+                    want |= 1 << n
+            assert slot.index.passing(e) == want
+
+
+@SETTINGS
+@given(st.lists(filters, min_size=2, max_size=12))
+def test_equal_filter_ids_are_equal_filters(fs: list[tuple[Expr, ...]]) -> None:
+    """A slot knows a filter by its filter_id (cheap to hash): two filters with one id
+    are one filter (the same conjuncts, the same literals of the same types), so that a
+    query is never given another's filter (a NaN literal equals nothing, itself
+    included: such filters are equal when they are one object)."""
+    from ecq.compiler.filters import filter_id
+
+    for a in fs:
+        for b in fs:
+            if filter_id(a) == filter_id(b):
+                assert filter_key(a) == filter_key(b) or any(
+                    isinstance(x, float) and math.isnan(x) for x in _literal_values(a)
+                ), (a, b)
+    # Rebuilt (other objects), a filter has the same id.
+    for a in fs:
+        copied = cast(BoolOp, _rename(BoolOp("and", a), "$self")).operands
+        assert filter_id(copied) == filter_id(a)
+
+
+def _literal_values(conjuncts: tuple[Expr, ...]) -> list[Any]:
+    from ecq.compiler.filters import filter_skeleton
+
+    return [lit.value for lit in filter_skeleton(conjuncts)[1]]
+
+
+def test_a_component_s_filter_id_is_what_its_conjuncts_give() -> None:
+    """A query compiled from another of its shape (other literals, other classes) gets
+    its filter_id from the shape's skeleton and its own literals: the same as
+    filter_id(its conjuncts), so its filters are shared with queries compiled anew."""
+    from ecq.compiler.filters import filter_id
+    from ecq.evaluation.workload import Workload, condition_queries, credit_card_workload
+
+    texts = credit_card_workload(n_queries=300)[0] + condition_queries(Workload(n_queries=300), 2)
+    texts += [
+        ("b1", "SEQ(A a, B b) WHERE a.x = true AND b.y = 1 WITHIN 5 s"),
+        ("b2", "SEQ(A a, B b) WHERE a.x = 1 AND b.y = 1.0 WITHIN 5 s"),
+        ("b3", "SEQ(A a, B b) WHERE a.x IN (1, 2, 'c') AND b.y != 'd' AND b.y < 1 + 2 WITHIN 5 s"),
+        ("b4", "SEQ(A a, B b) WHERE a.x IN (1, 2, 'e') AND b.y != 'd' AND b.y < 2 + 2 WITHIN 5 s"),
+    ]
+    seen: dict[Any, Any] = {}
+    for name, text in texts:
+        cq = compile_query(name, parse_query(text), text)
+        for comp in cq.comps:
+            if comp.filter is None:
+                assert comp.filter_id is None
+                continue
+            assert comp.filter_id == filter_id(comp.filter_conjuncts), text
+            assert seen.setdefault(comp.filter_id, comp.filter_key) == comp.filter_key, text
+    assert len(seen) > 100
+
+
+@pytest.mark.parametrize("bulk", [False, True])
+def test_queries_of_other_shapes_share_an_equal_filter(bulk: bool) -> None:
+    """Equal filters of queries of different shapes (compiled anew or from a shape seen
+    before, with other aliases) are one filter of the slot, one by one and in a batch."""
+    from ecq.engine import Engine
+
+    queries = [
+        ("q1", "SEQ(A a, B b) WHERE a.x > 1.5 WITHIN 5 s"),
+        ("q2", "SEQ(A c, C d) WHERE c.x > 1.5 AND d.y < 2 WITHIN 5 s"),
+        ("q3", "SEQ(A e, C f) WHERE e.x > 1.5 AND f.y < 3 WITHIN 5 s"),
+        ("q4", "SEQ(A g, B h) WHERE g.x > 2 WITHIN 5 s"),
+        ("q5", "SEQ(A g, B h) WHERE g.x > true WITHIN 5 s"),
+    ]
+    engine = Engine()
+    if bulk:
+        engine.register_many(queries)
+    else:
+        for name, text in queries:
+            engine.register(name, text)
+    slot = engine.network.ecqs["A"].seq_filters[0]
+    assert sorted(len(slot.index.queries[f]) for f in slot.groups.values()) == [1, 1, 3]
