@@ -150,7 +150,8 @@ class QueryInfo:
     name: str
     text: str
     kind: str
-    classes: list[str]
+    # Sorted; a tuple, shared by the queries of the same classes (a listing of 100,000).
+    classes: tuple[str, ...]
     window: float | None
     mode: str
     matches: int = 0
@@ -168,15 +169,29 @@ class QueryInfo:
     deleting_at: float | None = None
 
     @classmethod
-    def of(cls, name: str, cq: CompiledQuery, text: str | None = None) -> QueryInfo:
-        """``text``: the canonical text when already printed (else printed here)."""
+    def of(
+        cls,
+        name: str,
+        cq: CompiledQuery,
+        text: str | None = None,
+        ordered: dict[frozenset[str], tuple[str, ...]] | None = None,
+    ) -> QueryInfo:
+        """``text``: the canonical text when already printed (else printed here).
+        ``ordered``: the sorted classes of the sets met so far, to share (a rebuild lists
+        every query: queries of the same classes hold the same set)."""
+        classes = cq.classes()
+        got = None if ordered is None else ordered.get(classes)
+        if got is None:
+            got = tuple(sorted(classes))
+            if ordered is not None:
+                ordered[classes] = got
         return cls(
-            name=name,
-            text=text if text is not None else canonical_text(cq),
-            kind=cq.kind,
-            classes=sorted(cq.classes()),
-            window=cq.window,
-            mode=cq.mode,
+            name,
+            text if text is not None else canonical_text(cq),
+            cq.kind,
+            got,
+            cq.window,
+            cq.mode,
             depends=frozenset(cq.depends),
             partition=cq.partition,
         )
@@ -742,7 +757,8 @@ class EngineHost:
             keeper.catch_up(meta.observed, meta.clock)
             keeper.producers = self.store.producers()
             infos: dict[str, QueryInfo] = {}
-            registered = {cq.name: cq for cq in engine.queries()}
+            # (Not engine.queries(): the listing's order is the store's, not a sort of 100,000 nodes.)
+            registered = {name: qs.cq for _, net in engine.networks() for name, qs in net.queries.items()}
             # Canonical texts kept at registration (by this build's printer): printing
             # every query again was a tenth of a rebuild.
             version = language_version()
@@ -763,6 +779,7 @@ class EngineHost:
             # and so would every one after it while serving. A cycle among these objects that
             # later becomes garbage (none is made on purpose; replaying a window of the demo
             # made none) is freed by the next rebuild: at most what this one made, once.
+            ordered: dict[frozenset[str], tuple[str, ...]] = {}
             with collector_paused():
                 for name, pos, matches, last_match in self.store.query_counts():
                     cq = registered.get(name) or waiting.get(name)
@@ -775,7 +792,7 @@ class EngineHost:
                     if text is None:
                         text = canonical_text(cq)
                         printed.append((pos, text))
-                    info = QueryInfo.of(name, cq, text)
+                    info = QueryInfo.of(name, cq, text, ordered)
                     info.matches, info.last_match = matches, last_match
                     info.at, info.pending = ats.get(name), name in waiting
                     info.deleting_at = deleting.get(name)

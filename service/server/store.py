@@ -215,6 +215,14 @@ def _encoded(value: Any) -> bytes:
     return repr(value).encode()
 
 
+def _text_crc(pos: Any, version: Any, text: Any) -> int:
+    """``row_crc(pos, version, text)`` of a kept query text: the same bytes encoded in one
+    step when the row holds what it should (a start at 100,000 queries reads them all)."""
+    if type(pos) is int and type(version) is str and type(text) is str:
+        return zlib.crc32(f"{pos}\x1f{version}\x1f{text}\x1f".encode())
+    return row_crc(pos, version, text)
+
+
 def _real(value: float | None) -> float | None:
     return None if value is None else float(value)
 
@@ -621,7 +629,7 @@ class Store:
             for pos, kept, text, crc in self._db.execute("SELECT pos, version, text, crc FROM query_texts"):
                 if kept != version:
                     continue
-                if row_crc(pos, kept, text) != crc:
+                if _text_crc(pos, kept, text) != crc:
                     bad += 1
                     continue
                 out[pos] = text

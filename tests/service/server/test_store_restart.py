@@ -23,7 +23,7 @@ from ecq.engine import Engine
 from service.server import rowscan
 from service.server import store as store_module
 from service.server.faults import DamagedRows, UnusableStore
-from service.server.store import STORE_FILE, Store, check, check_started, row_crc
+from service.server.store import STORE_FILE, Store, _text_crc, check, check_started, row_crc
 
 Q1 = {"text": "SEQ(A, B) WITHIN 10 s"}
 Q2 = {"text": "SEQ(B, C) WITHIN 5 s"}
@@ -59,6 +59,11 @@ values = st.one_of(
 @given(st.lists(values, max_size=8))
 def test_row_checksum_is_the_stores_definition(row: list[Any]) -> None:
     assert row_crc(*row) == reference_crc(*row)
+
+
+@given(values, values, values)
+def test_a_kept_texts_checksum_is_the_stores_definition(pos: Any, version: Any, text: Any) -> None:
+    assert _text_crc(pos, version, text) == reference_crc(pos, version, text)
 
 
 @pytest.fixture
