@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import math
 import time
@@ -58,6 +57,7 @@ from typing import Any, TypeVar
 import orjson
 
 from api.routing import ONLY_SHARD
+from ecq import collector
 from ecq.collector import collector_paused, full_collections_held
 from ecq.compiler.query import CompiledQuery
 from ecq.engine import Engine
@@ -643,7 +643,7 @@ class EngineHost:
         self.metrics.rebuilds.labels(reason).inc()
         # The engine being replaced (frozen by the rebuild that made it, below) is
         # garbage once this one is in place: the collector may take its cycles again.
-        gc.unfreeze()
+        collector.unfreeze()
         total = self.store.op_count()
         self.progress = (0, total)
         ops = self.store.ops()
@@ -739,7 +739,7 @@ class EngineHost:
             # one of them while serving). Only a frozen object's cycles are never collected
             # (those of a query unregistered later): at most what the head held, once; the
             # next rebuild unfreezes them.
-            gc.freeze()
+            collector.freeze()
         # The retained window: its events make short-lived objects among the kernel's
         # tables and the stored instances, which full collections would walk again and again.
         with full_collections_held():
@@ -797,7 +797,7 @@ class EngineHost:
                     info.at, info.pending = ats.get(name), name in waiting
                     info.deleting_at = deleting.get(name)
                     infos[name] = info
-                gc.freeze()
+                collector.freeze()
         if forget:
             self.store.forget_queries(forget)
         self._printed = printed
