@@ -11,7 +11,8 @@ one walked them again, only to find them alive. In the oldest generation they ar
 walked by the full collections alone, as they would be once promoted. A reference
 cycle among them that is garbage (none is made on purpose) is found by the next full
 collection rather than the next young one. Nothing is moved while some objects are
-frozen (``gc.freeze``, kept so by a caller: moving would unfreeze them).
+frozen (``gc.freeze``, kept so by a caller: moving would unfreeze them); whoever freezes
+objects for long says so through :func:`freeze`, so that no block counts them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,29 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["collector_paused", "full_collections_held"]
+__all__ = ["collector_paused", "freeze", "full_collections_held", "unfreeze"]
+
+# Whether objects were frozen through :func:`freeze` and not thawed through
+# :func:`unfreeze` since. ``gc.get_freeze_count()`` counts the frozen objects one by one
+# (0.11 s for the 2.7 million of an engine of 100,000 demo queries), and every paused
+# block asks at its end whether some are frozen: each registration into a service that
+# large, and twice in its start.
+_frozen = False
+
+
+def freeze() -> None:
+    """``gc.freeze()``, remembered: a paused block then knows that objects are frozen
+    without counting them. (Objects frozen by ``gc.freeze`` itself are counted.)"""
+    global _frozen
+    gc.freeze()
+    _frozen = True
+
+
+def unfreeze() -> None:
+    """``gc.unfreeze()``, remembered (see :func:`freeze`)."""
+    global _frozen
+    gc.unfreeze()
+    _frozen = False
 
 
 @contextmanager
@@ -34,7 +57,7 @@ def collector_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
-            if gc.get_freeze_count() == 0:
+            if not _frozen and gc.get_freeze_count() == 0:
                 gc.freeze()
                 gc.unfreeze()
             gc.enable()

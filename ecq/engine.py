@@ -431,11 +431,13 @@ class Engine(OpClock):
         timers["clean"] += time.perf_counter() - began
         return dropped
 
-    def stats(self) -> dict[str, Any]:
-        """ECQs, stored instances, PMB entries, pending matches, matches per query, and
-        the kernel the network runs (``"compiled"`` or ``"pure"``)."""
+    def stats(self, per_query: bool = True) -> dict[str, Any]:
+        """ECQs, stored instances, PMB entries, pending matches, matches per query (unless
+        not ``per_query``: a dict of every query, which a service holding 100,000 of them
+        keeps its own counts of), and the kernel the network runs (``"compiled"`` or
+        ``"pure"``)."""
         nets = [net for _, net in self.networks()]
-        return {
+        out = {
             "kernel": self.network.kernel.name,
             "ecqs": sum(len(net.ecqs) for net in nets),
             "queries": sum(len(net.queries) for net in nets),
@@ -446,7 +448,6 @@ class Engine(OpClock):
             "events": self.arrivals,
             "matches": self.next_seq,
             "clock": self.clock,
-            "matches_per_query": {qs.name: qs.matches for net in nets for qs in net.queries.values()},
             # Per key in use: its queries and stored instances (the cost of many keys).
             "partitions": {
                 describe_key(key): {"queries": len(net.queries), "stored_instances": net.stored()}
@@ -454,6 +455,9 @@ class Engine(OpClock):
                 if net.queries or key != DEFAULT_KEY
             },
         }
+        if per_query:
+            out["matches_per_query"] = {qs.name: qs.matches for net in nets for qs in net.queries.values()}
+        return out
 
     def _check(self) -> None:
         for key, net in self.networks():

@@ -160,7 +160,7 @@ def serve(
         )
     from service.server.datalock import DataLock, FolderInUse
     from service.server.faults import UnusableStore
-    from service.server.store import STORE_FILE, check
+    from service.server.store import STORE_FILE, check_started
 
     try:
         settings.data.mkdir(parents=True, exist_ok=True)
@@ -171,12 +171,15 @@ def serve(
     except OSError as err:
         fail(f"{settings.data}: {err.strerror or err}", STORE_UNUSABLE)
     try:
-        check(settings.data / STORE_FILE, settings.init)
+        checked = check_started(settings.data / STORE_FILE, settings.init)
+        # The server is imported while a child process checks every row's checksum.
+        from service.server.main import run
+
+        checked()
     except UnusableStore as err:
         fail(str(err), STORE_UNUSABLE)
     except OSError as err:
         fail(f"{settings.data}: {err.strerror or err}", STORE_UNUSABLE)
-    from service.server.main import run
 
     warn_if_pure()
     try:

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import math
 import time
@@ -58,6 +57,7 @@ from typing import Any, TypeVar
 import orjson
 
 from api.routing import ONLY_SHARD
+from ecq import collector
 from ecq.collector import collector_paused, full_collections_held
 from ecq.compiler.query import CompiledQuery
 from ecq.engine import Engine
@@ -150,7 +150,8 @@ class QueryInfo:
     name: str
     text: str
     kind: str
-    classes: list[str]
+    # Sorted; a tuple, shared by the queries of the same classes (a listing of 100,000).
+    classes: tuple[str, ...]
     window: float | None
     mode: str
     matches: int = 0
@@ -168,15 +169,29 @@ class QueryInfo:
     deleting_at: float | None = None
 
     @classmethod
-    def of(cls, name: str, cq: CompiledQuery, text: str | None = None) -> QueryInfo:
-        """``text``: the canonical text when already printed (else printed here)."""
+    def of(
+        cls,
+        name: str,
+        cq: CompiledQuery,
+        text: str | None = None,
+        ordered: dict[frozenset[str], tuple[str, ...]] | None = None,
+    ) -> QueryInfo:
+        """``text``: the canonical text when already printed (else printed here).
+        ``ordered``: the sorted classes of the sets met so far, to share (a rebuild lists
+        every query: queries of the same classes hold the same set)."""
+        classes = cq.classes()
+        got = None if ordered is None else ordered.get(classes)
+        if got is None:
+            got = tuple(sorted(classes))
+            if ordered is not None:
+                ordered[classes] = got
         return cls(
-            name=name,
-            text=text if text is not None else canonical_text(cq),
-            kind=cq.kind,
-            classes=sorted(cq.classes()),
-            window=cq.window,
-            mode=cq.mode,
+            name,
+            text if text is not None else canonical_text(cq),
+            cq.kind,
+            got,
+            cq.window,
+            cq.mode,
             depends=frozenset(cq.depends),
             partition=cq.partition,
         )
@@ -628,7 +643,7 @@ class EngineHost:
         self.metrics.rebuilds.labels(reason).inc()
         # The engine being replaced (frozen by the rebuild that made it, below) is
         # garbage once this one is in place: the collector may take its cycles again.
-        gc.unfreeze()
+        collector.unfreeze()
         total = self.store.op_count()
         self.progress = (0, total)
         ops = self.store.ops()
@@ -724,7 +739,7 @@ class EngineHost:
             # one of them while serving). Only a frozen object's cycles are never collected
             # (those of a query unregistered later): at most what the head held, once; the
             # next rebuild unfreezes them.
-            gc.freeze()
+            collector.freeze()
         # The retained window: its events make short-lived objects among the kernel's
         # tables and the stored instances, which full collections would walk again and again.
         with full_collections_held():
@@ -742,7 +757,8 @@ class EngineHost:
             keeper.catch_up(meta.observed, meta.clock)
             keeper.producers = self.store.producers()
             infos: dict[str, QueryInfo] = {}
-            registered = {cq.name: cq for cq in engine.queries()}
+            # (Not engine.queries(): the listing's order is the store's, not a sort of 100,000 nodes.)
+            registered = {name: qs.cq for _, net in engine.networks() for name, qs in net.queries.items()}
             # Canonical texts kept at registration (by this build's printer): printing
             # every query again was a tenth of a rebuild.
             version = language_version()
@@ -763,6 +779,7 @@ class EngineHost:
             # and so would every one after it while serving. A cycle among these objects that
             # later becomes garbage (none is made on purpose; replaying a window of the demo
             # made none) is freed by the next rebuild: at most what this one made, once.
+            ordered: dict[frozenset[str], tuple[str, ...]] = {}
             with collector_paused():
                 for name, pos, matches, last_match in self.store.query_counts():
                     cq = registered.get(name) or waiting.get(name)
@@ -775,12 +792,12 @@ class EngineHost:
                     if text is None:
                         text = canonical_text(cq)
                         printed.append((pos, text))
-                    info = QueryInfo.of(name, cq, text)
+                    info = QueryInfo.of(name, cq, text, ordered)
                     info.matches, info.last_match = matches, last_match
                     info.at, info.pending = ats.get(name), name in waiting
                     info.deleting_at = deleting.get(name)
                     infos[name] = info
-                gc.freeze()
+                collector.freeze()
         if forget:
             self.store.forget_queries(forget)
         self._printed = printed
@@ -1420,8 +1437,7 @@ class EngineHost:
 
     def _refresh_stats(self) -> None:
         keeper = self.keeper
-        stats = self.engine.stats()
-        stats.pop("matches_per_query", None)
+        stats = self.engine.stats(per_query=False)  # the store keeps each query's count
         stats.pop("matches", None)  # the engine's own count restarts with every rebuild
         stats["next_seq"] = self.next_seq
         # The engine's own "clock" is the released one; the event time beside it.

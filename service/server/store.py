@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import subprocess
 import sys
 import threading
 import zlib
@@ -79,6 +80,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from ecq.event import Event
+from service.server import rowscan
 from service.server.blocks import Block, Run, u32_bytes, u32_list
 from service.server.faults import DamagedRows, StoreFault, UnusableStore
 from service.server.ingest import from_arrow
@@ -211,6 +213,14 @@ def _encoded(value: Any) -> bytes:
     if isinstance(value, str):
         return value.encode()
     return repr(value).encode()
+
+
+def _text_crc(pos: Any, version: Any, text: Any) -> int:
+    """``row_crc(pos, version, text)`` of a kept query text: the same bytes encoded in one
+    step when the row holds what it should (a start at 100,000 queries reads them all)."""
+    if type(pos) is int and type(version) is str and type(text) is str:
+        return zlib.crc32(f"{pos}\x1f{version}\x1f{text}\x1f".encode())
+    return row_crc(pos, version, text)
 
 
 def _real(value: float | None) -> float | None:
@@ -619,7 +629,7 @@ class Store:
             for pos, kept, text, crc in self._db.execute("SELECT pos, version, text, crc FROM query_texts"):
                 if kept != version:
                     continue
-                if row_crc(pos, kept, text) != crc:
+                if _text_crc(pos, kept, text) != crc:
                     bad += 1
                     continue
                 out[pos] = text
@@ -1245,60 +1255,130 @@ def check(path: Path, init: bool) -> bool:
     structure of every b-tree (not the index-to-table consistency ``integrity_check``
     adds), and the scan reads every row. Returns whether every row of the file was
     checked (False: there is no store yet)."""
+    return check_started(path, init, background=False)()
+
+
+def check_started(path: Path, init: bool, background: bool = True) -> Callable[[], bool]:
+    """:func:`check`, its scan of every row's checksum left running in a child process
+    (``background``): the file's structure is checked here (raising what ``check``
+    raises), and the function returned waits for the rows' verdict, then raises or
+    returns what ``check`` would. ``scemon serve`` imports the server meanwhile: the
+    scan of a store of 100,000 queries (half a second of Python) then costs a start
+    nothing on a second core. If the child cannot give a verdict (it could not start,
+    or died), the rows are scanned here instead, and the log says so."""
     if not path.exists():
         log.info("no store at %s: starting a new one", path)
-        return False
+        return lambda: False
     if _checked.get(path) == _file_stamp(path):  # `scemon serve` checked it before the app opened it
-        return True
-    aside = (
-        f"restore it from a backup, or move it aside (mv {path} {path}.bad) and start again for an "
-        "empty store (queries, matches and batch ids start over)"
-    )
+        return lambda: True
     if path.stat().st_size == 0:
         if init:
             log.warning("the store %s is empty: --init given, starting a new one", path)
             path.unlink()
             for suffix in ("-wal", "-shm"):
                 Path(f"{path}{suffix}").unlink(missing_ok=True)
-            return False
+            return lambda: False
         raise UnusableStore(
             f"the store {path} is empty (0 bytes): a store is never empty once created, so it was "
             "lost or truncated; restore it from a backup, or run `scemon serve --init` to start "
             "an empty store in its place (queries, matches and batch ids start over)"
         )
+    damaged: list[tuple[str, str, tuple[int, int] | None]] = []
+    with _checking(path) as db:
+        problems = [" ".join(str(row[0]).split()) for row in db.execute("PRAGMA quick_check(3)")]
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if problems != ["ok"]:
+            raise UnusableStore(
+                f"the store {path} is damaged (PRAGMA quick_check: {'; '.join(problems)}): {_aside(path)}"
+            )
+        if not set(TABLES) <= tables:
+            raise UnusableStore(
+                f"{path} is an SQLite database but not a scemon store (no tables {', '.join(TABLES)}): "
+                "point --data at a scemon store or an empty folder"
+            )
+        if not background:
+            damaged = scan(db, most=5)
+    child = _start_scan(path) if background else None
+
+    def verdict() -> bool:
+        nonlocal damaged
+        if child is not None:
+            found = _scan_verdict(path, child)
+            if found is None:
+                with _checking(path) as db:
+                    found = scan(db, most=5)
+            damaged = found
+        if damaged:
+            what = "; ".join(where for _, where, _ in damaged)
+            raise UnusableStore(f"the store {path} is damaged (rows failing their checksum: {what}): {_aside(path)}")
+        # As the file is now: closing the check's connection, the last one, moved the
+        # pages of a write-ahead log left by a kill into the file (a new size and mtime,
+        # the same rows), and the store's own open would otherwise scan every row again.
+        _checked[path] = _file_stamp(path)
+        return True
+
+    return verdict
+
+
+def _aside(path: Path) -> str:
+    return (
+        f"restore it from a backup, or move it aside (mv {path} {path}.bad) and start again for an "
+        "empty store (queries, matches and batch ids start over)"
+    )
+
+
+@contextmanager
+def _checking(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection for checking the store file: its errors, and a row that cannot even
+    be read, raised as :class:`UnusableStore` saying so."""
     try:
         # Read-write, not mode=ro: opening a WAL store after a crash may need to rebuild
         # its shared-memory index. Nothing is written by the check itself.
         db = sqlite3.connect(path, isolation_level=None)
     except sqlite3.Error as err:
-        raise UnusableStore(f"the store {path} cannot be opened ({err}): {aside}") from None
+        raise UnusableStore(f"the store {path} cannot be opened ({err}): {_aside(path)}") from None
     try:
-        problems = [" ".join(str(row[0]).split()) for row in db.execute("PRAGMA quick_check(3)")]
-        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        damaged = scan(db, most=5) if problems == ["ok"] else []
+        yield db
     except sqlite3.Error as err:
-        raise UnusableStore(f"the store {path} is damaged ({' '.join(str(err).split())}): {aside}") from None
+        raise UnusableStore(f"the store {path} is damaged ({' '.join(str(err).split())}): {_aside(path)}") from None
     except (UnicodeDecodeError, ValueError, OverflowError) as err:  # a damaged row that cannot even be read
-        raise UnusableStore(f"the store {path} is damaged (a row cannot be read: {err}): {aside}") from None
+        raise UnusableStore(f"the store {path} is damaged (a row cannot be read: {err}): {_aside(path)}") from None
     finally:
         db.close()
-    if problems != ["ok"]:
-        raise UnusableStore(
-            f"the store {path} is damaged (PRAGMA quick_check: {'; '.join(problems)}): {aside}"
+
+
+def _start_scan(path: Path) -> subprocess.Popen[bytes] | None:
+    """A child process scanning every row of ``path`` (service.server.rowscan); None if
+    it cannot be started (the rows are then scanned in this process)."""
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "service.server.rowscan", str(path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
-    if damaged:
-        what = "; ".join(where for _, where, _ in damaged)
-        raise UnusableStore(f"the store {path} is damaged (rows failing their checksum: {what}): {aside}")
-    if not set(TABLES) <= tables:
-        raise UnusableStore(
-            f"{path} is an SQLite database but not a scemon store (no tables {', '.join(TABLES)}): "
-            "point --data at a scemon store or an empty folder"
-        )
-    # As the file is now: closing the check's connection, the last one, moved the pages
-    # of a write-ahead log left by a kill into the file (a new size and mtime, the same
-    # rows), and the store's own open would otherwise scan every row a second time.
-    _checked[path] = _file_stamp(path)
-    return True
+    except OSError as err:
+        log.warning("the rows of %s are checked in this process (no child process: %s)", path, err)
+        return None
+
+
+def _scan_verdict(path: Path, child: subprocess.Popen[bytes]) -> list[tuple[str, str, tuple[int, int] | None]] | None:
+    """What the child scanning ``path`` found (raising UnusableStore for a store it found
+    unreadable); None when it gave no verdict."""
+    out, err = child.communicate()
+    if child.returncode == rowscan.UNREADABLE:
+        raise UnusableStore(err.decode(errors="replace").strip())
+    if child.returncode == 0:
+        try:
+            return [
+                (table, where, None if seqs is None else (seqs[0], seqs[1]))
+                for table, where, seqs in orjson.loads(out)
+            ]
+        except (orjson.JSONDecodeError, TypeError, ValueError):
+            pass
+    tail = err.decode(errors="replace").strip().splitlines()[-1:] or [f"exit status {child.returncode}"]
+    log.warning("the rows of %s are checked in this process (the child checking them failed: %s)", path, tail[0])
+    return None
 
 
 def _file_stamp(path: Path) -> tuple[int, int] | None:

@@ -75,7 +75,7 @@ def _fields(info: QueryInfo, rate: float) -> dict[str, Any]:
         "name": info.name,
         "text": info.text,
         "kind": info.kind,
-        "classes": info.classes,
+        "classes": list(info.classes),
         "window": info.window,
         "mode": info.mode,
         "partition": list(info.partition),
@@ -159,7 +159,7 @@ async def validate_query(request: Request, runtime: RuntimeDep, host: HostDep) -
         name=query.name,
         text=info.text,
         kind=info.kind,  # type: ignore[arg-type]
-        classes=info.classes,
+        classes=list(info.classes),
         window=info.window,
         mode=info.mode,  # type: ignore[arg-type]
         partition=list(info.partition),

@@ -6,20 +6,24 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import subprocess
+import sys
 import zlib
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ecq.engine import Engine
+from service.server import rowscan
 from service.server import store as store_module
 from service.server.faults import DamagedRows, UnusableStore
-from service.server.store import STORE_FILE, Store, check, row_crc
+from service.server.store import STORE_FILE, Store, _text_crc, check, check_started, row_crc
 
 Q1 = {"text": "SEQ(A, B) WITHIN 10 s"}
 Q2 = {"text": "SEQ(B, C) WITHIN 5 s"}
@@ -55,6 +59,11 @@ values = st.one_of(
 @given(st.lists(values, max_size=8))
 def test_row_checksum_is_the_stores_definition(row: list[Any]) -> None:
     assert row_crc(*row) == reference_crc(*row)
+
+
+@given(values, values, values)
+def test_a_kept_texts_checksum_is_the_stores_definition(pos: Any, version: Any, text: Any) -> None:
+    assert _text_crc(pos, version, text) == reference_crc(pos, version, text)
 
 
 @pytest.fixture
@@ -238,3 +247,54 @@ def test_a_store_opened_without_the_check_checks_the_op_log(tmp_path: Path) -> N
     store_module._checked.pop(path, None)  # as a store opened by another process
     with pytest.raises(UnusableStore):
         Store(path.parent)
+
+
+def test_the_rows_checked_by_a_child_process_give_the_same_verdict(tmp_path: Path) -> None:
+    """``scemon serve`` leaves the scan of every row to a child process while it imports
+    the server: the structure is checked at once, the rows' verdict when asked for."""
+    path = _killed_store(tmp_path)
+    verdict = check_started(path, init=False)
+    assert verdict() is True
+    opened = Store(path.parent)  # the verdict vouches for the file: not scanned again
+    try:
+        assert opened._rows_checked
+    finally:
+        opened.close()
+    store_module._checked.pop(path, None)
+    _damage_an_op(path)
+    verdict = check_started(path, init=False)  # the structure is sound: no error yet
+    with pytest.raises(UnusableStore, match="logged operation 2"):
+        verdict()
+    assert path not in store_module._checked
+
+
+def test_a_child_that_gives_no_verdict_leaves_the_rows_to_this_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _killed_store(tmp_path)
+    _damage_an_op(path)
+
+    def dying(_path: Path) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-c", "import sys; sys.exit(9)"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+
+    monkeypatch.setattr(store_module, "_start_scan", dying)
+    verdict = check_started(path, init=False)
+    with pytest.raises(UnusableStore, match="logged operation 2"):
+        verdict()
+
+
+def test_the_row_scan_command_names_the_damaged_rows(tmp_path: Path) -> None:
+    path = _killed_store(tmp_path)
+    _damage_an_op(path)
+    done = subprocess.run(
+        [sys.executable, "-m", "service.server.rowscan", str(path)], capture_output=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert [where for _table, where, _seqs in orjson.loads(done.stdout)] == ["logged operation 2"]
+    path.write_bytes(b"not a database at all" * 100)
+    done = subprocess.run(
+        [sys.executable, "-m", "service.server.rowscan", str(path)], capture_output=True, check=False
+    )
+    assert done.returncode == rowscan.UNREADABLE and b"is damaged" in done.stderr
