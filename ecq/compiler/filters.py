@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -636,7 +636,7 @@ class FilterIndex:
         assert self.all == bits_of(sorted(seen))
 
 
-def bits_of(numbers: list[int]) -> int:
+def bits_of(numbers: Sequence[int]) -> int:
     """The set (an int) of exactly these numbers (not negative). O(numbers + largest /
     8); up to 8 numbers, each ORed in (O(numbers · largest / 64), one C operation each):
     most sets made from numbers (a filter's queries, a class's reverse links) hold a few

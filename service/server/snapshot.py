@@ -75,7 +75,7 @@ from typing import Any
 import orjson
 
 import ecq
-from ecq.compiler.filters import _bit_numbers
+from ecq.compiler.filters import _bit_numbers, bits_of
 from ecq.compiler.query import Comp, CompiledQuery
 from ecq.engine import Engine
 from ecq.kernel.make import make_kernel
@@ -449,17 +449,7 @@ def _wide_value(form: int | bytes) -> int:
     numbers.frombytes(form)
     if sys.byteorder == "big":
         numbers.byteswap()
-    if len(numbers) <= 8:
-        # Most (a filter of a few queries): a shift each, no buffer as wide as the set
-        # to fill and convert (a third less time over all the wide integers).
-        n = 0
-        for k in numbers:
-            n |= 1 << k
-        return n
-    out = bytearray((max(numbers) >> 3) + 1)
-    for k in numbers:
-        out[k >> 3] |= 1 << (k & 7)
-    return int.from_bytes(out, "little")
+    return bits_of(numbers)
 
 
 class _Unpickler(pickle.Unpickler):

@@ -684,6 +684,17 @@ def test_a_component_s_filter_id_is_what_its_conjuncts_give() -> None:
     assert len(seen) > 100
 
 
+def _a_slot(engine: Any, queries: list[tuple[str, str]], bulk: bool) -> Any:
+    """Class A's first sequence slot filter after registering ``queries`` in one batch
+    (``bulk``) or one by one."""
+    if bulk:
+        engine.register_many(queries)
+    else:
+        for name, text in queries:
+            engine.register(name, text)
+    return engine.network.ecqs["A"].seq_filters[0]
+
+
 @pytest.mark.parametrize("bulk", [False, True])
 def test_queries_of_other_shapes_share_an_equal_filter(bulk: bool) -> None:
     """Equal filters of queries of different shapes (compiled anew or from a shape seen
@@ -697,13 +708,7 @@ def test_queries_of_other_shapes_share_an_equal_filter(bulk: bool) -> None:
         ("q4", "SEQ(A g, B h) WHERE g.x > 2 WITHIN 5 s"),
         ("q5", "SEQ(A g, B h) WHERE g.x > true WITHIN 5 s"),
     ]
-    engine = Engine()
-    if bulk:
-        engine.register_many(queries)
-    else:
-        for name, text in queries:
-            engine.register(name, text)
-    slot = engine.network.ecqs["A"].seq_filters[0]
+    slot = _a_slot(Engine(), queries, bulk)
     assert sorted(len(slot.index.queries[f]) for f in slot.groups.values()) == [1, 1, 3]
 
 
@@ -723,12 +728,7 @@ def test_a_literal_of_another_type_is_another_filter(bulk: bool) -> None:
         ("n", "SEQ(A a, B b) WHERE a.y = 1 WITHIN 5 s"),
     ]
     engine = Engine(compiled=False)
-    if bulk:
-        engine.register_many(queries)
-    else:
-        for name, text in queries:
-            engine.register(name, text)
-    slot = engine.network.ecqs["A"].seq_filters[0]
+    slot = _a_slot(engine, queries, bulk)
     assert len(slot.groups) == 4
     for attrs in ({"x": big, "y": True}, {"x": big - 1, "y": 1}):
         e = Event(1, "A", 1.0, attrs=attrs)
