@@ -542,9 +542,9 @@ class _Pickler(pickle.Pickler):
 
 def _set_dict(obj: Any, state: dict[str, Any]) -> None:
     """An object's attributes read back: the state the reader has just made becomes its
-    ``__dict__`` (pickle's own way sets each of them into a second, empty dict: a quarter
-    more time for the half million compiled queries, components and nodes of 100,000
-    demo queries). Frozen dataclasses among them: set past their ``__setattr__``."""
+    ``__dict__`` (pickle's own way sets each of them into a second, empty dict: reading
+    the objects of 100,000 demo queries, half a million of them these, took 1.7 s instead
+    of 1.2). Frozen dataclasses among them: set past their ``__setattr__``."""
     object.__setattr__(obj, "__dict__", state)
 
 
