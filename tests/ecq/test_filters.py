@@ -737,3 +737,18 @@ def test_a_literal_of_another_type_is_another_filter(bulk: bool) -> None:
             own = qs.cq.comps[0].filter
             assert own is not None
             assert bool(passed >> qs.bitno & 1) == own(e), (qs.name, attrs)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_conditions_that_differ_in_a_numbers_type_match_apart(compiled: bool) -> None:
+    """At ``x = 2**60``, ``x + 1 > 2**60`` holds (an int's sum is exact) and ``x + 1.0 >
+    2**60`` does not (the float rounds): queries of the two are not one filter. (Before
+    filters were told apart by their constants' types, both matched.)"""
+    from ecq.engine import Engine
+
+    big = 2**60
+    engine = Engine(compiled=compiled)
+    engine.register("int", f"SEQ(A a, B b) WHERE a.x + 1 > {big} WITHIN 5 s")
+    engine.register("float", f"SEQ(A a, B b) WHERE a.x + 1.0 > {big} WITHIN 5 s")
+    out = engine.process([Event("s", "A", 1.0, 1.0, {"x": big}), Event("s", "B", 2.0, 2.0)])
+    assert [m.query for m in out] == ["int"]
