@@ -534,9 +534,8 @@ def _instance(
                     made = filter_ids[k]
                     if made is None:
                         fields["filter_id"] = filter_id(fields["filter_conjuncts"])
-                    elif len(made[1]) == 1:  # most filters: one constant (no loop, no call)
-                        value = lits[made[1][0]].value
-                        fields["filter_id"] = (made[0], ((type(value).__name__, value),))
+                    elif len(made[1]) == 1:  # most filters: one constant (no loop)
+                        fields["filter_id"] = (made[0], (literal_key(lits[made[1][0]].value),))
                     else:
                         fields["filter_id"] = (made[0], tuple([literal_key(lits[j].value) for j in made[1]]))
             new_comps.append(new_comp)
