@@ -30,6 +30,7 @@ MODULES = [
     "_conjunction",
     "_phases",
     "_kernel",
+    "_lexer",
 ]
 
 

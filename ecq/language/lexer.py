@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ecq.errors import ParseError
 from ecq.language.source import excerpt
@@ -152,6 +152,30 @@ _DIGITS = frozenset("0123456789")
 def tokenize(text: str) -> list[Token]:
     """Split ``text`` into tokens ending with an ``EOF`` token; raises :class:`ParseError`
     at the first character that cannot start a token."""
+    lexer = compiled_lexer()
+    if lexer is not None:
+        tokens: list[Token] | None = lexer.tokenize(text)
+        if tokens is not None:
+            return tokens
+    return _tokenize_common(text)
+
+
+@functools.cache
+def compiled_lexer() -> Any:
+    """The compiled kernel's lexer (``ecq.kernel._lexer.Lexer``: this module's common
+    path and the shape key, in C), or None when the compiled kernel is off or not built."""
+    from ecq.kernel.select import compiled_module
+
+    module = compiled_module("_lexer")
+    if module is None:
+        return None
+    kinds = {k: k for k in (IDENT, NUMBER, MONEY, PERCENT, STRING, POSREF, DERIVED, OP, EOF)}
+    return module.Lexer(Token, kinds, _OPS)
+
+
+def _tokenize_common(text: str) -> list[Token]:
+    """:func:`tokenize` in Python: the common tokens with one ``findall``, any other text
+    by :func:`_tokenize_all`."""
     tokens: list[Token] = []
     append = tokens.append
     line = 1

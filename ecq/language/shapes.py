@@ -50,7 +50,7 @@ from ecq.language.keywords import (
     RESERVED,
     duration_seconds,
 )
-from ecq.language.lexer import IDENT, MONEY, NUMBER, PERCENT, STRING, Token, tokenize
+from ecq.language.lexer import IDENT, MONEY, NUMBER, PERCENT, STRING, Token, compiled_lexer, tokenize
 
 __all__ = ["WORDS", "Origin", "ShapeCache", "parse_cached", "parse_piece_cached", "shape_of"]
 
@@ -111,6 +111,15 @@ def _placeholder(kind: type, base: Any, slot: tuple[int, str]) -> Any:
 
 def shape_of(tokens: list[Token]) -> tuple[tuple[object, ...], list[int]]:
     """The shape key of ``tokens`` and the indexes of its free tokens."""
+    lexer = compiled_lexer()
+    if lexer is not None:
+        got: tuple[tuple[object, ...], list[int]] = lexer.shape(tokens, WORDS)
+        return got
+    return _shape_of(tokens)
+
+
+def _shape_of(tokens: list[Token]) -> tuple[tuple[object, ...], list[int]]:
+    """:func:`shape_of` in Python (the compiled kernel's lexer does the same in C)."""
     key: list[object] = []
     append = key.append
     free: list[int] = []

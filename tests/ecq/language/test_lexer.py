@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from ecq.errors import ParseError
 from ecq.evaluation.workload import Workload, condition_queries, credit_card_workload, sequence_queries
 from ecq.language import format_query, from_json
-from ecq.language.lexer import Token, _tokenize_all, tokenize
+from ecq.language.lexer import Token, _tokenize_all, _tokenize_common, compiled_lexer, tokenize
 from tests.ecq.language.char_lexer import LexError, char_tokenize
 from tests.ecq.language.test_roundtrip import queries as ast_queries
 from tests.strategies import query_sets_full
@@ -42,11 +42,18 @@ def expected(text: str) -> Any:
 
 
 def same(text: str) -> None:
-    """Both paths of the lexer (the common tokens' and the one for any text) give what
-    the reference gives."""
+    """Every path of the lexer (the compiled common tokens', when built, the Python
+    common tokens' and the one for any text) gives what the reference gives."""
     want = expected(text)
     assert lexed(text) == want, text
+    assert lexed(text, _tokenize_common) == want, text
     assert lexed(text, _tokenize_all) == want, text
+    lexer = compiled_lexer()
+    if lexer is not None:
+        got = lexer.tokenize(text)
+        # None: the text is left to the Python lexer (every error, every rare token)
+        if got is not None:
+            assert lexed(text, lambda _: got) == want, text
 
 
 # ------------------------------------------------------------ written queries
@@ -216,7 +223,10 @@ def test_the_common_tokens_take_the_fast_path(monkeypatch: pytest.MonkeyPatch) -
     texts = [t for _, t in sequence_queries(w)] + [t for _, t in condition_queries(w, 2)]
     texts += [t for _, t in credit_card_workload(n_queries=50)[0]]
     texts += [(ROOT / "examples" / "queries.txt").read_text(), "@q $x1 'a' -- c\r\n$2.5 5%"]
+    lexer = compiled_lexer()
     for text in texts:
         tokenize(text)
+        # and the compiled lexer reads them itself, when built
+        assert lexer is None or lexer.tokenize(text) is not None, text
     with pytest.raises(AssertionError, match="slow path"):
         tokenize("'it\\'s'")

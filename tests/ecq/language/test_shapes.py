@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from ecq.errors import ParseError
 from ecq.language import Query, format_query
-from ecq.language.lexer import IDENT, MONEY, NUMBER, PERCENT, STRING, tokenize
+from ecq.language.lexer import IDENT, MONEY, NUMBER, PERCENT, STRING, compiled_lexer, tokenize
 from ecq.language.parser import parse_queries, parse_queries_fresh, parse_query_fresh, parse_tokens
-from ecq.language.shapes import WORDS, ShapeCache, shape_of
+from ecq.language.shapes import WORDS, ShapeCache, _shape_of, shape_of
 from tests.ecq.language.test_roundtrip import queries
 
 LANGUAGE = Path(__file__).resolve().parents[3] / "ecq" / "language"
@@ -296,3 +296,36 @@ def test_pinned_values_seen_once_make_no_template_and_the_cache_is_bounded() -> 
     for _ in range(3):
         assert outcome(cache.parse, texts[-1]) == outcome(parse_query_fresh, texts[-1])
     assert cache.hits == 2
+
+
+_compiled = pytest.mark.skipif(compiled_lexer() is None, reason="the compiled kernel is off or not built")
+
+
+def _same_shape(text: str) -> None:
+    try:
+        tokens = tokenize(text)
+    except ParseError:
+        return
+    lexer = compiled_lexer()
+    got, want = lexer.shape(tokens, WORDS), _shape_of(tokens)
+    # repr: 1 and 1.0 (and True) are equal keys but different literals
+    assert repr(got) == repr(want), text
+
+
+@_compiled
+def test_the_compiled_shape_key_is_the_pythons_on_the_written_texts() -> None:
+    from tests.ecq.language.test_lexer import written_texts
+
+    texts = written_texts()
+    assert len(texts) > 100
+    for text in texts:
+        _same_shape(text)
+    # names outside ASCII, equal and unequal folded, and literals equal across kinds
+    _same_shape("PATTERN SEQ(Straße s, STRASSE t, ǅx u) WHERE s.a = 1 AND t.b = 1.0 AND u.c = '1' AND s.d = 'Straße'")
+
+
+@_compiled
+@_settings
+@given(queries)
+def test_the_compiled_shape_key_is_the_pythons(query: Query) -> None:
+    _same_shape(format_query(query))
