@@ -13,10 +13,23 @@ tests (tests/ecq/language/test_lexer.py, test_shapes.py).
 """
 
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.object cimport PyObject, PyTypeObject
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.math cimport isfinite
 
 __all__ = ["Lexer"]
+
+cdef extern from "Python.h":
+    # A new instance of a tuple subclass with room for n items: what tuple.__new__ of
+    # the subclass allocates, without making and copying a plain tuple first.
+    object PyType_GenericAlloc(PyTypeObject* type, Py_ssize_t n)
+
+
+cdef inline void _put(object tup, Py_ssize_t i, object item) noexcept:
+    Py_INCREF(item)
+    PyTuple_SET_ITEM(tup, i, item)
 
 
 cdef inline bint _letter(char c) noexcept:
@@ -46,14 +59,17 @@ cdef class Lexer:
     """The lexer's common path and the shape key, made with the Python lexer's own token
     class, kinds and operator table (this module imports nothing of the language)."""
 
-    cdef object token_new, token
+    cdef object token
+    cdef PyTypeObject* token_type
     cdef str ident, number, money, percent, string, posref, derived, op, eof
     cdef dict ops
     cdef frozenset literals
 
     def __init__(self, token: type, kinds: dict, ops: dict) -> None:
+        if not (issubclass(token, tuple) and token.__basicsize__ == tuple.__basicsize__):
+            raise TypeError("the token class must be a tuple subclass without fields of its own")
         self.token = token
-        self.token_new = tuple.__new__
+        self.token_type = <PyTypeObject*>token
         self.ident = kinds["IDENT"]
         self.number = kinds["NUMBER"]
         self.money = kinds["MONEY"]
@@ -67,7 +83,14 @@ cdef class Lexer:
         self.literals = frozenset([self.number, self.money, self.percent, self.string])
 
     cdef inline object _tok(self, str kind, str raw, long line, long column, str key, object value):
-        return self.token_new(self.token, (kind, raw, line, column, key, value))
+        tok = PyType_GenericAlloc(self.token_type, 6)
+        _put(tok, 0, kind)
+        _put(tok, 1, raw)
+        _put(tok, 2, line)
+        _put(tok, 3, column)
+        _put(tok, 4, key)
+        _put(tok, 5, value)
+        return tok
 
     def tokenize(self, str text):
         """The tokens of ``text`` ending with the end-of-input token, as
