@@ -122,8 +122,8 @@ class Comp:
 
     ``classes`` are the event classes it accepts (for a sub-pattern, the sub-pattern's
     derived class). ``filter`` is the conjunction of the conditions that read only this
-    component; ``filter_key`` identifies it independently of how the query names the
-    component (ecq.compiler.filters.filter_key), so identical filters of different queries are
+    component; ``filter_id`` identifies it independently of how the query names the
+    component (ecq.compiler.filters.filter_id), so identical filters of different queries are
     one filter of the filter index.
     """
 
@@ -131,7 +131,6 @@ class Comp:
     classes: frozenset[str]
     alias: str | None
     filter: PredFn | None
-    filter_key: tuple[Any, ...]
     negated: bool = False
     kleene: tuple[int, bool] | None = None  # (min, exact)
     # The upper bound of ``B{m,n}`` (None: none; docs/semantics.md §6).
@@ -141,7 +140,8 @@ class Comp:
     # splits into atoms: ecq.compiler.filters).
     filter_conjuncts: tuple[Expr, ...] = ()
     # What the filter indexes know the filter by (ecq.compiler.filters.filter_id: equal
-    # for equal ``filter_key``\ s, and cheap to hash); None without a filter.
+    # exactly for equal conjuncts, literals of the same types, and cheap to hash); None
+    # without a filter.
     filter_id: FilterId | None = None
 
     @property
@@ -470,7 +470,7 @@ def compile_query(
         model.holding = _holding(
             [m[1] for m in compiler.made]
             + [cq.check_keys]
-            + [(c.filter_key, c.filter_conjuncts) for c in cq.comps]
+            + [c.filter_conjuncts for c in cq.comps]
         )
     with _SHAPES_LOCK:
         if exact and not keyed_exact:
@@ -527,8 +527,6 @@ def _instance(
             if comp.filter is not None:
                 fields = new_comp.__dict__
                 fields["filter"] = funcs[id(comp.filter)]
-                if id(comp.filter_key) in memo:
-                    fields["filter_key"] = _put(comp.filter_key, put, memo)
                 if id(comp.filter_conjuncts) in memo:
                     fields["filter_conjuncts"] = _put(comp.filter_conjuncts, put, memo)
                     made = filter_ids[k]
@@ -646,7 +644,7 @@ def _literals_traced(model: _Model) -> bool:
     if len(lits) != len(model.lits) or not all(id(fn) in made for fn in funcs):
         return False
     found: list[Any] = []
-    todo: list[Any] = [cq.check_keys] + [(c.filter_key, c.filter_conjuncts) for c in cq.comps]
+    todo: list[Any] = [cq.check_keys] + [c.filter_conjuncts for c in cq.comps]
     while todo:
         node = todo.pop()
         cls = type(node)
@@ -1059,7 +1057,6 @@ class _Compiler:
                     classes[i],
                     comp.alias,
                     pred,
-                    filter_key(conjuncts),
                     negated=comp.negated,
                     kleene=(comp.kleene.min, comp.kleene.exact) if comp.kleene is not None else None,
                     kleene_max=comp.kleene.max if comp.kleene is not None else None,
@@ -1145,7 +1142,6 @@ class _Compiler:
                     cls,
                     comp.alias,
                     None,
-                    (),
                     negated=comp.negated,
                     kleene=(comp.kleene.min, comp.kleene.exact) if comp.kleene is not None else None,
                     kleene_max=comp.kleene.max if comp.kleene is not None else None,

@@ -268,7 +268,7 @@ def _form(cq: CompiledQuery) -> Any:
                 c.classes,
                 c.alias,
                 c.filter is None,
-                c.filter_key,
+                c.filter_id,
                 c.negated,
                 c.kleene,
                 c.kleene_max,

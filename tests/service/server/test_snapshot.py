@@ -268,7 +268,7 @@ def test_a_closure_is_read_back_whether_or_not_it_holds_itself() -> None:
 
 
 def test_equal_values_of_the_queries_are_read_back_once(tmp_path: Path) -> None:
-    """The components' classes, filters' keys and conjuncts and the nodes' classes that
+    """The components' classes, filters' ids and conjuncts and the nodes' classes that
     queries hold as equal copies are one object each once read (fewer objects to make),
     and the read engine still gives the same matches (the test above, and here)."""
     queries, stream = credit_card_workload(n_queries=300, n_events=1500)
@@ -280,7 +280,7 @@ def test_equal_values_of_the_queries_are_read_back_once(tmp_path: Path) -> None:
         comps = [c for qs in states for c in qs.cq.comps]
         return {
             "comp classes": len({id(c.classes) for c in comps}),
-            "filter keys": len({id(c.filter_key) for c in comps}),
+            "filter ids": len({id(c.filter_id) for c in comps}),
             "conjuncts": len({id(c.filter_conjuncts) for c in comps}),
             "node classes": len({id(qs.classes) for qs in states}),
             "classes at": len({id(t) for qs in states for t in qs.classes_at}),
@@ -293,7 +293,7 @@ def test_equal_values_of_the_queries_are_read_back_once(tmp_path: Path) -> None:
     comps = [c for qs in states for c in qs.cq.comps]
     values = {
         "comp classes": len({c.classes for c in comps}),
-        "filter keys": len({c.filter_key for c in comps}),
+        "filter ids": len({c.filter_id for c in comps}),
         "conjuncts": len({c.filter_conjuncts for c in comps}),
         "node classes": len({qs.classes for qs in states}),
         "classes at": len({t for qs in states for t in qs.classes_at}),
