@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ecq.language.ast import (
@@ -43,6 +43,8 @@ __all__ = [
     "compare_values",
     "lookup",
     "FALLBACK_FIELDS",
+    "PredMaker",
+    "predicate_maker",
 ]
 
 
@@ -203,13 +205,9 @@ class _Compiler:
     def predicate(self, expr: Expr) -> PredFn:
         if isinstance(expr, Compare):
             if self.single:
-                left, right = expr.left, expr.right
-                if type(left) is AttrRef and type(right) is Lit:
-                    return _attr_against(left.attr, expr.op, right.value, self.negated)
-                if type(left) is Lit and type(right) is AttrRef:
-                    # ``const op attr`` is ``attr flipped-op const`` (compare_values is
-                    # symmetric so: numbers and strings by order, the rest by = and !=).
-                    return _attr_against(right.attr, FLIPPED[expr.op], left.value, self.negated)
+                simple = _attr_literal(expr)
+                if simple is not None:
+                    return _attr_against(simple[0], simple[1], simple[2].value, self.negated)
             lf, rf, op, missing = self.value(expr.left), self.value(expr.right), expr.op, self.negated
             fn = _CMP[op]
 
@@ -360,6 +358,19 @@ class _Compiler:
 # the cyclic collector to walk. Called with the event alone.
 
 
+def _attr_literal(expr: Compare) -> tuple[str, str, Lit] | None:
+    """``attr op literal`` either way round, as (attribute, operator, literal) with the
+    attribute on the left: ``const op attr`` is ``attr flipped-op const``
+    (compare_values is symmetric so: numbers and strings by order, the rest by = and
+    !=). None for any other comparison."""
+    left, right = expr.left, expr.right
+    if type(left) is AttrRef and type(right) is Lit:
+        return left.attr, expr.op, right
+    if type(left) is Lit and type(right) is AttrRef:
+        return right.attr, FLIPPED[expr.op], left
+    return None
+
+
 def _attr_against(name: str, op: str, const: Any, missing: bool) -> PredFn:
     """``event.name op const``."""
 
@@ -415,3 +426,37 @@ def compile_value(expr: Expr, resolve: Resolver, single: bool = False, negated: 
 def compile_predicate(expr: Expr, resolve: Resolver, single: bool = False, negated: bool = False) -> PredFn:
     """A closure deciding ``expr`` on an environment (see module doc)."""
     return _Compiler(resolve, single, negated, 0).predicate(expr)
+
+
+# A function of a query's literal values making one of its filters (predicate_maker).
+PredMaker = Callable[[Sequence[Any]], PredFn]
+
+
+def predicate_maker(expr: Expr, places: dict[int, int], negated: bool = False) -> PredMaker | None:
+    """A function of the values of a query's literals making what
+    ``compile_predicate(e, resolve, single=True, negated=negated)`` makes of ``e``:
+    ``expr`` with the value ``values[places[id(lit)]]`` in each literal ``lit`` whose id
+    is in ``places`` (any other literal as it is). For ``attr op literal`` and AND / OR
+    of such (nearly every filter a workload of many queries writes); None for any other
+    expression. Compiling queries of one shape with other constants then makes each
+    filter without rebuilding its expression and compiling that (ecq.compiler.query)."""
+    if type(expr) is Compare:
+        simple = _attr_literal(expr)
+        if simple is None:
+            return None
+        name, op, lit = simple
+        j = places.get(id(lit))
+        if j is None:
+            const = lit.value
+            return lambda values: _attr_against(name, op, const, negated)
+        return lambda values: _attr_against(name, op, values[j], negated)
+    if type(expr) is BoolOp:
+        # The operands as predicate() compiles them: truth() of a comparison or an
+        # AND / OR is its predicate.
+        parts = [predicate_maker(o, places, negated) for o in expr.operands]
+        if any(part is None for part in parts):
+            return None
+        combine = _every if expr.op == "and" else _some
+        makers = tuple(parts)
+        return lambda values: combine(tuple([make(values) for make in makers]))  # type: ignore[misc]
+    return None

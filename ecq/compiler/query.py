@@ -20,13 +20,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar, overload
 
-from ecq.compiler.conditions import PredFn, ValueFn, compile_predicate, compile_value
+from ecq.compiler.conditions import PredFn, ValueFn, compile_predicate, compile_value, predicate_maker
 from ecq.compiler.filters import FilterId, filter_id, filter_key, filter_skeleton, literal_key
 from ecq.compiler.policy import Policy, has_policy
 from ecq.compiler.shapes import fields_of, literal_id, shape_parts
@@ -404,10 +405,9 @@ class _Model:
     holding: dict[int, None] = dataclasses.field(default_factory=dict)
     # What a query made from it keeps of ``cq`` (``_SHAPE_FREE``).
     state: dict[str, Any] = dataclasses.field(default_factory=dict)
-    # Per component with a filter, its filter_id's skeleton and the places in ``lits``
-    # of the literals its second part is made of (None: a literal not among ``lits``);
-    # made when a query of other literals first needs it (:func:`_filter_ids`).
-    filter_ids: list[tuple[str, tuple[int, ...]] | None] | None = None
+    # How a query of other literals is made of it (:class:`_Recipe`); made when the
+    # first such query comes.
+    recipe: _Recipe | None = None
 
     def __post_init__(self) -> None:
         self.state = {k: v for k, v in self.cq.__dict__.items() if k in _SHAPE_FREE}
@@ -502,18 +502,20 @@ def _instance(
     # Each component is copied once, for its literals and its classes both.
     rename = dict(zip(model.classes, classes, strict=True)) if model.classes != classes else None
     if ids != model.ids:
-        put = {id(old): new for old, new in zip(model.lits, lits, strict=True)}
-        memo = dict(model.holding)
+        recipe = model.recipe
+        if recipe is None:
+            recipe = model.recipe = _Recipe(model)
+        values = [lit.value for lit in lits]
         funcs: dict[int, Callable[[Any], Any]] = {}
         compiler = model.compiler
-        filter_ids = model.filter_ids
-        if filter_ids is None:
-            filter_ids = model.filter_ids = _filter_ids(model)
-        for fn, expr, path, single, negated, is_value in compiler.made:
-            if id(expr) in memo:
-                expr = _put(expr, put, memo)
+        for fn_id, make, rebuild, expr, path, single, negated, is_value in recipe.made:
+            if make is not None:
+                funcs[fn_id] = make(values)
+                continue
+            if rebuild is not None:
+                expr = rebuild(lits)
             resolve = compiler.resolver(path)
-            funcs[id(fn)] = (
+            funcs[fn_id] = (
                 compile_value(expr, resolve)
                 if is_value
                 else compile_predicate(expr, resolve, single=single, negated=negated)
@@ -527,20 +529,21 @@ def _instance(
             if comp.filter is not None:
                 fields = new_comp.__dict__
                 fields["filter"] = funcs[id(comp.filter)]
-                if id(comp.filter_conjuncts) in memo:
-                    fields["filter_conjuncts"] = _put(comp.filter_conjuncts, put, memo)
-                    made = filter_ids[k]
+                rebuild = recipe.conjuncts[k]
+                if rebuild is not None:
+                    fields["filter_conjuncts"] = rebuild(lits)
+                    made = recipe.filter_ids[k]
                     if made is None:
                         fields["filter_id"] = filter_id(fields["filter_conjuncts"])
                     elif len(made[1]) == 1:  # most filters: one constant (no loop)
-                        fields["filter_id"] = (made[0], (literal_key(lits[made[1][0]].value),))
+                        fields["filter_id"] = (made[0], (literal_key(values[made[1][0]]),))
                     else:
-                        fields["filter_id"] = (made[0], tuple([literal_key(lits[j].value) for j in made[1]]))
+                        fields["filter_id"] = (made[0], tuple([literal_key(values[j]) for j in made[1]]))
             new_comps.append(new_comp)
         comps = tuple(new_comps)
         state.update(
             checks=tuple([(at, funcs[id(fn)]) for at, fn in cq.checks]),
-            check_keys=_put(cq.check_keys, put, memo) if id(cq.check_keys) in memo else cq.check_keys,
+            check_keys=cq.check_keys if recipe.check_keys is None else recipe.check_keys(lits),
             element_conds={k: tuple([funcs[id(f)] for f in v]) for k, v in cq.element_conds.items()},
             blocker_conds={k: tuple([funcs[id(f)] for f in v]) for k, v in cq.blocker_conds.items()},
             iteration_conds={k: tuple([funcs[id(f)] for f in v]) for k, v in cq.iteration_conds.items()},
@@ -560,48 +563,90 @@ def _instance(
     return new
 
 
-def _filter_ids(model: _Model) -> list[tuple[str, tuple[int, ...]] | None]:
-    """:attr:`_Model.filter_ids`: per component, how a query of the model's shape makes
-    its ``filter_id`` from its own literals (the skeleton is the model's; the literals
-    are the query's at the places of the model's), so that it is what
-    ``filter_id(conjuncts)`` gives without walking the conjuncts again."""
-    at = {id(lit): i for i, lit in enumerate(model.lits)}
-    out: list[tuple[str, tuple[int, ...]] | None] = []
-    for comp in model.cq.comps:
-        skeleton, lits = filter_skeleton(comp.filter_conjuncts)
-        places = [at.get(id(lit)) for lit in lits]
-        out.append(None if None in places else (skeleton, tuple(places)))  # type: ignore[arg-type]
-    return out
+class _Recipe:
+    """How :func:`_instance` makes a query of a model's shape with other literals, made
+    once per model (when the first such query comes): per function the compiler made,
+    its maker (``ecq.compiler.conditions.predicate_maker``) or else how to rebuild its
+    expression for compiling; per component, how to rebuild its filter's conjuncts and
+    make its ``filter_id``; how to rebuild the checks' keys. Literals are addressed by
+    their place in the model's ``lits``."""
+
+    __slots__ = ("made", "conjuncts", "filter_ids", "check_keys")
+
+    def __init__(self, model: _Model) -> None:
+        at = {id(lit): i for i, lit in enumerate(model.lits)}
+        holding = model.holding
+        self.made = [
+            (
+                id(fn),
+                predicate_maker(expr, at, negated) if single and not is_value else None,
+                _rebuilder(expr, at, holding),
+                expr,
+                path,
+                single,
+                negated,
+                is_value,
+            )
+            for fn, expr, path, single, negated, is_value in model.compiler.made
+        ]
+        comps = model.cq.comps
+        self.conjuncts = [_rebuilder(c.filter_conjuncts, at, holding) for c in comps]
+        self.filter_ids = [_filter_id_recipe(c.filter_conjuncts, at) for c in comps]
+        self.check_keys = _rebuilder(model.cq.check_keys, at, holding)
 
 
-def _put(node: Any, put: dict[int, Any], memo: dict[int, Any]) -> Any:
-    """``node`` (an expression, or tuples of them and of plain values, holding a literal)
-    with each literal ``x`` replaced by ``put[id(x)]``. ``memo`` starts as the ids of
-    the nodes that hold a literal, each mapped to None (:func:`_holding`): any other node
-    is kept as it is, and a node met twice is rebuilt once."""
-    key = id(node)
-    got = memo[key]
-    if got is not None:
-        return got
+def _filter_id_recipe(conjuncts: tuple[Expr, ...], at: dict[int, int]) -> tuple[str, tuple[int, ...]] | None:
+    """How a query of a model's shape makes a component's ``filter_id`` from its own
+    literals (the skeleton is the model's; the literals are the query's at the places
+    ``at`` gives the model's), so that it is what ``filter_id(conjuncts)`` gives without
+    walking the conjuncts again; None when a literal is not among the model's."""
+    skeleton, lits = filter_skeleton(conjuncts)
+    places = [at.get(id(lit)) for lit in lits]
+    return None if None in places else (skeleton, tuple(places))  # type: ignore[arg-type]
+
+
+# Of a query's literals (``Lit`` nodes in the order of its model's), a node of the model
+# rebuilt with them.
+_Rebuild = Callable[[list[Any]], Any]
+
+
+def _rebuilder(node: Any, at: dict[int, int], holding: dict[int, None]) -> _Rebuild | None:
+    """A function of a query's literals making ``node`` (an expression, or tuples of
+    them and of plain values) with them in place of the model's literals: the literal
+    at place ``at[id(x)]`` for each literal ``x``, every part that holds none
+    (``holding``: :func:`_holding`) shared as it is. None when ``node`` holds none."""
+    if id(node) not in holding:
+        return None
     cls = type(node)
     if cls is Lit:
-        got = put[key]
-    elif cls is tuple:
-        got = tuple([_put(x, put, memo) if id(x) in memo else x for x in node])
-    else:
-        got = object.__new__(cls)
-        fields = got.__dict__
-        fields.update(node.__dict__)
-        for name, value in fields.items():
-            if id(value) in memo:
-                fields[name] = _put(value, put, memo)
-    memo[key] = got
-    return got
+        place = at.get(id(node))
+        return None if place is None else operator.itemgetter(place)
+    if cls is tuple:
+        parts = [(_rebuilder(x, at, holding), x) for x in node]
+        if len(parts) == 1 and parts[0][0] is not None:
+            (only, _), = parts
+            return lambda lits: (only(lits),)
+        return lambda lits: tuple([x if rebuild is None else rebuild(lits) for rebuild, x in parts])
+    state = dict(node.__dict__)
+    fields = [(name, rebuild) for name, value in state.items() if (rebuild := _rebuilder(value, at, holding))]
+    if not fields:
+        return None
+    new = object.__new__
+
+    def rebuilt(lits: list[Any]) -> Any:
+        made = new(cls)
+        own = made.__dict__
+        own.update(state)
+        for name, rebuild in fields:
+            own[name] = rebuild(lits)
+        return made
+
+    return rebuilt
 
 
 def _holding(roots: list[Any]) -> dict[int, None]:
     """The ids of the nodes under ``roots`` that hold a literal (a ``Lit`` is one), for
-    :func:`_put`."""
+    :func:`_rebuilder`."""
     out: dict[int, None] = {}
 
     def walk(node: Any) -> bool:

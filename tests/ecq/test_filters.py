@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ecq.compiler.conditions import compile_predicate
+from ecq.compiler.conditions import compile_predicate, predicate_maker
 from ecq.compiler.filters import Atom, FilterIndex, LocalSlots, filter_key, split_filter
 from ecq.compiler.query import compile_query
 from ecq.event import Event
@@ -753,3 +753,52 @@ def test_conditions_that_differ_in_a_numbers_type_match_apart(compiled: bool | N
     engine.register("float", f"SEQ(A a, B b) WHERE a.x + 1.0 > {big} WITHIN 5 s")
     out = engine.process([Event("s", "A", 1.0, 1.0, {"x": big}), Event("s", "B", 2.0, 2.0)])
     assert [m.query for m in out] == ["int"]
+
+
+def _with_values(node: Any, values: dict[int, Any]) -> Any:
+    """``node`` with the value ``values[id(lit)]`` in each of its literals listed there."""
+    if type(node) is Lit:
+        return Lit(values[id(node)]) if id(node) in values else node
+    if type(node) is tuple:
+        return tuple(_with_values(x, values) for x in node)
+    if isinstance(node, (Compare, BoolOp, InList, Not, Arith, Func)):
+        return type(node)(**{k: _with_values(v, values) for k, v in vars(node).items()})
+    return node
+
+
+def _literals(node: Any) -> list[Lit]:
+    if type(node) is Lit:
+        return [node]
+    if type(node) is tuple:
+        return [lit for x in node for lit in _literals(x)]
+    if isinstance(node, (Compare, BoolOp, InList, Not, Arith, Func)):
+        return [lit for v in vars(node).values() for lit in _literals(v)]
+    return []
+
+
+@min_share(0.25)
+@SETTINGS
+@given(filters, st.data(), st.booleans(), st.lists(events(), min_size=1, max_size=8))
+def test_a_filter_made_for_other_literals_is_the_filter_compiled_with_them(
+    conjuncts: tuple[Expr, ...], data: st.DataObject, negated: bool, evs: list[Event]
+) -> None:
+    """``predicate_maker`` (what compiling a query of a known shape with other constants
+    uses) makes what compiling the filter with those constants in place makes."""
+    expr = conjuncts[0] if len(conjuncts) == 1 else BoolOp("and", conjuncts)
+    if data.draw(st.booleans()):
+        expr = BoolOp("or", (expr, *conjuncts))
+    lits = _literals(expr)
+    # Some literals are the query's (put in by place), the others the shape's own.
+    places = {id(lit): i for i, lit in enumerate(lits) if data.draw(st.booleans())}
+    values = [data.draw(st.sampled_from(WITH_NAN)) for _ in lits]
+    make = predicate_maker(expr, places, negated)
+    if make is None:
+        record([])
+        return
+    made = make(values)
+    want = compile_predicate(
+        _with_values(expr, {key: values[i] for key, i in places.items()}), lambda r: 0, single=True, negated=negated
+    )
+    held = [e for e in evs if want(e)]
+    assert [made(e) for e in evs] == [want(e) for e in evs], (expr, values)
+    record(held)
