@@ -623,8 +623,8 @@ def _rebuilder(node: Any, at: dict[int, int], holding: dict[int, None]) -> _Rebu
         return None if place is None else operator.itemgetter(place)
     if cls is tuple:
         parts = [(_rebuilder(x, at, holding), x) for x in node]
-        if len(parts) == 1 and parts[0][0] is not None:
-            (only, _), = parts
+        only = parts[0][0] if len(parts) == 1 else None
+        if only is not None:
             return lambda lits: (only(lits),)
         return lambda lits: tuple([x if rebuild is None else rebuild(lits) for rebuild, x in parts])
     state = dict(node.__dict__)
