@@ -522,12 +522,12 @@ def _instance(
             )
         new_comps = []
         for k, comp in enumerate(comps):
-            new_comp = object.__new__(Comp)
-            new_comp.__dict__.update(comp.__dict__)
+            new_comp = _new(Comp)
+            fields = comp.__dict__.copy()
+            _set(new_comp, "__dict__", fields)
             if rename is not None:
-                new_comp.__dict__["classes"] = frozenset([rename[c] for c in comp.classes])
+                fields["classes"] = frozenset([rename[c] for c in comp.classes])
             if comp.filter is not None:
-                fields = new_comp.__dict__
                 fields["filter"] = funcs[id(comp.filter)]
                 rebuild = recipe.conjuncts[k]
                 if rebuild is not None:
@@ -541,26 +541,39 @@ def _instance(
                         fields["filter_id"] = (made[0], tuple([literal_key(values[j]) for j in made[1]]))
             new_comps.append(new_comp)
         comps = tuple(new_comps)
-        state.update(
-            checks=tuple([(at, funcs[id(fn)]) for at, fn in cq.checks]),
-            check_keys=cq.check_keys if recipe.check_keys is None else recipe.check_keys(lits),
-            element_conds={k: tuple([funcs[id(f)] for f in v]) for k, v in cq.element_conds.items()},
-            blocker_conds={k: tuple([funcs[id(f)] for f in v]) for k, v in cq.blocker_conds.items()},
-            iteration_conds={k: tuple([funcs[id(f)] for f in v]) for k, v in cq.iteration_conds.items()},
-            returns=tuple([(label, funcs[id(fn)]) for label, fn in cq.returns]),
-        )
+        # (Only what holds functions is made anew: most queries have no checks and no
+        # element, blocker or iteration conditions, and share the model's empty ones.)
+        if cq.checks:
+            state["checks"] = tuple([(at, funcs[id(fn)]) for at, fn in cq.checks])
+        if recipe.check_keys is not None:
+            state["check_keys"] = recipe.check_keys(lits)
+        for field in ("element_conds", "blocker_conds", "iteration_conds"):
+            conds = state[field]
+            if conds:
+                state[field] = {k: tuple([funcs[id(f)] for f in v]) for k, v in conds.items()}
+        if cq.returns:
+            state["returns"] = tuple([(label, funcs[id(fn)]) for label, fn in cq.returns])
     elif rename is not None:
         renamed = []
         for comp in comps:
-            new_comp = object.__new__(Comp)
-            new_comp.__dict__.update(comp.__dict__)
-            new_comp.__dict__["classes"] = frozenset([rename[c] for c in comp.classes])
+            new_comp = _new(Comp)
+            fields = comp.__dict__.copy()
+            fields["classes"] = frozenset([rename[c] for c in comp.classes])
+            _set(new_comp, "__dict__", fields)
             renamed.append(new_comp)
         comps = tuple(renamed)
-    state.update(name=name, ast=ast, comps=comps, tag=tag, window=ast.within)
-    new = object.__new__(CompiledQuery)
-    new.__dict__.update(state)
+    state["name"] = name
+    state["ast"] = ast
+    state["comps"] = comps
+    state["tag"] = tag
+    state["window"] = ast.within
+    new = _new(CompiledQuery)
+    _set(new, "__dict__", state)
     return new
+
+
+_new = object.__new__
+_set = object.__setattr__
 
 
 class _Recipe:
