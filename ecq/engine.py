@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ecq.collector import collector_paused
-from ecq.compiler.query import CompiledQuery, compile_query, retag
+from ecq.compiler.query import CompiledQuery, compile_query, compile_text, retag
 from ecq.errors import BatchQueryError, DuplicateQueryError, QueryError, SemanticError, UnknownQueryError
 from ecq.event import Event
 from ecq.kernel.make import KeyViewer, key_views
@@ -234,14 +234,19 @@ class Engine(OpClock):
                 )
 
     @staticmethod
-    def compile(name: str, query: str | Query | CompiledQuery, tag: str = "") -> CompiledQuery:
+    def compile(name: str, query: str | Query | CompiledQuery, tag: str = "", tree: bool = False) -> CompiledQuery:
         """Check and compile without registering (same errors as :meth:`register`).
 
         ``tag`` names the point of the stream the query is registered at: sub-patterns
-        are shared by queries registered at the same point (they see the same events)."""
+        are shared by queries registered at the same point (they see the same events).
+        A text of a shape compiled before is compiled from its tokens, its syntax tree
+        parsed when first read (``ecq.compiler.query.compile_text``); ``tree=True``
+        parses it first all the same, for a caller that reads it at once."""
         if isinstance(query, CompiledQuery):
             query = query.ast
         if isinstance(query, str):
+            if not tree:
+                return compile_text(name, query, tag)
             from ecq.language import parse_query
 
             return compile_query(name, parse_query(query), query, tag)

@@ -30,7 +30,7 @@ from typing import Any, Generic, NamedTuple, TypeVar, overload
 from ecq.compiler.conditions import PredFn, ValueFn, compile_predicate, compile_value, predicate_maker
 from ecq.compiler.filters import FilterId, filter_id, filter_key, filter_skeleton, literal_key
 from ecq.compiler.policy import Policy, has_policy
-from ecq.compiler.shapes import fields_of, literal_id, shape_parts
+from ecq.compiler.shapes import fields_of, literal_id, shape_parts, text_parts
 from ecq.errors import SemanticError
 from ecq.language.ast import (
     Agg,
@@ -362,7 +362,8 @@ class CompiledQuery:
 
 class _PackedTree:
     """``CompiledQuery.ast`` of a query read from a snapshot (service.server.snapshot)
-    with its syntax tree packed, as ``_packed_ast``: (how to unpack, the packed form).
+    with its syntax tree packed, or made from its tokens (:func:`compile_text`), as
+    ``_packed_ast``: (how to unpack, the packed form or the text).
     Matching never reads the tree, and unpacking the trees of 100,000 queries was a
     third of reading them: unpacked once, when first read (explain, formatting, a
     re-registration). A non-data descriptor: a query whose ``__dict__`` holds its tree
@@ -373,11 +374,16 @@ class _PackedTree:
     def __get__(self, instance: CompiledQuery | None, owner: type | None = None) -> Any:
         if instance is None:
             return self
-        packed = instance.__dict__.pop("_packed_ast", None)
+        state = instance.__dict__
+        packed = state.get("_packed_ast")
         if packed is None:
-            raise AttributeError(f"{type(instance).__name__!r} object has no attribute 'ast'")
+            tree = state.get("ast")  # unpacked meanwhile by another thread
+            if tree is None:
+                raise AttributeError(f"{type(instance).__name__!r} object has no attribute 'ast'")
+            return tree
         unpack, data = packed
-        tree = instance.__dict__["ast"] = unpack(data)
+        tree = state["ast"] = unpack(data)
+        state.pop("_packed_ast", None)
         return tree
 
 
@@ -427,7 +433,7 @@ _SHAPE_FREE = frozenset(
     [f.name for f in dataclasses.fields(CompiledQuery)]
     + ["length", "positives", "is_filter", "plain", "skeletal", "open_kleene", "trailing", "node_layout"]
     # The partition key reads PARTITION BY and WHERE's [attr] tests, both in the shape.
-    + ["partition"]
+    + ["partition", "mode"]
 )
 
 
@@ -449,21 +455,13 @@ def compile_query(
     key, classes, lits = parts
     ids = tuple([literal_id(lit.value) for lit in lits])
     within = ast.within
-    keyed_exact = False
-    with _SHAPES_LOCK:
-        hit = _SHAPES.get(key)
-        if hit is _EXACT:
-            _SHAPES.move_to_end(key)
-            key, keyed_exact = (key, ids), True
-            hit = _SHAPES.get(key)
-        if hit is not None:
-            _SHAPES.move_to_end(key)
-    if isinstance(hit, _Model) and (within is None or within <= MAX_WITHIN):
-        return _instance(hit, classes, lits, ids, name, ast, tag)
+    hit, key, keyed_exact = _lookup(key, ids)
+    if hit is not None and (within is None or within <= MAX_WITHIN):
+        return _instance(hit, classes, lits, ids, name, ast, within, tag)
     cq, compiler = _compile(name, ast, text, tag)
     # Computed once for the shape, and kept by every query made from it.
     cq.length, cq.positives, cq.is_filter, cq.plain, cq.skeletal, cq.open_kleene, cq.trailing  # noqa: B018
-    cq.node_layout, cq.partition  # noqa: B018
+    cq.node_layout, cq.partition, cq.mode  # noqa: B018
     model = _Model(cq, classes, lits, ids, compiler)
     exact = compiler.reads_values or not _literals_traced(model)
     if not exact:
@@ -482,20 +480,66 @@ def compile_query(
     return cq
 
 
+def compile_text(name: str, text: str, tag: str = "") -> CompiledQuery:
+    """``compile_query(name, parse_query(text), text, tag)``. A text whose tokens have the
+    shape of a query compiled before (its parse template and the texts the compiler's
+    shape keeps: ``ecq.compiler.shapes.text_parts``) is made from that query's model
+    straight from its tokens: its syntax tree is not built, but parsed from ``text``
+    when first read (``CompiledQuery.ast``), so registering many queries of a few
+    shapes neither fills nor walks a tree per query."""
+    parts = text_parts(text)
+    if parts is not None:
+        key, classes, lits, within = parts
+        ids = tuple([literal_id(lit.value) for lit in lits])
+        hit = _lookup(key, ids)[0]
+        if hit is not None and (within is None or within <= MAX_WITHIN):
+            return _instance(hit, classes, lits, ids, name, None, within, tag, text)
+    from ecq.language.parser import parse_query
+
+    return compile_query(name, parse_query(text), text, tag)
+
+
+def _lookup(key: Any, ids: tuple[Any, ...]) -> tuple[_Model | None, Any, bool]:
+    """The model kept for a query's shape key and literals' ids, the key it is kept
+    under (the shape's, or with the literals for a shape kept by literals), and
+    whether that is the latter."""
+    keyed_exact = False
+    with _SHAPES_LOCK:
+        hit = _SHAPES.get(key)
+        if hit is _EXACT:
+            _SHAPES.move_to_end(key)
+            key, keyed_exact = (key, ids), True
+            hit = _SHAPES.get(key)
+        if hit is not None:
+            _SHAPES.move_to_end(key)
+    return (hit if isinstance(hit, _Model) else None), key, keyed_exact
+
+
+def _parsed(text: str) -> Query:
+    """The syntax tree of a query made by :func:`compile_text` from its tokens, when
+    first read (``CompiledQuery.ast``)."""
+    from ecq.language.parser import parse_query
+
+    return parse_query(text)
+
+
 def _instance(
     model: _Model,
     classes: tuple[str, ...],
     lits: list[Any],
     ids: tuple[Any, ...],
     name: str,
-    ast: Query,
+    ast: Query | None,
+    within: float | None,
     tag: str,
+    text: str | None = None,
 ) -> CompiledQuery:
     """``model`` (a compiled query of the same shape) for ``ast``: named ``name``, its
     classes ``model.classes[i]`` renamed ``classes[i]``, its literals ``lits`` and its
-    window. Its predicates are shared when its literals are the model's (they read
-    components by position, never by class name), else made again from the model's
-    expressions with ``lits`` in place of the model's literals."""
+    window ``within``. Its predicates are shared when its literals are the model's
+    (they read components by position, never by class name), else made again from the
+    model's expressions with ``lits`` in place of the model's literals. Without
+    ``ast``, its tree is parsed from ``text`` when first read."""
     cq = model.cq
     comps = cq.comps
     state = model.state.copy()
@@ -563,10 +607,14 @@ def _instance(
             renamed.append(new_comp)
         comps = tuple(renamed)
     state["name"] = name
-    state["ast"] = ast
+    if ast is not None:
+        state["ast"] = ast
+    else:
+        del state["ast"]
+        state["_packed_ast"] = (_parsed, text)
     state["comps"] = comps
     state["tag"] = tag
-    state["window"] = ast.within
+    state["window"] = within
     new = _new(CompiledQuery)
     _set(new, "__dict__", state)
     return new

@@ -39,7 +39,7 @@ from typing import Any
 from ecq.compiler.policy import has_policy
 from ecq.language.ast import Arith, AttrRef, BoolOp, Compare, Component, Lit, Query
 
-__all__ = ["Shape", "Parts", "fields_of", "shape_of", "shape_parts", "literal_id"]
+__all__ = ["Shape", "Parts", "fields_of", "shape_of", "shape_parts", "literal_id", "text_parts"]
 
 # A query's shape key, its classes in order of first appearance (class ``i`` of the key
 # is ``classes[i]``) and its parameters (:func:`literal_id` of each literal, in the
@@ -96,7 +96,7 @@ def shape_parts(ast: Query) -> Parts | None:
     if origin is not None:
         known = origin.template.compiled_shapes.get(origin.values)
         if known is not None:
-            key, paths = known
+            key, paths, _ = known
             numbers = _class_numbers(ast)
             lits = [_at(ast, path) for path in paths]
             if numbers is not None and all(type(lit) is Lit for lit in lits):
@@ -105,8 +105,67 @@ def shape_parts(ast: Query) -> Parts | None:
     if origin is not None and parts is not None:
         paths = _paths_to(ast, parts[2])
         if paths is not None:
-            origin.template.compiled_shapes[origin.values] = (parts[0], paths)
+            template = origin.template
+            template.compiled_shapes[origin.values] = (parts[0], paths, _slots(template, paths))
     return parts
+
+
+# Where a query of a template finds each of its classes (in the order its components
+# name them, repeats included) and each of its literals (in the order of the shape's
+# ``lits``): a token's field (its index and the field, 1 the text, 5 the value), or what
+# the template holds there for every query of it (a pinned class name, a ``Lit``).
+Slots = tuple[tuple[tuple[int, int] | str, ...], tuple[tuple[int, int] | Lit, ...]]
+
+
+def _slots(template: Any, paths: list[tuple[str | int, ...]]) -> Slots | None:
+    """The :data:`Slots` of a template (``ecq.language.shapes``) whose queries have their
+    literals at ``paths``; None when they cannot be read from the tokens."""
+    tree = template.tree
+    classes: list[tuple[int, int] | str] = []
+    for comp in tree.pattern.items:
+        if comp.sub is not None:
+            return None
+        for cls in comp.classes:
+            classes.append(template.slot_of(cls) or str(cls))
+    lits: list[tuple[int, int] | Lit] = []
+    for path in paths:
+        node = _at(tree, path)
+        if type(node) is not Lit:
+            return None
+        lits.append(template.slot_of(node.value) or node)
+    return tuple(classes), tuple(lits)
+
+
+def text_parts(text: str) -> tuple[tuple[Any, ...], tuple[str, ...], list[Lit], float | None] | None:
+    """:func:`shape_parts` of the query ``text`` parses to, and its window, read from its
+    tokens alone: when its tokens have the shape of a parse template
+    (``ecq.language.shapes.template_of``) from which a query with the same texts kept as
+    written was compiled. None otherwise (or when the text does not tokenize: its
+    parse says why)."""
+    from ecq.errors import ParseError
+    from ecq.language.lexer import tokenize
+    from ecq.language.shapes import template_of
+
+    try:
+        tokens = tokenize(text)
+    except ParseError:
+        return None
+    template = template_of(tokens)
+    if template is None or template.as_written is None:
+        return None
+    known = template.compiled_shapes.get(tuple([tokens[i][1] for i in template.as_written]))
+    if known is None or known[2] is None:
+        return None
+    key, _, (class_slots, lit_slots) = known
+    classes = tuple(dict.fromkeys([s if type(s) is str else tokens[s[0]][s[1]] for s in class_slots]))
+    lits = [s if type(s) is Lit else _lit(tokens[s[0]][s[1]]) for s in lit_slots]  # type: ignore[index]
+    return key, classes, lits, template.within_of(tokens)
+
+
+def _lit(value: Any) -> Lit:
+    lit = object.__new__(Lit)
+    object.__setattr__(lit, "__dict__", {"value": value})
+    return lit
 
 
 def _class_numbers(ast: Query) -> dict[str, int] | None:

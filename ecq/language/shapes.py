@@ -52,7 +52,7 @@ from ecq.language.keywords import (
 )
 from ecq.language.lexer import IDENT, MONEY, NUMBER, PERCENT, STRING, Token, compiled_lexer, tokenize
 
-__all__ = ["WORDS", "Origin", "ShapeCache", "parse_cached", "parse_piece_cached", "shape_of"]
+__all__ = ["WORDS", "Origin", "ShapeCache", "parse_cached", "parse_piece_cached", "shape_of", "template_of"]
 
 # Every word the parser compares a token with (upper-cased): a name spelled like one of
 # them is never free. Beyond keywords.py's: the clause words, the strategies and skips,
@@ -183,7 +183,7 @@ def _nothing() -> None:
 class _Template:
     """An AST with placeholders, and how to fill them from another query's tokens."""
 
-    __slots__ = ("build", "spans", "pinned", "within", "as_written", "compiled_shapes")
+    __slots__ = ("tree", "build", "spans", "pinned", "within", "as_written", "compiled_shapes")
 
     def __init__(
         self,
@@ -194,6 +194,7 @@ class _Template:
         within: tuple[int, str | None] | None,
         as_written: tuple[int, ...] | None = None,
     ) -> None:
+        self.tree = ast  # with the placeholders
         self.build = _builder(ast, live)  # tokens -> a new Query
         self.spans = tuple(spans.items())  # (span path, index of the token it was written at)
         self.pinned = pinned
@@ -205,6 +206,20 @@ class _Template:
         self.as_written = as_written
         self.compiled_shapes: dict[tuple[str, ...], Any] = {}
 
+    def slot_of(self, value: Any) -> tuple[int, int] | None:
+        """Where a value of :attr:`tree` comes from in a query of this template: its
+        token's index and field (1 the text, 5 the value), or None when it is not a
+        placeholder (the same in every query of the template)."""
+        return _slot_of(value) if type(value) in _PLACEHOLDERS else None
+
+    def within_of(self, tokens: list[Token]) -> float | None:
+        """The window (WITHIN, in seconds) of the query of ``tokens``, as :meth:`fill`
+        makes it."""
+        if self.within is None:
+            return self.tree.within  # type: ignore[no-any-return]
+        index, unit = self.within
+        return duration_seconds(tokens[index][5], unit)  # type: ignore[arg-type]
+
     def fill(self, tokens: list[Token]) -> Query:
         query: Query = self.build(tokens)
         spans = {}
@@ -213,8 +228,7 @@ class _Template:
             spans[path] = (tok[2], tok[3], tok[1])
         _set(query, "spans", spans)
         if self.within is not None:
-            index, unit = self.within
-            _set(query, "within", duration_seconds(tokens[index][5], unit))  # type: ignore[arg-type]
+            _set(query, "within", self.within_of(tokens))
         as_written = self.as_written
         if as_written is not None:
             query.__dict__["_origin"] = Origin(self, tuple([tokens[i][1] for i in as_written]))
@@ -364,6 +378,15 @@ class ShapeCache:
 
     def parse(self, text: str) -> Query:
         return self.parse_tokens(text, tokenize(text))
+
+    def template_of(self, tokens: list[Token]) -> _Template | None:
+        """The template :meth:`parse_tokens` would fill for ``tokens``, or None (no
+        parse, and not counted as a hit or a miss)."""
+        shape = self._shapes.get(shape_of(tokens)[0])
+        if shape is None or shape.pinned is None:
+            return None
+        entry = shape.templates.get(tuple([tokens[i][1] for i in shape.pinned]))
+        return entry if type(entry) is _Template else None
 
     def parse_tokens(self, text: str, tokens: list[Token]) -> Query:
         """:meth:`parse` of ``text`` already split into ``tokens`` (for the parser's
@@ -559,6 +582,13 @@ def parse_cached(text: str, parse_tokens: Callable[[str, list[Token]], Query]) -
     if cache is None:
         cache = _CACHE = ShapeCache(parse_tokens)
     return cache.parse(text)
+
+
+def template_of(tokens: list[Token]) -> _Template | None:
+    """The template of the process's shape cache (:func:`parse_cached`) that parsing the
+    query of ``tokens`` would fill, or None."""
+    cache = _CACHE
+    return None if cache is None else cache.template_of(tokens)
 
 
 def parse_piece_cached(

@@ -244,7 +244,8 @@ def _compile(name: str, spec: QuerySpec) -> CompiledQuery:
     if "pattern" in spec:
         check_pattern_size(spec["pattern"])
     try:
-        cq = Engine.compile(name, spec_query(spec))
+        # (Its tree is read at once below: parsed first.)
+        cq = Engine.compile(name, spec_query(spec), tree=True)
     except RecursionError:  # nested so deep the parser ran out of stack
         raise SemanticError("the query is nested too deeply") from None
     check_query_bounds(cq.ast)

@@ -529,14 +529,17 @@ class _Pickler(pickle.Pickler):
         derived from the tree and read at every start (its partition key, its mode, its
         classes) is computed first, so that a start does not unpack or compute it; and
         so is a conjunction's shape, which the compiled kernel's first event reads."""
-        if "ast" not in cq.__dict__:
+        if "ast" not in cq.__dict__ and cq.__dict__["_packed_ast"][0] is _unpack_tree:
             return NotImplemented  # still packed (read from a snapshot): as it is
         cq.partition, cq.mode, cq.classes()  # noqa: B018 - kept once made: computed into the state
         kernel_shape(cq)
         state = self._values.state(cq.__dict__)
-        body = io.BytesIO()
-        _TreePickler(body, self._objects, self._special).dump(state.pop("ast"))
-        state["_packed_ast"] = (_unpack_tree, body.getvalue())
+        if "ast" in state:
+            body = io.BytesIO()
+            _TreePickler(body, self._objects, self._special).dump(state.pop("ast"))
+            state["_packed_ast"] = (_unpack_tree, body.getvalue())
+        # (else compiled from its tokens, its tree not made: kept as its text, parsed
+        # when first read; ecq.compiler.query.compile_text)
         return (_NEWOBJ, (CompiledQuery,), state, None, None, _set_dict)
 
 

@@ -13,16 +13,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ecq.compiler import query as query_module
-from ecq.compiler.query import CompiledQuery, compile_query
+from ecq.compiler.query import CompiledQuery, compile_query, compile_text
 from ecq.compiler.shapes import shape_of
 from ecq.engine import Engine
 from ecq.errors import BatchQueryError, DuplicateQueryError, ParseError, QueryError, SemanticError
 from ecq.event import Event
 from ecq.kernel.select import status
-from ecq.language import parse_query
+from ecq.evaluation.workload import Workload, condition_queries, credit_card_workload, events
+from ecq.language import format_query, parse_query
+from ecq.language.parser import parse_query_fresh
 from ecq.language.ast import from_json
 from ecq.match import Match
 from tests.ecq.test_properties import CLASSES, as_reference, scenarios
+from service.bench.runner import fresh
 from tests.match_share import min_share, record
 from tests.strategies import partitioned_sets, query_sets_full
 
@@ -632,3 +635,61 @@ def test_a_shape_read_from_the_parsers_template_is_the_shape_walked(pattern: str
             cq = compile_query(f"q{i}", ast, text, "#0")
             assert _form(cq) == _form(compile_query(f"q{i}", ast, text, "#0", shapes=False))
     assert templated >= 3
+
+
+@min_share(0.25)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(query_sets_full(CLASSES)), st.booleans())
+def test_queries_compiled_from_their_tokens_are_those_compiled_anew(ops: list[tuple[Any, ...]], compiled: bool) -> None:
+    """Each query compiled from its text after others of its shape with other classes,
+    literals and window (so from its tokens where its shape allows, its tree not built:
+    ``compile_text``) has the compiled form of the query compiled without any cache,
+    its tree (parsed when read) included, and gives the same matches on both kernels."""
+    if compiled and not status().compiled:
+        compiled = False
+
+    def from_tokens(name: str, spec: Any) -> Any:
+        query_module._SHAPES.clear()
+        other = format_query(from_json(_relit(_renamed(spec, RENAME))))
+        # Parsed twice, the shape has a template; compiled from it, the template knows
+        # the compiler's shape.
+        for _ in range(3):
+            compile_text("other", other, "#0")
+        return compile_text(name, format_query(from_json(spec)), "#0")
+
+    out = _both_compiled(_accepted(ops), compiled, from_tokens)
+    record([as_reference(m) for m in out[0]])
+    assert _seen(out[1]) == _seen(out[0])
+
+
+def _workload(name: str) -> tuple[list[tuple[str, str]], list[Event]]:
+    if name == "card":
+        queries, stream = credit_card_workload(n_queries=200, n_events=3000)
+        return queries, list(stream)
+    w = Workload(n_queries=200, n_sources=20, n_classes=10, n_attrs=1, seed=3)
+    return condition_queries(w, 1), list(events(w, 3000))
+
+
+@pytest.mark.parametrize("workload", ["conditions", "card"])
+@pytest.mark.parametrize("compiled", KERNELS)
+def test_a_workload_registered_as_texts_is_compiled_from_tokens_as_compiled_anew(
+    compiled: bool, workload: str
+) -> None:
+    """Queries of a few shapes registered as texts are compiled from their tokens (no
+    tree built, nearly all of them); they give the matches of the queries compiled
+    without any cache, and their trees, parsed when read, are the parser's."""
+    queries, stream = _workload(workload)
+    by_text = Engine(compiled=compiled)
+    by_text.register_many(queries)
+    direct = [cq for cq in by_text.queries() if "ast" not in vars(cq)]
+    # (A shape's first three queries are parsed: the card workload's 200 have dozens.)
+    assert len(direct) > 0.5 * len(queries)
+    anew = Engine(compiled=compiled)
+    anew.register_many([(n, compile_query(n, parse_query_fresh(t), t, "", shapes=False)) for n, t in queries])
+    want = [(m.query, m.arrivals()) for m in anew.process(fresh(stream))]
+    assert len({q for q, _ in want}) > 20  # non-vacuous
+    assert [(m.query, m.arrivals()) for m in by_text.process(fresh(stream))] == want
+    texts = dict(queries)
+    for cq in direct:
+        assert cq.ast == parse_query_fresh(texts[cq.name]) and "ast" in vars(cq)
+        assert cq.ast.spans == parse_query_fresh(texts[cq.name]).spans
