@@ -17,15 +17,15 @@ from ecq.compiler.query import CompiledQuery, compile_query, compile_text
 from ecq.compiler.shapes import shape_of
 from ecq.engine import Engine
 from ecq.errors import BatchQueryError, DuplicateQueryError, ParseError, QueryError, SemanticError
+from ecq.evaluation.workload import Workload, condition_queries, credit_card_workload, events
 from ecq.event import Event
 from ecq.kernel.select import status
-from ecq.evaluation.workload import Workload, condition_queries, credit_card_workload, events
 from ecq.language import format_query, parse_query
-from ecq.language.parser import parse_query_fresh
 from ecq.language.ast import from_json
+from ecq.language.parser import parse_query_fresh
 from ecq.match import Match
-from tests.ecq.test_properties import CLASSES, as_reference, scenarios
 from service.bench.runner import fresh
+from tests.ecq.test_properties import CLASSES, as_reference, scenarios
 from tests.match_share import min_share, record
 from tests.strategies import partitioned_sets, query_sets_full
 
