@@ -37,7 +37,10 @@ import dataclasses
 from typing import Any
 
 from ecq.compiler.policy import has_policy
+from ecq.errors import ParseError
 from ecq.language.ast import Arith, AttrRef, BoolOp, Compare, Component, Lit, Query
+from ecq.language.lexer import tokenize
+from ecq.language.shapes import template_of
 
 __all__ = ["Shape", "Parts", "fields_of", "shape_of", "shape_parts", "literal_id", "text_parts"]
 
@@ -102,12 +105,31 @@ def shape_parts(ast: Query) -> Parts | None:
             if numbers is not None and all(type(lit) is Lit for lit in lits):
                 return key, tuple(numbers), lits
     parts = _shape_parts(ast)
-    if origin is not None and parts is not None:
+    if parts is None:
+        return None
+    parts = (_interned(parts[0]), parts[1], parts[2])
+    if origin is not None:
         paths = _paths_to(ast, parts[2])
         if paths is not None:
             template = origin.template
             template.compiled_shapes[origin.values] = (parts[0], paths, _slots(template, paths))
     return parts
+
+
+# One object per shape key kept with a template: the compiler's cache of shapes finds a
+# key by identity before comparing it field by field (a tenth of compiling a query of a
+# known shape). Bounded as that cache is, by starting again.
+_KEYS: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+_KEYS_MAX = 8192
+
+
+def _interned(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    found = _KEYS.get(key)
+    if found is None:
+        if len(_KEYS) >= _KEYS_MAX:
+            _KEYS.clear()
+        found = _KEYS[key] = key
+    return found
 
 
 # Where a query of a template finds each of its classes (in the order its components
@@ -142,10 +164,6 @@ def text_parts(text: str) -> tuple[tuple[Any, ...], tuple[str, ...], list[Lit], 
     (``ecq.language.shapes.template_of``) from which a query with the same texts kept as
     written was compiled. None otherwise (or when the text does not tokenize: its
     parse says why)."""
-    from ecq.errors import ParseError
-    from ecq.language.lexer import tokenize
-    from ecq.language.shapes import template_of
-
     try:
         tokens = tokenize(text)
     except ParseError:
