@@ -433,8 +433,12 @@ class ShapeCache:
             values = tuple([tokens[i][1] for i in shape.pinned])
             if values not in shape.templates:
                 self._grow()
-            shape.templates[values] = made if made is not None and made.pinned == shape.pinned else None
-        return query
+            kept = made if made is not None and made.pinned == shape.pinned else None
+            shape.templates[values] = kept
+        # The query as its template fills it (equal to the parser's, checked): compiling
+        # it teaches the template the compiler's shape, and the next query of the shape
+        # is compiled from its tokens (ecq.compiler.shapes.text_parts).
+        return query if kept is None else kept.fill(tokens)
 
     def _grow(self) -> None:
         """Count one more entry (a shape, or a shape's pinned values); past the bound the
