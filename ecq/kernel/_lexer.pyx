@@ -276,20 +276,17 @@ cdef class Lexer:
                     continue
                 text = tok[1]
                 if text.isascii():
-                    key.append((by_text.setdefault(text, i), by_key.setdefault(upper, i)))
+                    key.append(f"\x01{by_text.setdefault(text, i)}.{by_key.setdefault(upper, i)}")
                 else:
                     key.append(
-                        (
-                            by_text.setdefault(text, i),
-                            by_key.setdefault(upper, i),
-                            by_key.setdefault("\x00" + text.lower(), i),
-                        )
+                        f"\x01{by_text.setdefault(text, i)}.{by_key.setdefault(upper, i)}"
+                        f".{by_key.setdefault(chr(0) + text.lower(), i)}"
                     )
                 free.append(i)
             elif kind in literals:
                 value = tok[5]
-                key.append((kind, type(value), by_text.setdefault(value, i)))
+                key.append(f"\x02{kind}.{type(value).__name__}.{by_text.setdefault(value, i)}")
                 free.append(i)
             else:
                 key.append(tok[1])
-        return tuple(key), free
+        return "\x00".join(key), free

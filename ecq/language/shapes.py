@@ -109,18 +109,26 @@ def _placeholder(kind: type, base: Any, slot: tuple[int, str]) -> Any:
     return ph
 
 
-def shape_of(tokens: list[Token]) -> tuple[tuple[object, ...], list[int]]:
-    """The shape key of ``tokens`` and the indexes of its free tokens."""
+def shape_of(tokens: list[Token]) -> tuple[str, list[int]]:
+    """The shape key of ``tokens`` and the indexes of its free tokens.
+
+    The key is one string (one comparison when it is looked up): the tokens' parts
+    joined by NUL, a token the parser reads as written as its text (no token's text
+    holds a NUL or starts with \\x01 or \\x02), a free name as ``\\x01``, the index
+    of the first free token of equal text and of the first of equal upper-cased text
+    (and, outside ASCII, of equal lower-cased text), a literal as ``\\x02``, its
+    kind, its value's type and the index of the first free token of equal text or
+    value."""
     lexer = compiled_lexer()
     if lexer is not None:
-        got: tuple[tuple[object, ...], list[int]] = lexer.shape(tokens, WORDS)
+        got: tuple[str, list[int]] = lexer.shape(tokens, WORDS)
         return got
     return _shape_of(tokens)
 
 
-def _shape_of(tokens: list[Token]) -> tuple[tuple[object, ...], list[int]]:
+def _shape_of(tokens: list[Token]) -> tuple[str, list[int]]:
     """:func:`shape_of` in Python (the compiled kernel's lexer does the same in C)."""
-    key: list[object] = []
+    key: list[str] = []
     append = key.append
     free: list[int] = []
     # Per free token, the first free token equal to it: by text, and as the parser
@@ -138,24 +146,21 @@ def _shape_of(tokens: list[Token]) -> tuple[tuple[object, ...], list[int]]:
                 continue
             text = tok[1]
             if text.isascii():
-                append((by_text.setdefault(text, i), by_key.setdefault(upper, i)))
+                append(f"\x01{by_text.setdefault(text, i)}.{by_key.setdefault(upper, i)}")
             else:
                 append(
-                    (
-                        by_text.setdefault(text, i),
-                        by_key.setdefault(upper, i),
-                        by_key.setdefault("\x00" + text.lower(), i),
-                    )
+                    f"\x01{by_text.setdefault(text, i)}.{by_key.setdefault(upper, i)}"
+                    f".{by_key.setdefault(chr(0) + text.lower(), i)}"
                 )
             free.append(i)
         elif kind in literals:
             value = tok[5]
             # A string may be a name (QUERY 'x', AS 'y'): in the names' classes too.
-            append((kind, type(value), by_text.setdefault(value, i)))
+            append(f"\x02{kind}.{type(value).__name__}.{by_text.setdefault(value, i)}")
             free.append(i)
         else:
             append(tok[1])
-    return tuple(key), free
+    return "\x00".join(key), free
 
 
 class Origin:
@@ -366,7 +371,7 @@ class ShapeCache:
     ) -> None:
         self._parse = parse_tokens
         self._max = max_shapes
-        self._shapes: dict[tuple[object, ...], _Shape] = {}
+        self._shapes: dict[str, _Shape] = {}
         self._entries = 0
         self._lock = threading.Lock()
         self.hits = 0
