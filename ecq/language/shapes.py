@@ -36,6 +36,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import fields, is_dataclass
+from functools import cache
 from typing import Any
 
 from ecq.errors import ParseError
@@ -275,7 +276,7 @@ def _as_written(ast: Query, fresh: Query, tokens: list[Token]) -> tuple[int, ...
         elif cls is tuple:
             for x in node:
                 walk(x, owner, name)
-        elif is_dataclass(node) and not isinstance(node, type):
+        elif _is_node(cls):
             for f in _fields(cls):
                 if f != "spans":
                     walk(getattr(node, f), cls, f)
@@ -286,6 +287,14 @@ def _as_written(ast: Query, fresh: Query, tokens: list[Token]) -> tuple[int, ...
 
 _new = object.__new__
 _set = object.__setattr__
+# A token made by hand (NamedTuple's _replace goes through a keyword-argument call).
+_new_token = tuple.__new__
+
+
+@cache
+def _is_node(cls: type) -> bool:
+    """Whether instances of ``cls`` are nodes of a syntax tree (dataclass instances)."""
+    return is_dataclass(cls)
 Builder = Callable[[list[Token]], Any]
 
 
@@ -483,12 +492,12 @@ def _make_template(
         for i, tok in enumerate(tokens):
             # Each token at line i, column 0: a span or an error names its token's index.
             if i in pinned or i not in free_tokens:
-                marked.append(tok._replace(line=i, column=0))
+                marked.append(_new_token(Token, (tok[0], tok[1], i, 0, tok[4], tok[5])))
                 continue
             kind, raw, value = tok[0], tok[1], tok[5]
             ph_text = _placeholder(_PhStr, f"\x00{i}", (i, "text"))
             if kind == IDENT:
-                marked.append(tok._replace(text=ph_text, line=i, column=0))
+                marked.append(_new_token(Token, (kind, ph_text, i, 0, tok[4], value)))
                 slots[(i, "text")] = tok
             else:
                 if isinstance(value, str):
@@ -497,7 +506,7 @@ def _make_template(
                     ph_value = _placeholder(_PhInt, 10**40 + i, (i, "value"))
                 else:
                     ph_value = _placeholder(_PhFloat, 1e10 + i, (i, "value"))
-                marked.append(tok._replace(text=ph_text, line=i, column=0, value=ph_value))
+                marked.append(_new_token(Token, (kind, ph_text, i, 0, tok[4], ph_value)))
                 slots[(i, "text")] = tok
                 slots[(i, "value")] = tok
             del raw
@@ -563,7 +572,7 @@ def _walk(node: Any, parent: Any, live: set[int], landed: dict[int, bool], bad: 
         holds = False
         for x in node:
             holds |= _walk(x, parent, live, landed, bad)
-    elif is_dataclass(node) and not isinstance(node, type):
+    elif _is_node(cls):
         holds = False
         for f in _fields(cls):
             if f == "spans":
