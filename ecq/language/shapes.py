@@ -36,7 +36,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import fields, is_dataclass
-from functools import cache
 from typing import Any
 
 from ecq.errors import ParseError
@@ -291,10 +290,15 @@ _set = object.__setattr__
 _new_token = tuple.__new__
 
 
-@cache
+_NODES: dict[type, bool] = {}
+
+
 def _is_node(cls: type) -> bool:
     """Whether instances of ``cls`` are nodes of a syntax tree (dataclass instances)."""
-    return is_dataclass(cls)
+    found = _NODES.get(cls)
+    if found is None:
+        found = _NODES[cls] = is_dataclass(cls)
+    return found
 Builder = Callable[[list[Token]], Any]
 
 
