@@ -1,7 +1,8 @@
 """Which kernel runs, and why: the one place that imports the compiled modules
 (ecq/kernel/_*.pyx). It imports nothing else of the engine: ``ecq.event`` and
-``ecq.match`` ask it for their base classes while they are being imported
-(``ecq.kernel.make`` makes kernels, readers and writers from what it loads).
+``ecq.match`` ask it for their base classes while they are being imported, and
+``ecq.language.lexer`` for the compiled lexer (``ecq.kernel.make`` makes kernels,
+readers and writers from what it loads).
 
 The compiled kernel is used when it is built and loads, unless ``SCEMON_PURE`` is set
 (to anything but "0") or a network asks for the pure one (``Engine(compiled=False)``,
