@@ -9,7 +9,9 @@
   (per-source summaries), ``_events`` (events, matches, reading and writing them),
   ``_constants`` (what is derived from the registered queries), ``_assembly``,
   ``_conjunction`` (conjunctions: presence and assembly), ``_phases`` (test and insert
-  phases) and ``_kernel`` (the kernel object and its event loop).
+  phases) and ``_kernel`` (the kernel object and its event loop); built with them,
+  ``_lexer`` (the query lexer's common path and a query's shape key, for
+  ``ecq.language``).
 - ``select.py``: which kernel runs, and why (``status()``); the only module that
   imports the compiled modules.
 - ``make.py``: a network's kernel (``make_kernel``), the event reader and the match
