@@ -278,7 +278,9 @@ def _as_written(ast: Query, fresh: Query, tokens: list[Token]) -> tuple[int, ...
         elif _is_node(cls):
             for f in _fields(cls):
                 if f != "spans":
-                    walk(getattr(node, f), cls, f)
+                    value = getattr(node, f)
+                    if type(value) not in _LEAVES:
+                        walk(value, cls, f)
 
     walk(ast, Query, "")
     return tuple(sorted(kept))
@@ -290,6 +292,8 @@ _set = object.__setattr__
 _new_token = tuple.__new__
 
 
+# The plain values of a tree, as types: a placeholder is of a subclass of one.
+_LEAVES = frozenset({str, int, float, bool, type(None)})
 _NODES: dict[type, bool] = {}
 
 
@@ -572,6 +576,8 @@ def _walk(node: Any, parent: Any, live: set[int], landed: dict[int, bool], bad: 
             bad.add(index)
         live.add(id(node))
         return True
+    if cls in _LEAVES:
+        return False
     if cls is tuple:
         holds = False
         for x in node:
@@ -581,7 +587,10 @@ def _walk(node: Any, parent: Any, live: set[int], landed: dict[int, bool], bad: 
         for f in _fields(cls):
             if f == "spans":
                 continue
-            holds |= _walk(getattr(node, f), node, live, landed, bad)
+            value = getattr(node, f)
+            # (a plain value holds no placeholder: a placeholder is of a subclass)
+            if type(value) not in _LEAVES:
+                holds |= _walk(value, node, live, landed, bad)
     elif isinstance(node, (str, int, float, bool, type(None))):
         return False
     else:
