@@ -55,6 +55,47 @@ cdef inline bint _break(char c) noexcept:
 DEF _MAX_DIGITS = 18
 
 
+cdef inline Py_ssize_t _name_end(const char* s, Py_ssize_t i, Py_ssize_t n) noexcept:
+    """The end of the name whose first character is at ``i``: name characters, and a
+    "-" directly between two of them."""
+    i += 1
+    while i < n and _word(s[i]):
+        i += 1
+    while i + 1 < n and s[i] == b'-' and _word(s[i + 1]):
+        i += 2
+        while i < n and _word(s[i]):
+            i += 1
+    return i
+
+
+cdef inline Py_ssize_t _digits_end(const char* s, Py_ssize_t i, Py_ssize_t n) noexcept:
+    """The end of the run of digits from ``i``, and of its fraction (".5") if any."""
+    while i < n and _digit(s[i]):
+        i += 1
+    if i + 1 < n and s[i] == b'.' and _digit(s[i + 1]):
+        i += 2
+        while i < n and _digit(s[i]):
+            i += 1
+    return i
+
+
+cdef object _number(str text, const char* s, Py_ssize_t start, Py_ssize_t end, bint whole):
+    """The value of the number written at ``start:end``: an int when ``whole`` (digits
+    only), else a float; None when the Python lexer must read it (out of range, or
+    too many digits for a C integer)."""
+    cdef long long value = 0
+    cdef double real
+    cdef Py_ssize_t j
+    if not whole:
+        real = float(text[start:end])
+        return real if isfinite(real) else None
+    if end - start > _MAX_DIGITS:
+        return None
+    for j in range(start, end):
+        value = value * 10 + (s[j] - 48)
+    return value
+
+
 cdef class Lexer:
     """The lexer's common path and the shape key, made with the Python lexer's own token
     class, kinds and operator table (this module imports nothing of the language)."""
@@ -100,9 +141,7 @@ cdef class Lexer:
         cdef const char* s
         cdef char c, d
         cdef long line = 1, column = 1
-        cdef long long whole
-        cdef bint fraction, percent
-        cdef double value
+        cdef bint whole
         cdef str raw
         cdef object number
         if not text.isascii():
@@ -120,14 +159,7 @@ cdef class Lexer:
                 continue
             start = i
             if _letter(c):
-                i += 1
-                while i < n and _word(s[i]):
-                    i += 1
-                # a "-" directly between two name characters is part of the name
-                while i + 1 < n and s[i] == b'-' and _word(s[i + 1]):
-                    i += 2
-                    while i < n and _word(s[i]):
-                        i += 1
+                i = _name_end(s, i, n)
                 raw = text[start:i]
                 append(self._tok(self.ident, raw, line, column, raw.upper(), None))
             elif c == b'-' and i + 1 < n and s[i + 1] == b'-':
@@ -144,37 +176,24 @@ cdef class Lexer:
                 column = 1
                 continue
             elif _digit(c):
-                while i < n and _digit(s[i]):
-                    i += 1
-                fraction = False
-                if i + 1 < n and s[i] == b'.' and _digit(s[i + 1]):
-                    fraction = True
-                    i += 2
-                    while i < n and _digit(s[i]):
-                        i += 1
+                i = _digits_end(s, i, n)
+                whole = True
+                for j in range(start, i):
+                    if s[j] == b'.':
+                        whole = False
                 if i < n and (s[i] == b'e' or s[i] == b'E'):
                     j = i + 1
                     if j < n and (s[j] == b'+' or s[j] == b'-'):
                         j += 1
                     if j < n and _digit(s[j]):
-                        fraction = True
+                        whole = False
                         i = j
                         while i < n and _digit(s[i]):
                             i += 1
-                percent = i < n and s[i] == b'%'
-                if fraction:
-                    value = float(text[start:i])
-                    if not isfinite(value):
-                        return None
-                    number = value
-                else:
-                    if i - start > _MAX_DIGITS:
-                        return None
-                    whole = 0
-                    for j in range(start, i):
-                        whole = whole * 10 + (s[j] - 48)
-                    number = whole
-                if percent:
+                number = _number(text, s, start, i, whole)
+                if number is None:
+                    return None
+                if i < n and s[i] == b'%':
                     i += 1
                     append(self._tok(self.percent, text[start:i], line, column, "<PERCENT>", number / 100))
                 else:
@@ -193,27 +212,14 @@ cdef class Lexer:
                 append(self._tok(self.string, raw, line, column, "<STRING>", raw[1:-1]))
             elif c == b'$':
                 if i + 1 < n and _digit(s[i + 1]):
-                    i += 1
-                    while i < n and _digit(s[i]):
-                        i += 1
-                    fraction = False
-                    if i + 1 < n and s[i] == b'.' and _digit(s[i + 1]):
-                        fraction = True
-                        i += 2
-                        while i < n and _digit(s[i]):
-                            i += 1
-                    if fraction:
-                        value = float(text[start + 1:i])
-                        if not isfinite(value):
-                            return None
-                        number = value
-                    else:
-                        if i - start - 1 > _MAX_DIGITS:
-                            return None
-                        whole = 0
-                        for j in range(start + 1, i):
-                            whole = whole * 10 + (s[j] - 48)
-                        number = whole
+                    i = _digits_end(s, i + 1, n)
+                    whole = True
+                    for j in range(start + 1, i):
+                        if s[j] == b'.':
+                            whole = False
+                    number = _number(text, s, start + 1, i, whole)
+                    if number is None:
+                        return None
                     append(self._tok(self.money, text[start:i], line, column, "<MONEY>", number))
                 elif i + 2 < n and (s[i + 1] == b'x' or s[i + 1] == b'X') and _digit(s[i + 2]):
                     i += 2
@@ -227,13 +233,7 @@ cdef class Lexer:
             elif c == b'@':
                 if not (i + 1 < n and _letter(s[i + 1])):
                     return None
-                i += 2
-                while i < n and _word(s[i]):
-                    i += 1
-                while i + 1 < n and s[i] == b'-' and _word(s[i + 1]):
-                    i += 2
-                    while i < n and _word(s[i]):
-                        i += 1
+                i = _name_end(s, i + 1, n)
                 append(self._tok(self.derived, text[start:i], line, column, "<DERIVED>", None))
             else:
                 d = s[i + 1] if i + 1 < n else 0
