@@ -529,7 +529,7 @@ class _Pickler(pickle.Pickler):
         derived from the tree and read at every start (its partition key, its mode, its
         classes) is computed first, so that a start does not unpack or compute it; and
         so is a conjunction's shape, which the compiled kernel's first event reads."""
-        if "ast" not in cq.__dict__ and cq.__dict__["_packed_ast"][0] is _unpack_tree:
+        if "ast" not in cq.__dict__ and cq.__dict__.get("_packed_ast", (None,))[0] is _unpack_tree:
             return NotImplemented  # still packed (read from a snapshot): as it is
         cq.partition, cq.mode, cq.classes()  # noqa: B018 - kept once made: computed into the state
         kernel_shape(cq)

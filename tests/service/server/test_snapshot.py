@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from ecq.engine import Engine
 from ecq.evaluation.workload import credit_card_workload
 from ecq.event import Event
+from ecq.language.parser import parse_query_fresh
 from ecq.language.printer import format_query
 from service.server import snapshot
 from service.server.snapshot import HeadDigest, Header, Stale
@@ -204,6 +205,27 @@ def test_a_snapshot_of_thousands_of_queries_gives_the_same_matches(tmp_path: Pat
     assert len({q for q, *_ in want}) > 50  # non-vacuous: many queries match
     _, stream = credit_card_workload(n_queries=1500, n_events=4000)  # processing marks the events
     assert [(m.query, m.src, m.start, m.end) for m in loaded.process(stream)] == want
+
+
+def test_a_query_compiled_from_its_tokens_is_written_as_its_text(tmp_path: Path) -> None:
+    """A query compiled from its tokens (its tree never built: nearly every query of a
+    workload of a few shapes) is written with its text, not a packed tree, and read
+    back with the tree its text parses to, when first asked for."""
+    queries, _ = credit_card_workload(n_queries=300, n_events=10)
+    texts = dict(queries)
+    original = Engine()
+    original.register_many(queries)
+    untreed = {cq.name for cq in original.queries() if "ast" not in vars(cq)}
+    assert len(untreed) > 150
+    path = tmp_path / "engine.snapshot"
+    written(original, path)
+    loaded = read_back(path)
+    for cq in loaded.queries():
+        if cq.name in untreed:
+            assert vars(cq)["_packed_ast"][1] == texts[cq.name]
+            assert cq.ast == parse_query_fresh(texts[cq.name])
+        else:
+            assert vars(cq)["_packed_ast"][0] is snapshot._unpack_tree
 
 
 def _compiled_closures(text: str) -> list[types.FunctionType]:
