@@ -57,6 +57,10 @@ from ecq.structures.ecq import BLOCKS, ECQ, CLink, RCLink, SlotFilter
 from ecq.structures.qstate import QState
 from ecq.time.windows import Windows
 
+# A tuple subclass's instance made without its class's own ``__new__`` (a named tuple's
+# is a Python function: a bulk registration makes a CLink per class of every query).
+_new_tuple = tuple.__new__
+
 if TYPE_CHECKING:
     from ecq.kernel.interface import Kernel, Tested
 
@@ -199,7 +203,7 @@ class Network:
         to be remade once, at the end. No event may be processed in between."""
         if self._bulk is None:
             self._bulk = set()
-            self._bulk_bits = _BulkBits()
+            self._bulk_bits = _BulkBits(self.ecqs)
 
     def end_bulk(self) -> None:
         """Remake what :meth:`begin_bulk` deferred."""
@@ -236,20 +240,24 @@ class Network:
     def _add_node(self, cq: CompiledQuery, moment: int, clock: float) -> QState:
         qs = QState(cq, self._alloc_bit(), self._order, moment)
         self._order += 1
-        bit = qs.bit
-        for cls in qs.classes:
-            if cls not in self.ecqs:
-                self.ecqs[cls] = ECQ(cls)
+        ecqs = self.ecqs
+        classes = qs.classes
+        for cls in classes:
+            if cls not in ecqs:
+                ecqs[cls] = ECQ(cls)
+        bulk = self._bulk_bits
         if qs.fast:
-            self._link_skeleton(qs)
+            if bulk is not None:
+                self._link_skeleton_bulk(qs, bulk)
+            else:
+                self._link_skeleton(qs)
         else:
             last_positive = cq.positives[-1]
             counted = self.counts_conjunctions and by_presence(qs)
-            bulk = self._bulk_bits
             linked: set[str] = set()
             for k, comp in enumerate(cq.comps):
                 for cls in comp.classes:
-                    ecq = self.ecqs[cls]
+                    ecq = ecqs[cls]
                     ecq.clt.append(CLink(qs, k))
                     if cq.kind == KIND_OR:
                         ecq.disj.append(CLink(qs, k))
@@ -266,24 +274,29 @@ class Network:
                         elif cq.kind != KIND_SEQ or k == last_positive:
                             ecq.general_final.append(CLink(qs, k))
                             ecq.lone_gates = None
-        if cq.stores and cq.window is not None:
-            for cls in qs.classes:
-                self.ecqs[cls].set_windows(clock, add=cq.window)
+        window = cq.window
+        if window is not None and cq.stores:
+            if bulk is not None:
+                bulk.add_windows(classes, window, clock)
+            else:
+                for cls in classes:
+                    ecqs[cls].set_windows(clock, add=window)
         if self._bulk is None:
-            for cls in qs.classes:
-                self.ecqs[cls].refresh()
+            for cls in classes:
+                ecqs[cls].refresh()
         else:
-            self._bulk.update(qs.classes)
+            self._bulk.update(classes)
         self.by_bit[qs.bitno] = qs
         if cq.policy is not None:
             self.policies[qs.bitno] = qs.policy = PolicyState(cq, clock)
             if cq.policy.logs and self.source_log is None:
                 self.source_log = SourceLog()
-        if cq.window is not None:
-            if self._bulk_bits is not None:
-                self._bulk_bits.add(self._window_bits, cq.window, qs.bitno)
+        if window is not None:
+            if bulk is not None:
+                bulk.add(self._window_bits, window, qs.bitno)
             else:
-                self._window_bits[cq.window] = self._window_bits.get(cq.window, 0) | bit
+                # (The bit made here only: as wide as the number of nodes.)
+                self._window_bits[window] = self._window_bits.get(window, 0) | qs.bit
         if self._bulk is None:
             self._rebuild_windows()
         return qs
@@ -292,12 +305,6 @@ class Network:
         """A node of the kernels: its skeleton's positions in the CLTs, filters and
         R-CLTs as a plain sequence's; a negated component's classes (its blockers) and a
         Kleene component's (its group) keep their instances (``general_uses``)."""
-        # In a bulk registration the bits join the masks at the end, each mask made once
-        # (an OR per query copies a mask as long as the number of queries).
-        bulk = self._bulk_bits
-        if bulk is not None:
-            self._link_skeleton_bulk(qs, bulk)
-            return
         cq = qs.cq
         bit = qs.bit
         slots = qs.slots
@@ -325,34 +332,35 @@ class Network:
                     self.ecqs[cls].general_uses += 1
 
     def _link_skeleton_bulk(self, qs: QState, bulk: _BulkBits) -> None:
-        """:meth:`_link_skeleton` in a bulk registration: the same links, the bits
-        left to :meth:`_BulkBits.flush` (inlined: it runs per position of every query
-        of a batch)."""
+        """:meth:`_link_skeleton` in a bulk registration: the same links, the bits left
+        to :meth:`_BulkBits.flush` (each mask made once: an OR per query copies a mask
+        as long as the number of queries). Inlined: it runs per position of every
+        query of a batch."""
         cq = qs.cq
         comps = cq.comps
+        slots = qs.slots
         last = qs.steps - 1
         bitno = qs.bitno
-        ecqs = self.ecqs
-        pending = bulk.pending
-        # Per (class, position, whether the position is the query's last): the ECQ, its
-        # slot, and the lists of bit numbers waiting for its masks, found once a batch.
-        places = bulk.places
+        # Per position (and whether it is the query's last), per class: the ECQ, its
+        # slot and the lists of bit numbers waiting for its masks, found once a batch
+        # (keyed by position, then class: no key tuple made and hashed per class).
+        rows_final, rows_more = bulk.final, bulk.more
         pred_classes: frozenset[str] | None = None
-        for p, i in enumerate(qs.slots):
+        for p, i in enumerate(slots):
             comp = comps[i]
             filt = comp.filter
             is_last = p == last
+            rows = rows_final if is_last else rows_more
+            row = rows.get(p)
+            if row is None:
+                row = rows[p] = {}
             for cls in comp.classes:
-                place = places.get((cls, p, is_last))
+                place = row.get(cls)
                 if place is None:
-                    ecq = ecqs[cls]
-                    slot = ecq.seq_filters.get(p)
-                    if slot is None:
-                        slot = ecq.seq_filters[p] = SlotFilter()
-                    target = pending(ecq.seq_final if is_last else ecq.seq_more, p)
-                    place = places[(cls, p, is_last)] = _Place(ecq, slot, target)
+                    place = row[cls] = bulk.place(self.ecqs[cls], p, is_last)
                 ecq = place.ecq
-                ecq.clt.append(CLink(qs, p))
+                # (tuple.__new__: a named tuple's own __new__ is a Python call.)
+                ecq.clt.append(_new_tuple(CLink, (qs, p)))
                 if filt is None:
                     always = place.always
                     if always is None:
@@ -362,26 +370,29 @@ class Network:
                     filters = place.filters
                     if filters is None:
                         filters = place.filters = bulk.filters_of(place.slot)
-                    _wait_filter(filters, comp.filter_id, filt, comp.filter_conjuncts, bitno)
+                    # _wait_filter, inlined.
+                    new = (filt, comp.filter_conjuncts, [bitno])
+                    got = filters.setdefault(comp.filter_id, new)
+                    if got is not new:
+                        got[2].append(bitno)
                 place.target.append(bitno)
                 if pred_classes is not None:
                     preds = place.preds
                     for pred_cls in pred_classes:
                         waiting = preds.get(pred_cls)
                         if waiting is None:
-                            rl = ecq.rclt.get(pred_cls)
-                            if rl is None:
-                                rl = ecq.rclt[pred_cls] = RCLink(pred_cls)
-                            waiting = preds[pred_cls] = pending(rl.masks, p)
+                            waiting = preds[pred_cls] = bulk.rclink_of(ecq, pred_cls, p)
                         waiting.append(bitno)
                 if comp.kleene is not None:
                     ecq.general_uses += 1
             pred_classes = comp.classes
-        for comp in comps:
-            if comp.negated:
-                for cls in comp.classes:
-                    ecqs[cls].clt.append(CLink(qs, BLOCKS))
-                    ecqs[cls].general_uses += 1
+        if len(slots) != len(comps):  # some component is negated (not in the skeleton)
+            ecqs = self.ecqs
+            for comp in comps:
+                if comp.negated:
+                    for cls in comp.classes:
+                        ecqs[cls].clt.append(CLink(qs, BLOCKS))
+                        ecqs[cls].general_uses += 1
 
     def _unlink_skeleton(self, qs: QState) -> None:
         """Undo :meth:`_link_skeleton` (the CLinks go with ``CLT.drop``)."""
@@ -943,17 +954,26 @@ class _BulkBits:
     batch copies the mask: per query, registering 100,000 took twice as long a query as
     registering 10,000."""
 
-    __slots__ = ("masks", "slots", "filters", "places", "fields", "counts")
+    __slots__ = ("ecqs", "masks", "slots", "filters", "final", "more", "fields", "counts", "windows", "clock")
 
-    def __init__(self) -> None:
+    def __init__(self, ecqs: dict[str, ECQ]) -> None:
+        self.ecqs = ecqs
         self.masks: dict[int, tuple[dict[Any, int], dict[Any, list[int]]]] = {}
         self.slots: dict[int, tuple[SlotFilter, list[int]]] = {}
         self.filters: dict[int, tuple[SlotFilter, dict[Any, _Waiting]]] = {}
-        self.places: dict[tuple[str, int, bool], _Place] = {}
+        # The places of the sequences' positions (``Network._link_skeleton_bulk``):
+        # per position, per class, of the queries it is the last position of
+        # (``final``) or not (``more``).
+        self.final: dict[int, dict[str, _Place]] = {}
+        self.more: dict[int, dict[str, _Place]] = {}
         # Per ECQ, the bit numbers waiting to join its conjunctions' masks (the
         # attributes ``cnj_final``, ``cnj_loose``) and bit slices (``cnj_count[j]``).
         self.fields: dict[int, tuple[ECQ, dict[str, list[int]]]] = {}
         self.counts: dict[int, tuple[ECQ, dict[int, list[int]]]] = {}
+        # The storing queries' windows waiting to join their classes' horizons: per
+        # query, its classes and window, all at one clock (None: none yet).
+        self.windows: list[tuple[tuple[str, ...], float]] = []
+        self.clock: float | None = None
 
     def link(self, ecq: ECQ, qs: QState) -> None:
         """``ecq.matching.conjunction.link`` in a bulk registration, once per class of
@@ -990,6 +1010,46 @@ class _BulkBits:
             r >>= 1
             j += 1
 
+    def place(self, ecq: ECQ, p: int, is_last: bool) -> _Place:
+        """A new place: ``ecq``'s class at position ``p`` of the sequences, the last
+        position of its queries or not."""
+        slot = ecq.seq_filters.get(p)
+        if slot is None:
+            slot = ecq.seq_filters[p] = SlotFilter()
+        return _Place(ecq, slot, self.pending(ecq.seq_final if is_last else ecq.seq_more, p))
+
+    def rclink_of(self, ecq: ECQ, pred_cls: str, p: int) -> list[int]:
+        """The bit numbers waiting to join the mask of position ``p`` of ``ecq``'s
+        R-CLink to ``pred_cls`` (made when missing)."""
+        rl = ecq.rclt.get(pred_cls)
+        if rl is None:
+            rl = ecq.rclt[pred_cls] = RCLink(pred_cls)
+        return self.pending(rl.masks, p)
+
+    def add_windows(self, classes: tuple[str, ...], window: float, clock: float) -> None:
+        """A storing query of ``classes`` with ``window``, registered at ``clock``:
+        ``ECQ.set_windows`` of each class, left to :meth:`flush` (one
+        ``Horizon.add_windows`` per class of the batch, not a call per query and class)."""
+        if clock != self.clock and self.windows:
+            self._flush_windows()
+        self.clock = clock
+        self.windows.append((classes, window))
+
+    def _flush_windows(self) -> None:
+        by_class: dict[str, list[float]] = {}
+        for classes, window in self.windows:
+            for cls in classes:
+                got = by_class.get(cls)
+                if got is None:
+                    got = by_class[cls] = []
+                got.append(window)
+        clock = self.clock
+        assert clock is not None, "windows wait with their clock"
+        for cls, windows in by_class.items():
+            # Adding windows never empties the queue (ECQ.set_windows's only extra).
+            self.ecqs[cls].drop.add_windows(clock, windows)
+        self.windows = []
+
     def add(self, masks: dict[Any, int], key: Any, bitno: int) -> None:
         """Bit ``bitno`` joins ``masks[key]``."""
         self.pending(masks, key).append(bitno)
@@ -1020,6 +1080,8 @@ class _BulkBits:
         return entry[1]
 
     def flush(self) -> None:
+        if self.windows:
+            self._flush_windows()
         for masks, pending in self.masks.values():
             for key, bitnos in pending.items():
                 masks[key] = masks.get(key, 0) | bits_of(bitnos)
