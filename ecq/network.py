@@ -1089,9 +1089,8 @@ class _BulkBits:
             slot.always |= bits_of(bitnos)
             slot.native = None
         for slot, waiting in self.filters.values():
-            for key, (pred, conjuncts, bitnos) in waiting.items():
-                # By their numbers: no set as wide as the query numbers per filter.
-                slot.add_numbers(bitnos, pred, key, conjuncts)
+            # By their numbers: no set as wide as the query numbers per filter.
+            slot.add_groups(waiting)
         for ecq, fields in self.fields.values():
             for name, bitnos in fields.items():
                 setattr(ecq, name, getattr(ecq, name) | bits_of(bitnos))

@@ -112,6 +112,16 @@ _SPLIT: dict[Hashable, tuple[dict[str, Constraint], PredFn | None, bool]] = {}
 _SPLIT_MAX = 1 << 16
 
 
+def _split(key: Hashable, conjuncts: tuple[Expr, ...]) -> tuple[dict[str, Constraint], PredFn | None, bool]:
+    """The entry of ``_SPLIT`` for the filter ``key`` of ``conjuncts``, made and kept."""
+    atoms, rest = split_filter(conjuncts)
+    split = (constraints_of(atoms), residual_predicate(rest) if atoms else None, bool(atoms))
+    if len(_SPLIT) >= _SPLIT_MAX:
+        _SPLIT.clear()
+    _SPLIT[key] = split
+    return split
+
+
 class SlotFilter:
     """Which queries at one position accept an instance: ``always`` (no filter) plus one
     group per distinct filter (``groups``: filter key -> its id in ``index``), so a filter
@@ -149,26 +159,33 @@ class SlotFilter:
         """:meth:`add` of the queries ``numbers`` (query numbers, none of them here yet;
         the list may be kept) with a filter: O(the filter's atoms and queries), whatever
         the number of queries registered (no set as wide as the query numbers is made)."""
+        self.add_groups({key: (pred, conjuncts, numbers)})
+
+    def add_groups(self, waiting: dict[Hashable, tuple[PredFn, tuple[Expr, ...], list[int]]]) -> None:
+        """:meth:`add_numbers` of each filter of ``waiting`` (key -> its predicate,
+        conjuncts and queries), in its order: a bulk registration's filters of the slot
+        in one call, a new one given the next filter number as one by one."""
         self.native = None
-        # One look-up of the key: a new group is put in as it is looked up.
+        groups = self.groups
+        index = self.index
         fid = self._next
-        got = self.groups.setdefault(key, fid)
-        if got != fid:
-            self.index.join(got, numbers)
-            return
-        self._next += 1
-        split = _SPLIT.get(key)
-        if split is None:
-            atoms, rest = split_filter(conjuncts)
-            split = (constraints_of(atoms), residual_predicate(rest) if atoms else None, bool(atoms))
-            if len(_SPLIT) >= _SPLIT_MAX:
-                _SPLIT.clear()
-            _SPLIT[key] = split
-        constraints, residual, indexed = split
-        if len(numbers) > 1:
-            numbers.sort()  # a batch reusing freed query numbers: not ascending
-        # Nothing indexable: the filter's own predicate is the residual.
-        self.index.add_constraints(fid, numbers, constraints, residual if indexed else pred)
+        new: list[tuple[int, list[int], dict[str, Constraint], PredFn | None]] = []
+        for key, (pred, conjuncts, numbers) in waiting.items():
+            # One look-up of the key: a new group is put in as it is looked up.
+            got = groups.setdefault(key, fid)
+            if got != fid:
+                index.join(got, numbers)
+                continue
+            fid += 1
+            split = _SPLIT.get(key)
+            if split is None:
+                split = _split(key, conjuncts)
+            if len(numbers) > 1:
+                numbers.sort()  # a batch reusing freed query numbers: not ascending
+            # Nothing indexable: the filter's own predicate is the residual.
+            new.append((got, numbers, split[0], split[1] if split[2] else pred))
+        self._next = fid
+        index.add_many(new)
 
     def remove(self, bit: int, key: Hashable) -> None:
         """Query ``bit`` (one query's set) goes; ``key`` is its filter's."""
