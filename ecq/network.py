@@ -293,7 +293,10 @@ class Network:
                 self.source_log = SourceLog()
         if window is not None:
             if bulk is not None:
-                bulk.add(self._window_bits, window, qs.bitno)
+                waiting = bulk.by_window.get(window)
+                if waiting is None:
+                    waiting = bulk.by_window[window] = bulk.pending(self._window_bits, window)
+                waiting.append(qs.bitno)
             else:
                 # (The bit made here only: as wide as the number of nodes.)
                 self._window_bits[window] = self._window_bits.get(window, 0) | qs.bit
@@ -345,6 +348,8 @@ class Network:
         # slot and the lists of bit numbers waiting for its masks, found once a batch
         # (keyed by position, then class: no key tuple made and hashed per class).
         rows_final, rows_more = bulk.final, bulk.more
+        # Whether a position may be a Kleene component's (none of a plain sequence's).
+        kleene = bool(qs.kleene)
         pred_classes: frozenset[str] | None = None
         for p, i in enumerate(slots):
             comp = comps[i]
@@ -358,9 +363,8 @@ class Network:
                 place = row.get(cls)
                 if place is None:
                     place = row[cls] = bulk.place(self.ecqs[cls], p, is_last)
-                ecq = place.ecq
                 # (tuple.__new__: a named tuple's own __new__ is a Python call.)
-                ecq.clt.append(_new_tuple(CLink, (qs, p)))
+                place.clt.append(_new_tuple(CLink, (qs, p)))
                 if filt is None:
                     always = place.always
                     if always is None:
@@ -381,10 +385,10 @@ class Network:
                     for pred_cls in pred_classes:
                         waiting = preds.get(pred_cls)
                         if waiting is None:
-                            waiting = preds[pred_cls] = bulk.rclink_of(ecq, pred_cls, p)
+                            waiting = preds[pred_cls] = bulk.rclink_of(place.ecq, pred_cls, p)
                         waiting.append(bitno)
-                if comp.kleene is not None:
-                    ecq.general_uses += 1
+                if kleene and comp.kleene is not None:
+                    place.ecq.general_uses += 1
             pred_classes = comp.classes
         if len(slots) != len(comps):  # some component is negated (not in the skeleton)
             ecqs = self.ecqs
@@ -926,14 +930,15 @@ class Network:
 
 class _Place:
     """One class at one position of the sequences in a bulk registration
-    (``Network._link_skeleton_bulk``): its ECQ, its slot and the bit numbers waiting
+    (``Network._link_skeleton_bulk``): its ECQ and CLT, its slot and the bit numbers waiting
     to join the slot's ``always``, its filters, its final or more mask, and each
     R-CLink's mask."""
 
-    __slots__ = ("ecq", "slot", "target", "always", "filters", "preds")
+    __slots__ = ("ecq", "clt", "slot", "target", "always", "filters", "preds")
 
     def __init__(self, ecq: ECQ, slot: SlotFilter, target: list[int]) -> None:
         self.ecq = ecq
+        self.clt = ecq.clt
         self.slot = slot
         self.target = target
         self.always: list[int] | None = None
@@ -954,7 +959,19 @@ class _BulkBits:
     batch copies the mask: per query, registering 100,000 took twice as long a query as
     registering 10,000."""
 
-    __slots__ = ("ecqs", "masks", "slots", "filters", "final", "more", "fields", "counts", "windows", "clock")
+    __slots__ = (
+        "ecqs",
+        "masks",
+        "slots",
+        "filters",
+        "final",
+        "more",
+        "fields",
+        "counts",
+        "windows",
+        "clock",
+        "by_window",
+    )
 
     def __init__(self, ecqs: dict[str, ECQ]) -> None:
         self.ecqs = ecqs
@@ -974,6 +991,9 @@ class _BulkBits:
         # query, its classes and window, all at one clock (None: none yet).
         self.windows: list[tuple[tuple[str, ...], float]] = []
         self.clock: float | None = None
+        # Per window, the bit numbers waiting to join the network's mask of it (the
+        # list :meth:`pending` gives, found once a batch).
+        self.by_window: dict[float, list[int]] = {}
 
     def link(self, ecq: ECQ, qs: QState) -> None:
         """``ecq.matching.conjunction.link`` in a bulk registration, once per class of
@@ -1049,10 +1069,6 @@ class _BulkBits:
             # Adding windows never empties the queue (ECQ.set_windows's only extra).
             self.ecqs[cls].drop.add_windows(clock, windows)
         self.windows = []
-
-    def add(self, masks: dict[Any, int], key: Any, bitno: int) -> None:
-        """Bit ``bitno`` joins ``masks[key]``."""
-        self.pending(masks, key).append(bitno)
 
     def pending(self, masks: dict[Any, int], key: Any) -> list[int]:
         """The bit numbers waiting to join ``masks[key]`` (append to it)."""

@@ -119,10 +119,13 @@ class QState:
         else:  # the common case (every condition a filter): no list made per position
             self.checks_at = ((),) * len(slots)
         comps = cq.comps
-        # A class set of one (nearly every component's) needs no sort.
-        self.classes_at = tuple(
-            [tuple(c) if len(c) == 1 else tuple(sorted(c)) for c in [comps[i].classes for i in slots]]
-        )
+        # A class set of one (nearly every component's) needs no sort; a loop, not
+        # nested comprehensions (a call each).
+        classes_at = []
+        for i in slots:
+            c = comps[i].classes
+            classes_at.append(tuple(c) if len(c) == 1 else tuple(sorted(c)))
+        self.classes_at = tuple(classes_at)
         self.latest_only = layout.latest_only
         self.classes = tuple(sorted(cq.classes()))
         if layout.has_negs:
