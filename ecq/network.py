@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, Literal
 
-from ecq.compiler.conditions import MISSING, PredFn
+from ecq.compiler.conditions import MISSING
 from ecq.compiler.filters import bits_of
 from ecq.compiler.query import KIND_OR, KIND_SEQ, CompiledQuery
 from ecq.errors import SemanticError
@@ -371,14 +371,7 @@ class Network:
                         always = place.always = bulk.always_of(place.slot)
                     always.append(bitno)
                 else:
-                    filters = place.filters
-                    if filters is None:
-                        filters = place.filters = bulk.filters_of(place.slot)
-                    # _wait_filter, inlined.
-                    new = (filt, comp.filter_conjuncts, [bitno])
-                    got = filters.setdefault(comp.filter_id, new)
-                    if got is not new:
-                        got[2].append(bitno)
+                    place.slot.wait(bitno, filt, comp.filter_id, comp.filter_conjuncts)
                 place.target.append(bitno)
                 if pred_classes is not None:
                     preds = place.preds
@@ -930,11 +923,11 @@ class Network:
 
 class _Place:
     """One class at one position of the sequences in a bulk registration
-    (``Network._link_skeleton_bulk``): its ECQ and CLT, its slot and the bit numbers waiting
-    to join the slot's ``always``, its filters, its final or more mask, and each
-    R-CLink's mask."""
+    (``Network._link_skeleton_bulk``): its ECQ and CLT, its slot (whose filters keep
+    their waiting queries themselves: ``SlotFilter.wait``) and the bit numbers waiting
+    to join the slot's ``always``, its final or more mask, and each R-CLink's mask."""
 
-    __slots__ = ("ecq", "clt", "slot", "target", "always", "filters", "preds")
+    __slots__ = ("ecq", "clt", "slot", "target", "always", "preds")
 
     def __init__(self, ecq: ECQ, slot: SlotFilter, target: list[int]) -> None:
         self.ecq = ecq
@@ -942,13 +935,7 @@ class _Place:
         self.slot = slot
         self.target = target
         self.always: list[int] | None = None
-        self.filters: dict[Any, _Waiting] | None = None
         self.preds: dict[str, list[int]] = {}
-
-
-# A filter of a slot in a bulk registration (``_BulkBits.filters_of``): the predicate and
-# conjuncts of the first query that brought it, and the bit numbers of all that did.
-_Waiting = tuple[PredFn, tuple[Any, ...], list[int]]
 
 
 class _BulkBits:
@@ -977,7 +964,8 @@ class _BulkBits:
         self.ecqs = ecqs
         self.masks: dict[int, tuple[dict[Any, int], dict[Any, list[int]]]] = {}
         self.slots: dict[int, tuple[SlotFilter, list[int]]] = {}
-        self.filters: dict[int, tuple[SlotFilter, dict[Any, _Waiting]]] = {}
+        # The slots whose filters may have queries waiting (SlotFilter.wait), by id.
+        self.filters: dict[int, SlotFilter] = {}
         # The places of the sequences' positions (``Network._link_skeleton_bulk``):
         # per position, per class, of the queries it is the last position of
         # (``final``) or not (``more``).
@@ -1010,9 +998,9 @@ class _BulkBits:
             self.always_of(ecq.cnj_filter).append(bitno)
         else:
             assert own.filter is not None, "own_filter gives a component with a filter"
-            _wait_filter(
-                self.filters_of(ecq.cnj_filter), own.filter_id, own.filter, own.filter_conjuncts, bitno
-            )
+            slot = ecq.cnj_filter
+            self.filters[id(slot)] = slot
+            slot.wait(bitno, own.filter, own.filter_id, own.filter_conjuncts)
         need, countable = needs(qs, ecq.cls)
         if not countable:
             fields[1].setdefault("cnj_loose", []).append(bitno)
@@ -1036,6 +1024,7 @@ class _BulkBits:
         slot = ecq.seq_filters.get(p)
         if slot is None:
             slot = ecq.seq_filters[p] = SlotFilter()
+        self.filters[id(slot)] = slot
         return _Place(ecq, slot, self.pending(ecq.seq_final if is_last else ecq.seq_more, p))
 
     def rclink_of(self, ecq: ECQ, pred_cls: str, p: int) -> list[int]:
@@ -1087,14 +1076,6 @@ class _BulkBits:
             entry = self.slots[id(slot)] = (slot, [])
         return entry[1]
 
-    def filters_of(self, slot: SlotFilter) -> dict[Any, _Waiting]:
-        """The filters waiting to join ``slot``, by key (in the order first brought: a
-        new one is given its slot's next filter number when added, as one by one)."""
-        entry = self.filters.get(id(slot))
-        if entry is None:
-            entry = self.filters[id(slot)] = (slot, {})
-        return entry[1]
-
     def flush(self) -> None:
         if self.windows:
             self._flush_windows()
@@ -1104,9 +1085,9 @@ class _BulkBits:
         for slot, bitnos in self.slots.values():
             slot.always |= bits_of(bitnos)
             slot.native = None
-        for slot, waiting in self.filters.values():
+        for slot in self.filters.values():
             # By their numbers: no set as wide as the query numbers per filter.
-            slot.add_groups(waiting)
+            slot.flush()
         for ecq, fields in self.fields.values():
             for name, bitnos in fields.items():
                 setattr(ecq, name, getattr(ecq, name) | bits_of(bitnos))
@@ -1115,17 +1096,6 @@ class _BulkBits:
                 while len(ecq.cnj_count) <= j:
                     ecq.cnj_count.append(0)
                 ecq.cnj_count[j] |= bits_of(bitnos)
-
-
-def _wait_filter(
-    filters: dict[Any, _Waiting], key: Any, pred: PredFn, conjuncts: tuple[Any, ...], bitno: int
-) -> None:
-    """Query ``bitno`` has the filter ``key`` of a slot in a bulk registration: it joins
-    the queries that brought it, or brings it (``pred``, ``conjuncts``)."""
-    new = (pred, conjuncts, [bitno])
-    got = filters.setdefault(key, new)
-    if got is not new:
-        got[2].append(bitno)
 
 
 def _clear(masks: dict[int, int], k: int, bit: int) -> None:

@@ -112,14 +112,19 @@ _SPLIT: dict[Hashable, tuple[dict[str, Constraint], PredFn | None, bool]] = {}
 _SPLIT_MAX = 1 << 16
 
 
-def _split(key: Hashable, conjuncts: tuple[Expr, ...]) -> tuple[dict[str, Constraint], PredFn | None, bool]:
-    """The entry of ``_SPLIT`` for the filter ``key`` of ``conjuncts``, made and kept."""
-    atoms, rest = split_filter(conjuncts)
-    split = (constraints_of(atoms), residual_predicate(rest) if atoms else None, bool(atoms))
-    if len(_SPLIT) >= _SPLIT_MAX:
-        _SPLIT.clear()
-    _SPLIT[key] = split
-    return split
+def _indexed(key: Hashable, pred: PredFn, conjuncts: tuple[Expr, ...]) -> tuple[dict[str, Constraint], PredFn | None]:
+    """What the index holds of the filter ``key`` (``pred``, the conjunction of
+    ``conjuncts``): its atoms merged per attribute and its residual predicate (when
+    nothing is indexable, the filter's own predicate), split once per key (``_SPLIT``)."""
+    split = _SPLIT.get(key)
+    if split is None:
+        atoms, rest = split_filter(conjuncts)
+        split = (constraints_of(atoms), residual_predicate(rest) if atoms else None, bool(atoms))
+        if len(_SPLIT) >= _SPLIT_MAX:
+            _SPLIT.clear()
+        _SPLIT[key] = split
+    constraints, residual, indexed = split
+    return constraints, residual if indexed else pred
 
 
 class SlotFilter:
@@ -129,7 +134,7 @@ class SlotFilter:
     (which holds its queries, by number): the filters an event passes are found in
     O(attributes · log F + result), not one predicate call per filter."""
 
-    __slots__ = ("always", "groups", "index", "_next", "native")
+    __slots__ = ("always", "groups", "index", "_next", "native", "waiting")
 
     def __init__(self) -> None:
         self.always = 0
@@ -140,6 +145,10 @@ class SlotFilter:
         # of this slot alone, or shared by every sequence position of the class); None
         # after any change.
         self.native: object = None
+        # In a bulk registration: per filter (by id), what :meth:`flush` adds to the
+        # index: its atoms and residual (None, None: the index has it) and the numbers
+        # of the queries waiting to join it (see :meth:`wait`); None otherwise.
+        self.waiting: dict[int, tuple[dict[str, Constraint] | None, PredFn | None, list[int]]] | None = None
 
     def add(self, bit: int, pred: PredFn | None, key: Hashable, conjuncts: tuple[Expr, ...] = ()) -> None:
         """Query ``bit`` (a set: one query's, or several's) accepts what ``pred``
@@ -159,32 +168,57 @@ class SlotFilter:
         """:meth:`add` of the queries ``numbers`` (query numbers, none of them here yet;
         the list may be kept) with a filter: O(the filter's atoms and queries), whatever
         the number of queries registered (no set as wide as the query numbers is made)."""
-        self.add_groups({key: (pred, conjuncts, numbers)})
-
-    def add_groups(self, waiting: dict[Hashable, tuple[PredFn, tuple[Expr, ...], list[int]]]) -> None:
-        """:meth:`add_numbers` of each filter of ``waiting`` (key -> its predicate,
-        conjuncts and queries), in its order: a bulk registration's filters of the slot
-        in one call, a new one given the next filter number as one by one."""
         self.native = None
-        groups = self.groups
-        index = self.index
+        # One look-up of the key: a new group is put in as it is looked up.
         fid = self._next
+        got = self.groups.setdefault(key, fid)
+        if got != fid:
+            self.index.join(got, numbers)
+            return
+        self._next += 1
+        constraints, residual = _indexed(key, pred, conjuncts)
+        if len(numbers) > 1:
+            numbers.sort()  # a batch reusing freed query numbers: not ascending
+        self.index.add_constraints(fid, numbers, constraints, residual)
+
+    def wait(self, number: int, pred: PredFn, key: Hashable, conjuncts: tuple[Expr, ...] = ()) -> None:
+        """:meth:`add_numbers` of one query in a bulk registration, the query left
+        waiting until :meth:`flush` adds the waiting ones of each filter at once. The
+        filter is numbered now (in the order filters first come, as one by one), and its
+        key hashed once, while the query's objects are fresh in the cache (looked up
+        again at the end of a batch of 10,000 conditioned queries, the keys were a fifth
+        of installing them). Until then ``groups`` holds filters the index lacks."""
+        waiting = self.waiting
+        if waiting is None:
+            waiting = self.waiting = {}
+        fid = self._next
+        got = self.groups.setdefault(key, fid)
+        if got == fid:
+            self._next = fid + 1
+            constraints, residual = _indexed(key, pred, conjuncts)
+            waiting[fid] = (constraints, residual, [number])
+            return
+        entry = waiting.get(got)
+        if entry is None:
+            waiting[got] = (None, None, [number])  # a filter the index has: joined
+        else:
+            entry[2].append(number)
+
+    def flush(self) -> None:
+        """The queries waiting since :meth:`wait` join their filters."""
+        waiting, self.waiting = self.waiting, None
+        if waiting is None:
+            return
+        self.native = None
+        index = self.index
         new: list[tuple[int, list[int], dict[str, Constraint], PredFn | None]] = []
-        for key, (pred, conjuncts, numbers) in waiting.items():
-            # One look-up of the key: a new group is put in as it is looked up.
-            got = groups.setdefault(key, fid)
-            if got != fid:
-                index.join(got, numbers)
+        for fid, (constraints, residual, numbers) in waiting.items():
+            if constraints is None:
+                index.join(fid, numbers)
                 continue
-            fid += 1
-            split = _SPLIT.get(key)
-            if split is None:
-                split = _split(key, conjuncts)
             if len(numbers) > 1:
                 numbers.sort()  # a batch reusing freed query numbers: not ascending
-            # Nothing indexable: the filter's own predicate is the residual.
-            new.append((got, numbers, split[0], split[1] if split[2] else pred))
-        self._next = fid
+            new.append((fid, numbers, constraints, residual))
         index.add_many(new)
 
     def remove(self, bit: int, key: Hashable) -> None:
