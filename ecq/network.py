@@ -371,7 +371,7 @@ class Network:
                         always = place.always = bulk.always_of(place.slot)
                     always.append(bitno)
                 else:
-                    place.slot.wait(bitno, filt, comp.filter_id, comp.filter_conjuncts)
+                    place.wait(bitno, filt, comp.filter_id, comp.filter_conjuncts)
                 place.target.append(bitno)
                 if pred_classes is not None:
                     preds = place.preds
@@ -927,12 +927,13 @@ class _Place:
     their waiting queries themselves: ``SlotFilter.wait``) and the bit numbers waiting
     to join the slot's ``always``, its final or more mask, and each R-CLink's mask."""
 
-    __slots__ = ("ecq", "clt", "slot", "target", "always", "preds")
+    __slots__ = ("ecq", "clt", "slot", "wait", "target", "always", "preds")
 
     def __init__(self, ecq: ECQ, slot: SlotFilter, target: list[int]) -> None:
         self.ecq = ecq
         self.clt = ecq.clt
         self.slot = slot
+        self.wait = slot.wait
         self.target = target
         self.always: list[int] | None = None
         self.preds: dict[str, list[int]] = {}
@@ -976,8 +977,8 @@ class _BulkBits:
         self.fields: dict[int, tuple[ECQ, dict[str, list[int]]]] = {}
         self.counts: dict[int, tuple[ECQ, dict[int, list[int]]]] = {}
         # The storing queries' windows waiting to join their classes' horizons: per
-        # query, its classes and window, all at one clock (None: none yet).
-        self.windows: list[tuple[tuple[str, ...], float]] = []
+        # class, in the order they came, all at one clock (None: none yet).
+        self.windows: dict[str, list[float]] = {}
         self.clock: float | None = None
         # Per window, the bit numbers waiting to join the network's mask of it (the
         # list :meth:`pending` gives, found once a batch).
@@ -1039,25 +1040,23 @@ class _BulkBits:
         """A storing query of ``classes`` with ``window``, registered at ``clock``:
         ``ECQ.set_windows`` of each class, left to :meth:`flush` (one
         ``Horizon.add_windows`` per class of the batch, not a call per query and class)."""
-        if clock != self.clock and self.windows:
+        if clock != self.clock:
             self._flush_windows()
-        self.clock = clock
-        self.windows.append((classes, window))
+            self.clock = clock
+        by_class = self.windows
+        for cls in classes:
+            got = by_class.get(cls)
+            if got is None:
+                got = by_class[cls] = []
+            got.append(window)
 
     def _flush_windows(self) -> None:
-        by_class: dict[str, list[float]] = {}
-        for classes, window in self.windows:
-            for cls in classes:
-                got = by_class.get(cls)
-                if got is None:
-                    got = by_class[cls] = []
-                got.append(window)
         clock = self.clock
-        assert clock is not None, "windows wait with their clock"
-        for cls, windows in by_class.items():
+        for cls, windows in self.windows.items():
+            assert clock is not None, "windows wait with their clock"
             # Adding windows never empties the queue (ECQ.set_windows's only extra).
             self.ecqs[cls].drop.add_windows(clock, windows)
-        self.windows = []
+        self.windows = {}
 
     def pending(self, masks: dict[Any, int], key: Any) -> list[int]:
         """The bit numbers waiting to join ``masks[key]`` (append to it)."""

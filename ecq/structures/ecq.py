@@ -112,19 +112,15 @@ _SPLIT: dict[Hashable, tuple[dict[str, Constraint], PredFn | None, bool]] = {}
 _SPLIT_MAX = 1 << 16
 
 
-def _indexed(key: Hashable, pred: PredFn, conjuncts: tuple[Expr, ...]) -> tuple[dict[str, Constraint], PredFn | None]:
-    """What the index holds of the filter ``key`` (``pred``, the conjunction of
-    ``conjuncts``): its atoms merged per attribute and its residual predicate (when
-    nothing is indexable, the filter's own predicate), split once per key (``_SPLIT``)."""
-    split = _SPLIT.get(key)
-    if split is None:
-        atoms, rest = split_filter(conjuncts)
-        split = (constraints_of(atoms), residual_predicate(rest) if atoms else None, bool(atoms))
-        if len(_SPLIT) >= _SPLIT_MAX:
-            _SPLIT.clear()
-        _SPLIT[key] = split
-    constraints, residual, indexed = split
-    return constraints, residual if indexed else pred
+def _split(key: Hashable, conjuncts: tuple[Expr, ...]) -> tuple[dict[str, Constraint], PredFn | None, bool]:
+    """The entry of ``_SPLIT`` for the filter ``key`` (the conjunction of
+    ``conjuncts``), made and kept: the caller looks it up first."""
+    atoms, rest = split_filter(conjuncts)
+    split = (constraints_of(atoms), residual_predicate(rest) if atoms else None, bool(atoms))
+    if len(_SPLIT) >= _SPLIT_MAX:
+        _SPLIT.clear()
+    _SPLIT[key] = split
+    return split
 
 
 class SlotFilter:
@@ -176,10 +172,12 @@ class SlotFilter:
             self.index.join(got, numbers)
             return
         self._next += 1
-        constraints, residual = _indexed(key, pred, conjuncts)
+        split = _SPLIT.get(key) or _split(key, conjuncts)
+        constraints, residual, indexed = split
         if len(numbers) > 1:
             numbers.sort()  # a batch reusing freed query numbers: not ascending
-        self.index.add_constraints(fid, numbers, constraints, residual)
+        # Nothing indexable: the filter's own predicate is the residual.
+        self.index.add_constraints(fid, numbers, constraints, residual if indexed else pred)
 
     def wait(self, number: int, pred: PredFn, key: Hashable, conjuncts: tuple[Expr, ...] = ()) -> None:
         """:meth:`add_numbers` of one query in a bulk registration, the query left
@@ -195,8 +193,8 @@ class SlotFilter:
         got = self.groups.setdefault(key, fid)
         if got == fid:
             self._next = fid + 1
-            constraints, residual = _indexed(key, pred, conjuncts)
-            waiting[fid] = (constraints, residual, [number])
+            split = _SPLIT.get(key) or _split(key, conjuncts)
+            waiting[fid] = (split[0], split[1] if split[2] else pred, [number])
             return
         entry = waiting.get(got)
         if entry is None:
