@@ -48,7 +48,7 @@ from ecq.matching.composite import (
     match_cand,
     trailing_factor,
 )
-from ecq.matching.conjunction import by_presence, link, needs, own_filter, unlink
+from ecq.matching.conjunction import Uses, by_presence, link, needs, own_filter, unlink, uses_of
 from ecq.matching.deadlines import Deadlines
 from ecq.matching.emission import Emission
 from ecq.matching.policy import PolicyState, SourceLog
@@ -254,6 +254,8 @@ class Network:
         else:
             last_positive = cq.positives[-1]
             counted = self.counts_conjunctions and by_presence(qs)
+            # In a bulk registration, how the node uses its classes, found once for them all.
+            uses = uses_of(qs) if counted and bulk is not None else None
             linked: set[str] = set()
             for k, comp in enumerate(cq.comps):
                 for cls in comp.classes:
@@ -270,7 +272,8 @@ class Network:
                                 link(ecq, qs)
                             elif cls not in linked:  # a class met again: linked already
                                 linked.add(cls)
-                                bulk.link(ecq, qs)
+                                assert uses is not None
+                                bulk.link(ecq, qs, uses)
                         elif cq.kind != KIND_SEQ or k == last_positive:
                             ecq.general_final.append(CLink(qs, k))
                             ecq.lone_gates = None
@@ -984,15 +987,16 @@ class _BulkBits:
         # list :meth:`pending` gives, found once a batch).
         self.by_window: dict[float, list[int]] = {}
 
-    def link(self, ecq: ECQ, qs: QState) -> None:
+    def link(self, ecq: ECQ, qs: QState, uses: Uses) -> None:
         """``ecq.matching.conjunction.link`` in a bulk registration, once per class of
-        the query: the same masks, filters and counts, their bits left to :meth:`flush`."""
+        the query (``uses``: ``uses_of(qs)``): the same masks, filters and counts, their
+        bits left to :meth:`flush`."""
         bitno = qs.bitno
         fields = self.fields.get(id(ecq))
         if fields is None:
             fields = self.fields[id(ecq)] = (ecq, {})
         fields[1].setdefault("cnj_final", []).append(bitno)
-        own = own_filter(qs, ecq.cls)
+        own = own_filter(qs, ecq.cls, uses)
         if ecq.cnj_filter is None:
             ecq.cnj_filter = SlotFilter()
         if own is None:
@@ -1002,7 +1006,7 @@ class _BulkBits:
             slot = ecq.cnj_filter
             self.filters[id(slot)] = slot
             slot.wait(bitno, own.filter, own.filter_id, own.filter_conjuncts)
-        need, countable = needs(qs, ecq.cls)
+        need, countable = needs(qs, ecq.cls, uses)
         if not countable:
             fields[1].setdefault("cnj_loose", []).append(bitno)
             return

@@ -529,7 +529,9 @@ class FilterIndex:
         added). O(attributes), whatever the number of queries registered."""
         self.add_many([(fid, queries, constraints, residual)])
 
-    def add_many(self, filters: Iterable[tuple[int, list[int], dict[str, Constraint], PredFn | None]]) -> None:
+    def add_many(
+        self, filters: Iterable[tuple[int, list[int], dict[str, Constraint], PredFn | None]]
+    ) -> None:
         """:meth:`add_constraints` of each of ``filters`` (``(fid, queries,
         constraints, residual)``), in order: a bulk registration's new filters of a
         place in one call."""
