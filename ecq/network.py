@@ -944,11 +944,11 @@ class _Place:
 
 class _BulkBits:
     """Query bits waiting to join their masks until a bulk registration ends: per mask
-    (a dict's entry, or a slot's ``always``), the bit numbers, ORed in at once; per
-    slot and filter (by its key), the bit numbers of the queries that have it, added
-    to the slot in one call. Each OR of one query's bit into a mask as wide as the
-    batch copies the mask: per query, registering 100,000 took twice as long a query as
-    registering 10,000."""
+    (a dict's entry, or a slot's ``always``), the bit numbers, ORed in at once; the
+    slots whose filters hold waiting queries (``SlotFilter.wait``), flushed once; per
+    class, the windows its horizon takes in one call. Each OR of one query's bit into a
+    mask as wide as the batch copies the mask: per query, registering 100,000 took
+    twice as long a query as registering 10,000."""
 
     __slots__ = (
         "ecqs",
