@@ -257,11 +257,12 @@ class Network:
             # In a bulk registration, how the node uses its classes, found once for them all.
             uses = uses_of(qs) if counted and bulk is not None else None
             linked: set[str] = set()
+            disjunction = cq.kind == KIND_OR
             for k, comp in enumerate(cq.comps):
                 for cls in comp.classes:
                     ecq = ecqs[cls]
-                    ecq.clt.append(CLink(qs, k))
-                    if cq.kind == KIND_OR:
+                    ecq.clt.append(_new_tuple(CLink, (qs, k)))
+                    if disjunction:
                         ecq.disj.append(CLink(qs, k))
                     else:
                         ecq.general_uses += 1
