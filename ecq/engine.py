@@ -130,6 +130,10 @@ class Engine(OpClock):
         # Within the batch: each query's key and, per key, its names and their @name reads.
         keys: dict[str, tuple[str, ...]] = {}
         depends: dict[tuple[str, ...], dict[str, frozenset[str]]] = {}
+        # Per key, the tag its queries are registered with: found once, as nothing is
+        # processed during the batch.
+        tags: dict[tuple[str, ...], str] = {}
+        registered = self.key_of
         for index, item in enumerate(batch):
             name = item[0] if isinstance(item, (tuple, list)) and len(item) == 2 else None
             try:
@@ -138,14 +142,17 @@ class Engine(OpClock):
                 query = item[1]
                 if not isinstance(name, str) or not name:
                     raise SemanticError("a query needs a non-empty name")
-                if name in self.key_of or name in keys:
+                if name in registered or name in keys:
                     raise DuplicateQueryError(f"a query named {name!r} is already registered")
                 if isinstance(query, CompiledQuery) and query.name == name and query.top:
                     cq = query
                 else:
                     cq = self.compile(name, query, self._tag_for(DEFAULT_KEY))
                 key = cq.partition
-                cq = retag(cq, self._tag_for(key))
+                tag = tags.get(key)
+                if tag is None:
+                    tag = tags[key] = self._tag_for(key)
+                cq = retag(cq, tag)
                 if cq.depends:
                     self._check_keys(
                         cq,
@@ -158,7 +165,10 @@ class Engine(OpClock):
             except QueryError as err:
                 raise BatchQueryError(err, index, str(name)) from None
             keys[name] = key
-            depends.setdefault(key, {})[name] = cq.depends
+            names = depends.get(key)
+            if names is None:
+                names = depends[key] = {}
+            names[name] = cq.depends
             planned.append((cq, key))
         return planned
 

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, Literal
 
-from ecq.compiler.conditions import MISSING, PredFn
+from ecq.compiler.conditions import MISSING
 from ecq.compiler.filters import bits_of
 from ecq.compiler.query import KIND_OR, KIND_SEQ, CompiledQuery
 from ecq.errors import SemanticError
@@ -48,7 +48,7 @@ from ecq.matching.composite import (
     match_cand,
     trailing_factor,
 )
-from ecq.matching.conjunction import by_presence, link, needs, own_filter, unlink
+from ecq.matching.conjunction import Uses, by_presence, link, needs, own_filter, unlink, uses_of
 from ecq.matching.deadlines import Deadlines
 from ecq.matching.emission import Emission
 from ecq.matching.policy import PolicyState, SourceLog
@@ -56,6 +56,10 @@ from ecq.matching.skeleton import fast_cand
 from ecq.structures.ecq import BLOCKS, ECQ, CLink, RCLink, SlotFilter
 from ecq.structures.qstate import QState
 from ecq.time.windows import Windows
+
+# A tuple subclass's instance made without its class's own ``__new__`` (a named tuple's
+# is a Python function: a bulk registration makes a CLink per class of every query).
+_new_tuple = tuple.__new__
 
 if TYPE_CHECKING:
     from ecq.kernel.interface import Kernel, Tested
@@ -199,7 +203,7 @@ class Network:
         to be remade once, at the end. No event may be processed in between."""
         if self._bulk is None:
             self._bulk = set()
-            self._bulk_bits = _BulkBits()
+            self._bulk_bits = _BulkBits(self.ecqs)
 
     def end_bulk(self) -> None:
         """Remake what :meth:`begin_bulk` deferred."""
@@ -236,22 +240,29 @@ class Network:
     def _add_node(self, cq: CompiledQuery, moment: int, clock: float) -> QState:
         qs = QState(cq, self._alloc_bit(), self._order, moment)
         self._order += 1
-        bit = qs.bit
-        for cls in qs.classes:
-            if cls not in self.ecqs:
-                self.ecqs[cls] = ECQ(cls)
+        ecqs = self.ecqs
+        classes = qs.classes
+        for cls in classes:
+            if cls not in ecqs:
+                ecqs[cls] = ECQ(cls)
+        bulk = self._bulk_bits
         if qs.fast:
-            self._link_skeleton(qs)
+            if bulk is not None:
+                self._link_skeleton_bulk(qs, bulk)
+            else:
+                self._link_skeleton(qs)
         else:
             last_positive = cq.positives[-1]
             counted = self.counts_conjunctions and by_presence(qs)
-            bulk = self._bulk_bits
+            # In a bulk registration, how the node uses its classes, found once for them all.
+            uses = uses_of(qs) if counted and bulk is not None else None
             linked: set[str] = set()
+            disjunction = cq.kind == KIND_OR
             for k, comp in enumerate(cq.comps):
                 for cls in comp.classes:
-                    ecq = self.ecqs[cls]
-                    ecq.clt.append(CLink(qs, k))
-                    if cq.kind == KIND_OR:
+                    ecq = ecqs[cls]
+                    ecq.clt.append(_new_tuple(CLink, (qs, k)))
+                    if disjunction:
                         ecq.disj.append(CLink(qs, k))
                     else:
                         ecq.general_uses += 1
@@ -262,28 +273,37 @@ class Network:
                                 link(ecq, qs)
                             elif cls not in linked:  # a class met again: linked already
                                 linked.add(cls)
-                                bulk.link(ecq, qs)
+                                assert uses is not None
+                                bulk.link(ecq, qs, uses)
                         elif cq.kind != KIND_SEQ or k == last_positive:
                             ecq.general_final.append(CLink(qs, k))
                             ecq.lone_gates = None
-        if cq.stores and cq.window is not None:
-            for cls in qs.classes:
-                self.ecqs[cls].set_windows(clock, add=cq.window)
+        window = cq.window
+        if window is not None and cq.stores:
+            if bulk is not None:
+                bulk.add_windows(classes, window, clock)
+            else:
+                for cls in classes:
+                    ecqs[cls].set_windows(clock, add=window)
         if self._bulk is None:
-            for cls in qs.classes:
-                self.ecqs[cls].refresh()
+            for cls in classes:
+                ecqs[cls].refresh()
         else:
-            self._bulk.update(qs.classes)
+            self._bulk.update(classes)
         self.by_bit[qs.bitno] = qs
         if cq.policy is not None:
             self.policies[qs.bitno] = qs.policy = PolicyState(cq, clock)
             if cq.policy.logs and self.source_log is None:
                 self.source_log = SourceLog()
-        if cq.window is not None:
-            if self._bulk_bits is not None:
-                self._bulk_bits.add(self._window_bits, cq.window, qs.bitno)
+        if window is not None:
+            if bulk is not None:
+                waiting = bulk.by_window.get(window)
+                if waiting is None:
+                    waiting = bulk.by_window[window] = bulk.pending(self._window_bits, window)
+                waiting.append(qs.bitno)
             else:
-                self._window_bits[cq.window] = self._window_bits.get(cq.window, 0) | bit
+                # (The bit made here only: as wide as the number of nodes.)
+                self._window_bits[window] = self._window_bits.get(window, 0) | qs.bit
         if self._bulk is None:
             self._rebuild_windows()
         return qs
@@ -292,12 +312,6 @@ class Network:
         """A node of the kernels: its skeleton's positions in the CLTs, filters and
         R-CLTs as a plain sequence's; a negated component's classes (its blockers) and a
         Kleene component's (its group) keep their instances (``general_uses``)."""
-        # In a bulk registration the bits join the masks at the end, each mask made once
-        # (an OR per query copies a mask as long as the number of queries).
-        bulk = self._bulk_bits
-        if bulk is not None:
-            self._link_skeleton_bulk(qs, bulk)
-            return
         cq = qs.cq
         bit = qs.bit
         slots = qs.slots
@@ -325,63 +339,61 @@ class Network:
                     self.ecqs[cls].general_uses += 1
 
     def _link_skeleton_bulk(self, qs: QState, bulk: _BulkBits) -> None:
-        """:meth:`_link_skeleton` in a bulk registration: the same links, the bits
-        left to :meth:`_BulkBits.flush` (inlined: it runs per position of every query
-        of a batch)."""
+        """:meth:`_link_skeleton` in a bulk registration: the same links, the bits left
+        to :meth:`_BulkBits.flush` (each mask made once: an OR per query copies a mask
+        as long as the number of queries). Inlined: it runs per position of every
+        query of a batch."""
         cq = qs.cq
         comps = cq.comps
+        slots = qs.slots
         last = qs.steps - 1
         bitno = qs.bitno
-        ecqs = self.ecqs
-        pending = bulk.pending
-        # Per (class, position, whether the position is the query's last): the ECQ, its
-        # slot, and the lists of bit numbers waiting for its masks, found once a batch.
-        places = bulk.places
+        # Per position (and whether it is the query's last), per class: the ECQ, its
+        # slot and the lists of bit numbers waiting for its masks, found once a batch
+        # (keyed by position, then class: no key tuple made and hashed per class).
+        rows_final, rows_more = bulk.final, bulk.more
+        # Whether a position may be a Kleene component's (none of a plain sequence's).
+        kleene = bool(qs.kleene)
         pred_classes: frozenset[str] | None = None
-        for p, i in enumerate(qs.slots):
+        for p, i in enumerate(slots):
             comp = comps[i]
             filt = comp.filter
             is_last = p == last
+            rows = rows_final if is_last else rows_more
+            row = rows.get(p)
+            if row is None:
+                row = rows[p] = {}
             for cls in comp.classes:
-                place = places.get((cls, p, is_last))
+                place = row.get(cls)
                 if place is None:
-                    ecq = ecqs[cls]
-                    slot = ecq.seq_filters.get(p)
-                    if slot is None:
-                        slot = ecq.seq_filters[p] = SlotFilter()
-                    target = pending(ecq.seq_final if is_last else ecq.seq_more, p)
-                    place = places[(cls, p, is_last)] = _Place(ecq, slot, target)
-                ecq = place.ecq
-                ecq.clt.append(CLink(qs, p))
+                    place = row[cls] = bulk.place(self.ecqs[cls], p, is_last)
+                # (tuple.__new__: a named tuple's own __new__ is a Python call.)
+                place.clt.append(_new_tuple(CLink, (qs, p)))
                 if filt is None:
                     always = place.always
                     if always is None:
                         always = place.always = bulk.always_of(place.slot)
                     always.append(bitno)
                 else:
-                    filters = place.filters
-                    if filters is None:
-                        filters = place.filters = bulk.filters_of(place.slot)
-                    _wait_filter(filters, comp.filter_id, filt, comp.filter_conjuncts, bitno)
+                    place.wait(bitno, filt, comp.filter_id, comp.filter_conjuncts)
                 place.target.append(bitno)
                 if pred_classes is not None:
                     preds = place.preds
                     for pred_cls in pred_classes:
                         waiting = preds.get(pred_cls)
                         if waiting is None:
-                            rl = ecq.rclt.get(pred_cls)
-                            if rl is None:
-                                rl = ecq.rclt[pred_cls] = RCLink(pred_cls)
-                            waiting = preds[pred_cls] = pending(rl.masks, p)
+                            waiting = preds[pred_cls] = bulk.rclink_of(place.ecq, pred_cls, p)
                         waiting.append(bitno)
-                if comp.kleene is not None:
-                    ecq.general_uses += 1
+                if kleene and comp.kleene is not None:
+                    place.ecq.general_uses += 1
             pred_classes = comp.classes
-        for comp in comps:
-            if comp.negated:
-                for cls in comp.classes:
-                    ecqs[cls].clt.append(CLink(qs, BLOCKS))
-                    ecqs[cls].general_uses += 1
+        if len(slots) != len(comps):  # some component is negated (not in the skeleton)
+            ecqs = self.ecqs
+            for comp in comps:
+                if comp.negated:
+                    for cls in comp.classes:
+                        ecqs[cls].clt.append(CLink(qs, BLOCKS))
+                        ecqs[cls].general_uses += 1
 
     def _unlink_skeleton(self, qs: QState) -> None:
         """Undo :meth:`_link_skeleton` (the CLinks go with ``CLT.drop``)."""
@@ -915,65 +927,87 @@ class Network:
 
 class _Place:
     """One class at one position of the sequences in a bulk registration
-    (``Network._link_skeleton_bulk``): its ECQ, its slot and the bit numbers waiting
-    to join the slot's ``always``, its filters, its final or more mask, and each
-    R-CLink's mask."""
+    (``Network._link_skeleton_bulk``): its ECQ and CLT, its slot (whose filters keep
+    their waiting queries themselves: ``SlotFilter.wait``) and the bit numbers waiting
+    to join the slot's ``always``, its final or more mask, and each R-CLink's mask."""
 
-    __slots__ = ("ecq", "slot", "target", "always", "filters", "preds")
+    __slots__ = ("ecq", "clt", "slot", "wait", "target", "always", "preds")
 
     def __init__(self, ecq: ECQ, slot: SlotFilter, target: list[int]) -> None:
         self.ecq = ecq
+        self.clt = ecq.clt
         self.slot = slot
+        self.wait = slot.wait
         self.target = target
         self.always: list[int] | None = None
-        self.filters: dict[Any, _Waiting] | None = None
         self.preds: dict[str, list[int]] = {}
-
-
-# A filter of a slot in a bulk registration (``_BulkBits.filters_of``): the predicate and
-# conjuncts of the first query that brought it, and the bit numbers of all that did.
-_Waiting = tuple[PredFn, tuple[Any, ...], list[int]]
 
 
 class _BulkBits:
     """Query bits waiting to join their masks until a bulk registration ends: per mask
-    (a dict's entry, or a slot's ``always``), the bit numbers, ORed in at once; per
-    slot and filter (by its key), the bit numbers of the queries that have it, added
-    to the slot in one call. Each OR of one query's bit into a mask as wide as the
-    batch copies the mask: per query, registering 100,000 took twice as long a query as
-    registering 10,000."""
+    (a dict's entry, or a slot's ``always``), the bit numbers, ORed in at once; the
+    slots whose filters hold waiting queries (``SlotFilter.wait``), flushed once; per
+    class, the windows its horizon takes in one call. Each OR of one query's bit into a
+    mask as wide as the batch copies the mask: per query, registering 100,000 took
+    twice as long a query as registering 10,000."""
 
-    __slots__ = ("masks", "slots", "filters", "places", "fields", "counts")
+    __slots__ = (
+        "ecqs",
+        "masks",
+        "slots",
+        "filters",
+        "final",
+        "more",
+        "fields",
+        "counts",
+        "windows",
+        "clock",
+        "by_window",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, ecqs: dict[str, ECQ]) -> None:
+        self.ecqs = ecqs
         self.masks: dict[int, tuple[dict[Any, int], dict[Any, list[int]]]] = {}
         self.slots: dict[int, tuple[SlotFilter, list[int]]] = {}
-        self.filters: dict[int, tuple[SlotFilter, dict[Any, _Waiting]]] = {}
-        self.places: dict[tuple[str, int, bool], _Place] = {}
+        # The slots whose filters may have queries waiting (SlotFilter.wait), by id.
+        self.filters: dict[int, SlotFilter] = {}
+        # The places of the sequences' positions (``Network._link_skeleton_bulk``):
+        # per position, per class, of the queries it is the last position of
+        # (``final``) or not (``more``).
+        self.final: dict[int, dict[str, _Place]] = {}
+        self.more: dict[int, dict[str, _Place]] = {}
         # Per ECQ, the bit numbers waiting to join its conjunctions' masks (the
         # attributes ``cnj_final``, ``cnj_loose``) and bit slices (``cnj_count[j]``).
         self.fields: dict[int, tuple[ECQ, dict[str, list[int]]]] = {}
         self.counts: dict[int, tuple[ECQ, dict[int, list[int]]]] = {}
+        # The storing queries' windows waiting to join their classes' horizons: per
+        # class, in the order they came, all at one clock (None: none yet).
+        self.windows: dict[str, list[float]] = {}
+        self.clock: float | None = None
+        # Per window, the bit numbers waiting to join the network's mask of it (the
+        # list :meth:`pending` gives, found once a batch).
+        self.by_window: dict[float, list[int]] = {}
 
-    def link(self, ecq: ECQ, qs: QState) -> None:
+    def link(self, ecq: ECQ, qs: QState, uses: Uses) -> None:
         """``ecq.matching.conjunction.link`` in a bulk registration, once per class of
-        the query: the same masks, filters and counts, their bits left to :meth:`flush`."""
+        the query (``uses``: ``uses_of(qs)``): the same masks, filters and counts, their
+        bits left to :meth:`flush`."""
         bitno = qs.bitno
         fields = self.fields.get(id(ecq))
         if fields is None:
             fields = self.fields[id(ecq)] = (ecq, {})
         fields[1].setdefault("cnj_final", []).append(bitno)
-        own = own_filter(qs, ecq.cls)
+        own = own_filter(qs, ecq.cls, uses)
         if ecq.cnj_filter is None:
             ecq.cnj_filter = SlotFilter()
         if own is None:
             self.always_of(ecq.cnj_filter).append(bitno)
         else:
             assert own.filter is not None, "own_filter gives a component with a filter"
-            _wait_filter(
-                self.filters_of(ecq.cnj_filter), own.filter_id, own.filter, own.filter_conjuncts, bitno
-            )
-        need, countable = needs(qs, ecq.cls)
+            slot = ecq.cnj_filter
+            self.filters[id(slot)] = slot
+            slot.wait(bitno, own.filter, own.filter_id, own.filter_conjuncts)
+        need, countable = needs(qs, ecq.cls, uses)
         if not countable:
             fields[1].setdefault("cnj_loose", []).append(bitno)
             return
@@ -990,9 +1024,44 @@ class _BulkBits:
             r >>= 1
             j += 1
 
-    def add(self, masks: dict[Any, int], key: Any, bitno: int) -> None:
-        """Bit ``bitno`` joins ``masks[key]``."""
-        self.pending(masks, key).append(bitno)
+    def place(self, ecq: ECQ, p: int, is_last: bool) -> _Place:
+        """A new place: ``ecq``'s class at position ``p`` of the sequences, the last
+        position of its queries or not."""
+        slot = ecq.seq_filters.get(p)
+        if slot is None:
+            slot = ecq.seq_filters[p] = SlotFilter()
+        self.filters[id(slot)] = slot
+        return _Place(ecq, slot, self.pending(ecq.seq_final if is_last else ecq.seq_more, p))
+
+    def rclink_of(self, ecq: ECQ, pred_cls: str, p: int) -> list[int]:
+        """The bit numbers waiting to join the mask of position ``p`` of ``ecq``'s
+        R-CLink to ``pred_cls`` (made when missing)."""
+        rl = ecq.rclt.get(pred_cls)
+        if rl is None:
+            rl = ecq.rclt[pred_cls] = RCLink(pred_cls)
+        return self.pending(rl.masks, p)
+
+    def add_windows(self, classes: tuple[str, ...], window: float, clock: float) -> None:
+        """A storing query of ``classes`` with ``window``, registered at ``clock``:
+        ``ECQ.set_windows`` of each class, left to :meth:`flush` (one
+        ``Horizon.add_windows`` per class of the batch, not a call per query and class)."""
+        if clock != self.clock:
+            self._flush_windows()
+            self.clock = clock
+        by_class = self.windows
+        for cls in classes:
+            got = by_class.get(cls)
+            if got is None:
+                got = by_class[cls] = []
+            got.append(window)
+
+    def _flush_windows(self) -> None:
+        clock = self.clock
+        for cls, windows in self.windows.items():
+            assert clock is not None, "windows wait with their clock"
+            # Adding windows never empties the queue (ECQ.set_windows's only extra).
+            self.ecqs[cls].drop.add_windows(clock, windows)
+        self.windows = {}
 
     def pending(self, masks: dict[Any, int], key: Any) -> list[int]:
         """The bit numbers waiting to join ``masks[key]`` (append to it)."""
@@ -1011,25 +1080,18 @@ class _BulkBits:
             entry = self.slots[id(slot)] = (slot, [])
         return entry[1]
 
-    def filters_of(self, slot: SlotFilter) -> dict[Any, _Waiting]:
-        """The filters waiting to join ``slot``, by key (in the order first brought: a
-        new one is given its slot's next filter number when added, as one by one)."""
-        entry = self.filters.get(id(slot))
-        if entry is None:
-            entry = self.filters[id(slot)] = (slot, {})
-        return entry[1]
-
     def flush(self) -> None:
+        if self.windows:
+            self._flush_windows()
         for masks, pending in self.masks.values():
             for key, bitnos in pending.items():
                 masks[key] = masks.get(key, 0) | bits_of(bitnos)
         for slot, bitnos in self.slots.values():
             slot.always |= bits_of(bitnos)
             slot.native = None
-        for slot, waiting in self.filters.values():
-            for key, (pred, conjuncts, bitnos) in waiting.items():
-                # By their numbers: no set as wide as the query numbers per filter.
-                slot.add_numbers(bitnos, pred, key, conjuncts)
+        for slot in self.filters.values():
+            # By their numbers: no set as wide as the query numbers per filter.
+            slot.flush()
         for ecq, fields in self.fields.values():
             for name, bitnos in fields.items():
                 setattr(ecq, name, getattr(ecq, name) | bits_of(bitnos))
@@ -1038,17 +1100,6 @@ class _BulkBits:
                 while len(ecq.cnj_count) <= j:
                     ecq.cnj_count.append(0)
                 ecq.cnj_count[j] |= bits_of(bitnos)
-
-
-def _wait_filter(
-    filters: dict[Any, _Waiting], key: Any, pred: PredFn, conjuncts: tuple[Any, ...], bitno: int
-) -> None:
-    """Query ``bitno`` has the filter ``key`` of a slot in a bulk registration: it joins
-    the queries that brought it, or brings it (``pred``, ``conjuncts``)."""
-    new = (pred, conjuncts, [bitno])
-    got = filters.setdefault(key, new)
-    if got is not new:
-        got[2].append(bitno)
 
 
 def _clear(masks: dict[int, int], k: int, bit: int) -> None:

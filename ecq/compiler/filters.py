@@ -527,17 +527,27 @@ class FilterIndex:
         """Add filter ``fid`` (new) with ``queries`` (ascending, kept), its atoms already
         merged per attribute (``constraints``, not copied: they are not changed once
         added). O(attributes), whatever the number of queries registered."""
-        self._attrs_of[fid] = constraints
-        self.queries[fid] = queries
-        for name, c in constraints.items():
-            a = self.attrs.get(name)
-            if a is None:
-                a = self.attrs[name] = AttrIndex(name)
-            a.members[fid] = (queries, c)
-            a.dirty = True
-        if residual is not None:
-            self.residual[fid] = residual
-            self._residual_bits = None
+        self.add_many([(fid, queries, constraints, residual)])
+
+    def add_many(
+        self, filters: Iterable[tuple[int, list[int], dict[str, Constraint], PredFn | None]]
+    ) -> None:
+        """:meth:`add_constraints` of each of ``filters`` (``(fid, queries,
+        constraints, residual)``), in order: a bulk registration's new filters of a
+        place in one call."""
+        attrs_of, queries_of, attrs, residuals = self._attrs_of, self.queries, self.attrs, self.residual
+        for fid, queries, constraints, residual in filters:
+            attrs_of[fid] = constraints
+            queries_of[fid] = queries
+            for name, c in constraints.items():
+                a = attrs.get(name)
+                if a is None:
+                    a = attrs[name] = AttrIndex(name)
+                a.members[fid] = (queries, c)
+                a.dirty = True
+            if residual is not None:
+                residuals[fid] = residual
+                self._residual_bits = None
         self._all = None
 
     def join(self, fid: int, numbers: Iterable[int]) -> None:

@@ -110,13 +110,22 @@ class QState:
         self.steps = len(slots)
         self.kleene = layout.kleene
         self.simple = layout.simple
-        checks_at: list[list[PredFn]] = [[] for _ in slots]
-        for (_, pred), p in zip(cq.checks, layout.check_at, strict=True):
-            if p >= 0:
-                checks_at[p].append(pred)
-        self.checks_at = tuple([tuple(c) for c in checks_at])
+        if cq.checks:
+            checks_at: list[list[PredFn]] = [[] for _ in slots]
+            for (_, pred), p in zip(cq.checks, layout.check_at, strict=True):
+                if p >= 0:
+                    checks_at[p].append(pred)
+            self.checks_at = tuple([tuple(c) for c in checks_at])
+        else:  # the common case (every condition a filter): no list made per position
+            self.checks_at = ((),) * len(slots)
         comps = cq.comps
-        self.classes_at = tuple([tuple(sorted(comps[i].classes)) for i in slots])
+        # A class set of one (nearly every component's) needs no sort; a loop, not
+        # nested comprehensions (a call each).
+        classes_at = []
+        for i in slots:
+            c = comps[i].classes
+            classes_at.append(tuple(c) if len(c) == 1 else tuple(sorted(c)))
+        self.classes_at = tuple(classes_at)
         self.latest_only = layout.latest_only
         self.classes = tuple(sorted(cq.classes()))
         if layout.has_negs:

@@ -61,3 +61,22 @@ class Horizon:
         self.window = window
         if self.window == NEG_INF:
             self.frozen = NEG_INF
+
+    def add_windows(self, clock: float, adds: list[float]) -> None:
+        """:meth:`set_windows` with ``add`` each of ``adds`` in turn, at one ``clock``
+        (a bulk registration's), in O(len(adds)) C steps rather than a call each. After
+        the first, each add only freezes ``clock - window`` (a no-op past the first:
+        ``window`` only grows) and raises ``window`` to it."""
+        if not adds:
+            return
+        self.set_windows(clock, add=adds[0])
+        if len(adds) == 1:
+            return
+        moving = clock - self.window
+        if moving > self.frozen:
+            self.frozen = moving
+        rest = adds[1:]
+        self.windows.update(rest)
+        top = max(rest)
+        if top > self.window:
+            self.window = top
