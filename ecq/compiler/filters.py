@@ -45,6 +45,7 @@ one rebuild, not one per query.
 from __future__ import annotations
 
 import struct
+import sys
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -149,7 +150,16 @@ def literal_key(value: Any) -> tuple[str, Any]:
     is not ``1`` (docs/semantics.md §7), nor ``1`` ``1.0``: arithmetic on an int is
     exact where a float's rounds (``x + 1 > 2**60`` and ``x + 1.0 > 2**60`` differ at
     ``x = 2**60``), so such filters are not taken for one another."""
-    return (type(value).__name__, value)
+    t = type(value)
+    # (One name object per type: a builtin type's __name__ is a new string each time,
+    # and every filter id's hash would then hash it anew.)
+    name = _TYPE_NAMES.get(t)
+    if name is None:
+        name = _TYPE_NAMES[t] = sys.intern(t.__name__)
+    return (name, value)
+
+
+_TYPE_NAMES: dict[type, str] = {}
 
 
 def filter_skeleton(conjuncts: tuple[Expr, ...]) -> tuple[str, list[Lit]]:
