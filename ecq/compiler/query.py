@@ -692,10 +692,9 @@ def _rebuilder(node: Any, at: dict[int, int], holding: dict[int, None]) -> _Rebu
     fields = [(name, rebuild) for name, value in state.items() if (rebuild := _rebuilder(value, at, holding))]
     if not fields:
         return None
-    new = object.__new__
 
     def rebuilt(lits: list[Any]) -> Any:
-        made = new(cls)
+        made = _new(cls)
         own = made.__dict__
         own.update(state)
         for name, rebuild in fields:
