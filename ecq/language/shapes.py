@@ -8,16 +8,18 @@ each free token, and which free tokens are equal to which (so a check such as "P
 BY names 'a' twice" is part of the shape). Two queries of one shape take the same path
 through the parser; they differ only in the values the parser copies into the AST.
 
-**Template.** The second time a shape is seen, it is parsed once more with a placeholder
-in each free token (a ``str``/``int``/``float`` subclass naming the token, so that a
-value the parser copies unchanged can be told from one it computed). A placeholder may
-land only where the parser copies a token as it is: a literal's value into a ``Lit``
-node, a name's text into any name field. A free token whose placeholder lands anywhere
-else, or nowhere, or that makes the placeholder parse fail (``{3}``, ``[1]``, ``WITHIN
-10 h``, ``PROBABILITY >= 0.5``) is **pinned**: it is written into the key as it is, and
-the template is made again without its placeholder. The template is kept only if filling
-it with the tokens of the query it was made from gives exactly the AST (and spans) a
-fresh parse gave.
+**Template.** The second time a shape is seen, its first query (text and AST, kept until
+then) is parsed once more with a placeholder in each free token (a
+``str``/``int``/``float`` subclass naming the token, so that a value the parser copies
+unchanged can be told from one it computed). A placeholder may land only where the
+parser copies a token as it is: a literal's value into a ``Lit`` node, a name's text
+into any name field. A free token whose placeholder lands anywhere else, or nowhere, or
+that makes the placeholder parse fail (``{3}``, ``[1]``, ``WITHIN 10 h``, ``PROBABILITY
+>= 0.5``) is **pinned**: it is written into the key as it is, and the template is made
+again without its placeholder. The template is kept only if filling it with the tokens
+of the query it was made from gives exactly the AST (and spans) a fresh parse gave. The
+second query is then built from it, never parsed as such (where its pinned tokens differ
+from the first's, it is parsed and counts as the first of its values).
 
 A query whose shape has a template is built from it: its tokens are read (the lexer still
 runs on every text) and put where the template's placeholders are; source positions are
@@ -371,12 +373,15 @@ class _Shape:
     known, then per values of its pinned tokens their template, or how often they were
     seen (an int), or None (that combination is not cached)."""
 
-    __slots__ = ("seen", "pinned", "templates")
+    __slots__ = ("seen", "pinned", "templates", "first")
 
     def __init__(self) -> None:
         self.seen = 0
         self.pinned: tuple[int, ...] | None = None
         self.templates: dict[tuple[str, ...], _Template | int | None] = {}
+        # The first query seen (its text and tree) while no template was tried: the
+        # second sighting makes the template from it rather than parsing its own text.
+        self.first: tuple[str, Query] | None = None
 
 
 class ShapeCache:
@@ -417,6 +422,14 @@ class ShapeCache:
         shape = self._shapes.get(key)
         seen = 0  # sightings of this shape (with these pinned values) before this one
         if shape is not None:
+            first = shape.first if shape.pinned is None else None
+            if first is not None and free:
+                built = self._second(shape, first, tokens)
+                if built is not None:
+                    self.misses += 1
+                    return built
+                # Else its pinned tokens are known now, and these tokens' values have no
+                # template yet (or the shape none at all): as below.
             if shape.pinned is None:
                 seen = shape.seen
             else:
@@ -438,6 +451,8 @@ class ShapeCache:
                     shape = self._shapes[key] = _Shape()
             if shape.pinned is None:
                 shape.seen = seen = max(shape.seen, seen) + 1
+                if seen == 1 and free:
+                    shape.first = (text, query)
             else:
                 values = tuple([tokens[i][1] for i in shape.pinned])
                 if values not in shape.templates:
@@ -461,6 +476,28 @@ class ShapeCache:
         # it teaches the template the compiler's shape, and the next query of the shape
         # is compiled from its tokens (ecq.compiler.shapes.text_parts).
         return query if kept is None else kept.fill(tokens)
+
+    def _second(self, shape: _Shape, first: tuple[str, Query], tokens: list[Token]) -> Query | None:
+        """A shape's second sighting (no template tried yet): its template made from the
+        first query's text and tree, which it was checked against, then filled with
+        ``tokens``; None when there is no template for ``tokens``' pinned values (the
+        caller parses them). The tokens have the first's shape, so they parse as its do."""
+        text, query = first
+        first_tokens = tokenize(text)
+        made = _make_template(self._parse, text, first_tokens, shape_of(first_tokens)[1], query, None)
+        with self._lock:
+            if shape.first is first:
+                shape.first = None
+            if shape.pinned is None:
+                shape.pinned = made.pinned if made is not None else ()
+            kept = made if made is not None and made.pinned == shape.pinned else None
+            values = tuple([first_tokens[i][1] for i in shape.pinned])
+            if values not in shape.templates:
+                self._grow()
+            shape.templates[values] = kept
+            if tuple([tokens[i][1] for i in shape.pinned]) != values:
+                kept = None
+        return None if kept is None else kept.fill(tokens)
 
     def _grow(self) -> None:
         """Count one more entry (a shape, or a shape's pinned values); past the bound the

@@ -135,3 +135,37 @@ def test_objects_frozen_through_freeze_are_not_counted_at_each_block(monkeypatch
     with collector_paused():  # thawed: what a block makes moves again
         made = _Node()
     assert id(made) not in _young_ids()
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_registering_runs_no_collection_and_leaves_the_query_old(many: bool) -> None:
+    # Engine.register pauses the collector as Engine.register_many does: a query makes
+    # hundreds of objects, so with a young threshold of 100 every registration would
+    # start a collection otherwise.
+    from ecq.engine import Engine
+
+    collector.unfreeze()
+    engine = Engine()
+    texts = [(f"q{i}", f"PATTERN SEQ(A{i} a, B b) WHERE a.v > {i} WITHIN 10 s") for i in range(20)]
+    runs: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            runs.append(info["generation"])
+
+    thresholds = gc.get_threshold()
+    gc.collect()  # the young generation's count back to 0
+    gc.callbacks.append(count)
+    gc.set_threshold(100, 10, 10)
+    try:
+        if many:
+            compiled = engine.register_many(texts)
+        else:
+            compiled = [engine.register(name, text) for name, text in texts]
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.callbacks.remove(count)
+    assert runs == []
+    assert gc.isenabled()
+    young = _young_ids()
+    assert not any(id(cq) in young or id(cq.comps) in young for cq in compiled)

@@ -184,6 +184,29 @@ def test_the_cache_is_used_for_queries_of_one_shape() -> None:
     assert cache.hits == 18
 
 
+def test_the_second_query_of_a_shape_is_built_from_the_firsts_template() -> None:
+    """A shape's template is made from its first query's parse on the second sighting:
+    the second text is not parsed as such, only the first with its placeholders."""
+    parsed: list[str] = []
+
+    def counting(text: str, tokens: list) -> Query:  # type: ignore[type-arg]
+        parsed.append("placeholders" if any(type(t[1]) is not str for t in tokens) else text)
+        return parse_tokens(text, tokens)
+
+    cache = ShapeCache(counting)
+    texts = [f"SEQ(A{i} a, B{i} b) WHERE a.x > {i} AND b.y = 'v{i}' WITHIN {i + 1} s" for i in range(4)]
+    for text in texts:
+        assert outcome(cache.parse, text) == outcome(parse_query_fresh, text)
+    # The first text, then one placeholder parse (or more, pinning) made from it.
+    assert parsed[0] == texts[0]
+    assert set(parsed[1:]) == {"placeholders"}
+    assert cache.hits == 2
+    # Its pinned tokens known, another value of them makes its own template later.
+    pinned = ["SEQ(A, B{2}, C) WHERE A.x > 1", "SEQ(D, E{3}, F) WHERE D.x > 2", "SEQ(G, H{3}, I) WHERE G.x > 3"]
+    for text in [*pinned, pinned[-1]]:
+        assert outcome(cache.parse, text) == outcome(parse_query_fresh, text)
+
+
 def test_a_name_spelled_like_a_word_is_not_a_name() -> None:
     cache = fresh_cache()
     texts = ["SEQ(A, B) WHERE A.x > 1", "SEQ(C, D) WHERE C.y > 2", "SEQ(E, F) WHERE E.z > 3"]
