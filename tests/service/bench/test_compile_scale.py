@@ -38,3 +38,19 @@ def test_the_table_has_a_row_per_workload_and_size(monkeypatch: pytest.MonkeyPat
     for r in rows:
         assert r["total_qps"] == "" or float(r["total_qps"]) > 0
         assert float(r["kb_per_query"]) >= 0
+
+
+def test_a_point_below_100000_queries_keeps_the_run_of_median_total(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each run's phases: the median of the totals (3.0) is the third run's, whatever
+    # its order among them; one phase alone would pick another run.
+    runs = iter(
+        [
+            {"compile": 1.0, "install": 1.0, "rss": 1.0, "tree": 0.0},
+            {"compile": 0.5, "install": 4.5, "rss": 2.0, "tree": 0.0},
+            {"compile": 2.0, "install": 1.0, "rss": 3.0, "tree": 0.0},
+            {"compile": 0.1, "install": 0.1, "rss": 4.0, "tree": 0.0},
+            {"compile": 3.5, "install": 0.5, "rss": 5.0, "tree": 0.0},
+        ]
+    )
+    monkeypatch.setattr(compile_time, "measure_scale_fresh", lambda workload, n: next(runs))
+    assert compile_time._median_run("card", 1000, 5)["rss"] == 3.0
