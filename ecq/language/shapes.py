@@ -8,8 +8,8 @@ each free token, and which free tokens are equal to which (so a check such as "P
 BY names 'a' twice" is part of the shape). Two queries of one shape take the same path
 through the parser; they differ only in the values the parser copies into the AST.
 
-**Template.** The second time a shape is seen, its first query (text and AST, kept until
-then) is parsed once more with a placeholder in each free token (a
+**Template.** The second time a shape is seen, its first query (text, tokens and AST,
+kept until then) is parsed once more with a placeholder in each free token (a
 ``str``/``int``/``float`` subclass naming the token, so that a value the parser copies
 unchanged can be told from one it computed). A placeholder may land only where the
 parser copies a token as it is: a literal's value into a ``Lit`` node, a name's text
@@ -379,9 +379,11 @@ class _Shape:
         self.seen = 0
         self.pinned: tuple[int, ...] | None = None
         self.templates: dict[tuple[str, ...], _Template | int | None] = {}
-        # The first query seen (its text and tree) while no template was tried: the
-        # second sighting makes the template from it rather than parsing its own text.
-        self.first: tuple[str, Query] | None = None
+        # The first query seen (its text, tokens and tree) while no template was tried:
+        # the second sighting makes the template from it rather than parsing its own
+        # text. Its tokens are kept, not made again from the text: a query of a text of
+        # several (parse_piece_cached) is some of its text's tokens.
+        self.first: tuple[str, list[Token], Query] | None = None
 
 
 class ShapeCache:
@@ -452,7 +454,7 @@ class ShapeCache:
             if shape.pinned is None:
                 shape.seen = seen = max(shape.seen, seen) + 1
                 if seen == 1 and free:
-                    shape.first = (text, query)
+                    shape.first = (text, tokens, query)
             else:
                 values = tuple([tokens[i][1] for i in shape.pinned])
                 if values not in shape.templates:
@@ -477,13 +479,12 @@ class ShapeCache:
         # is compiled from its tokens (ecq.compiler.shapes.text_parts).
         return query if kept is None else kept.fill(tokens)
 
-    def _second(self, shape: _Shape, first: tuple[str, Query], tokens: list[Token]) -> Query | None:
+    def _second(self, shape: _Shape, first: tuple[str, list[Token], Query], tokens: list[Token]) -> Query | None:
         """A shape's second sighting (no template tried yet): its template made from the
         first query's text and tree, which it was checked against, then filled with
         ``tokens``; None when there is no template for ``tokens``' pinned values (the
         caller parses them). The tokens have the first's shape, so they parse as its do."""
-        text, query = first
-        first_tokens = tokenize(text)
+        text, first_tokens, query = first
         made = _make_template(self._parse, text, first_tokens, shape_of(first_tokens)[1], query, None)
         with self._lock:
             if shape.first is first:

@@ -207,6 +207,19 @@ def test_the_second_query_of_a_shape_is_built_from_the_firsts_template() -> None
         assert outcome(cache.parse, text) == outcome(parse_query_fresh, text)
 
 
+def test_the_queries_of_a_text_of_several_are_built_from_templates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text of many queries of one shape (a queries file): each query is a piece of the
+    text's tokens, and the pieces after the second are built from the template made from
+    the first piece (its own tokens, not the whole text's)."""
+    from ecq.language import shapes
+
+    monkeypatch.setattr(shapes, "_PIECES", None)
+    text = "\n".join(f"QUERY q{i} SEQ(A{i} a, B{i} b) WHERE a.x > {i} WITHIN {i + 1} s" for i in range(20))
+    assert outcome(parse_queries, text) == outcome(parse_queries_fresh, text)
+    assert shapes._PIECES is not None
+    assert shapes._PIECES.hits >= 17
+
+
 def test_a_name_spelled_like_a_word_is_not_a_name() -> None:
     cache = fresh_cache()
     texts = ["SEQ(A, B) WHERE A.x > 1", "SEQ(C, D) WHERE C.y > 2", "SEQ(E, F) WHERE E.z > 3"]
