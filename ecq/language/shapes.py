@@ -426,7 +426,7 @@ class ShapeCache:
         if shape is not None:
             first = shape.first if shape.pinned is None else None
             if first is not None and free:
-                built = self._second(shape, first, tokens)
+                built = self._second(shape, first, tokens, free)
                 if built is not None:
                     self.misses += 1
                     return built
@@ -479,13 +479,16 @@ class ShapeCache:
         # is compiled from its tokens (ecq.compiler.shapes.text_parts).
         return query if kept is None else kept.fill(tokens)
 
-    def _second(self, shape: _Shape, first: tuple[str, list[Token], Query], tokens: list[Token]) -> Query | None:
+    def _second(
+        self, shape: _Shape, first: tuple[str, list[Token], Query], tokens: list[Token], free: list[int]
+    ) -> Query | None:
         """A shape's second sighting (no template tried yet): its template made from the
-        first query's text and tree, which it was checked against, then filled with
+        first query's tokens and tree, which it is checked against, then filled with
         ``tokens``; None when there is no template for ``tokens``' pinned values (the
-        caller parses them). The tokens have the first's shape, so they parse as its do."""
+        caller parses them). The tokens have the first's shape, so they parse as its do,
+        and their free tokens (``free``) are at the same places."""
         text, first_tokens, query = first
-        made = _make_template(self._parse, text, first_tokens, shape_of(first_tokens)[1], query, None)
+        made = _make_template(self._parse, text, first_tokens, free, query, None)
         with self._lock:
             if shape.first is first:
                 shape.first = None
