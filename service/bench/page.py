@@ -703,18 +703,19 @@ SECTIONS: tuple[Section, ...] = (
         "(py-spy). Two workloads: the demo's card payments and the paper's bare sequences.",
         ("pipeline_demo", "pipeline_seq", "pipeline_profile_demo", "pipeline_profile_seq"),
         "The server's CPU per event, on one core: the engine costs what it costs in replay, and "
-        "the service adds what the profile tables show (decoding the Arrow posts, about 2.5-3.5 µs "
-        "an event on the demo's payments; the match rows; the store's commit; the HTTP server and "
-        "its event loop, about 2-3 µs), all on the interpreter that runs the engine, whose lock "
-        "lets one thread run Python at a time. `cpu_bound` is the ratio that CPU allows when no "
-        "process waits: about 0.6 of replay on the demo, about a half on the bare sequences, whose "
-        "engine costs half as much an event while the service's own share stays. "
-        "The measured ratios sit at or below these bounds, so one subscriber at 0.7 of replay "
-        "would need the service's own work per event to cost less than half of the engine's; "
-        "it does not on one interpreter, and moves only with the engine in a process of its own. "
-        "With ten subscribers their CPU (about 20 µs an event between them on the demo) shares "
-        "the machine's two cores with the server; with the Spark job, the job's own (its JVM and "
-        "Python workers, about 6-7 µs an event) does.",
+        "the service adds what the profile tables show, about 3 µs an event on the demo's "
+        "payments and 2 on the bare sequences (decoding the Arrow posts, 1.4-2 µs on the "
+        "demo; the match rows; the store's commit; the HTTP server and its event loop, "
+        "0.6-1.6 µs), all on the interpreter that runs the engine, whose lock lets one thread "
+        "run Python at a time. `cpu_bound` is the ratio that CPU allows when no process waits: "
+        "about 0.6 of replay on the demo, 0.4 to a half on the bare sequences, whose engine "
+        "costs half as much an event while the service's own share stays. The measured ratios "
+        "sit at or below these bounds, so one subscriber at 0.7 of replay would need the "
+        "service's own work per event to cost less than half of the engine's (2.2 µs on the "
+        "demo, 1 µs on the sequences); it does not on one interpreter, and moves only with the "
+        "engine in a process of its own. With ten subscribers their CPU (about 11 µs an event "
+        "between them on the demo) shares the machine's two cores with the server; with the "
+        "Spark job, the job's own (its JVM and Python workers, about 3 µs an event) does.",
     ),
     Section(
         "A cluster: 1, 2 and 4 shards behind the job's sink",
