@@ -535,12 +535,16 @@ SECTIONS: tuple[Section, ...] = (
         "kernel's event loop on a view of each event (made natively by the compiled kernel) and "
         "their matches are merged in emission order. A network's cost per event is mostly "
         "fixed (the event loop, storing the instance, updating its partition's summary, the "
-        "filter index) and hardly depends on its number of queries: one network of a quarter "
-        "of the queries alone runs barely faster than the one of all of them, so four keys "
-        "run at about a quarter of one key's speed, as `networks_bound_vs_1_key` shows beside "
-        "`shared_vs_1_key`. Keys whose queries read different classes cost much less: an "
-        "event is stored and matched only in the network that reads its class, and is a "
-        "placeholder that the compiled loop only counts in the others (the second table).",
+        "filter index) and depends little on its number of queries: one network of a quarter "
+        "of the queries alone runs only about 1.4 times as fast as the one of all of them, so "
+        "four keys run at about a third of one key's speed, as `networks_bound_vs_1_key` "
+        "shows beside `shared_vs_1_key`. Side by side they cost a little more than alone: "
+        "four networks' summaries of the same sources no longer fit the processor's caches "
+        "together, and a profile (perf) of four keys against one puts each network's time "
+        "in its summaries at about twice the one network's. Keys whose queries read "
+        "different classes cost much less: an event is stored and matched only in the "
+        "network that reads its class, and is a placeholder that the compiled loop only "
+        "counts in the others (the second table).",
     ),
     Section(
         "Event time: the time keeper and the reorder buffer",
