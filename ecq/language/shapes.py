@@ -467,13 +467,7 @@ class ShapeCache:
             return query
         made = _make_template(self._parse, text, tokens, free, query, shape.pinned)
         with self._lock:
-            if shape.pinned is None:
-                shape.pinned = made.pinned if made is not None else ()
-            values = tuple([tokens[i][1] for i in shape.pinned])
-            if values not in shape.templates:
-                self._grow()
-            kept = made if made is not None and made.pinned == shape.pinned else None
-            shape.templates[values] = kept
+            kept = self._keep(shape, made, tokens)[0]
         # The query as its template fills it (equal to the parser's, checked): compiling
         # it teaches the template the compiler's shape, and the next query of the shape
         # is compiled from its tokens (ecq.compiler.shapes.text_parts).
@@ -492,16 +486,26 @@ class ShapeCache:
         with self._lock:
             if shape.first is first:
                 shape.first = None
-            if shape.pinned is None:
-                shape.pinned = made.pinned if made is not None else ()
-            kept = made if made is not None and made.pinned == shape.pinned else None
-            values = tuple([first_tokens[i][1] for i in shape.pinned])
-            if values not in shape.templates:
-                self._grow()
-            shape.templates[values] = kept
-            if tuple([tokens[i][1] for i in shape.pinned]) != values:
-                kept = None
+            kept, values = self._keep(shape, made, first_tokens)
+            if kept is not None and tuple([tokens[i][1] for i in kept.pinned]) != values:
+                kept = None  # these tokens' pinned values are not the first's
         return None if kept is None else kept.fill(tokens)
+
+    def _keep(
+        self, shape: _Shape, made: _Template | None, tokens: list[Token]
+    ) -> tuple[_Template | None, tuple[str, ...]]:
+        """Keep ``made``, the template made from ``tokens`` (None: none could be), as
+        the template of ``tokens``' pinned values, the shape's pinned tokens set by the
+        first template tried; returns what is kept (None when the pinned tokens differ)
+        and those values. Called with the lock held."""
+        if shape.pinned is None:
+            shape.pinned = made.pinned if made is not None else ()
+        values = tuple([tokens[i][1] for i in shape.pinned])
+        if values not in shape.templates:
+            self._grow()
+        kept = made if made is not None and made.pinned == shape.pinned else None
+        shape.templates[values] = kept
+        return kept, values
 
     def _grow(self) -> None:
         """Count one more entry (a shape, or a shape's pinned values); past the bound the
