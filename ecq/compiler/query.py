@@ -545,12 +545,14 @@ def _instance(
     state = model.state.copy()
     # Each component is copied once, for its literals and its classes both.
     rename = dict(zip(model.classes, classes, strict=True)) if model.classes != classes else None
+    recipe: _Recipe | None = None
+    values: list[Any] = []
+    funcs: dict[int, Callable[[Any], Any]] = {}
     if ids != model.ids:
         recipe = model.recipe
         if recipe is None:
             recipe = model.recipe = _Recipe(model)
         values = [lit.value for lit in lits]
-        funcs: dict[int, Callable[[Any], Any]] = {}
         compiler = model.compiler
         for fn_id, make, rebuild, expr, path, single, negated, is_value in recipe.made:
             if make is not None:
@@ -564,6 +566,19 @@ def _instance(
                 if is_value
                 else compile_predicate(expr, resolve, single=single, negated=negated)
             )
+        # (Only what holds functions is made anew: most queries have no checks and no
+        # element, blocker or iteration conditions, and share the model's empty ones.)
+        if cq.checks:
+            state["checks"] = tuple([(at, funcs[id(fn)]) for at, fn in cq.checks])
+        if recipe.check_keys is not None:
+            state["check_keys"] = recipe.check_keys(lits)
+        for field in ("element_conds", "blocker_conds", "iteration_conds"):
+            conds = state[field]
+            if conds:
+                state[field] = {k: tuple([funcs[id(f)] for f in v]) for k, v in conds.items()}
+        if cq.returns:
+            state["returns"] = tuple([(label, funcs[id(fn)]) for label, fn in cq.returns])
+    if recipe is not None or rename is not None:
         new_comps = []
         for k, comp in enumerate(comps):
             new_comp = _new(Comp)
@@ -571,7 +586,7 @@ def _instance(
             _set(new_comp, "__dict__", fields)
             if rename is not None:
                 fields["classes"] = frozenset([rename[c] for c in comp.classes])
-            if comp.filter is not None:
+            if recipe is not None and comp.filter is not None:
                 fields["filter"] = funcs[id(comp.filter)]
                 rebuild = recipe.conjuncts[k]
                 if rebuild is not None:
@@ -585,27 +600,6 @@ def _instance(
                         fields["filter_id"] = (made[0], tuple([literal_key(values[j]) for j in made[1]]))
             new_comps.append(new_comp)
         comps = tuple(new_comps)
-        # (Only what holds functions is made anew: most queries have no checks and no
-        # element, blocker or iteration conditions, and share the model's empty ones.)
-        if cq.checks:
-            state["checks"] = tuple([(at, funcs[id(fn)]) for at, fn in cq.checks])
-        if recipe.check_keys is not None:
-            state["check_keys"] = recipe.check_keys(lits)
-        for field in ("element_conds", "blocker_conds", "iteration_conds"):
-            conds = state[field]
-            if conds:
-                state[field] = {k: tuple([funcs[id(f)] for f in v]) for k, v in conds.items()}
-        if cq.returns:
-            state["returns"] = tuple([(label, funcs[id(fn)]) for label, fn in cq.returns])
-    elif rename is not None:
-        renamed = []
-        for comp in comps:
-            new_comp = _new(Comp)
-            fields = comp.__dict__.copy()
-            fields["classes"] = frozenset([rename[c] for c in comp.classes])
-            _set(new_comp, "__dict__", fields)
-            renamed.append(new_comp)
-        comps = tuple(renamed)
     state["name"] = name
     if ast is not None:
         state["ast"] = ast
