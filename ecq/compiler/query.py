@@ -49,6 +49,7 @@ from ecq.language.ast import (
     Seq,
     pattern_to_json,
 )
+from ecq.language.lexer import tokenize
 from ecq.language.partition import partition_key
 
 __all__ = ["Comp", "CompiledQuery", "compile_query", "retag", "KIND_SEQ", "KIND_AND", "KIND_OR", "MAX_WITHIN"]
@@ -486,8 +487,10 @@ def compile_text(name: str, text: str, tag: str = "") -> CompiledQuery:
     shape keeps: ``ecq.compiler.shapes.text_parts``) is made from that query's model
     straight from its tokens: its syntax tree is not built, but parsed from ``text``
     when first read (``CompiledQuery.ast``), so registering many queries of a few
-    shapes neither fills nor walks a tree per query."""
-    parts = text_parts(text)
+    shapes neither fills nor walks a tree per query. The text is split into tokens
+    once, for both ways (the lexer's errors are the parser's)."""
+    tokens = tokenize(text)
+    parts = text_parts(tokens)
     if parts is not None:
         key, classes, lits, within = parts
         ids = tuple([literal_id(lit.value) for lit in lits])
@@ -496,7 +499,7 @@ def compile_text(name: str, text: str, tag: str = "") -> CompiledQuery:
             return _instance(hit, classes, lits, ids, name, None, within, tag, text)
     from ecq.language.parser import parse_query
 
-    return compile_query(name, parse_query(text), text, tag)
+    return compile_query(name, parse_query(text, tokens), text, tag)
 
 
 def _lookup(key: Any, ids: tuple[Any, ...]) -> tuple[_Model | None, Any, bool]:

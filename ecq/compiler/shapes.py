@@ -37,9 +37,8 @@ import dataclasses
 from typing import Any
 
 from ecq.compiler.policy import has_policy
-from ecq.errors import ParseError
 from ecq.language.ast import Arith, AttrRef, BoolOp, Compare, Component, Lit, Query
-from ecq.language.lexer import tokenize
+from ecq.language.lexer import Token
 from ecq.language.shapes import template_of
 
 __all__ = ["Shape", "Parts", "fields_of", "shape_of", "shape_parts", "literal_id", "text_parts"]
@@ -158,16 +157,11 @@ def _slots(template: Any, paths: list[tuple[str | int, ...]]) -> Slots | None:
     return tuple(classes), tuple(lits)
 
 
-def text_parts(text: str) -> tuple[tuple[Any, ...], tuple[str, ...], list[Lit], float | None] | None:
-    """:func:`shape_parts` of the query ``text`` parses to, and its window, read from its
-    tokens alone: when its tokens have the shape of a parse template
+def text_parts(tokens: list[Token]) -> tuple[tuple[Any, ...], tuple[str, ...], list[Lit], float | None] | None:
+    """:func:`shape_parts` of the query of ``tokens`` (a text's, ``tokenize``), and its
+    window, read from the tokens alone: when they have the shape of a parse template
     (``ecq.language.shapes.template_of``) from which a query with the same texts kept as
-    written was compiled. None otherwise (or when the text does not tokenize: its
-    parse says why)."""
-    try:
-        tokens = tokenize(text)
-    except ParseError:
-        return None
+    written was compiled. None otherwise."""
     template = template_of(tokens)
     if template is None or template.as_written is None:
         return None

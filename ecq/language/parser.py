@@ -41,11 +41,12 @@ _CLAUSES = frozenset(
 MAX_NESTING = 64
 
 
-def parse_query(text: str) -> Query:
+def parse_query(text: str, tokens: list[Token] | None = None) -> Query:
     """Parse one query; raises :class:`ecq.errors.ParseError` with the place of the
     first syntax error. A query of a shape parsed before (the same text up to its names
-    and literals) is built from that parse with its own tokens (:mod:`.shapes`)."""
-    return parse_cached(text, parse_tokens)
+    and literals) is built from that parse with its own tokens (:mod:`.shapes`).
+    ``tokens``: ``tokenize(text)``, when the caller has them."""
+    return parse_cached(text, parse_tokens, tokens)
 
 
 def parse_query_fresh(text: str) -> Query:

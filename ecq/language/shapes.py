@@ -651,13 +651,16 @@ _CACHE: ShapeCache | None = None
 _PIECES: ShapeCache | None = None
 
 
-def parse_cached(text: str, parse_tokens: Callable[[str, list[Token]], Query]) -> Query:
-    """``parse_tokens(text, tokenize(text))``, from the process's shape cache."""
+def parse_cached(
+    text: str, parse_tokens: Callable[[str, list[Token]], Query], tokens: list[Token] | None = None
+) -> Query:
+    """``parse_tokens(text, tokenize(text))`` (``tokens``: that, when given), from the
+    process's shape cache."""
     global _CACHE
     cache = _CACHE
     if cache is None:
         cache = _CACHE = ShapeCache(parse_tokens)
-    return cache.parse(text)
+    return cache.parse_tokens(text, tokenize(text) if tokens is None else tokens)
 
 
 def template_of(tokens: list[Token]) -> _Template | None:
