@@ -152,13 +152,16 @@ cdef int _extend_at(
             if t < oldest:
                 summary.drop_start(i)
                 continue
-            wm = window_mask(wins, e_end - t) if e_end - t > full else None
-            row = <Bits>starts.r[i].b
             # The row & m through the class pair's few queries (those of the row's
             # class at position 0 and of this one at 1: a few, where the row is as wide
-            # as every query), what the instance passes checked per query.
+            # as every query), what the instance passes checked per query. Most pairs
+            # have none when the network's queries are few beside its classes (a
+            # partition key's share): such a row costs the lookup alone.
             pair = pair_ids(n, q, starts.r[i].tag, either, &count)
-            add_ids_in(pair, count, row.w, row.n, wm, m, raw, t)
+            if count:
+                wm = window_mask(wins, e_end - t) if e_end - t > full else None
+                row = <Bits>starts.r[i].b
+                add_ids_in(pair, count, row.w, row.n, wm, m, raw, t)
             i += 1
         if raw.n:
             if to_done and _none(q.more.get(k)):
