@@ -15,7 +15,7 @@ from __future__ import annotations
 import gc
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ecq.engine import Engine
 from ecq.evaluation.baseline import SeparateEngine
@@ -66,7 +66,43 @@ def _own_classes(w: Workload, keys: int, stream: list[Event]) -> tuple[list[tupl
     return queries, events
 
 
-def _measure(engines: list[Engine | SeparateEngine], stream: list[Event], chunk: int = 500) -> list[float]:
+def _key_value(e: Event, j: int) -> str | int:
+    """Event ``e``'s value of key ``j`` (:func:`_stream`'s attributes; key 0 the source)."""
+    value = e.src if j == 0 else e.attrs[f"p{j}"]
+    assert isinstance(value, str | int)
+    return value
+
+
+class _PerKeyEngines:
+    """One engine per key, as one deployment per key would run: engine ``j`` holds the
+    queries of key ``j`` written on the source (no PARTITION BY) and reads its own copy
+    of the stream whose events' source is their key ``j`` value, made beforehand (each
+    deployment decodes its own stream). :meth:`process` hands each engine the next
+    events of its copy, as many as the batch given (whose events it does not read)."""
+
+    def __init__(self, w: Workload, keys: int, stream: list[Event]) -> None:
+        self.engines: list[Engine] = []
+        self.streams: list[list[Event]] = []
+        for j in range(keys):
+            engine = Engine()
+            for name, text in sequence_queries(w)[j::keys]:
+                engine.register(name, text)
+            self.engines.append(engine)
+            own = [Event(_key_value(e, j), e.type, e.start, e.end, e.attrs, e.prob, e.id) for e in stream]
+            self.streams.append(own)
+        self.at = 0
+
+    def process(self, batch: list[Event]) -> list[object]:
+        at, self.at = self.at, self.at + len(batch)
+        out: list[object] = []
+        for engine, own in zip(self.engines, self.streams, strict=True):
+            out += engine.process(own[at : self.at])
+        return out
+
+
+def _measure(
+    engines: Sequence[Engine | SeparateEngine | _PerKeyEngines], stream: list[Event], chunk: int = 500
+) -> list[float]:
     """Events/s of each engine over the last four fifths of ``stream`` (the first fifth
     warms up), the engines given the same chunks in turn, rotating the order, with the
     cyclic collector off while timing, as every engine comparison does
@@ -115,6 +151,8 @@ def partitions(
             "shared_vs_1_key",
             "one_network_ev_s",
             "networks_bound_vs_1_key",
+            "per_key_engines_ev_s",
+            "per_key_engines_vs_1_key",
         ],
         plot=Plot("keys", ("shared_ev_s", "sp_ev_s"), "events/s", "partition keys in use"),
     )
@@ -140,13 +178,16 @@ def partitions(
         for name, text in _queries(w, keys)[::keys]:
             engine.register(name, text)
         engines.append(engine)
-    speeds = _measure(engines, stream)
+    # Per key count above one, one engine per key side by side (one deployment per key).
+    per_key = len(engines)
+    speeds = _measure([*engines, *(_PerKeyEngines(w, keys, stream) for keys in KEY_COUNTS[1:])], stream)
     if progress is not None:
         progress(0.5, "measured")
     first = speeds[0]
     for k, keys in enumerate(KEY_COUNTS):
         shared, sp = speeds[2 * k], speeds[2 * k + 1]
         one = first if keys == 1 else speeds[alone + k - 1]
+        apart = first if keys == 1 else speeds[per_key + k - 1]
         table.add(
             keys=keys,
             shared_ev_s=round(shared),
@@ -157,6 +198,8 @@ def partitions(
             one_network_ev_s=round(one),
             # ``keys`` networks each as fast as one alone: every event through each.
             networks_bound_vs_1_key=round(one / keys / first, 2),
+            per_key_engines_ev_s=round(apart),
+            per_key_engines_vs_1_key=round(apart / first, 2),
         )
     table.notes = [
         f"{n_queries} sequence queries (3 steps, 50 classes, windows 200-240 min), 1,000 sources, "
@@ -166,7 +209,10 @@ def partitions(
         "on the same events, interleaved chunk by chunk, the collector off while timing; "
         "one_network_ev_s: an engine of one key's share of the queries alone (query i for i "
         "mod keys = 0, one network), in the same run; networks_bound_vs_1_key: one_network_ev_s "
-        "/ keys against one key, the ratio if each key's network cost what it costs alone."
+        "/ keys against one key, the ratio if each key's network cost what it costs alone; "
+        "per_key_engines: one engine per key side by side in the same run (one deployment per "
+        "key), engine j holding key j's queries on the source and reading a copy of the events "
+        "whose source is their key j value, made before timing."
     ]
     return [table, _own_classes_table(w, stream, n_queries, count, progress)]
 

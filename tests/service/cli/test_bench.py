@@ -227,6 +227,8 @@ def test_partitions_command_measures_every_key_count_shared_and_sp(tmp_path: Pat
         "shared_vs_1_key",
         "one_network_ev_s",
         "networks_bound_vs_1_key",
+        "per_key_engines_ev_s",
+        "per_key_engines_vs_1_key",
     ]
     table = [dict(zip(header, row, strict=True)) for row in rows]
     assert [int(r["keys"]) for r in table] == [1, 2, 4, 8]
@@ -234,6 +236,9 @@ def test_partitions_command_measures_every_key_count_shared_and_sp(tmp_path: Pat
     # engine of its own whose speed, divided by the keys, gives the bound column.
     assert table[0]["one_network_ev_s"] == table[0]["shared_ev_s"]
     assert float(table[0]["networks_bound_vs_1_key"]) == 1.0
+    # One engine per key: for one key, the single-key engine itself.
+    assert table[0]["per_key_engines_ev_s"] == table[0]["shared_ev_s"]
+    assert all(int(r["per_key_engines_ev_s"]) > 0 for r in table)
     for r in table:
         bound = int(r["one_network_ev_s"]) / int(r["keys"]) / int(table[0]["shared_ev_s"])
         assert abs(float(r["networks_bound_vs_1_key"]) - bound) <= 0.006
