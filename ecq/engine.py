@@ -24,7 +24,7 @@ from ecq.match import Match
 from ecq.matching.emission import Emission
 from ecq.network import Network, check_depends
 from ecq.ops import OpClock
-from ecq.partitions import key_value, output_src, view
+from ecq.partitions import key_value, output_src, placeholder, view
 from ecq.structures.qstate import QState
 
 __all__ = ["Engine"]
@@ -357,17 +357,18 @@ class Engine(OpClock):
             if key == DEFAULT_KEY:
                 mine = batch
                 if owns is not None:
-                    mine = [e if owns(key, e.src) else view(e, None, _UNSEEN, _NO_ATTRS) for e in batch]
+                    mine = [e if owns(key, e.src) else placeholder(e) for e in batch]
                 got = net.kernel.run_events(host, mine)
             else:
                 keep = key in self._reads_src
                 ecqs = net.ecqs
                 native = _native_views()
                 if owns is None and native is not None:
-                    views = native(batch, key, ecqs, keep, _UNSEEN, _NO_ATTRS)
+                    # The events it does not see are given as themselves, marked.
+                    views, unseen = native(batch, key, ecqs, keep)
+                    got = net.kernel.run_events(host, views, unseen)
                 else:
-                    views = self._key_views(batch, key, ecqs, keep)
-                got = net.kernel.run_events(host, views)
+                    got = net.kernel.run_events(host, self._key_views(batch, key, ecqs, keep))
                 for m in got:
                     m.src = output_src(m.src)
             merged.extend(got)
@@ -390,13 +391,14 @@ class Engine(OpClock):
         """The batch as the network of ``key`` sees it: per event its view, or a
         placeholder that only moves the clock (no class of the network, no key, or a
         key value this engine does not own). The compiled kernel makes the same views
-        natively when no ownership applies (``ecq.kernel.make.key_views``)."""
+        natively when no ownership applies, the events the network does not see given
+        as themselves and marked instead (``ecq.kernel.make.key_views``)."""
         owns = self.owns
         views = []
         for e in batch:
             value = key_value(e, key, keep) if e.type in ecqs else None
             if value is None or (owns is not None and not owns(key, value[0])):
-                views.append(view(e, None, _UNSEEN, _NO_ATTRS))
+                views.append(placeholder(e))
             else:
                 views.append(view(e, value[0], e.type, value[1]))
         return views
@@ -521,10 +523,6 @@ def _unseen(
     return out
 
 
-# The class of a placeholder for an event a keyed network cannot see (no network has
-# it: class names are never empty).
-_UNSEEN = ""
-_NO_ATTRS: dict[str, Any] = {}
 _VIEWS: list[KeyViewer | None] = []
 
 

@@ -15,10 +15,15 @@ from typing import Any
 
 from ecq.event import Event
 
-__all__ = ["Typed", "key_value", "output_src", "view", "FIELDS"]
+__all__ = ["Typed", "key_value", "output_src", "view", "placeholder", "FIELDS", "UNSEEN", "NO_ATTRS"]
 
 # Names read from the event's own fields when ``attrs`` lacks them (as conditions do).
 FIELDS = frozenset({"start", "end", "src", "type", "prob"})
+
+# The class of a placeholder for an event a keyed network cannot see (no network has
+# it: class names are never empty), and its attributes.
+UNSEEN = ""
+NO_ATTRS: dict[str, Any] = {}
 
 
 class Typed:
@@ -113,6 +118,13 @@ def view(e: Event, src: Any, type: str, attrs: dict[str, Any]) -> Event:
     v.prev = None
     v.pmb = None
     return v
+
+
+def placeholder(e: Event) -> Event:
+    """What a keyed network sees of an event it cannot see (another key's class, no key,
+    or a key value another shard owns): ``e``'s times, probability and id, no source,
+    no attributes, a class of no network. It only moves the clock."""
+    return view(e, None, UNSEEN, NO_ATTRS)
 
 
 _new = Event.__new__

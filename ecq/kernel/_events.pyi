@@ -35,15 +35,9 @@ class EventReader:
 
 class KeyViews:
     def __init__(self, cls: type[Event], typed: Callable[[Any], Any], fields: frozenset[str]) -> None: ...
-    def views(
-        self,
-        events: list[Event],
-        key: tuple[str, ...],
-        classes: Any,
-        keep_src: bool,
-        unseen: str,
-        no_attrs: dict[str, Any],
-    ) -> list[Event]: ...
+    def seen(
+        self, events: list[Event], key: tuple[str, ...], classes: Any, keep_src: bool
+    ) -> tuple[list[Event], bytes]: ...
 
 class Match:
     query: str

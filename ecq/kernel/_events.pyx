@@ -1165,12 +1165,17 @@ cdef class KeyViews:
             ev_get(f.prob, "prob"), ev_get(f.id, "id"),
         )
 
-    def views(self, list events, tuple key, object classes, bint keep_src, object unseen, dict no_attrs):
-        """Per event of ``events``: the view for ``key`` when its class is in
-        ``classes`` and it has the key's attributes (``attrs`` with ``src`` added
-        under ``keep_src``), else the placeholder view (``None``, ``unseen``,
-        ``no_attrs``) that only moves the clock."""
+    def seen(self, list events, tuple key, object classes, bint keep_src):
+        """``(items, unseen)``: per event of ``events``, its view for ``key`` when its
+        class is in ``classes`` and it has the key's attributes (``attrs`` with ``src``
+        added under ``keep_src``); else the event itself, marked 1 in ``unseen`` (bytes,
+        one per event): an event the network does not see, which the compiled event loop
+        only counts and reads the end of (``CompiledKernel.run_events``), standing for
+        its placeholder view (``ecq.partitions.placeholder``)."""
+        cdef Py_ssize_t count = len(events), at = 0
         cdef list out = []
+        cdef bytearray unseen = bytearray(count)
+        cdef unsigned char *marks = unseen
         cdef Py_ssize_t n = len(key)
         cdef scemon_event *f
         cdef list parts
@@ -1197,11 +1202,13 @@ cdef class KeyViews:
                     if parts is not None:
                         value = tuple(parts)
             if value is _ABSENT:
-                out.append(self.view(f, None, unseen, no_attrs))
-                continue
-            attrs = ev_get(f.attrs, "attrs")
-            if keep_src and "src" not in attrs:
-                attrs = dict(attrs)
-                attrs["src"] = ev_get(f.src, "src")
-            out.append(self.view(f, value, etype, attrs))
-        return out
+                out.append(e)
+                marks[at] = 1
+            else:
+                attrs = ev_get(f.attrs, "attrs")
+                if keep_src and "src" not in attrs:
+                    attrs = dict(attrs)
+                    attrs["src"] = ev_get(f.src, "src")
+                out.append(self.view(f, value, etype, attrs))
+            at += 1
+        return out, bytes(unseen)

@@ -28,6 +28,7 @@ from ecq.kernel._summary cimport Ent, Row, SrcSummary, is_empty, prune, remove_b
 
 from ecq.event import Event
 from ecq.kernel._events import EventBase
+from ecq.partitions import placeholder
 from ecq.kernel._conjunction cimport Conjunctions, Klass, _Query
 from ecq.kernel._negation cimport Waiting, bound_ok
 from ecq.kernel._filters cimport Passing, slot_passing
@@ -226,7 +227,7 @@ cdef class CompiledKernel:
 
     # ------------------------------------------------------------ the event loop
 
-    def run_events(self, engine, events):
+    def run_events(self, engine, events, bytes unseen=None):
         """``OpClock.step_events`` for the shared engine: the same stamping, clock,
         cleaning and emission order. An event of a class only plain sequences use (no
         pending trailing negation due) goes through the compiled phases, its filters
@@ -234,7 +235,14 @@ cdef class CompiledKernel:
         and the matches of plain queries that need nothing more are built here; anything
         else takes ``Network.on_event`` and ``LoopHost.emit``. The engine's counters
         live in C during the batch (``_Counters``) and are written back before any
-        Python code runs and at the end."""
+        Python code runs and at the end.
+
+        ``unseen`` (a keyed network's batch, ``KeyViews.seen``): one byte per event, 1
+        for an event the network does not see, given as itself. It counts and moves the
+        clock, releasing the kernel's waiting matches that fall due, and is neither
+        stamped nor read further; when the network's own deadline passes or a source log
+        notes it, it is first made its placeholder view (``ecq.partitions.placeholder``),
+        which the loop then takes as any event."""
         cdef list out = []
         net = self.network
         cdef _Counters c = _Counters()
@@ -259,6 +267,11 @@ cdef class CompiledKernel:
         cdef list conj
         cdef list seq = events if type(events) is list else list(events)
         cdef Py_ssize_t at, total = len(seq)
+        cdef const unsigned char *marks = NULL
+        if unseen is not None:
+            if len(unseen) != total:
+                raise ValueError(f"unseen has {len(unseen)} marks for {total} events")
+            marks = <const unsigned char *>(<const char *>unseen)
         # The source log (ecq.matching.policy.SourceLog), while a strategy reads it:
         # each event noted as it is stamped, before anything looks at it.
         cdef dict log_arrivals = None, log_events = None
@@ -271,7 +284,28 @@ cdef class CompiledKernel:
             for at in range(total):
                 n = self.current()
                 e = <object>PyList_GET_ITEM(seq, at)
-                ahead.step(s, n, seq, at, total)
+                ahead.step(s, n, seq, at, total, marks)
+                if marks != NULL and marks[at]:
+                    # An event this network does not see: its end alone is read.
+                    _check(e)
+                    end = ev_float(ev(e).end, "end")
+                    if log_arrivals is not None or (end if end > c.clock else c.clock) > c.deadline:
+                        e = placeholder(e)
+                    else:
+                        c.ops += 1
+                        c.arrivals += 1
+                        before = c.clock
+                        if end > before:
+                            c.clock = end
+                        if c.clock > waiting.earliest():
+                            _release(c, engine, net, n, s, s_conj, before, c.arrivals - 1, out)
+                        c.seen += 1
+                        c.since += 1
+                        if c.since >= every:
+                            c.put(engine, net)
+                            engine.clean()
+                            c.since = engine.since_clean
+                        continue
                 if not isinstance(e, _EventBase) or ev_int(ev(e).arrival, "arrival") >= 0:
                     # Already processed (or not an Event): a copy is processed.
                     e = _Event(e.src, e.type, e.start, e.end, e.attrs, e.prob, e.id)
@@ -414,7 +448,9 @@ cdef class _Ahead:
     def __cinit__(self):
         self.ring = [None] * 4
 
-    cdef int step(self, State s, Net n, list seq, Py_ssize_t at, Py_ssize_t total) except -1:
+    cdef int step(
+        self, State s, Net n, list seq, Py_ssize_t at, Py_ssize_t total, const unsigned char *unseen
+    ) except -1:
         cdef SrcSummary x
         cdef Py_ssize_t lines
         cdef PyObject *src
@@ -422,7 +458,7 @@ cdef class _Ahead:
         if at + 3 < total:
             nxt = <object>PyList_GET_ITEM(seq, at + 3)
             got = None
-            if type(nxt) is _Event:
+            if type(nxt) is _Event and (unseen == NULL or not unseen[at + 3]):
                 src = ev(nxt).src
                 cls = ev(nxt).type
                 # Not for an event of a class no query reads (run_events only counts

@@ -255,8 +255,13 @@ class Kernel(Protocol):
 
     # -- the event loop
 
-    def run_events(self, engine: LoopHost, events: Iterable[Event]) -> list[Match]:
-        """``engine.step_events(events)``, possibly compiled: the same results."""
+    def run_events(
+        self, engine: LoopHost, events: Iterable[Event], unseen: bytes | None = None
+    ) -> list[Match]:
+        """``engine.step_events(events)``, possibly compiled: the same results.
+        ``unseen``: one byte per event, 1 where the event is one the network does not
+        see, given as itself: it stands for its placeholder view
+        (``ecq.partitions.placeholder``; ``KeyViews.seen`` makes both)."""
         ...
 
     # -- readers, and the phases' parts one by one (tests compare the kernels on them)

@@ -114,21 +114,21 @@ def jsonl_reader() -> EventReader | None:
     return reader
 
 
-# (events, key, the network's classes, keep src, the placeholder's class and attributes)
-# -> each event's view for the key: see ``KeyViews.views``.
-KeyViewer = Callable[[list[Event], tuple[str, ...], Any, bool, str, dict[str, Any]], list[Event]]
+# (events, key, the network's classes, keep src) -> each event's view for the key, or the
+# event itself where the network does not see it, and those marks: see ``KeyViews.seen``.
+KeyViewer = Callable[[list[Event], tuple[str, ...], Any, bool], tuple[list[Event], bytes]]
 
 
 def key_views() -> KeyViewer | None:
     """The compiled maker of a batch's views for one partition key (what
-    ``ecq.partitions.key_value`` and ``view`` make per event), or None when the kernel
-    is not compiled."""
+    ``ecq.partitions.key_value`` and ``view`` make per event, an event the network does
+    not see given as itself and marked), or None when the kernel is not compiled."""
     module = compiled_module("_events")
     if module is None:
         return None
     from ecq.partitions import FIELDS, Typed
 
-    viewer: KeyViewer = module.KeyViews(Event, Typed, FIELDS).views
+    viewer: KeyViewer = module.KeyViews(Event, Typed, FIELDS).seen
     return viewer
 
 

@@ -23,6 +23,7 @@ from ecq.match import Match
 from ecq.matching.assembly import assemble_seq
 from ecq.matching.composite import bound_ok
 from ecq.matching.conjunction import Presences, candidates
+from ecq.partitions import placeholder
 from ecq.structures.ecq import ECQ, SlotFilter
 from ecq.structures.pmb import PMB, merge_latest, resolve_latest
 from ecq.structures.siq import SIQ
@@ -378,5 +379,9 @@ class PureKernel:
 
     # ------------------------------------------------------------- the event loop
 
-    def run_events(self, engine: LoopHost, events: Iterable[Event]) -> list[Match]:
+    def run_events(
+        self, engine: LoopHost, events: Iterable[Event], unseen: bytes | None = None
+    ) -> list[Match]:
+        if unseen is not None:
+            events = [placeholder(e) if mark else e for e, mark in zip(events, unseen, strict=True)]
         return engine.step_events(events)

@@ -550,8 +550,9 @@ SECTIONS: tuple[Section, ...] = (
         "together, and a profile (perf) of four keys against one puts each network's time "
         "in its summaries at about twice the one network's. Keys whose queries read "
         "different classes cost much less: an event is stored and matched only in the "
-        "network that reads its class, and is a placeholder that the compiled loop only "
-        "counts in the others (the second table).",
+        "network that reads its class, and the others' compiled loops only count it and "
+        "move their clocks, reading its end time and making no view of it (the second "
+        "table).",
     ),
     Section(
         "Event time: the time keeper and the reorder buffer",

@@ -264,7 +264,7 @@ def _own_classes_table(
         f"The same {n_queries} queries and {count} events, query i of key i mod keys reading its "
         "classes renamed into group i mod keys and event n of group n mod keys (each key's "
         "queries see a share of the stream of their own); keyed: the queries partitioned as "
-        "above, one network per key, each event a placeholder in the networks that do not read "
+        "above, one network per key, each event only counted by the networks that do not read "
         "its class; one key: the same queries all on the source, one network; the two "
         "interleaved chunk by chunk on each key count's stream, the collector off while timing."
     ]

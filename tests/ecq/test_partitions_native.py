@@ -1,5 +1,6 @@
 """The compiled kernel's views of a batch for one partition key (``KeyViews``) are the
-views ``ecq.partitions.key_value`` and ``view`` make in Python, field by field."""
+views ``ecq.partitions.key_value`` and ``view`` make in Python, field by field; an event
+the network does not see is given as itself and marked, standing for its placeholder."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ecq.engine import _NO_ATTRS, _UNSEEN, Engine
+from ecq.engine import Engine
 from ecq.event import Event
 from ecq.kernel.make import key_views
 from ecq.kernel.select import status
-from ecq.partitions import Typed
+from ecq.partitions import UNSEEN, Typed, placeholder
 
 pytestmark = pytest.mark.skipif(not status().compiled, reason=f"{status().reason}")
 
@@ -62,14 +63,22 @@ def test_native_views_are_the_python_views(
     native = key_views()
     assert native is not None
     ecqs = dict.fromkeys(classes)
-    made = native(batch, key, ecqs, keep, _UNSEEN, _NO_ATTRS)
+    made, unseen = native(batch, key, ecqs, keep)
     python = Engine()._key_views(batch, key, ecqs, keep)  # type: ignore[arg-type]
-    assert [_fields(v) for v in made] == [_fields(v) for v in python]
-    for v, e in zip(made, batch, strict=True):
+    assert type(unseen) is bytes and len(unseen) == len(made) == len(batch)
+    # Where the network does not see the event (Python's placeholder), the event itself.
+    assert [bool(mark) for mark in unseen] == [v.type == UNSEEN for v in python]
+    assert [_fields(placeholder(v) if mark else v) for v, mark in zip(made, unseen, strict=True)] == [
+        _fields(v) for v in python
+    ]
+    for v, e, mark in zip(made, batch, unseen, strict=True):
+        if mark:
+            assert v is e
+            continue
         assert type(v) is Event and v is not e
         assert v.parts is None and v.prev is None
         # The attributes are shared, not copied, unless the source is added to them.
-        assert v.attrs is e.attrs or v.attrs is _NO_ATTRS or "src" in v.attrs
+        assert v.attrs is e.attrs or "src" in v.attrs
 
 
 def test_a_value_of_another_type_stays_apart() -> None:
@@ -77,8 +86,57 @@ def test_a_value_of_another_type_stays_apart() -> None:
     native = key_views()
     assert native is not None
     batch = [Event("s", "A", 0.0, 0.0, {"k": value}) for value in (1, 1.0, True)]
-    made = native(batch, ("k",), {"A": None}, False, _UNSEEN, _NO_ATTRS)
+    made, unseen = native(batch, ("k",), {"A": None}, False)
+    assert unseen == bytes(3)
     assert made[0].src == 1 and type(made[0].src) is int
     sources: list[Any] = [v.src for v in made]  # the key's values, of any type
     assert type(sources[1]) is Typed and type(sources[2]) is Typed
     assert len({v.src for v in made}) == 3
+
+
+# Trailing negation: a plain sequence's matches wait in the kernel, a Kleene closure's in
+# the network; both are released by the clock alone.
+WAITING = {
+    "plain": "SEQ(A a, B b, !C c) WITHIN 10 PARTITION BY k",
+    "kleene": "SEQ(A a, B+ b[], !C c) WITHIN 10 PARTITION BY k",
+}
+
+
+def _run(keyed: str, compiled: bool, batched: bool) -> list[tuple[Any, ...]]:
+    engine = Engine(compiled=compiled)
+    engine.register(keyed, WAITING[keyed])
+    engine.register("source", "SEQ(D d, D e) WITHIN 100")
+    stream = [
+        Event("s1", "A", 0.0, 0.0, {"k": 1}),
+        Event("s1", "B", 1.0, 1.0, {"k": 1}),
+        Event("s2", "C", 2.0, 2.0, {"j": 1}),  # no key: not seen, does not block
+        Event("s2", "D", 5.0, 5.0, {}),  # another network's class: not seen
+        Event("s2", "D", 30.0, 30.0, {}),  # passes the deadline while not seen
+        Event("s1", "A", 31.0, 31.0, {"k": 2}),
+        Event("s1", "B", 32.0, 32.0, {"k": 2}),
+        Event("s2", "D", 50.0, 50.0, {}),
+    ]
+    for n, e in enumerate(stream):
+        e.id = f"e{n}"
+    out = engine.process(stream) if batched else [m for e in stream for m in engine.process([e])]
+    return [(m.query, m.src, m.seq, m.trigger, _ids(m.events)) for m in out]
+
+
+def _ids(events: Any) -> Any:
+    # A match's events by id (a Kleene component is a list of them).
+    return tuple(_ids(e) for e in events) if isinstance(events, list) else events.id
+
+
+@pytest.mark.parametrize("keyed", sorted(WAITING))
+def test_events_a_network_does_not_see_release_its_matches_as_placeholders_do(keyed: str) -> None:
+    """An event given to a keyed network as itself (marked unseen) moves its clock: the
+    kernel's waiting matches and the network's own are released at that op, as the
+    pure kernel's placeholder views release them, in one batch or event by event."""
+    want = _run(keyed, compiled=False, batched=False)
+    assert [(q, src, trigger) for q, src, _, trigger, _ in want if q == keyed] == [
+        (keyed, 1, 4),
+        (keyed, 2, 7),
+    ]
+    assert _run(keyed, compiled=True, batched=True) == want
+    assert _run(keyed, compiled=False, batched=True) == want
+    assert _run(keyed, compiled=True, batched=False) == want
