@@ -354,18 +354,19 @@ class Engine(OpClock):
         for key, net in running:
             host = _NetHost(self, net)
             hosts.append(host)
+            # The events a network does not see are given as themselves, marked.
             if key == DEFAULT_KEY:
-                mine = batch
-                if owns is not None:
-                    mine = [e if owns(key, e.src) else placeholder(e) for e in batch]
-                got = net.kernel.run_events(host, mine)
+                if owns is None:
+                    got = net.kernel.run_events(host, batch)
+                else:
+                    unseen = bytes([not owns(key, e.src) for e in batch])
+                    got = net.kernel.run_events(host, batch, unseen)
             else:
                 keep = key in self._reads_src
                 ecqs = net.ecqs
                 native = _native_views()
-                if owns is None and native is not None:
-                    # The events it does not see are given as themselves, marked.
-                    views, unseen = native(batch, key, ecqs, keep)
+                if native is not None:
+                    views, unseen = native(batch, key, ecqs, keep, owns)
                     got = net.kernel.run_events(host, views, unseen)
                 else:
                     got = net.kernel.run_events(host, self._key_views(batch, key, ecqs, keep))
@@ -390,9 +391,9 @@ class Engine(OpClock):
     ) -> list[Event]:
         """The batch as the network of ``key`` sees it: per event its view, or a
         placeholder that only moves the clock (no class of the network, no key, or a
-        key value this engine does not own). The compiled kernel makes the same views
-        natively when no ownership applies, the events the network does not see given
-        as themselves and marked instead (``ecq.kernel.make.key_views``)."""
+        key value this engine does not own). When the kernel is compiled it makes the
+        same views natively, the events the network does not see given as themselves
+        and marked instead (``ecq.kernel.make.key_views``)."""
         owns = self.owns
         views = []
         for e in batch:

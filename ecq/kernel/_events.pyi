@@ -36,7 +36,12 @@ class EventReader:
 class KeyViews:
     def __init__(self, cls: type[Event], typed: Callable[[Any], Any], fields: frozenset[str]) -> None: ...
     def seen(
-        self, events: list[Event], key: tuple[str, ...], classes: Any, keep_src: bool
+        self,
+        events: list[Event],
+        key: tuple[str, ...],
+        classes: Any,
+        keep_src: bool,
+        owns: Callable[[tuple[str, ...], Any], bool] | None = None,
     ) -> tuple[list[Event], bytes]: ...
 
 class Match:

@@ -1165,10 +1165,11 @@ cdef class KeyViews:
             ev_get(f.prob, "prob"), ev_get(f.id, "id"),
         )
 
-    def seen(self, list events, tuple key, object classes, bint keep_src):
+    def seen(self, list events, tuple key, object classes, bint keep_src, object owns=None):
         """``(items, unseen)``: per event of ``events``, its view for ``key`` when its
-        class is in ``classes`` and it has the key's attributes (``attrs`` with ``src``
-        added under ``keep_src``); else the event itself, marked 1 in ``unseen`` (bytes,
+        class is in ``classes``, it has the key's attributes and ``owns(key, value)``
+        (when given) holds of the view's value (``attrs`` with ``src`` added under
+        ``keep_src``); else the event itself, marked 1 in ``unseen`` (bytes,
         one per event): an event the network does not see, which the compiled event loop
         only counts and reads the end of (``CompiledKernel.run_events``), standing for
         its placeholder view (``ecq.partitions.placeholder``)."""
@@ -1201,6 +1202,8 @@ cdef class KeyViews:
                         parts.append(self.part(v))
                     if parts is not None:
                         value = tuple(parts)
+            if value is not _ABSENT and owns is not None and not owns(key, value):
+                value = _ABSENT  # a value another shard owns
             if value is _ABSENT:
                 out.append(e)
                 marks[at] = 1

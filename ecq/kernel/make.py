@@ -114,9 +114,13 @@ def jsonl_reader() -> EventReader | None:
     return reader
 
 
-# (events, key, the network's classes, keep src) -> each event's view for the key, or the
-# event itself where the network does not see it, and those marks: see ``KeyViews.seen``.
-KeyViewer = Callable[[list[Event], tuple[str, ...], Any, bool], tuple[list[Event], bytes]]
+# (events, key, the network's classes, keep src, which values this engine owns or None)
+# -> each event's view for the key, or the event itself where the network does not see
+# it, and those marks: see ``KeyViews.seen``.
+KeyViewer = Callable[
+    [list[Event], tuple[str, ...], Any, bool, Callable[[tuple[str, ...], Any], bool] | None],
+    tuple[list[Event], bytes],
+]
 
 
 def key_views() -> KeyViewer | None:

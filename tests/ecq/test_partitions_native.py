@@ -50,21 +50,29 @@ def _fields(e: Event) -> tuple[Any, ...]:
     return (shown, *(getattr(e, name) for name in FIELDS_OF_A_VIEW[1:]))
 
 
+def _short(key: tuple[str, ...], value: Any) -> bool:
+    return len(repr(value)) < 4
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     batch=events(),
     key=st.lists(st.sampled_from(NAMES), max_size=2, unique=True).map(tuple),
     classes=st.sets(st.sampled_from(CLASSES)),
     keep=st.booleans(),
+    sharded=st.booleans(),
 )
 def test_native_views_are_the_python_views(
-    batch: list[Event], key: tuple[str, ...], classes: set[str], keep: bool
+    batch: list[Event], key: tuple[str, ...], classes: set[str], keep: bool, sharded: bool
 ) -> None:
     native = key_views()
     assert native is not None
     ecqs = dict.fromkeys(classes)
-    made, unseen = native(batch, key, ecqs, keep)
-    python = Engine()._key_views(batch, key, ecqs, keep)  # type: ignore[arg-type]
+    engine = Engine()
+    # A shard's engine owns some values of the key (here: those whose text is short).
+    engine.owns = _short if sharded else None
+    made, unseen = native(batch, key, ecqs, keep, engine.owns)
+    python = engine._key_views(batch, key, ecqs, keep)  # type: ignore[arg-type]
     assert type(unseen) is bytes and len(unseen) == len(made) == len(batch)
     # Where the network does not see the event (Python's placeholder), the event itself.
     assert [bool(mark) for mark in unseen] == [v.type == UNSEEN for v in python]
@@ -86,7 +94,7 @@ def test_a_value_of_another_type_stays_apart() -> None:
     native = key_views()
     assert native is not None
     batch = [Event("s", "A", 0.0, 0.0, {"k": value}) for value in (1, 1.0, True)]
-    made, unseen = native(batch, ("k",), {"A": None}, False)
+    made, unseen = native(batch, ("k",), {"A": None}, False, None)
     assert unseen == bytes(3)
     assert made[0].src == 1 and type(made[0].src) is int
     sources: list[Any] = [v.src for v in made]  # the key's values, of any type
