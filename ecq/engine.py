@@ -351,10 +351,15 @@ class Engine(OpClock):
         # has nothing to store, match or fire: it is skipped, unless none has classes
         # (one network must run to move the counters).
         running = [(key, net) for key, net in self.networks() if net.ecqs] or [(DEFAULT_KEY, self.network)]
+        # Every keyed network's views, made natively in one pass over the batch when the
+        # kernel is compiled: the events a network does not see are given as themselves,
+        # marked.
+        keyed = [(key, net.ecqs, key in self._reads_src) for key, net in running if key != DEFAULT_KEY]
+        native = _native_views()
+        made = iter(native(batch, keyed, owns)) if native is not None and keyed else None
         for key, net in running:
             host = _NetHost(self, net)
             hosts.append(host)
-            # The events a network does not see are given as themselves, marked.
             if key == DEFAULT_KEY:
                 if owns is None:
                     got = net.kernel.run_events(host, batch)
@@ -362,14 +367,12 @@ class Engine(OpClock):
                     unseen = bytes([not owns(key, e.src) for e in batch])
                     got = net.kernel.run_events(host, batch, unseen)
             else:
-                keep = key in self._reads_src
-                ecqs = net.ecqs
-                native = _native_views()
-                if native is not None:
-                    views, unseen = native(batch, key, ecqs, keep, owns)
+                if made is not None:
+                    views, unseen = next(made)
                     got = net.kernel.run_events(host, views, unseen)
                 else:
-                    got = net.kernel.run_events(host, self._key_views(batch, key, ecqs, keep))
+                    views = self._key_views(batch, key, net.ecqs, key in self._reads_src)
+                    got = net.kernel.run_events(host, views)
                 for m in got:
                     m.src = output_src(m.src)
             merged.extend(got)

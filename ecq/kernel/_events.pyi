@@ -38,11 +38,9 @@ class KeyViews:
     def seen(
         self,
         events: list[Event],
-        key: tuple[str, ...],
-        classes: Any,
-        keep_src: bool,
+        keys: list[tuple[tuple[str, ...], Any, bool]],
         owns: Callable[[tuple[str, ...], Any], bool] | None = None,
-    ) -> tuple[list[Event], bytes]: ...
+    ) -> list[tuple[list[Event], bytes]]: ...
 
 class Match:
     query: str

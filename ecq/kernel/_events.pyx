@@ -1165,53 +1165,61 @@ cdef class KeyViews:
             ev_get(f.prob, "prob"), ev_get(f.id, "id"),
         )
 
-    def seen(self, list events, tuple key, object classes, bint keep_src, object owns=None):
-        """``(items, unseen)``: per event of ``events``, its view for ``key`` when its
-        class is in ``classes``, it has the key's attributes and ``owns(key, value)``
-        (when given) holds of the view's value (``attrs`` with ``src`` added under
-        ``keep_src``); else the event itself, marked 1 in ``unseen`` (bytes,
-        one per event): an event the network does not see, which the compiled event loop
-        only counts and reads the end of (``CompiledKernel.run_events``), standing for
-        its placeholder view (``ecq.partitions.placeholder``)."""
-        cdef Py_ssize_t count = len(events), at = 0
-        cdef list out = []
-        cdef bytearray unseen = bytearray(count)
-        cdef unsigned char *marks = unseen
-        cdef Py_ssize_t n = len(key)
-        cdef scemon_event *f
+    cdef object value_of(self, object e, scemon_event *f, object etype, tuple key, object classes):
+        # The event's value of ``key`` when its class is in ``classes``, else _ABSENT.
         cdef list parts
+        cdef Py_ssize_t n = len(key)
+        if etype not in classes:
+            return _ABSENT
+        if n == 1:
+            v = self.read(e, f, key[0])
+            return v if v is _ABSENT else self.part(v)
+        if n == 0:
+            return None
+        parts = []
+        for attr in key:
+            v = self.read(e, f, attr)
+            if v is _ABSENT:
+                return _ABSENT
+            parts.append(self.part(v))
+        return tuple(parts)
+
+    def seen(self, list events, list keys, object owns=None):
+        """Per key of ``keys`` (``(key, classes, keep_src)`` each, a keyed network's):
+        ``(items, unseen)``, where per event of ``events`` ``items`` holds its view for
+        the key when its class is in ``classes``, it has the key's attributes and
+        ``owns(key, value)`` (when given) holds of the view's value (``attrs`` with
+        ``src`` added under ``keep_src``); else the event itself, marked 1 in ``unseen``
+        (bytes, one per event): an event the network does not see, which the compiled
+        event loop only counts and reads the end of (``CompiledKernel.run_events``),
+        standing for its placeholder view (``ecq.partitions.placeholder``). Every key's
+        views of an event are made together: its attributes are read once from memory."""
+        cdef Py_ssize_t count = len(events), nk = len(keys), at = 0, j
+        cdef list outs = [[] for j in range(nk)]
+        cdef list key_of = [spec[0] for spec in keys]
+        cdef list classes_of = [spec[1] for spec in keys]
+        cdef list keep_of = [bool(spec[2]) for spec in keys]
+        cdef bytearray marks = bytearray(nk * count)
+        cdef unsigned char *mark = marks
+        cdef scemon_event *f
         for e in events:
             if not isinstance(e, _EventBase):
                 raise TypeError("KeyViews reads events of a subclass of EventBase")
             f = ev(e)
             etype = ev_get(f.type, "type")
-            value = _ABSENT
-            if etype in classes:
-                if n == 1:
-                    v = self.read(e, f, key[0])
-                    value = v if v is _ABSENT else self.part(v)
-                elif n == 0:
-                    value = None
-                else:
-                    parts = []
-                    for attr in key:
-                        v = self.read(e, f, attr)
-                        if v is _ABSENT:
-                            parts = None
-                            break
-                        parts.append(self.part(v))
-                    if parts is not None:
-                        value = tuple(parts)
-            if value is not _ABSENT and owns is not None and not owns(key, value):
-                value = _ABSENT  # a value another shard owns
-            if value is _ABSENT:
-                out.append(e)
-                marks[at] = 1
-            else:
+            for j in range(nk):
+                key = <tuple?>key_of[j]
+                value = self.value_of(e, f, etype, key, classes_of[j])
+                if value is not _ABSENT and owns is not None and not owns(key, value):
+                    value = _ABSENT  # a value another shard owns
+                if value is _ABSENT:
+                    (<list>outs[j]).append(e)
+                    mark[j * count + at] = 1
+                    continue
                 attrs = ev_get(f.attrs, "attrs")
-                if keep_src and "src" not in attrs:
+                if keep_of[j] and "src" not in attrs:
                     attrs = dict(attrs)
                     attrs["src"] = ev_get(f.src, "src")
-                out.append(self.view(f, value, etype, attrs))
+                (<list>outs[j]).append(self.view(f, value, etype, attrs))
             at += 1
-        return out, bytes(unseen)
+        return [(outs[j], bytes(marks[j * count : (j + 1) * count])) for j in range(nk)]

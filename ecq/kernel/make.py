@@ -114,19 +114,20 @@ def jsonl_reader() -> EventReader | None:
     return reader
 
 
-# (events, key, the network's classes, keep src, which values this engine owns or None)
-# -> each event's view for the key, or the event itself where the network does not see
-# it, and those marks: see ``KeyViews.seen``.
+# (events, per keyed network (its key, its classes, keep src), which values this engine
+# owns or None) -> per network each event's view for its key, or the event itself where
+# the network does not see it, and those marks: see ``KeyViews.seen``.
 KeyViewer = Callable[
-    [list[Event], tuple[str, ...], Any, bool, Callable[[tuple[str, ...], Any], bool] | None],
-    tuple[list[Event], bytes],
+    [list[Event], list[tuple[tuple[str, ...], Any, bool]], Callable[[tuple[str, ...], Any], bool] | None],
+    list[tuple[list[Event], bytes]],
 ]
 
 
 def key_views() -> KeyViewer | None:
-    """The compiled maker of a batch's views for one partition key (what
-    ``ecq.partitions.key_value`` and ``view`` make per event, an event the network does
-    not see given as itself and marked), or None when the kernel is not compiled."""
+    """The compiled maker of a batch's views for partition keys (what
+    ``ecq.partitions.key_value`` and ``view`` make per event and key, an event a key's
+    network does not see given as itself and marked), or None when the kernel is not
+    compiled."""
     module = compiled_module("_events")
     if module is None:
         return None

@@ -71,8 +71,12 @@ def test_native_views_are_the_python_views(
     engine = Engine()
     # A shard's engine owns some values of the key (here: those whose text is short).
     engine.owns = _short if sharded else None
-    made, unseen = native(batch, key, ecqs, keep, engine.owns)
+    # Made with another key's views in the same pass (the NONE key's, of every class).
+    ((made, unseen), (every, none_unseen)) = native(
+        batch, [(key, ecqs, keep), ((), dict.fromkeys(CLASSES), False)], engine.owns
+    )
     python = engine._key_views(batch, key, ecqs, keep)  # type: ignore[arg-type]
+    assert [v is e for v, e in zip(every, batch, strict=True)] == [bool(mark) for mark in none_unseen]
     assert type(unseen) is bytes and len(unseen) == len(made) == len(batch)
     # Where the network does not see the event (Python's placeholder), the event itself.
     assert [bool(mark) for mark in unseen] == [v.type == UNSEEN for v in python]
@@ -94,7 +98,7 @@ def test_a_value_of_another_type_stays_apart() -> None:
     native = key_views()
     assert native is not None
     batch = [Event("s", "A", 0.0, 0.0, {"k": value}) for value in (1, 1.0, True)]
-    made, unseen = native(batch, ("k",), {"A": None}, False, None)
+    ((made, unseen),) = native(batch, [(("k",), {"A": None}, False)], None)
     assert unseen == bytes(3)
     assert made[0].src == 1 and type(made[0].src) is int
     sources: list[Any] = [v.src for v in made]  # the key's values, of any type
