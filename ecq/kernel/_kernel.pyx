@@ -300,11 +300,7 @@ cdef class CompiledKernel:
                         if c.clock > waiting.earliest():
                             _release(c, engine, net, n, s, s_conj, before, c.arrivals - 1, out)
                         c.seen += 1
-                        c.since += 1
-                        if c.since >= every:
-                            c.put(engine, net)
-                            engine.clean()
-                            c.since = engine.since_clean
+                        c.counted(engine, net, every)
                         continue
                 if not isinstance(e, _EventBase) or ev_int(ev(e).arrival, "arrival") >= 0:
                     # Already processed (or not an Event): a copy is processed.
@@ -391,11 +387,7 @@ cdef class CompiledKernel:
                             if emitted:
                                 engine.emit(emitted, arrival, out)
                             c.get(engine, net)
-                c.since += 1
-                if c.since >= every:
-                    c.put(engine, net)
-                    engine.clean()
-                    c.since = engine.since_clean
+                c.counted(engine, net, every)
         finally:
             found.clear()
             s_conj.made = []
@@ -432,6 +424,15 @@ cdef class _Counters:
         self.seq = engine.next_seq
         self.seen = net.seen
         self.deadline = net.own_deadline
+        return 0
+
+    cdef int counted(self, engine, net, long long every) except -1:
+        # An op done: it counts towards cleaning, which runs every ``every`` ops.
+        self.since += 1
+        if self.since >= every:
+            self.put(engine, net)
+            engine.clean()
+            self.since = engine.since_clean
         return 0
 
 
