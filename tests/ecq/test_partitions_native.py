@@ -131,12 +131,7 @@ def _run(keyed: str, compiled: bool, batched: bool) -> list[tuple[Any, ...]]:
     for n, e in enumerate(stream):
         e.id = f"e{n}"
     out = engine.process(stream) if batched else [m for e in stream for m in engine.process([e])]
-    return [(m.query, m.src, m.seq, m.trigger, _ids(m.events)) for m in out]
-
-
-def _ids(events: Any) -> Any:
-    # A match's events by id (a Kleene component is a list of them).
-    return tuple(_ids(e) for e in events) if isinstance(events, list) else events.id
+    return [(m.query, m.src, m.seq, m.trigger, m.event_ids()) for m in out]
 
 
 @pytest.mark.parametrize("keyed", sorted(WAITING))
